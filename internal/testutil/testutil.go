@@ -1,0 +1,82 @@
+// Package testutil holds the few helpers tests across nicstack share: the rule for tests that
+// need root or an external tool (skip with a reason on a developer machine, fail under CI).
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true), where a skipped root test is a failure.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// skipOrFail skips t with reason, or fails it when running under CI.
+func skipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true but this test cannot run: %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot skips t (fails it under CI) unless the test runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "needs root (network namespaces, TAP, AF_PACKET); run make test as root")
+	}
+}
+
+// RequireCommand skips t (fails it under CI) unless every named program is on PATH.
+func RequireCommand(t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			skipOrFail(t, n+" is not installed (make test installs it when root)")
+		}
+	}
+}
+
+var (
+	buildMu  sync.Mutex
+	buildDir string
+	built    = map[string]string{}
+)
+
+// Binary builds the main package at pkg (an import path such as
+// "github.com/nicstack/nicstack/components/nic_router") once per test process and returns the
+// path of the executable. Tests that launch real component processes use it, so that
+// `go test ./...` needs no prior `make build`.
+func Binary(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "nicstack-testbin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = d
+	}
+	out := filepath.Join(buildDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+// BinDir returns the folder Binary builds into (creating it), for tests that run a supervisor
+// which looks for component binaries next to each other.
+func BinDir(t testing.TB) string {
+	t.Helper()
+	Binary(t, "github.com/nicstack/nicstack/cmd/nicstack")
+	return buildDir
+}
