@@ -1,0 +1,232 @@
+// Package model is the nic_router config as data: the <config> node tree read into domains,
+// rules, NAT quotas, DHCP servers and policies, with Genode's defaults and spellings. A domain
+// with any invalid part is invalid as a whole, and so is every domain that refers to it; Parse
+// says why for each.
+package model
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+)
+
+// Config is the whole router config.
+type Config struct {
+	MaxPacketsPerSignal int // 0: no limit
+	Verbose             bool
+	VerbosePackets      bool
+	VerbosePacketDrop   bool
+	VerboseDomainState  bool
+	ICMPEchoServer      bool
+	// ICMPType3CodeOnFragm is the ICMP destination-unreachable code sent back for an IPv4
+	// fragment, or -1 ("no") to drop fragments silently.
+	ICMPType3CodeOnFragm int
+
+	DHCPDiscoverTimeout time.Duration
+	DHCPRequestTimeout  time.Duration
+	DHCPOfferTimeout    time.Duration
+	UDPIdleTimeout      time.Duration
+	TCPIdleTimeout      time.Duration
+	ICMPIdleTimeout     time.Duration
+	TCPMaxSegmLifetime  time.Duration
+	ARPRequestTimeout   time.Duration
+
+	Report        *Report // nil: no report
+	Policies      []Policy
+	DefaultPolicy string // domain name, "" when there is none
+	NicClients    []NicClient
+	Domains       map[string]*Domain // the valid domains
+	Invalid       []InvalidDomain    // in the order they were found invalid
+}
+
+// Report is <report>.
+type Report struct {
+	Interval          time.Duration
+	Bytes, Stats      bool
+	Quota, Config     bool
+	ConfigTriggers    bool
+	LinkState         bool
+	LinkStateTriggers bool
+	DroppedFragmIPv4  bool
+}
+
+// Policy is <policy>: sessions whose label matches go to Domain.
+type Policy struct {
+	Label, Prefix, Suffix, Last string
+	Domain                      string
+}
+
+// NicClient is <nic-client>: the router opens a Nic session itself.
+type NicClient struct {
+	Label  string
+	Domain string
+}
+
+// InvalidDomain names a domain that was dropped and why.
+type InvalidDomain struct {
+	Name   string
+	Reason string
+}
+
+// Domain is one <domain>.
+type Domain struct {
+	Name string
+	// Interface is the router's address and the subnet; invalid (zero) means the domain is
+	// configured by its DHCP client.
+	Interface         netip.Prefix
+	Gateway           netip.Addr // zero: none
+	VerbosePackets    bool
+	VerbosePacketDrop bool
+	ICMPEchoServer    bool
+	UseARP            bool
+	Label             string
+
+	IPRules    []DirectRule // longest prefix first
+	ICMPRules  []DirectRule // longest prefix first
+	TCPRules   []TransportRule
+	UDPRules   []TransportRule
+	TCPForward map[uint16]ForwardRule
+	UDPForward map[uint16]ForwardRule
+	NAT        map[string]NAT // by the domain whose packets are translated
+	DHCPServer *DHCPServer
+}
+
+// DirectRule is <ip> or <icmp>.
+type DirectRule struct {
+	Dst    netip.Prefix
+	Domain string
+}
+
+// TransportRule is <tcp> or <udp> with its permits.
+type TransportRule struct {
+	Dst       netip.Prefix
+	PermitAny string            // domain, "" when there is no <permit-any>
+	Permit    map[uint16]string // port to domain
+}
+
+// ForwardRule is <tcp-forward> or <udp-forward>.
+type ForwardRule struct {
+	Port   uint16
+	Domain string
+	To     netip.Addr
+	ToPort uint16 // 0: keep the port
+}
+
+// NAT is <nat>: quotas of the named domain at this one (0 disables the protocol).
+type NAT struct {
+	Domain   string
+	TCPPorts int
+	UDPPorts int
+	ICMPIDs  int
+}
+
+// DHCPServer is <dhcp-server>.
+type DHCPServer struct {
+	IPFirst, IPLast netip.Addr
+	LeaseTime       time.Duration
+	DNSConfigFrom   string // domain whose DHCP-client config supplies DNS servers and domain name
+	DNSServers      []netip.Addr
+	DNSDomain       string
+}
+
+// Targets returns every domain name the domain's rules refer to, in config order.
+func (d *Domain) Targets() []string {
+	var out []string
+	for _, r := range d.IPRules {
+		out = append(out, r.Domain)
+	}
+	for _, r := range d.ICMPRules {
+		out = append(out, r.Domain)
+	}
+	for _, rs := range [][]TransportRule{d.TCPRules, d.UDPRules} {
+		for _, r := range rs {
+			if r.PermitAny != "" {
+				out = append(out, r.PermitAny)
+			}
+			for _, p := range sortedPorts(r.Permit) {
+				out = append(out, r.Permit[p])
+			}
+		}
+	}
+	for _, fs := range []map[uint16]ForwardRule{d.TCPForward, d.UDPForward} {
+		for _, p := range sortedPorts(fs) {
+			out = append(out, fs[p].Domain)
+		}
+	}
+	for _, n := range sortedKeys(d.NAT) {
+		out = append(out, n)
+	}
+	if d.DHCPServer != nil && d.DHCPServer.DNSConfigFrom != "" {
+		out = append(out, d.DHCPServer.DNSConfigFrom)
+	}
+	return out
+}
+
+func sortedPorts[V any](m map[uint16]V) []uint16 {
+	out := make([]uint16, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DomainFor returns the domain of the best-scoring policy for a session label: an exact
+// label beats any prefix or suffix match, longer matches beat shorter ones, and
+// <default-policy> catches the rest.
+func (c *Config) DomainFor(label string) (string, bool) {
+	best, bestScore := "", -1
+	for _, p := range c.Policies {
+		s := p.score(label)
+		if s > bestScore {
+			best, bestScore = p.Domain, s
+		}
+	}
+	if bestScore >= 0 {
+		return best, true
+	}
+	return c.DefaultPolicy, c.DefaultPolicy != ""
+}
+
+// score is -1 for no match; an exact label scores above every partial match.
+func (p Policy) score(label string) int {
+	const exact = 1 << 30
+	if p.Label != "" {
+		if p.Label == label {
+			return exact
+		}
+		return -1
+	}
+	if p.Prefix == "" && p.Suffix == "" && p.Last == "" {
+		return -1
+	}
+	if len(p.Prefix) > len(label) || label[:len(p.Prefix)] != p.Prefix {
+		return -1
+	}
+	if len(p.Suffix) > len(label) || label[len(label)-len(p.Suffix):] != p.Suffix {
+		return -1
+	}
+	if p.Last != "" && lastElement(label) != p.Last {
+		return -1
+	}
+	return len(p.Prefix) + len(p.Suffix) + len(p.Last)
+}
+
+// lastElement is the part of a label after its last " -> ".
+func lastElement(label string) string {
+	for i := len(label) - 4; i >= 0; i-- {
+		if label[i:i+4] == " -> " {
+			return label[i+4:]
+		}
+	}
+	return label
+}

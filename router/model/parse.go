@@ -1,0 +1,449 @@
+package model
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Parse reads a <config> node. It always returns a usable Config; problems lists what is
+// wrong, each with the file position: unknown nodes and attributes, malformed values (the
+// default is used instead) and invalid domains (dropped, with the reason). The router logs
+// problems as warnings; `nicstack check` rejects a config that has any.
+func Parse(n *config.Node) (*Config, []error) {
+	p := &parser{}
+	p.unknown(n, RouterSchema())
+	c := &Config{
+		MaxPacketsPerSignal:  int(p.number(n, "max_packets_per_signal", 50, 1<<20)),
+		Verbose:              p.boolean(n, "verbose", false),
+		VerbosePackets:       p.boolean(n, "verbose_packets", false),
+		VerbosePacketDrop:    p.boolean(n, "verbose_packet_drop", false),
+		VerboseDomainState:   p.boolean(n, "verbose_domain_state", false),
+		ICMPEchoServer:       p.boolean(n, "icmp_echo_server", true),
+		DHCPDiscoverTimeout:  p.seconds(n, "dhcp_discover_timeout_sec", 10),
+		DHCPRequestTimeout:   p.seconds(n, "dhcp_request_timeout_sec", 10),
+		DHCPOfferTimeout:     p.seconds(n, "dhcp_offer_timeout_sec", 10),
+		UDPIdleTimeout:       p.seconds(n, "udp_idle_timeout_sec", 30),
+		TCPIdleTimeout:       p.seconds(n, "tcp_idle_timeout_sec", 600),
+		ICMPIdleTimeout:      p.seconds(n, "icmp_idle_timeout_sec", 10),
+		TCPMaxSegmLifetime:   p.seconds(n, "tcp_max_segm_lifetime_sec", 15),
+		ARPRequestTimeout:    p.seconds(n, "arp_request_timeout_sec", 10),
+		ICMPType3CodeOnFragm: -1,
+		Domains:              map[string]*Domain{},
+	}
+	if a, ok := n.Attr("icmp_type_3_code_on_fragm_ipv4"); ok && a.Value != "no" {
+		if v, err := strconv.ParseUint(a.Value, 10, 8); err == nil && v <= 15 {
+			c.ICMPType3CodeOnFragm = int(v)
+		} else {
+			p.errorf(a.Pos, "attribute \"icmp_type_3_code_on_fragm_ipv4\": %q is neither \"no\" nor a code 0..15", a.Value)
+		}
+	}
+	if r := n.Sub("report"); r != nil {
+		c.Report = &Report{
+			Interval:          p.seconds(r, "interval_sec", 5),
+			Bytes:             p.boolean(r, "bytes", true),
+			Stats:             p.boolean(r, "stats", true),
+			Quota:             p.boolean(r, "quota", true),
+			Config:            p.boolean(r, "config", true),
+			ConfigTriggers:    p.boolean(r, "config_triggers", false),
+			LinkState:         p.boolean(r, "link_state", false),
+			LinkStateTriggers: p.boolean(r, "link_state_triggers", false),
+			DroppedFragmIPv4:  p.boolean(r, "dropped_fragm_ipv4", false),
+		}
+	}
+	for _, pn := range n.Subs("policy") {
+		c.Policies = append(c.Policies, Policy{
+			Label: pn.String("label", ""), Prefix: pn.String("label_prefix", ""),
+			Suffix: pn.String("label_suffix", ""), Last: pn.String("label_last", ""),
+			Domain: pn.String("domain", ""),
+		})
+	}
+	if dp := n.Sub("default-policy"); dp != nil {
+		c.DefaultPolicy = dp.String("domain", "")
+	}
+	for _, nc := range n.Subs("nic-client") {
+		c.NicClients = append(c.NicClients, NicClient{Label: nc.String("label", ""), Domain: nc.String("domain", "")})
+	}
+
+	// First each domain on its own, then the references between them until nothing changes.
+	nodes := map[string]*config.Node{}
+	var order []string
+	for _, dn := range n.Subs("domain") {
+		d, why := p.domain(dn, c)
+		switch {
+		case why != "":
+			p.invalid(c, dn, d.Name, why)
+		case nodes[d.Name] != nil:
+			p.invalid(c, dn, d.Name, "name not unique")
+			if c.Domains[d.Name] != nil {
+				p.invalid(c, nodes[d.Name], d.Name, "name not unique")
+				delete(c.Domains, d.Name)
+			}
+		default:
+			c.Domains[d.Name] = d
+			order = append(order, d.Name)
+		}
+		if d.Name != "" && nodes[d.Name] == nil {
+			nodes[d.Name] = dn
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, name := range order {
+			d := c.Domains[name]
+			if d == nil {
+				continue
+			}
+			if why := references(c, d); why != "" {
+				p.invalid(c, nodes[name], name, why)
+				delete(c.Domains, name)
+				changed = true
+			}
+		}
+	}
+	return c, p.errs
+}
+
+// references checks that every domain d names exists (and is valid) and that d's DHCP server
+// takes its DNS config from a DHCP-client domain.
+func references(c *Config, d *Domain) string {
+	for _, t := range d.Targets() {
+		if c.Domains[t] == nil {
+			return fmt.Sprintf("rule refers to unknown or invalid domain %q", t)
+		}
+	}
+	if s := d.DHCPServer; s != nil && s.DNSConfigFrom != "" && c.Domains[s.DNSConfigFrom].Interface.IsValid() {
+		return fmt.Sprintf("dns_config_from domain %q is no DHCP client", s.DNSConfigFrom)
+	}
+	return ""
+}
+
+type parser struct{ errs []error }
+
+func (p *parser) errorf(pos config.Pos, format string, args ...any) {
+	p.errs = append(p.errs, config.Errorf(pos, format, args...))
+}
+
+func (p *parser) invalid(c *Config, n *config.Node, name, why string) {
+	c.Invalid = append(c.Invalid, InvalidDomain{Name: name, Reason: why})
+	p.errorf(n.Pos, "invalid domain %q: %s", name, why)
+}
+
+// unknown reports nodes and attributes the schema does not have, recursively.
+func (p *parser) unknown(n *config.Node, s *Schema) {
+	for _, a := range n.Attrs {
+		if _, ok := s.Attr(a.Name); !ok {
+			p.errorf(a.Pos, "unknown attribute %q in <%s>", a.Name, n.Type)
+		}
+	}
+	for _, c := range n.Children() {
+		if cs := s.Node(c.Type); cs != nil {
+			p.unknown(c, cs)
+		} else {
+			p.errorf(c.Pos, "unknown node <%s> in <%s>", c.Type, n.Type)
+		}
+	}
+}
+
+func (p *parser) boolean(n *config.Node, name string, def bool) bool {
+	v, err := n.Bool(name, def)
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+	return v
+}
+
+func (p *parser) number(n *config.Node, name string, def, max uint64) uint64 {
+	v, err := n.Number(name, def)
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return def
+	}
+	if v > max {
+		a, _ := n.Attr(name)
+		p.errorf(a.Pos, "attribute %q of <%s>: %d is above %d", name, n.Type, v, max)
+		return def
+	}
+	return v
+}
+
+func (p *parser) seconds(n *config.Node, name string, def uint64) time.Duration {
+	return time.Duration(p.number(n, name, def, 1<<31)) * time.Second
+}
+
+// domain reads one <domain>; a non-empty reason means it is invalid.
+func (p *parser) domain(n *config.Node, c *Config) (*Domain, string) {
+	d := &Domain{
+		Name:              n.String("name", ""),
+		Label:             n.String("label", ""),
+		VerbosePackets:    p.boolean(n, "verbose_packets", c.VerbosePackets),
+		VerbosePacketDrop: p.boolean(n, "verbose_packet_drop", c.VerbosePacketDrop),
+		ICMPEchoServer:    p.boolean(n, "icmp_echo_server", c.ICMPEchoServer),
+		UseARP:            p.boolean(n, "use_arp", true),
+		TCPForward:        map[uint16]ForwardRule{},
+		UDPForward:        map[uint16]ForwardRule{},
+		NAT:               map[string]NAT{},
+	}
+	if d.Name == "" {
+		return d, "missing name"
+	}
+	if pfx, ok, err := n.Prefix("interface"); err != nil {
+		return d, err.Error()
+	} else if ok {
+		if pfx.Bits() == 0 || pfx.Bits() > 31 || pfx.Addr() == pfx.Masked().Addr() || pfx.Addr() == broadcast(pfx) {
+			return d, fmt.Sprintf("interface %s is no host address in a subnet", pfx)
+		}
+		d.Interface = pfx
+	}
+	if gw, ok, err := n.IPv4("gateway"); err != nil {
+		return d, err.Error()
+	} else if ok {
+		if d.Interface.IsValid() && !d.Interface.Masked().Contains(gw) {
+			return d, fmt.Sprintf("gateway %s is not in the subnet %s", gw, d.Interface.Masked())
+		}
+		d.Gateway = gw
+	}
+	for _, rn := range n.Children() {
+		var why string
+		switch rn.Type {
+		case "ip", "icmp":
+			var r DirectRule
+			if r, why = p.directRule(rn); why == "" {
+				if rn.Type == "ip" {
+					d.IPRules = append(d.IPRules, r)
+				} else {
+					d.ICMPRules = append(d.ICMPRules, r)
+				}
+			}
+		case "tcp", "udp":
+			var r TransportRule
+			if r, why = p.transportRule(rn); why == "" {
+				if rn.Type == "tcp" {
+					d.TCPRules = append(d.TCPRules, r)
+				} else {
+					d.UDPRules = append(d.UDPRules, r)
+				}
+			}
+		case "tcp-forward", "udp-forward":
+			m := d.TCPForward
+			if rn.Type == "udp-forward" {
+				m = d.UDPForward
+			}
+			var r ForwardRule
+			if r, why = p.forwardRule(rn); why == "" {
+				if _, dup := m[r.Port]; dup {
+					why = fmt.Sprintf("two <%s> rules for port %d", rn.Type, r.Port)
+				}
+				m[r.Port] = r
+			}
+		case "nat":
+			var r NAT
+			if r, why = p.nat(rn); why == "" {
+				if _, dup := d.NAT[r.Domain]; dup {
+					why = fmt.Sprintf("two <nat> rules for domain %q", r.Domain)
+				}
+				d.NAT[r.Domain] = r
+			}
+		case "dhcp-server":
+			if d.DHCPServer != nil {
+				why = "more than one <dhcp-server>"
+			} else {
+				d.DHCPServer, why = p.dhcpServer(rn, d)
+			}
+		}
+		if why != "" {
+			return d, fmt.Sprintf("invalid <%s> at %s: %s", rn.Type, rn.Pos, why)
+		}
+	}
+	byPrefix := func(rs []DirectRule) {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Dst.Bits() > rs[j].Dst.Bits() })
+	}
+	byPrefix(d.IPRules)
+	byPrefix(d.ICMPRules)
+	for _, rs := range [][]TransportRule{d.TCPRules, d.UDPRules} {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Dst.Bits() > rs[j].Dst.Bits() })
+	}
+	return d, ""
+}
+
+func broadcast(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	host := ^uint32(0) >> p.Bits()
+	for i := 0; i < 4; i++ {
+		a[i] |= byte(host >> (24 - 8*i))
+	}
+	return netip.AddrFrom4(a)
+}
+
+// dst reads a rule's destination prefix, masked.
+func dst(n *config.Node) (netip.Prefix, string) {
+	pfx, ok, err := n.Prefix("dst")
+	if err != nil {
+		return pfx, err.Error()
+	}
+	if !ok {
+		return pfx, "missing dst"
+	}
+	return pfx.Masked(), ""
+}
+
+func domainAttr(n *config.Node) (string, string) {
+	d := n.String("domain", "")
+	if d == "" {
+		return "", "missing domain"
+	}
+	return d, ""
+}
+
+func (p *parser) directRule(n *config.Node) (DirectRule, string) {
+	var r DirectRule
+	var why string
+	if r.Dst, why = dst(n); why != "" {
+		return r, why
+	}
+	r.Domain, why = domainAttr(n)
+	return r, why
+}
+
+func port(n *config.Node, name string, required bool, max uint64) (uint16, string) {
+	v, err := n.Number(name, 0)
+	if err != nil {
+		return 0, err.Error()
+	}
+	if v == 0 && required {
+		return 0, "missing or zero " + name
+	}
+	if v > max {
+		return 0, fmt.Sprintf("%s %d is above %d", name, v, max)
+	}
+	return uint16(v), ""
+}
+
+func (p *parser) transportRule(n *config.Node) (TransportRule, string) {
+	r := TransportRule{Permit: map[uint16]string{}}
+	var why string
+	if r.Dst, why = dst(n); why != "" {
+		return r, why
+	}
+	for _, pn := range n.Children() {
+		dom, why := domainAttr(pn)
+		if why != "" {
+			return r, fmt.Sprintf("<%s> at %s: %s", pn.Type, pn.Pos, why)
+		}
+		switch pn.Type {
+		case "permit-any":
+			r.PermitAny = dom
+		case "permit":
+			pt, why := port(pn, "port", true, 65535)
+			if why != "" {
+				return r, fmt.Sprintf("<permit> at %s: %s", pn.Pos, why)
+			}
+			r.Permit[pt] = dom
+		}
+	}
+	return r, ""
+}
+
+func (p *parser) forwardRule(n *config.Node) (ForwardRule, string) {
+	var r ForwardRule
+	var why string
+	// Only system and registered ports are forwarded: the dynamic range is NAT's.
+	if r.Port, why = port(n, "port", true, 49151); why != "" {
+		return r, why
+	}
+	if r.ToPort, why = port(n, "to_port", false, 65535); why != "" {
+		return r, why
+	}
+	if r.Domain, why = domainAttr(n); why != "" {
+		return r, why
+	}
+	to, ok, err := n.IPv4("to")
+	if err != nil {
+		return r, err.Error()
+	}
+	if !ok {
+		return r, "missing to"
+	}
+	r.To = to
+	return r, ""
+}
+
+func (p *parser) nat(n *config.Node) (NAT, string) {
+	var r NAT
+	var why string
+	if r.Domain, why = domainAttr(n); why != "" {
+		return r, why
+	}
+	for _, q := range []struct {
+		name string
+		v    *int
+	}{{"tcp-ports", &r.TCPPorts}, {"udp-ports", &r.UDPPorts}, {"icmp-ids", &r.ICMPIDs}} {
+		v, err := n.Number(q.name, 0)
+		if err != nil {
+			return r, err.Error()
+		}
+		if v > 65536 {
+			return r, fmt.Sprintf("%s %d is above 65536", q.name, v)
+		}
+		*q.v = int(v)
+	}
+	return r, ""
+}
+
+func (p *parser) dhcpServer(n *config.Node, d *Domain) (*DHCPServer, string) {
+	if !d.Interface.IsValid() {
+		return nil, "a domain without interface is a DHCP client and cannot be a DHCP server too"
+	}
+	s := &DHCPServer{DNSConfigFrom: n.String("dns_config_from", "")}
+	subnet := d.Interface.Masked()
+	for _, a := range []struct {
+		name string
+		v    *netip.Addr
+	}{{"ip_first", &s.IPFirst}, {"ip_last", &s.IPLast}} {
+		ip, ok, err := n.IPv4(a.name)
+		if err != nil {
+			return nil, err.Error()
+		}
+		if !ok {
+			return nil, "missing " + a.name
+		}
+		if !subnet.Contains(ip) {
+			return nil, fmt.Sprintf("%s %s is not in the subnet %s", a.name, ip, subnet)
+		}
+		*a.v = ip
+	}
+	if s.IPLast.Less(s.IPFirst) {
+		return nil, "ip_last is below ip_first"
+	}
+	if r := d.Interface.Addr(); !r.Less(s.IPFirst) && !s.IPLast.Less(r) {
+		return nil, fmt.Sprintf("the range %s..%s covers the router's address %s", s.IPFirst, s.IPLast, r)
+	}
+	lease, err := n.Number("ip_lease_time_sec", 3600)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if lease == 0 || lease > 1<<31 {
+		return nil, "ip_lease_time_sec must be 1..2^31"
+	}
+	s.LeaseTime = time.Duration(lease) * time.Second
+	for _, dn := range n.Subs("dns-server") {
+		ip, ok, err := dn.IPv4("ip")
+		if err != nil {
+			return nil, err.Error()
+		}
+		if !ok {
+			return nil, fmt.Sprintf("<dns-server> at %s: missing ip", dn.Pos)
+		}
+		s.DNSServers = append(s.DNSServers, ip)
+	}
+	if dd := n.Sub("dns-domain"); dd != nil {
+		if s.DNSDomain = dd.String("name", ""); s.DNSDomain == "" {
+			return nil, fmt.Sprintf("<dns-domain> at %s: missing name", dd.Pos)
+		}
+	}
+	return s, ""
+}

@@ -1,0 +1,119 @@
+package model
+
+// Schema is a plain description of the nic_router config: every node and attribute with its
+// value kind and Genode's default. Parse checks configs against it (unknown nodes and
+// attributes are problems), and `nicstack check --component nic_router` can print or convert
+// it. It is kept as plain data until runtime/config has its own schema type.
+type Schema struct {
+	Type  string
+	Attrs []SchemaAttr
+	Nodes []*Schema
+}
+
+// SchemaAttr is one attribute: Kind is one of bool, seconds, number, port, ipv4,
+// ipv4_prefix, domain, label, name, icmp_code; Default is empty when the attribute has none.
+type SchemaAttr struct {
+	Name    string
+	Kind    string
+	Default string
+}
+
+// Attr returns the attribute description called name.
+func (s *Schema) Attr(name string) (SchemaAttr, bool) {
+	for _, a := range s.Attrs {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return SchemaAttr{}, false
+}
+
+// Node returns the sub-node description of type typ.
+func (s *Schema) Node(typ string) *Schema {
+	for _, n := range s.Nodes {
+		if n.Type == typ {
+			return n
+		}
+	}
+	return nil
+}
+
+func permitNodes() []*Schema {
+	return []*Schema{
+		{Type: "permit", Attrs: []SchemaAttr{{"port", "port", ""}, {"domain", "domain", ""}}},
+		{Type: "permit-any", Attrs: []SchemaAttr{{"domain", "domain", ""}}},
+	}
+}
+
+func forwardAttrs() []SchemaAttr {
+	return []SchemaAttr{{"port", "port", ""}, {"domain", "domain", ""}, {"to", "ipv4", ""}, {"to_port", "port", "0"}}
+}
+
+// RouterSchema returns the schema of the nic_router's <config>.
+func RouterSchema() *Schema {
+	return &Schema{
+		Type: "config",
+		Attrs: []SchemaAttr{
+			{"max_packets_per_signal", "number", "50"},
+			{"verbose", "bool", "no"},
+			{"verbose_packets", "bool", "no"},
+			{"verbose_packet_drop", "bool", "no"},
+			{"verbose_domain_state", "bool", "no"},
+			{"trace_packets", "bool", "no"},
+			{"ld_verbose", "bool", "no"},
+			{"dhcp_discover_timeout_sec", "seconds", "10"},
+			{"dhcp_request_timeout_sec", "seconds", "10"},
+			{"dhcp_offer_timeout_sec", "seconds", "10"},
+			{"udp_idle_timeout_sec", "seconds", "30"},
+			{"tcp_idle_timeout_sec", "seconds", "600"},
+			{"icmp_idle_timeout_sec", "seconds", "10"},
+			{"tcp_max_segm_lifetime_sec", "seconds", "15"},
+			{"arp_request_timeout_sec", "seconds", "10"},
+			{"icmp_echo_server", "bool", "yes"},
+			{"icmp_type_3_code_on_fragm_ipv4", "icmp_code", "no"},
+		},
+		Nodes: []*Schema{
+			{Type: "report", Attrs: []SchemaAttr{
+				{"config", "bool", "yes"}, {"config_triggers", "bool", "no"},
+				{"bytes", "bool", "yes"}, {"stats", "bool", "yes"},
+				{"link_state", "bool", "no"}, {"link_state_triggers", "bool", "no"},
+				{"quota", "bool", "yes"}, {"interval_sec", "seconds", "5"},
+				{"dropped_fragm_ipv4", "bool", "no"},
+			}},
+			{Type: "default-policy", Attrs: []SchemaAttr{{"domain", "domain", ""}}},
+			{Type: "policy", Attrs: []SchemaAttr{
+				{"domain", "domain", ""}, {"label", "label", ""}, {"label_prefix", "label", ""},
+				{"label_suffix", "label", ""}, {"label_last", "label", ""},
+			}},
+			{Type: "nic-client", Attrs: []SchemaAttr{{"label", "label", ""}, {"domain", "domain", ""}}},
+			{Type: "domain",
+				Attrs: []SchemaAttr{
+					{"name", "domain", ""}, {"interface", "ipv4_prefix", ""}, {"gateway", "ipv4", ""},
+					{"verbose_packets", "bool", "(config)"}, {"verbose_packet_drop", "bool", "(config)"},
+					{"trace_packets", "bool", "no"}, {"label", "label", ""},
+					{"icmp_echo_server", "bool", "(config)"}, {"use_arp", "bool", "yes"},
+				},
+				Nodes: []*Schema{
+					{Type: "ip", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}, {"domain", "domain", ""}}},
+					{Type: "icmp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}, {"domain", "domain", ""}}},
+					{Type: "tcp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}}, Nodes: permitNodes()},
+					{Type: "udp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}}, Nodes: permitNodes()},
+					{Type: "tcp-forward", Attrs: forwardAttrs()},
+					{Type: "udp-forward", Attrs: forwardAttrs()},
+					{Type: "nat", Attrs: []SchemaAttr{
+						{"domain", "domain", ""}, {"tcp-ports", "number", "0"},
+						{"udp-ports", "number", "0"}, {"icmp-ids", "number", "0"},
+					}},
+					{Type: "dhcp-server",
+						Attrs: []SchemaAttr{
+							{"ip_first", "ipv4", ""}, {"ip_last", "ipv4", ""},
+							{"ip_lease_time_sec", "seconds", "3600"}, {"dns_config_from", "domain", ""},
+						},
+						Nodes: []*Schema{
+							{Type: "dns-server", Attrs: []SchemaAttr{{"ip", "ipv4", ""}}},
+							{Type: "dns-domain", Attrs: []SchemaAttr{{"name", "name", ""}}},
+						}},
+				}},
+		},
+	}
+}

@@ -1,0 +1,83 @@
+package proto
+
+import "encoding/binary"
+
+// TCP flags.
+const (
+	TCPFin = 0x01
+	TCPSyn = 0x02
+	TCPRst = 0x04
+	TCPAck = 0x10
+)
+
+// Ports is a view of the first 4 bytes of a TCP or UDP header.
+type Ports []byte
+
+func (p Ports) Src() uint16     { return binary.BigEndian.Uint16(p[0:]) }
+func (p Ports) Dst() uint16     { return binary.BigEndian.Uint16(p[2:]) }
+func (p Ports) SetSrc(v uint16) { binary.BigEndian.PutUint16(p[0:], v) }
+func (p Ports) SetDst(v uint16) { binary.BigEndian.PutUint16(p[2:], v) }
+
+// L4Header returns the TCP or UDP segment of ip with its checksum offset, or false when the
+// header does not fit. csumOff is where the 16-bit checksum lives in the segment.
+func L4Header(ip IPv4) (seg []byte, csumOff int, ok bool) {
+	seg = ip.Payload()
+	switch ip.Protocol() {
+	case ProtoTCP:
+		if len(seg) < 20 || int(seg[12]>>4)*4 < 20 || int(seg[12]>>4)*4 > len(seg) {
+			return nil, 0, false
+		}
+		return seg, 16, true
+	case ProtoUDP:
+		if len(seg) < 8 {
+			return nil, 0, false
+		}
+		return seg, 6, true
+	}
+	return nil, 0, false
+}
+
+// TCPFlags returns the flag byte of a TCP segment.
+func TCPFlags(seg []byte) uint8 { return seg[13] }
+
+// TCPSeq and TCPAckNum return the sequence and acknowledgement numbers.
+func TCPSeq(seg []byte) uint32    { return binary.BigEndian.Uint32(seg[4:]) }
+func TCPAckNum(seg []byte) uint32 { return binary.BigEndian.Uint32(seg[8:]) }
+
+// TCPPayloadLen is the length of the segment's data.
+func TCPPayloadLen(seg []byte) int { return len(seg) - int(seg[12]>>4)*4 }
+
+// UDPLen is the UDP header length field.
+func UDPLen(seg []byte) int { return int(binary.BigEndian.Uint16(seg[4:])) }
+
+// ICMP types the router handles.
+const (
+	ICMPEchoReply   = 0
+	ICMPDestUnreach = 3
+	ICMPEchoRequest = 8
+)
+
+// ICMPLen is the length of an ICMP header (type, code, checksum, rest-of-header).
+const ICMPLen = 8
+
+// ICMP is an ICMP message view.
+type ICMP []byte
+
+func (m ICMP) Type() uint8          { return m[0] }
+func (m ICMP) Code() uint8          { return m[1] }
+func (m ICMP) Checksum() uint16     { return binary.BigEndian.Uint16(m[2:]) }
+func (m ICMP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(m[2:], c) }
+func (m ICMP) ID() uint16           { return binary.BigEndian.Uint16(m[4:]) }
+func (m ICMP) Body() []byte         { return m[ICMPLen:] }
+
+// SetID rewrites the echo identifier and updates the checksum incrementally.
+func (m ICMP) SetID(id uint16) {
+	m.SetChecksum(Adjust(m.Checksum(), m.ID(), id))
+	binary.BigEndian.PutUint16(m[4:], id)
+}
+
+// UpdateChecksum computes the checksum over the whole message.
+func (m ICMP) UpdateChecksum() {
+	m.SetChecksum(0)
+	m.SetChecksum(Checksum(m, 0))
+}
