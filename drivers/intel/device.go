@@ -1,0 +1,406 @@
+package intel
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// IRQ is the device's interrupt line: an eventfd between processes, a channel in one.
+type IRQ interface{ Raise() }
+
+// ChanIRQ is an in-process interrupt line; like an eventfd, raises coalesce until taken.
+type ChanIRQ chan struct{}
+
+// NewChanIRQ makes an interrupt line.
+func NewChanIRQ() ChanIRQ { return make(ChanIRQ, 1) }
+
+// Raise signals the line without blocking.
+func (c ChanIRQ) Raise() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Wire is where transmitted frames go (a TAP, an AF_PACKET socket, a Nic session, a test).
+// Frames are valid only during the call. Frames from the wire enter through Device.Receive.
+type Wire interface{ Transmit(frames [][]byte) }
+
+// Config describes one emulated NIC.
+type Config struct {
+	Model        Model
+	MAC          net.HardwareAddr // the permanent address, loaded into RAL/RAH at reset
+	Clock        Clock            // nil: the real monotonic clock
+	IRQ          IRQ              // nil: interrupts are counted only
+	Wire         Wire             // nil: transmitted frames are counted only
+	Autoneg      time.Duration    // how long auto-negotiation takes; 0: DefaultAutoneg
+	PartnerSpeed int              // the link partner's best speed in Mbit/s; 0: 1000
+}
+
+// DefaultAutoneg is how long the PHY negotiates. Real copper PHYs take 1-3 s; the model is
+// quicker so that tests and benchmarks do not wait.
+const DefaultAutoneg = 20 * time.Millisecond
+
+// Reset values (82574L; CTRL as QEMU's e1000e model has it).
+const (
+	ctrlReset = CtrlFD | CtrlSLU | CtrlSpd1000 | 1<<18 | 1<<20
+	maxFrame  = 16384 // the longest frame the model assembles or receives (RCTL.LPE)
+	txArena   = 1 << 20
+)
+
+// Device is the emulated NIC. Register reads and writes (Read32, Write32) and frames from the
+// wire (Receive) may come from any goroutine; Poll or Run does the device's own work (transmit,
+// deferred interrupts, auto-negotiation) from one goroutine.
+type Device struct {
+	model Model
+	regs  []byte
+	dma   []byte
+	clock Clock
+	irq   IRQ
+	wire  Wire
+	mac   [6]byte
+	cnt   Counters
+	kick  chan struct{}
+
+	mu sync.Mutex
+	// interrupts
+	everFired  bool
+	lastIRQ    time.Duration
+	irqPending bool // a cause waits for the ITR interval to pass
+	irqAt      time.Duration
+	// PHY
+	autoneg      time.Duration
+	partnerSpeed int
+	carrier      bool
+	phyInReset   bool
+	degraded     bool // the i217-LM quirk has struck
+	negotiating  bool
+	anegAt       time.Duration
+	linkUp       bool
+	speed        int
+	// transmit
+	wireFree time.Duration // when the wire is free for the next frame
+	txBusy   bool          // descriptors were pending at the last poll
+	asm      []byte        // the frame being assembled from descriptors
+	asmBad   bool
+	arena    []byte
+	batch    [][]byte
+}
+
+// New makes a device over a register page of RegisterPageSize bytes and DMA memory (both
+// 16-byte aligned; heap in tests, shared memory between processes). The device comes out of
+// power-on reset with its PHY negotiating.
+func New(regs, dma []byte, cfg Config) (*Device, error) {
+	if len(regs) < RegisterPageSize {
+		return nil, fmt.Errorf("intel: register page is %d bytes, needs %d", len(regs), RegisterPageSize)
+	}
+	if len(regs) > 0 && uintptr(unsafe.Pointer(&regs[0]))%16 != 0 ||
+		len(dma) > 0 && uintptr(unsafe.Pointer(&dma[0]))%16 != 0 {
+		return nil, errors.New("intel: register page and DMA memory must be 16-byte aligned")
+	}
+	if cfg.Model.Name == "" {
+		cfg.Model = Models[0]
+	}
+	if len(cfg.MAC) != 6 {
+		return nil, fmt.Errorf("intel: MAC address %v is not 6 bytes", cfg.MAC)
+	}
+	d := &Device{
+		model: cfg.Model, regs: regs[:RegisterPageSize], dma: dma, clock: cfg.Clock,
+		irq: cfg.IRQ, wire: cfg.Wire, kick: make(chan struct{}, 1),
+		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, carrier: true,
+		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame),
+	}
+	copy(d.mac[:], cfg.MAC)
+	if d.clock == nil {
+		d.clock = monotonic{start: time.Now()}
+	}
+	if d.autoneg <= 0 {
+		d.autoneg = DefaultAutoneg
+	}
+	if d.partnerSpeed <= 0 || d.partnerSpeed > 1000 {
+		d.partnerSpeed = 1000
+	}
+	d.mu.Lock()
+	d.resetMAC()
+	d.phyStart(d.clock.Now())
+	d.mu.Unlock()
+	return d, nil
+}
+
+// Model is the part this device poses as.
+func (d *Device) Model() Model { return d.model }
+
+// Counters are the device's counters.
+func (d *Device) Counters() *Counters { return &d.cnt }
+
+// reg is the register at off, accessed atomically: with shared memory the driver's process
+// reads the page directly.
+func (d *Device) reg(off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&d.regs[off])) }
+
+func (d *Device) load(off uint32) uint32     { return atomic.LoadUint32(d.reg(off)) }
+func (d *Device) store(off uint32, v uint32) { atomic.StoreUint32(d.reg(off), v) }
+
+// validOff reports whether off names a 32-bit register inside the page.
+func validOff(off uint32) bool { return off%4 == 0 && off < RegisterPageSize }
+
+// Read32 is an MMIO read. ICR clears on read.
+func (d *Device) Read32(off uint32) uint32 {
+	if !validOff(off) {
+		return 0
+	}
+	if off == ICR {
+		return atomic.SwapUint32(d.reg(ICR), 0)
+	}
+	return d.load(off)
+}
+
+// Write32 is an MMIO write with the register's side effects.
+func (d *Device) Write32(off, v uint32) {
+	if !validOff(off) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clock.Now()
+	switch off {
+	case CTRL:
+		d.writeCtrl(now, v)
+	case STATUS: // read only
+	case ICR:
+		d.cnt.Doorbells.Add(1)
+		d.clearCauses(v)
+	case ICS:
+		d.cause(now, v&intCausesKnown)
+	case IMS:
+		d.cnt.Doorbells.Add(1)
+		d.store(IMS, d.load(IMS)|v&intCausesKnown)
+		d.evaluate(now)
+	case IMC:
+		d.store(IMS, d.load(IMS)&^v)
+	case ITR:
+		d.store(ITR, v&0xffff)
+		if d.irqPending { // a new interval applies at once
+			d.irqPending = false
+			d.evaluate(now)
+		}
+	case RDLEN, TDLEN:
+		d.store(off, v&0xfff80)
+	case RDT:
+		d.cnt.Doorbells.Add(1)
+		d.cnt.RDTWrites.Add(1)
+		d.store(off, v&0xffff)
+	case TDT:
+		d.cnt.Doorbells.Add(1)
+		d.cnt.TDTWrites.Add(1)
+		d.store(off, v&0xffff)
+		d.wake()
+	case RDH, TDH:
+		d.store(off, v&0xffff)
+	case TCTL:
+		d.store(off, v)
+		d.wake()
+	default:
+		d.store(off, v)
+	}
+}
+
+// wake makes Run poll again soon (new work or an earlier deadline).
+func (d *Device) wake() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Kick wakes Run, as a doorbell eventfd's reader does between processes.
+func (d *Device) Kick() { d.wake() }
+
+// writeCtrl handles CTRL: RST resets the MAC and clears itself; PHY_RST holds the PHY in reset
+// for as long as it is set.
+func (d *Device) writeCtrl(now time.Duration, v uint32) {
+	wasPHYReset := d.load(CTRL)&CtrlPHYRST != 0
+	if v&CtrlRST != 0 {
+		d.resetMAC()
+		v = ctrlReset | v&CtrlPHYRST
+	}
+	d.store(CTRL, v)
+	switch isPHYReset := v&CtrlPHYRST != 0; {
+	case isPHYReset && !wasPHYReset:
+		d.phyInReset = true
+		d.negotiating = false
+		if d.model.PHYResetDegrades {
+			d.degraded = true
+		}
+		d.setLink(now, false, 0)
+	case !isPHYReset && wasPHYReset:
+		d.phyInReset = false
+		d.phyStart(now)
+	}
+	d.updateStatus()
+}
+
+// resetMAC puts every MAC register back to its reset value; the PHY and its link stay.
+func (d *Device) resetMAC() {
+	clear(d.regs)
+	d.store(CTRL, ctrlReset)
+	d.store(RAL, uint32(d.mac[0])|uint32(d.mac[1])<<8|uint32(d.mac[2])<<16|uint32(d.mac[3])<<24)
+	d.store(RAH, uint32(d.mac[4])|uint32(d.mac[5])<<8|RahAV)
+	d.updateStatus()
+	d.irqPending, d.txBusy, d.asmBad = false, false, false
+	d.asm = d.asm[:0]
+}
+
+// updateStatus mirrors the PHY into STATUS.
+func (d *Device) updateStatus() {
+	var s uint32
+	if d.linkUp {
+		s = StatusLU | StatusFD
+		switch d.speed {
+		case 1000:
+			s |= StatusSpeed1000
+		case 100:
+			s |= StatusSpeed100
+		}
+	}
+	if d.phyInReset {
+		s |= StatusPHYRA
+	}
+	d.store(STATUS, s)
+}
+
+// cause latches interrupt causes and raises the line if they are unmasked.
+func (d *Device) cause(now time.Duration, bits uint32) {
+	if bits == 0 {
+		return
+	}
+	for {
+		old := d.load(ICR)
+		if atomic.CompareAndSwapUint32(d.reg(ICR), old, old|bits) {
+			break
+		}
+	}
+	d.evaluate(now)
+}
+
+// clearCauses is ICR's write-1-to-clear; clearing every pending cause deasserts the line.
+func (d *Device) clearCauses(bits uint32) {
+	for {
+		old := d.load(ICR)
+		v := old &^ bits
+		if v&^IntAsserted == 0 {
+			v = 0
+		}
+		if atomic.CompareAndSwapUint32(d.reg(ICR), old, v) {
+			return
+		}
+	}
+}
+
+// itrInterval is the ITR's minimum interval between interrupts.
+func (d *Device) itrInterval() time.Duration {
+	return time.Duration(d.load(ITR)&0xffff) * 256 * time.Nanosecond
+}
+
+// evaluate raises the line when an unmasked cause is pending, the line is not already asserted
+// (INT_ASSERTED in ICR until the driver reads ICR), and the ITR interval has passed since the
+// last interrupt; otherwise it schedules the interrupt for when the interval ends.
+func (d *Device) evaluate(now time.Duration) {
+	for {
+		icr, ims := d.load(ICR), d.load(IMS)
+		if icr&IntAsserted != 0 || icr&ims == 0 {
+			d.irqPending = false
+			return
+		}
+		if due := d.lastIRQ + d.itrInterval(); d.everFired && now < due {
+			if !d.irqPending || d.irqAt != due {
+				d.irqPending, d.irqAt = true, due
+				d.wake()
+			}
+			return
+		}
+		if !atomic.CompareAndSwapUint32(d.reg(ICR), icr, icr|IntAsserted) {
+			continue // the driver read ICR meanwhile
+		}
+		d.irqPending = false
+		d.everFired, d.lastIRQ = true, now
+		d.count(icr & ims)
+		if d.irq != nil {
+			d.irq.Raise()
+		}
+		return
+	}
+}
+
+func (d *Device) count(causes uint32) {
+	d.cnt.Interrupts.Add(1)
+	for _, c := range []struct {
+		bit uint32
+		n   *atomic.Uint64
+	}{{IntTXDW, &d.cnt.IntTXDW}, {IntTXQE, &d.cnt.IntTXQE}, {IntLSC, &d.cnt.IntLSC},
+		{IntRXT0, &d.cnt.IntRXT0}, {IntRXO, &d.cnt.IntRXO}} {
+		if causes&c.bit != 0 {
+			c.n.Add(1)
+		}
+	}
+}
+
+// Poll does what is due at the clock's current time and returns when it next has something to
+// do (ok false: nothing until a register write or a frame arrives). Call it from one goroutine.
+func (d *Device) Poll() (next time.Duration, ok bool) {
+	d.mu.Lock()
+	now := d.clock.Now()
+	if d.negotiating && now >= d.anegAt {
+		d.negotiating = false
+		d.setLink(now, true, d.negotiatedSpeed())
+	}
+	if d.irqPending && now >= d.irqAt {
+		d.irqPending = false
+		d.evaluate(now)
+	}
+	batch := d.transmit(now)
+	consider := func(t time.Duration) {
+		if !ok || t < next {
+			next, ok = t, true
+		}
+	}
+	if d.negotiating {
+		consider(d.anegAt)
+	}
+	if d.irqPending {
+		consider(d.irqAt)
+	}
+	if d.txBusy {
+		consider(d.wireFree)
+	}
+	d.mu.Unlock()
+	if len(batch) > 0 && d.wire != nil {
+		d.wire.Transmit(batch)
+	}
+	return next, ok
+}
+
+// Run polls until stop closes, sleeping until the next deadline or a wakeup. With the real
+// clock only: a manual clock's tests call Poll themselves.
+func (d *Device) Run(stop <-chan struct{}) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next, ok := d.Poll()
+		wait := time.Hour
+		if ok {
+			wait = max(next-d.clock.Now(), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-stop:
+			return
+		case <-d.kick:
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,445 @@
+package intel
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+)
+
+var testMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0xaa, 0xbb, 0xcc}
+
+type captureWire struct{ frames [][]byte }
+
+func (w *captureWire) Transmit(frames [][]byte) {
+	for _, f := range frames {
+		w.frames = append(w.frames, bytes.Clone(f))
+	}
+}
+
+type rig struct {
+	d     *Device
+	clock *ManualClock
+	irq   ChanIRQ
+	wire  *captureWire
+	dma   []byte
+}
+
+func newRig(t *testing.T, model string, partner int) *rig {
+	t.Helper()
+	m, ok := ModelByName(model)
+	if !ok {
+		t.Fatalf("no model %q", model)
+	}
+	r := &rig{clock: &ManualClock{}, irq: NewChanIRQ(), wire: &captureWire{}, dma: make([]byte, 1<<20)}
+	d, err := New(make([]byte, RegisterPageSize), r.dma, Config{
+		Model: m, MAC: testMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond,
+		PartnerSpeed: partner,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d = d
+	return r
+}
+
+// step advances the clock and lets the device do what is due.
+func (r *rig) step(dt time.Duration) {
+	r.clock.Advance(dt)
+	r.d.Poll()
+}
+
+func (r *rig) linkUp(t *testing.T) {
+	t.Helper()
+	r.step(2 * time.Millisecond)
+	if up, _ := r.d.Link(); !up {
+		t.Fatal("link did not come up")
+	}
+	r.d.Read32(ICR)
+	r.takeIRQ()
+}
+
+func (r *rig) takeIRQ() bool {
+	select {
+	case <-r.irq:
+		return true
+	default:
+		return false
+	}
+}
+
+const (
+	txRing = 0x0000
+	rxRing = 0x1000
+	txBufs = 0x10000
+	rxBufs = 0x20000
+)
+
+// setupRings points 8-entry rings at DMA memory; RX descriptors get 2048-byte buffers.
+func (r *rig) setupRings() {
+	d := r.d
+	d.Write32(TDBAL, txRing)
+	d.Write32(TDLEN, 8*DescSize)
+	d.Write32(RDBAL, rxRing)
+	d.Write32(RDLEN, 8*DescSize)
+	for i := range 8 {
+		le.PutUint64(r.dma[rxRing+i*DescSize:], uint64(rxBufs+i*2048))
+	}
+	d.Write32(RDT, 7)
+	d.Write32(RCTL, RctlEN|RctlBAM|RctlSECRC)
+	d.Write32(TCTL, TctlEN|TctlPSP)
+}
+
+// queueTX writes a frame into TX descriptor i.
+func (r *rig) queueTX(i int, frame []byte, cmd uint32) {
+	buf := txBufs + i*2048
+	copy(r.dma[buf:], frame)
+	desc := txRing + i*DescSize
+	le.PutUint64(r.dma[desc:], uint64(buf))
+	le.PutUint32(r.dma[desc+8:], uint32(len(frame))|cmd<<TxCmdShift)
+	le.PutUint32(r.dma[desc+12:], 0)
+}
+
+func frameTo(dst net.HardwareAddr, n int, seq byte) []byte {
+	f := make([]byte, n)
+	copy(f, dst)
+	copy(f[6:], testMAC)
+	f[12], f[13] = 0x88, 0xb5
+	for i := 14; i < n; i++ {
+		f[i] = seq + byte(i)
+	}
+	return f
+}
+
+func TestResetValues(t *testing.T) {
+	r := newRig(t, "82574L", 0)
+	d := r.d
+	if got := d.Read32(CTRL); got != ctrlReset {
+		t.Errorf("CTRL = %#x, want %#x", got, ctrlReset)
+	}
+	if got := d.Read32(STATUS); got&StatusLU != 0 {
+		t.Errorf("STATUS = %#x: link up before auto-negotiation finished", got)
+	}
+	for _, off := range []uint32{ICR, ITR, IMS, RCTL, TCTL, RDH, RDT, TDH, TDT, RDLEN, TDLEN} {
+		if got := d.Read32(off); got != 0 {
+			t.Errorf("register %#x = %#x after reset, want 0", off, got)
+		}
+	}
+	if ral, rah := d.Read32(RAL), d.Read32(RAH); ral != 0xaa000002 || rah != RahAV|0xccbb {
+		t.Errorf("RAL/RAH = %#x/%#x, want the permanent MAC", ral, rah)
+	}
+	r.step(2 * time.Millisecond)
+	if got := d.Read32(STATUS); got&(StatusLU|StatusFD|StatusSpeedMask) != StatusLU|StatusFD|StatusSpeed1000 {
+		t.Errorf("STATUS = %#x after auto-negotiation, want link up, full duplex, 1000", got)
+	}
+	// A MAC reset keeps the link and restores the registers.
+	d.Write32(IMS, IntRXT0)
+	d.Write32(ITR, 651)
+	d.Write32(CTRL, ctrlReset|CtrlRST)
+	if d.Read32(CTRL)&CtrlRST != 0 || d.Read32(IMS) != 0 || d.Read32(ITR) != 0 {
+		t.Errorf("after CTRL.RST: CTRL %#x IMS %#x ITR %#x", d.Read32(CTRL), d.Read32(IMS), d.Read32(ITR))
+	}
+	if d.Read32(STATUS)&StatusLU == 0 {
+		t.Error("a MAC reset took the link down")
+	}
+}
+
+func TestICRReadToClear(t *testing.T) {
+	r := newRig(t, "82574L", 0)
+	d := r.d
+	d.Write32(ICS, IntTXDW|IntRXT0)
+	if got := d.Read32(ICR); got != IntTXDW|IntRXT0 && got != IntTXDW|IntRXT0|IntLSC {
+		t.Errorf("ICR = %#x, want TXDW|RXT0", got)
+	}
+	if got := d.Read32(ICR); got != 0 {
+		t.Errorf("second ICR read = %#x, want 0", got)
+	}
+	d.Write32(ICS, IntTXDW|IntRXT0)
+	d.Write32(ICR, IntTXDW) // write-1-to-clear
+	if got := d.Read32(ICR); got != IntRXT0 {
+		t.Errorf("ICR after clearing TXDW = %#x, want RXT0", got)
+	}
+}
+
+func TestIMSMasking(t *testing.T) {
+	r := newRig(t, "82574L", 0)
+	d := r.d
+	d.Write32(ICS, IntTXDW)
+	if r.takeIRQ() || d.Counters().Interrupts.Load() != 0 {
+		t.Fatal("a masked cause raised an interrupt")
+	}
+	d.Write32(IMS, IntTXQE)
+	if r.takeIRQ() {
+		t.Fatal("TXDW raised an interrupt with only TXQE unmasked")
+	}
+	d.Write32(IMS, IntTXDW) // the pending cause fires once it is unmasked
+	if !r.takeIRQ() {
+		t.Fatal("unmasking a pending cause raised no interrupt")
+	}
+	if got := d.Read32(ICR); got&IntAsserted == 0 || got&IntTXDW == 0 {
+		t.Errorf("ICR = %#x, want INT_ASSERTED|TXDW", got)
+	}
+	if got := d.Read32(IMS); got != IntTXDW|IntTXQE {
+		t.Errorf("IMS = %#x", got)
+	}
+	d.Write32(IMC, IntTXDW)
+	d.Write32(ICS, IntTXDW)
+	if r.takeIRQ() {
+		t.Error("IMC did not mask TXDW")
+	}
+	d.Write32(ICS, IntTXQE)
+	if !r.takeIRQ() {
+		t.Error("TXQE still unmasked but raised no interrupt")
+	}
+	if c := d.Counters(); c.Interrupts.Load() != 2 || c.IntTXDW.Load() != 1 || c.IntTXQE.Load() != 1 {
+		t.Errorf("interrupts %d, TXDW %d, TXQE %d; want 2, 1, 1",
+			c.Interrupts.Load(), c.IntTXDW.Load(), c.IntTXQE.Load())
+	}
+}
+
+// TestITRSpacing raises a cause every microsecond and services every interrupt at once: the
+// interrupts must still be ITR x 256 ns apart on the model's clock, and with ITR 0 every cause
+// fires at once.
+func TestITRSpacing(t *testing.T) {
+	for _, itr := range []uint32{0, 651, 5580} {
+		r := newRig(t, "82574L", 0)
+		d := r.d
+		d.Write32(IMS, IntRXT0)
+		d.Write32(ITR, itr)
+		var fired []time.Duration
+		const steps = 20000
+		service := func() {
+			if r.takeIRQ() {
+				fired = append(fired, r.clock.Now())
+				d.Read32(ICR)
+			}
+		}
+		for range steps {
+			d.Write32(ICS, IntRXT0)
+			service()
+			r.step(time.Microsecond)
+			service()
+		}
+		interval := time.Duration(itr) * 256 * time.Nanosecond
+		for i := 1; i < len(fired); i++ {
+			if gap := fired[i] - fired[i-1]; gap < interval {
+				t.Fatalf("ITR %d: interrupts %v apart, minimum %v", itr, gap, interval)
+			}
+		}
+		want := steps
+		if itr > 0 {
+			want = int(steps*time.Microsecond/interval) + 1
+		}
+		if len(fired) < want-1 || len(fired) > want {
+			t.Errorf("ITR %d: %d interrupts in %d µs, want about %d", itr, len(fired), steps, want)
+		}
+		if got := d.Counters().Interrupts.Load(); got != uint64(len(fired)) {
+			t.Errorf("ITR %d: counted %d interrupts, saw %d", itr, got, len(fired))
+		}
+	}
+}
+
+func TestDescriptorWriteBack(t *testing.T) {
+	r := newRig(t, "82574L", 0)
+	d := r.d
+	r.linkUp(t)
+	r.setupRings()
+
+	// TX: three frames, the second split over two descriptors; RS on all but the first.
+	f0, f1, f2 := frameTo(testMAC, 60, 1), frameTo(testMAC, 1514, 2), frameTo(testMAC, 100, 3)
+	r.queueTX(0, f0, TxCmdEOP|TxCmdIFCS)
+	r.queueTX(1, f1[:700], TxCmdIFCS|TxCmdRS)
+	r.queueTX(2, f1[700:], TxCmdEOP|TxCmdIFCS|TxCmdRS)
+	r.queueTX(3, f2, TxCmdEOP|TxCmdIFCS|TxCmdRS)
+	d.Write32(IMS, IntTXDW|IntTXQE)
+	d.Write32(TDT, 4)
+	for range 10 {
+		r.step(10 * time.Microsecond)
+	}
+	if len(r.wire.frames) != 3 || !bytes.Equal(r.wire.frames[0], f0) ||
+		!bytes.Equal(r.wire.frames[1], f1) || !bytes.Equal(r.wire.frames[2], f2) {
+		t.Fatalf("wire got %d frames, not the three sent intact", len(r.wire.frames))
+	}
+	for i, want := range []byte{0, TxStaDD, TxStaDD, TxStaDD} {
+		if got := r.dma[txRing+i*DescSize+12] & TxStaDD; got != want {
+			t.Errorf("TX descriptor %d: DD = %d, want %d", i, got, want)
+		}
+	}
+	if got := d.Read32(TDH); got != 4 {
+		t.Errorf("TDH = %d, want 4", got)
+	}
+	if !r.takeIRQ() {
+		t.Error("no TX interrupt")
+	}
+	if got := d.Read32(ICR); got&(IntTXDW|IntTXQE) != IntTXDW|IntTXQE {
+		t.Errorf("ICR = %#x, want TXDW and TXQE", got)
+	}
+
+	// RX: one frame lands in descriptor 0 with DD and EOP and its length.
+	in := frameTo(testMAC, 1000, 9)
+	if n := d.Receive([][]byte{in}); n != 1 {
+		t.Fatalf("Receive accepted %d", n)
+	}
+	desc := r.dma[rxRing:]
+	if st := desc[12]; st != RxStatusDD|RxStatusEOP {
+		t.Errorf("RX status = %#x, want DD|EOP", st)
+	}
+	if n := le.Uint16(desc[8:]); n != 1000 || !bytes.Equal(r.dma[rxBufs:rxBufs+1000], in) {
+		t.Errorf("RX length %d or bytes wrong", n)
+	}
+	if got := d.Read32(RDH); got != 1 {
+		t.Errorf("RDH = %d, want 1", got)
+	}
+	if d.Read32(ICR)&IntRXT0 == 0 {
+		t.Error("no RXT0 cause")
+	}
+	// A frame for another unicast address is filtered.
+	if n := d.Receive([][]byte{frameTo(net.HardwareAddr{2, 9, 9, 9, 9, 9}, 100, 0)}); n != 0 {
+		t.Error("frame for another MAC accepted without UPE")
+	}
+}
+
+func TestRXNoDescriptor(t *testing.T) {
+	r := newRig(t, "82574L", 0)
+	d := r.d
+	r.linkUp(t)
+	r.setupRings() // RDT 7: seven descriptors free
+	var frames [][]byte
+	for i := range 10 {
+		frames = append(frames, frameTo(testMAC, 200+i, byte(i)))
+	}
+	if n := d.Receive(frames); n != 7 {
+		t.Fatalf("accepted %d frames into 7 free descriptors", n)
+	}
+	c := d.Counters()
+	if c.RXNoDescriptor.Load() != 3 || c.RXFrames.Load() != 7 {
+		t.Errorf("no-descriptor drops %d, frames %d; want 3, 7", c.RXNoDescriptor.Load(), c.RXFrames.Load())
+	}
+	for i := range 7 {
+		n := int(le.Uint16(r.dma[rxRing+i*DescSize+8:]))
+		if !bytes.Equal(r.dma[rxBufs+i*2048:rxBufs+i*2048+n], frames[i]) {
+			t.Errorf("descriptor %d does not hold frame %d intact", i, i)
+		}
+	}
+	if r.dma[rxRing+7*DescSize+12] != 0 {
+		t.Error("the descriptor at RDT was written")
+	}
+}
+
+func TestPHYNegotiation(t *testing.T) {
+	for _, partner := range []int{1000, 100, 10} {
+		r := newRig(t, "82574L", partner)
+		d := r.d
+		d.Write32(IMS, IntLSC)
+		r.step(500 * time.Microsecond)
+		if up, _ := d.Link(); up {
+			t.Fatal("link up before auto-negotiation took its time")
+		}
+		r.step(600 * time.Microsecond)
+		up, speed := d.Link()
+		if !up || speed != partner {
+			t.Errorf("partner %d: link %v at %d", partner, up, speed)
+		}
+		want := map[int]uint32{1000: StatusSpeed1000, 100: StatusSpeed100, 10: StatusSpeed10}[partner]
+		if got := d.Read32(STATUS) & StatusSpeedMask; got != want {
+			t.Errorf("partner %d: STATUS speed bits %#x, want %#x", partner, got, want)
+		}
+		if !r.takeIRQ() || d.Read32(ICR)&IntLSC == 0 {
+			t.Error("no LSC interrupt on link up")
+		}
+		d.SetCarrier(false)
+		if up, _ := d.Link(); up || !r.takeIRQ() || d.Read32(ICR)&IntLSC == 0 {
+			t.Error("pulling the cable did not take the link down with LSC")
+		}
+		d.SetCarrier(true)
+		r.step(2 * time.Millisecond)
+		if up, _ := d.Link(); !up {
+			t.Error("link did not return with the cable")
+		}
+	}
+}
+
+// TestPHYResetQuirk: a PHY reset (CTRL.PHY_RST set, then cleared) renegotiates; on the
+// i217-LM the link then comes back at 10 Mbit/s, on the 82574L at 1000.
+func TestPHYResetQuirk(t *testing.T) {
+	for model, want := range map[string]int{"82574L": 1000, "i217-LM": 10} {
+		r := newRig(t, model, 0)
+		d := r.d
+		r.linkUp(t)
+		d.Write32(CTRL, d.Read32(CTRL)|CtrlRST|CtrlPHYRST)
+		if up, _ := d.Link(); up || d.Read32(STATUS)&StatusPHYRA == 0 {
+			t.Errorf("%s: link up or PHYRA clear while the PHY is held in reset", model)
+		}
+		r.step(5 * time.Millisecond)
+		if up, _ := d.Link(); up {
+			t.Errorf("%s: PHY negotiated while held in reset", model)
+		}
+		d.Write32(CTRL, d.Read32(CTRL)&^CtrlPHYRST)
+		r.step(2 * time.Millisecond)
+		if up, speed := d.Link(); !up || speed != want {
+			t.Errorf("%s after PHY reset: link %v at %d, want up at %d", model, up, speed, want)
+		}
+	}
+}
+
+// TestWirePacing: the wire takes frames at the link rate of the model's clock.
+func TestWirePacing(t *testing.T) {
+	r := newRig(t, "82574L", 100)
+	d := r.d
+	r.linkUp(t)
+	r.setupRings()
+	for i := range 7 {
+		r.queueTX(i, frameTo(testMAC, 1514, byte(i)), TxCmdEOP|TxCmdRS)
+	}
+	d.Write32(TDT, 7)
+	perFrame := d.wireTime(1514) // (1514+24)*8 bits at 100 Mbit/s = 123.04 µs
+	if perFrame != 123040*time.Nanosecond {
+		t.Fatalf("wire time %v", perFrame)
+	}
+	r.step(0)
+	if len(r.wire.frames) != 1 {
+		t.Fatalf("%d frames on the wire at once, want 1", len(r.wire.frames))
+	}
+	r.step(3 * perFrame)
+	if len(r.wire.frames) != 4 {
+		t.Fatalf("%d frames after 3 frame times, want 4", len(r.wire.frames))
+	}
+	if next, ok := d.Poll(); !ok || next != r.clock.Now()+perFrame {
+		t.Errorf("next deadline %v, want the fifth frame's start %v", next, r.clock.Now()+perFrame)
+	}
+	r.step(10 * perFrame)
+	if len(r.wire.frames) != 7 {
+		t.Fatalf("%d frames in the end, want 7", len(r.wire.frames))
+	}
+}
+
+// TestUntrustedMemory fills registers and DMA memory with garbage: the model must count and
+// drop, never panic or write outside DMA memory.
+func TestUntrustedMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		r := newRig(t, "82574L", 0)
+		d := r.d
+		r.linkUp(t)
+		for i := range r.dma[:0x2000] {
+			r.dma[i] = byte(rng.Uint32())
+		}
+		for _, off := range []uint32{RDBAL, RDBAH, RDLEN, RDH, RDT, TDBAL, TDBAH, TDLEN, TDH, TDT, RCTL, TCTL} {
+			v := rng.Uint32()
+			if rng.IntN(2) == 0 {
+				v %= 0x2000
+			}
+			d.Write32(off, v)
+		}
+		d.Write32(RCTL, d.Read32(RCTL)|RctlEN|RctlUPE)
+		d.Write32(TCTL, TctlEN)
+		d.Write32(d.Read32(TDT)+rng.Uint32()%3, 0) // stray writes, some unaligned
+		d.Read32(rng.Uint32())
+		n := 1 + rng.IntN(3000)
+		d.Receive([][]byte{frameTo(testMAC, max(n, 14), 0)[:n]})
+		for range 5 {
+			r.step(time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+// Package intel is an emulated Intel gigabit NIC (82574L / e1000e register layout): a register
+// page, legacy descriptor rings in "DMA" memory shared with a driver, interrupt causes with the
+// ITR throttle, and a PHY that negotiates a link speed and paces the wire. The driver side uses
+// the register offsets and bits defined here.
+package intel
+
+// Register offsets in the register page (BAR0), as in the 82574L datasheet.
+const (
+	CTRL   = 0x0000 // device control
+	STATUS = 0x0008 // device status (read only)
+	ICR    = 0x00C0 // interrupt cause read: read-to-clear, write-1-to-clear
+	ITR    = 0x00C4 // interrupt throttling: minimum interval in 256 ns units, 0 = off
+	ICS    = 0x00C8 // interrupt cause set (software-raised causes)
+	IMS    = 0x00D0 // interrupt mask set: writing 1s enables causes; reads the mask
+	IMC    = 0x00D8 // interrupt mask clear: writing 1s disables causes
+	RCTL   = 0x0100 // receive control
+	TCTL   = 0x0400 // transmit control
+	RDBAL  = 0x2800 // receive descriptor base, low 32 bits
+	RDBAH  = 0x2804
+	RDLEN  = 0x2808 // receive ring length in bytes (a multiple of 128)
+	RDH    = 0x2810 // receive head (owned by the device)
+	RDT    = 0x2818 // receive tail (owned by the driver)
+	TDBAL  = 0x3800
+	TDBAH  = 0x3804
+	TDLEN  = 0x3808
+	TDH    = 0x3810
+	TDT    = 0x3818
+	RAL    = 0x5400 // receive address low: MAC bytes 0-3
+	RAH    = 0x5404 // receive address high: MAC bytes 4-5, AV in bit 31
+
+	// RegisterPageSize is the size of the register page (the 82574L's 128 KiB BAR0).
+	RegisterPageSize = 0x20000
+)
+
+// CTRL bits.
+const (
+	CtrlFD      = 1 << 0 // full duplex
+	CtrlLRST    = 1 << 3 // link reset
+	CtrlASDE    = 1 << 5 // auto-speed detection enable
+	CtrlSLU     = 1 << 6 // set link up
+	CtrlSpd1000 = 1 << 9
+	CtrlRST     = 1 << 26 // MAC reset, self-clearing
+	CtrlPHYRST  = 1 << 31 // PHY reset, held while set (not self-clearing)
+)
+
+// STATUS bits.
+const (
+	StatusFD        = 1 << 0
+	StatusLU        = 1 << 1 // link up
+	StatusSpeedMask = 3 << 6
+	StatusSpeed10   = 0 << 6
+	StatusSpeed100  = 1 << 6
+	StatusSpeed1000 = 2 << 6
+	StatusPHYRA     = 1 << 10 // PHY reset asserted
+)
+
+// Interrupt causes (ICR, ICS, IMS, IMC).
+const (
+	IntTXDW        = 1 << 0 // a transmit descriptor with RS was written back
+	IntTXQE        = 1 << 1 // the transmit queue ran empty
+	IntLSC         = 1 << 2 // link status change
+	IntRXO         = 1 << 6 // receive overrun: a frame found no free descriptor
+	IntRXT0        = 1 << 7 // receive timer: frames were written to the ring
+	IntAsserted    = 1 << 31
+	intCausesKnown = IntTXDW | IntTXQE | IntLSC | IntRXO | IntRXT0
+)
+
+// RCTL and TCTL bits.
+const (
+	RctlEN    = 1 << 1
+	RctlUPE   = 1 << 3 // unicast promiscuous
+	RctlMPE   = 1 << 4 // multicast promiscuous
+	RctlLPE   = 1 << 5 // long packets (over 1522 bytes)
+	RctlBAM   = 1 << 15
+	RctlBSIZE = 3 << 16 // with BSEX clear: 00 = 2048, 01 = 1024, 10 = 512, 11 = 256 bytes
+	RctlBSEX  = 1 << 25 // buffer sizes times 16 (01 = 16384, 10 = 8192, 11 = 4096)
+	RctlSECRC = 1 << 26 // strip the Ethernet CRC
+
+	TctlEN  = 1 << 1
+	TctlPSP = 1 << 3 // pad short packets
+)
+
+// RahAV marks the receive address valid.
+const RahAV = 1 << 31
+
+// Legacy descriptors are 16 bytes, little endian:
+//
+//	RX: buffer address (8), length (2), checksum (2), status (1), errors (1), special (2)
+//	TX: buffer address (8), length (2), CSO (1), command (1), status (1), CSS (1), special (2)
+//
+// The status byte sits at offset 12, the low byte of the descriptor's last 32-bit word, which
+// both sides access atomically: it is where ownership changes hands.
+const (
+	DescSize       = 16
+	DescLenOff     = 8
+	DescStatusWord = 12
+
+	RxStatusDD  = 1 << 0 // descriptor done
+	RxStatusEOP = 1 << 1 // end of packet
+	RxErrRXE    = 1 << 7 // receive data error (the device also reports unusable buffers this way)
+
+	TxCmdEOP  = 1 << 0
+	TxCmdIFCS = 1 << 1 // insert FCS
+	TxCmdRS   = 1 << 3 // report status: write DD back
+	TxCmdDEXT = 1 << 5 // extended descriptor (not supported by the model)
+	TxStaDD   = 1 << 0
+
+	// TxCmdShift is where the command byte sits in the descriptor's length word (offset 8).
+	TxCmdShift = 24
+)
+
+// A Model is one Intel part the emulation can pose as.
+type Model struct {
+	Name     string
+	DeviceID uint16 // PCI device ID, what a driver matches on
+	// PHYResetDegrades: after a PHY reset the PHY's OEM bits are not reloaded from NVM and
+	// auto-negotiation settles at 10 Mbit/s (ICH-class parts such as the i217-LM).
+	PHYResetDegrades bool
+}
+
+// Models are the parts the emulation offers, selected by name.
+var Models = []Model{
+	{Name: "82574L", DeviceID: 0x10D3},
+	{Name: "i217-LM", DeviceID: 0x153A, PHYResetDegrades: true},
+}
+
+// ModelByName finds a model by its name.
+func ModelByName(name string) (Model, bool) {
+	for _, m := range Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Model{}, false
+}

@@ -1,0 +1,192 @@
+package intel
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+var le = binary.LittleEndian
+
+// ring reads a descriptor ring's registers and checks that the ring lies inside DMA memory.
+// Everything in DMA memory and the registers is written by the driver: untrusted.
+func (d *Device) ring(bal, bah, dlen, dh, dt uint32) (base uint64, n, head, tail uint32, ok bool) {
+	base = (uint64(d.load(bah))<<32 | uint64(d.load(bal))) &^ 0xf
+	n = d.load(dlen) / DescSize
+	head, tail = d.load(dh), d.load(dt)
+	ok = n > 0 && head < n && tail < n && base <= uint64(len(d.dma)) &&
+		uint64(n)*DescSize <= uint64(len(d.dma))-base
+	return base, n, head, tail, ok
+}
+
+// inDMA reports whether [addr, addr+n) lies inside DMA memory.
+func (d *Device) inDMA(addr uint64, n int) bool {
+	return addr <= uint64(len(d.dma)) && uint64(n) <= uint64(len(d.dma))-addr
+}
+
+// statusWord is a descriptor's last 32-bit word, where the status byte hands ownership over.
+func (d *Device) statusWord(desc uint64) *uint32 {
+	return (*uint32)(unsafe.Pointer(&d.dma[desc+DescStatusWord]))
+}
+
+// transmit fetches transmit descriptors while the wire is free, writes DD back where RS asks
+// for it, and returns the frames for the wire.
+func (d *Device) transmit(now time.Duration) [][]byte {
+	d.batch = d.batch[:0]
+	base, n, head, tail, ok := d.ring(TDBAL, TDBAH, TDLEN, TDH, TDT)
+	if d.load(TCTL)&TctlEN == 0 || head == tail {
+		d.txBusy = false
+		return nil
+	}
+	if !ok {
+		d.cnt.BadDescriptors.Add(1)
+		d.txBusy = false
+		return nil
+	}
+	if !d.txBusy { // the wire was idle: the next frame starts now
+		d.wireFree = max(d.wireFree, now)
+	}
+	d.txBusy = true
+	var causes uint32
+	used := 0
+	for head != tail && d.wireFree <= now && used+maxFrame <= len(d.arena) {
+		desc := base + uint64(head)*DescSize
+		addr := le.Uint64(d.dma[desc:])
+		lw := le.Uint32(d.dma[desc+DescLenOff:])
+		length, cmd := int(lw&0xffff), lw>>TxCmdShift
+		d.cnt.TXDescriptors.Add(1)
+		switch {
+		case cmd&TxCmdDEXT != 0 || !d.inDMA(addr, length):
+			d.cnt.BadDescriptors.Add(1)
+			d.asmBad = true
+		case len(d.asm)+length > maxFrame:
+			d.asmBad = true
+		default:
+			d.asm = append(d.asm, d.dma[addr:addr+uint64(length)]...)
+		}
+		if cmd&TxCmdRS != 0 {
+			w := d.statusWord(desc)
+			atomic.StoreUint32(w, atomic.LoadUint32(w)|TxStaDD)
+			causes |= IntTXDW
+		}
+		head = (head + 1) % n
+		if cmd&TxCmdEOP == 0 {
+			continue
+		}
+		switch {
+		case d.asmBad || len(d.asm) == 0 || !d.linkUp:
+			d.cnt.TXDropped.Add(1)
+		default:
+			f := d.arena[used : used+len(d.asm)]
+			copy(f, d.asm)
+			used += len(f)
+			d.batch = append(d.batch, f)
+			d.cnt.TXFrames.Add(1)
+			d.cnt.TXBytes.Add(uint64(len(f)))
+			d.wireFree += d.wireTime(len(f))
+		}
+		d.asm, d.asmBad = d.asm[:0], false
+	}
+	d.store(TDH, head)
+	if head == tail {
+		causes |= IntTXQE
+		d.txBusy = false
+	}
+	d.cause(now, causes)
+	return d.batch
+}
+
+// rxBufSize is the receive buffer size RCTL selects.
+func rxBufSize(rctl uint32) int {
+	sizes := [2][4]int{{2048, 1024, 512, 256}, {2048, 16384, 8192, 4096}}
+	bsex := 0
+	if rctl&RctlBSEX != 0 {
+		bsex = 1
+	}
+	return sizes[bsex][rctl&RctlBSIZE>>16]
+}
+
+// accepts is the receive address filter.
+func (d *Device) accepts(rctl uint32, f []byte) bool {
+	switch {
+	case f[0]&1 == 0: // unicast
+		if rctl&RctlUPE != 0 {
+			return true
+		}
+		ral, rah := d.load(RAL), d.load(RAH)
+		return rah&RahAV != 0 && le.Uint32(f[0:4]) == ral && uint32(le.Uint16(f[4:6])) == rah&0xffff
+	case le.Uint32(f[0:4]) == 0xffffffff && le.Uint16(f[4:6]) == 0xffff:
+		return rctl&RctlBAM != 0 || rctl&RctlMPE != 0
+	default:
+		return rctl&RctlMPE != 0
+	}
+}
+
+// Receive takes frames from the wire (without FCS) into the receive ring and returns how many
+// were accepted. A frame that finds too few free descriptors is dropped and counted: the ring
+// is never overrun.
+func (d *Device) Receive(frames [][]byte) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rctl := d.load(RCTL)
+	if !d.linkUp || rctl&RctlEN == 0 {
+		d.cnt.RXDropped.Add(uint64(len(frames)))
+		return 0
+	}
+	base, n, head, tail, ok := d.ring(RDBAL, RDBAH, RDLEN, RDH, RDT)
+	if !ok {
+		d.cnt.BadDescriptors.Add(1)
+		d.cnt.RXDropped.Add(uint64(len(frames)))
+		return 0
+	}
+	bufSize, maxLen := rxBufSize(rctl), 1522
+	if rctl&RctlLPE != 0 {
+		maxLen = maxFrame
+	}
+	var causes uint32
+	accepted := 0
+	for _, f := range frames {
+		if len(f) < 14 || len(f) > maxLen || !d.accepts(rctl, f) {
+			d.cnt.RXDropped.Add(1)
+			continue
+		}
+		if need := uint32((len(f) + bufSize - 1) / bufSize); (tail+n-head)%n < need {
+			d.cnt.RXNoDescriptor.Add(1)
+			causes |= IntRXO
+			continue
+		}
+		bad := false
+		for rest := f; len(rest) > 0; {
+			desc := base + uint64(head)*DescSize
+			addr := le.Uint64(d.dma[desc:])
+			chunk := min(len(rest), bufSize)
+			status := uint32(RxStatusDD)
+			if chunk == len(rest) {
+				status |= RxStatusEOP
+			}
+			if d.inDMA(addr, chunk) {
+				copy(d.dma[addr:], rest[:chunk])
+			} else {
+				bad = true
+				status |= RxErrRXE << 8
+			}
+			le.PutUint32(d.dma[desc+DescLenOff:], uint32(chunk)) // length; no checksum offload
+			atomic.StoreUint32(d.statusWord(desc), status)
+			d.cnt.RXDescriptors.Add(1)
+			head = (head + 1) % n
+			rest = rest[chunk:]
+		}
+		if bad {
+			d.cnt.BadDescriptors.Add(1)
+			continue
+		}
+		d.cnt.RXFrames.Add(1)
+		d.cnt.RXBytes.Add(uint64(len(f)))
+		accepted++
+		causes |= IntRXT0
+	}
+	d.store(RDH, head)
+	d.cause(d.clock.Now(), causes)
+	return accepted
+}
