@@ -1,3 +1,26 @@
 // Package packetstream is Genode's packet stream over shared memory: a submit queue, an ack
 // queue and a bulk buffer in one region, moving frames one way from a source to a sink.
+//
+// The supervisor creates a stream's files (NewStreamFiles, or NewSessionFiles for the two
+// streams of a Nic or Uplink session: TX with the client as source, RX with the server as
+// source) and hands them to the two components, which map them (OpenClient, OpenServer,
+// OpenSource, OpenSink).
+//
+// Region layout (Config fixes it; both sides must agree):
+//
+//	0                  submit queue: 4 x 128-byte lines (head, tail, two armed flags),
+//	                   then QueueSize descriptors of 32 bytes (offset, size, Offload)
+//	after it           ack queue, the same
+//	64-byte aligned    bulk buffer, BulkSize bytes, in BlockSize blocks
+//
+// The source allocates in the bulk buffer with an allocator in its own memory, shifting each
+// frame by FrameShift bytes so the IP header is 4-byte aligned, as Genode does. Every index
+// and descriptor the peer writes is read once and checked; a bad one is counted and dropped,
+// never followed. A side keeps its own indices privately and only writes them to the region.
+//
+// Two APIs, as in Genode: try calls (TrySubmit, GetAcked, TryGet, TryAck) followed by one
+// Wakeup per batch, which publishes and sends at most one signal; and eager calls (Submit,
+// WaitAcked, Get, Ack) that wait and signal at once. A side signals its peer only when the
+// peer armed a flag in the region before sleeping (Waiter), so a saturated stream runs
+// without system calls.
 package packetstream

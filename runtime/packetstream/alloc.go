@@ -1,0 +1,138 @@
+package packetstream
+
+import "math/bits"
+
+// allocator hands out runs of BlockSize blocks of the bulk buffer. It belongs to the source
+// alone and lives in its private memory: the sink never allocates, and nothing the peer writes
+// can corrupt it. It also remembers every allocation, so that an acknowledgement naming
+// anything but a packet in flight is recognised as invalid.
+//
+// First fit over a bitmap: the lowest free block wins, which keeps the frames in flight (and
+// so the cache lines both CPUs touch) packed at the start of the buffer. A one-block
+// allocation scans from the first word with a free bit, so it costs a word or two.
+type allocator struct {
+	free  []uint64 // bit set: block free
+	n     int      // blocks
+	hint  int      // no word below hint has a free bit
+	block []blockState
+	inUse int // blocks allocated
+}
+
+type blockState struct {
+	size  uint32 // frame size as allocated (the run's first block only)
+	run   uint16 // blocks in the run (first block only; 0 elsewhere)
+	state uint8
+}
+
+const (
+	blockFree      = iota
+	blockOwned     // allocated, with the source
+	blockSubmitted // with the sink
+)
+
+func newAllocator(blocks int) allocator {
+	a := allocator{free: make([]uint64, (blocks+63)/64), n: blocks, block: make([]blockState, blocks)}
+	for b := 0; b < blocks; b++ {
+		a.free[b>>6] |= 1 << (b & 63)
+	}
+	return a
+}
+
+// alloc returns the first block of a free run big enough for size bytes plus the shift, or -1.
+func (a *allocator) alloc(size int) int {
+	run := (size + FrameShift + BlockSize - 1) / BlockSize
+	var b int
+	if run == 1 {
+		b = a.first()
+	} else {
+		b = a.findRun(run)
+	}
+	if b < 0 {
+		return -1
+	}
+	a.mark(b, run, false)
+	a.block[b] = blockState{size: uint32(size), run: uint16(run), state: blockOwned}
+	a.inUse += run
+	return b
+}
+
+func (a *allocator) first() int {
+	for w := a.hint; w < len(a.free); w++ {
+		if x := a.free[w]; x != 0 {
+			a.hint = w
+			return w<<6 | bits.TrailingZeros64(x)
+		}
+	}
+	a.hint = len(a.free)
+	return -1
+}
+
+// nextFree returns the first free block at or after b, or -1.
+func (a *allocator) nextFree(b int) int {
+	for w := b >> 6; w < len(a.free); w++ {
+		x := a.free[w]
+		if w == b>>6 {
+			x &= ^uint64(0) << (b & 63)
+		}
+		if x != 0 {
+			return w<<6 | bits.TrailingZeros64(x)
+		}
+	}
+	return -1
+}
+
+// nextUsed returns the first allocated block at or after b, or a.n.
+func (a *allocator) nextUsed(b int) int {
+	for w := b >> 6; w < len(a.free); w++ {
+		x := ^a.free[w]
+		if w == b>>6 {
+			x &= ^uint64(0) << (b & 63)
+		}
+		if x != 0 {
+			return min(a.n, w<<6|bits.TrailingZeros64(x))
+		}
+	}
+	return a.n
+}
+
+func (a *allocator) findRun(run int) int {
+	for b := a.hint << 6; b+run <= a.n; {
+		s := a.nextFree(b)
+		if s < 0 || s+run > a.n {
+			return -1
+		}
+		e := a.nextUsed(s)
+		if e-s >= run {
+			return s
+		}
+		b = e
+	}
+	return -1
+}
+
+// mark sets blocks [b, b+run) free or used.
+func (a *allocator) mark(b, run int, free bool) {
+	for i := b; i < b+run; {
+		w, o := i>>6, i&63
+		k := min(64-o, b+run-i)
+		m := (^uint64(0) >> (64 - k)) << o
+		if free {
+			a.free[w] |= m
+		} else {
+			a.free[w] &^= m
+		}
+		i += k
+	}
+}
+
+// release frees the run starting at b.
+func (a *allocator) release(b int) {
+	st := &a.block[b]
+	run := int(st.run)
+	*st = blockState{}
+	a.mark(b, run, true)
+	a.inUse -= run
+	if b>>6 < a.hint {
+		a.hint = b >> 6
+	}
+}

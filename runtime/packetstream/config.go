@@ -1,0 +1,80 @@
+package packetstream
+
+import "fmt"
+
+// Config sizes one packet stream. Both sides of a stream must use the same Config: it fixes the
+// region layout.
+type Config struct {
+	QueueSize int // entries per queue (submit and ack), a power of two; default 1024
+	BulkSize  int // bytes of the bulk buffer; default 1024*1600 as in Genode
+}
+
+// BlockSize is the allocation unit of the bulk buffer. As in Genode it holds one 1500-byte
+// frame after the 2-byte shift; a larger frame takes several adjacent blocks. It is a multiple
+// of 64, so every block starts on a cache line.
+const BlockSize = 1600
+
+// FrameShift is how far each frame starts into its first block: 2 bytes, so that the IP header
+// behind a 14-byte Ethernet header is 4-byte aligned (Genode does the same).
+const FrameShift = 2
+
+// Limits of a Config.
+const (
+	MinQueueSize = 2
+	MaxQueueSize = 1 << 16
+	MaxBulkSize  = 1 << 31
+)
+
+// DefaultConfig is Genode's NIC session default: 1024 entries per queue, 1024 x 1600 bytes.
+func DefaultConfig() Config { return Config{QueueSize: 1024, BulkSize: 1024 * BlockSize} }
+
+// Validate reports why c cannot size a stream, naming the field.
+func (c Config) Validate() error {
+	if c.QueueSize < MinQueueSize || c.QueueSize > MaxQueueSize || c.QueueSize&(c.QueueSize-1) != 0 {
+		return fmt.Errorf("packetstream config: QueueSize %d is not a power of two in [%d, %d]",
+			c.QueueSize, MinQueueSize, MaxQueueSize)
+	}
+	if c.BulkSize < BlockSize || c.BulkSize > MaxBulkSize {
+		return fmt.Errorf("packetstream config: BulkSize %d is not in [%d, %d]", c.BulkSize, BlockSize, MaxBulkSize)
+	}
+	return nil
+}
+
+// MaxFrame is the largest frame one Alloc can return with this config.
+func (c Config) MaxFrame() int { return c.blocks()*BlockSize - FrameShift }
+
+func (c Config) blocks() int { return c.BulkSize / BlockSize }
+
+// Region layout. Each queue starts with four lines of 128 bytes (x86 prefetches pairs of 64-byte
+// lines, so 128 keeps writers of neighbouring words from sharing): the producer's head, the
+// consumer's tail, the consumer's armed flag (it sleeps until the queue is non-empty) and the
+// producer's armed flag (it sleeps until the queue is non-full). The descriptor ring follows.
+const (
+	lineSize       = 128
+	offHead        = 0 * lineSize
+	offTail        = 1 * lineSize
+	offConsArmed   = 2 * lineSize
+	offProdArmed   = 3 * lineSize
+	queueHdrSize   = 4 * lineSize
+	descSize       = 32
+	pageSize       = 4096
+	bulkAlignment  = 64
+	descOffOffset  = 0  // uint64: frame offset from the region start
+	descOffSize    = 8  // uint32: frame size
+	descOffOffload = 16 // Offload, 10 bytes; the rest is reserved
+)
+
+func (c Config) queueBytes() int { return queueHdrSize + c.QueueSize*descSize }
+
+// submitQueue, ackQueue and bulkStart are byte offsets into the region.
+func (c Config) submitQueue() int { return 0 }
+func (c Config) ackQueue() int    { return c.queueBytes() }
+func (c Config) bulkStart() int {
+	return (2*c.queueBytes() + bulkAlignment - 1) &^ (bulkAlignment - 1)
+}
+
+// RegionSize is the bytes of shared memory one stream needs, rounded up to whole pages: what a
+// session charges to its client's ram quota.
+func (c Config) RegionSize() int {
+	return (c.bulkStart() + c.BulkSize + pageSize - 1) &^ (pageSize - 1)
+}

@@ -1,0 +1,123 @@
+package packetstream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Packet names a frame in a stream's bulk buffer. A source gets it from Alloc and may set
+// Offload and lower Size before submitting; a sink gets it from TryGet and hands it back to
+// TryAck unchanged.
+type Packet struct {
+	Offset  uint32 // from the start of the region
+	Size    uint32 // frame bytes
+	Offload Offload
+}
+
+// Counters of one endpoint, for reports and benchmarks. The per-frame path adds to private
+// counts and moves them here once per batch (Wakeup or eager call).
+type Counters struct {
+	Frames          atomic.Uint64 // frames submitted (source) or valid frames received (sink)
+	Bytes           atomic.Uint64 // their bytes
+	Invalid         atomic.Uint64 // descriptors or queue indices from the peer that failed a check
+	SignalsSent     atomic.Uint64 // eventfd writes to the peer
+	SignalsReceived atomic.Uint64 // eventfd reads that found a signal
+	Sleeps          atomic.Uint64 // times a wait armed and blocked
+}
+
+var (
+	// ErrExhausted is Alloc's answer when the bulk buffer has no free run that fits: release
+	// acknowledged packets and try again.
+	ErrExhausted = errors.New("packetstream: bulk buffer exhausted")
+	// ErrClosed is what waits return once the endpoint or waiter is closed.
+	ErrClosed = errors.New("packetstream: closed")
+)
+
+// endpoint is what Source and Sink share: the region, the eventfd to wait on, the eventfd to
+// signal, and a private waiter for the eager calls.
+type endpoint struct {
+	reg      *region
+	in, out  int // eventfds, non-blocking
+	own      *Waiter
+	ctr      Counters
+	frames   uint64 // not yet moved to ctr
+	bytes    uint64
+	invalid  uint64
+	received uint64
+}
+
+// newEndpoint takes ownership of in and out.
+func newEndpoint(reg *region, in, out int) (*endpoint, error) {
+	for _, fd := range []int{in, out} {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return nil, err
+		}
+	}
+	return &endpoint{reg: reg, in: in, out: out}, nil
+}
+
+// dupFile duplicates f's descriptor (close-on-exec) without touching f's blocking mode.
+func dupFile(f *os.File) (int, error) {
+	var nfd int
+	var err error
+	if cerr := control(f, func(fd int) { nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return -1, cerr
+	}
+	return nfd, err
+}
+
+func (e *endpoint) signal() {
+	var one = [8]byte{1}
+	if _, err := unix.Write(e.out, one[:]); err == nil {
+		e.ctr.SignalsSent.Add(1)
+	}
+}
+
+// drain resets our eventfd after a wake; it is read only when epoll said it was readable.
+func (e *endpoint) drain() {
+	var b [8]byte
+	if n, err := unix.Read(e.in, b[:]); err == nil && n == 8 {
+		e.ctr.SignalsReceived.Add(1)
+	}
+}
+
+func (e *endpoint) flush() {
+	if e.frames != 0 {
+		e.ctr.Frames.Add(e.frames)
+		e.ctr.Bytes.Add(e.bytes)
+		e.frames, e.bytes = 0, 0
+	}
+	if e.invalid != 0 {
+		e.ctr.Invalid.Add(e.invalid)
+		e.invalid = 0
+	}
+}
+
+func (e *endpoint) close() error {
+	var err error
+	if e.own != nil {
+		err = e.own.Close()
+	}
+	return errors.Join(err, unix.Close(e.in), unix.Close(e.out), e.reg.unmap())
+}
+
+// openEndpoints dups the stream's eventfds for one side: the source waits on ToSource and
+// signals ToSink, the sink the other way round.
+func openFds(f *StreamFiles, source bool) (in, out int, err error) {
+	a, b := f.ToSource, f.ToSink
+	if !source {
+		a, b = b, a
+	}
+	if in, err = dupFile(a); err != nil {
+		return -1, -1, fmt.Errorf("packetstream: %w", err)
+	}
+	if out, err = dupFile(b); err != nil {
+		unix.Close(in)
+		return -1, -1, fmt.Errorf("packetstream: %w", err)
+	}
+	return in, out, nil
+}

@@ -1,0 +1,164 @@
+package packetstream
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// desc is a descriptor as copied out of a queue: never read from shared memory twice.
+type desc struct {
+	off     uint64
+	size    uint32
+	offload Offload
+}
+
+// ring is one queue in a region. Indices are free-running uint32 counters; a ring of N entries
+// holds N descriptors (used = head - tail), unlike Genode's N-1.
+type ring struct {
+	head, tail           *atomic.Uint32
+	consArmed, prodArmed *atomic.Uint32
+	entries              unsafe.Pointer
+	mask, size           uint32
+}
+
+func newRing(r *region, at int) ring {
+	n := uint32(r.cfg.QueueSize)
+	return ring{
+		head: r.u32(at + offHead), tail: r.u32(at + offTail),
+		consArmed: r.u32(at + offConsArmed), prodArmed: r.u32(at + offProdArmed),
+		entries: r.ptr(at + queueHdrSize), mask: n - 1, size: n,
+	}
+}
+
+func (q *ring) entry(i uint32) unsafe.Pointer {
+	return unsafe.Add(q.entries, uintptr(i&q.mask)*descSize)
+}
+
+// publishEvery is how many entries a side moves before it publishes its index on its own,
+// without waiting for Wakeup: often enough that a long batch streams, rarely enough that the
+// index line does not bounce between the CPUs for every frame.
+func publishEvery(size uint32) uint32 { return min(32, size/2) }
+
+// producer is the writing side of a ring. Its own index lives here, privately: the copy in
+// shared memory is only ever written, so a peer scribbling over it changes nothing for us.
+type producer struct {
+	ring
+	head      uint32 // next entry to write
+	published uint32 // head as last stored to shared memory
+	tail      uint32 // the consumer's tail as last read, valid
+	dirty     bool   // published since the consumer's armed flag was last checked
+	badTail   uint32 // the last invalid tail counted, to count each once
+	every     uint32
+	invalid   uint64 // invalid tails seen
+}
+
+func newProducer(q ring) producer { return producer{ring: q, every: publishEvery(q.size)} }
+
+// space reports whether one more entry fits, reading the consumer's tail only when the last
+// view says full. A tail that would make the queue hold more than its size is invalid: the
+// queue counts as full until the peer repairs it.
+func (p *producer) space() bool {
+	if p.head-p.tail < p.size {
+		return true
+	}
+	t := p.ring.tail.Load()
+	if p.head-t > p.size {
+		if t != p.badTail {
+			p.badTail = t
+			p.invalid++
+		}
+		return false
+	}
+	p.tail = t
+	return p.head-t < p.size
+}
+
+// put writes d if there is space.
+func (p *producer) put(off uint64, size uint32, o Offload) bool {
+	if !p.space() {
+		return false
+	}
+	e := p.entry(p.head)
+	*(*uint64)(unsafe.Add(e, descOffOffset)) = off
+	*(*uint32)(unsafe.Add(e, descOffSize)) = size
+	*(*Offload)(unsafe.Add(e, descOffOffload)) = o
+	p.head++
+	if p.head-p.published >= p.every {
+		p.publish()
+	}
+	return true
+}
+
+// publish stores head (a full barrier on amd64: atomic stores are XCHG).
+func (p *producer) publish() {
+	if p.head != p.published {
+		p.ring.head.Store(p.head)
+		p.published = p.head
+		p.dirty = true
+	}
+}
+
+// consumer is the reading side of a ring; like producer, its own index is private.
+type consumer struct {
+	ring
+	tail      uint32 // next entry to read
+	published uint32
+	head      uint32 // the producer's head as last read, valid
+	dirty     bool
+	badHead   uint32
+	every     uint32
+	invalid   uint64
+}
+
+func newConsumer(q ring) consumer { return consumer{ring: q, every: publishEvery(q.size)} }
+
+// avail reports whether an entry is ready, reading the producer's head only when the last view
+// says empty. A head more than size ahead of our tail (or behind it) is invalid and reads as
+// empty.
+func (c *consumer) avail() bool {
+	if c.head != c.tail {
+		return true
+	}
+	h := c.ring.head.Load()
+	if h-c.tail > c.size {
+		if h != c.badHead {
+			c.badHead = h
+			c.invalid++
+		}
+		return false
+	}
+	c.head = h
+	return h != c.tail
+}
+
+// get copies the next descriptor out, once.
+func (c *consumer) get() (desc, bool) {
+	if !c.avail() {
+		return desc{}, false
+	}
+	e := c.entry(c.tail)
+	d := desc{
+		off:     *(*uint64)(unsafe.Add(e, descOffOffset)),
+		size:    *(*uint32)(unsafe.Add(e, descOffSize)),
+		offload: *(*Offload)(unsafe.Add(e, descOffOffload)),
+	}
+	c.tail++
+	if c.tail-c.published >= c.every {
+		c.publish()
+	}
+	return d, true
+}
+
+func (c *consumer) publish() {
+	if c.tail != c.published {
+		c.ring.tail.Store(c.tail)
+		c.published = c.tail
+		c.dirty = true
+	}
+}
+
+// wants reports whether a peer armed flag asks for a signal after we published, and takes the
+// flag: one signal per arming. The plain load first keeps the line shared while nobody sleeps.
+func takeArmed(flag *atomic.Uint32) bool {
+	return flag.Load() != 0 && flag.Swap(0) != 0
+}

@@ -1,0 +1,180 @@
+package packetstream
+
+// Sink is the receiving side of a stream: it gets packets, reads them in place and
+// acknowledges them. One goroutine uses a Sink at a time.
+type Sink struct {
+	*endpoint
+	submit             consumer
+	ack                producer
+	bulkStart, bulkEnd uint64
+	wantSpace          bool // the last try found the ack queue full
+}
+
+// OpenSink maps the stream and returns its sink side.
+func OpenSink(f *StreamFiles) (*Sink, error) {
+	if err := f.Cfg.Validate(); err != nil {
+		return nil, err
+	}
+	reg, err := mapRegion(f.Mem, f.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	in, out, err := openFds(f, false)
+	if err != nil {
+		reg.unmap()
+		return nil, err
+	}
+	return newSink(reg, in, out)
+}
+
+func newSink(reg *region, in, out int) (*Sink, error) {
+	e, err := newEndpoint(reg, in, out)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		endpoint:  e,
+		submit:    newConsumer(newRing(reg, reg.cfg.submitQueue())),
+		ack:       newProducer(newRing(reg, reg.cfg.ackQueue())),
+		bulkStart: uint64(reg.cfg.bulkStart()),
+		bulkEnd:   uint64(reg.cfg.bulkStart() + reg.cfg.BulkSize),
+	}
+	if e.own, err = NewWaiter(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Counters returns the sink's counters.
+func (s *Sink) Counters() *Counters { return &s.ctr }
+
+// Config returns the stream's config.
+func (s *Sink) Config() Config { return s.reg.cfg }
+
+// valid checks a descriptor from the peer against the bulk buffer; the sums are in 64 bits, so
+// nothing overflows.
+func (s *Sink) valid(off uint64, size uint32) bool {
+	return size != 0 && off >= s.bulkStart && off <= s.bulkEnd && uint64(size) <= s.bulkEnd-off
+}
+
+// TryGet returns the next submitted packet. A descriptor that points outside the bulk buffer is
+// counted as invalid and still returned, so that it is acknowledged like any other; Payload
+// returns nil for it. An offset beyond 32 bits is invalid too (Offset cannot hold it).
+func (s *Sink) TryGet() (Packet, bool) {
+	d, ok := s.submit.get()
+	if !ok {
+		return Packet{}, false
+	}
+	if !s.valid(d.off, d.size) {
+		s.invalid++
+		return Packet{Offset: uint32(min(d.off, 1<<32-1)), Size: 0, Offload: d.offload}, true
+	}
+	s.frames++
+	s.bytes += uint64(d.size)
+	return Packet{Offset: uint32(d.off), Size: d.size, Offload: d.offload}, true
+}
+
+// Payload is the frame's bytes in place, or nil for an invalid descriptor. The source may not
+// touch them until the sink acknowledges (an honest one does not; a hostile one can only change
+// bytes we read, never where we read).
+func (s *Sink) Payload(p Packet) []byte {
+	if !s.valid(uint64(p.Offset), p.Size) {
+		return nil
+	}
+	return s.reg.mem[p.Offset : p.Offset+p.Size : p.Offset+p.Size]
+}
+
+// TryAck hands p back to the source unless the ack queue is full. The source sees it at the
+// latest at the next Wakeup.
+func (s *Sink) TryAck(p Packet) bool {
+	if !s.ack.put(uint64(p.Offset), p.Size, p.Offload) {
+		s.wantSpace = true
+		return false
+	}
+	s.wantSpace = false
+	return true
+}
+
+// PacketAvail reports whether a packet is waiting (Genode's packet_avail).
+func (s *Sink) PacketAvail() bool { return s.submit.avail() }
+
+// CanAck reports whether the ack queue has room (Genode's ready_to_ack).
+func (s *Sink) CanAck() bool {
+	ok := s.ack.space()
+	s.wantSpace = !ok
+	return ok
+}
+
+// Wakeup publishes what the try calls did and sends the source at most one signal, and only if
+// it armed itself to sleep: ack_avail for new acknowledgements, ready_to_submit for freed
+// submit entries.
+func (s *Sink) Wakeup() {
+	s.submit.publish()
+	s.ack.publish()
+	sig := false
+	if s.ack.dirty {
+		s.ack.dirty = false
+		sig = takeArmed(s.ack.consArmed)
+	}
+	if s.submit.dirty {
+		s.submit.dirty = false
+		sig = takeArmed(s.submit.prodArmed) || sig
+	}
+	s.invalid += s.submit.invalid + s.ack.invalid
+	s.submit.invalid, s.ack.invalid = 0, 0
+	s.flush()
+	if sig {
+		s.signal()
+	}
+}
+
+// Get is the eager get_packet: it waits for a packet and signals ready_to_submit at once.
+func (s *Sink) Get() (Packet, error) {
+	for {
+		if p, ok := s.TryGet(); ok {
+			s.Wakeup()
+			return p, nil
+		}
+		if err := s.own.Wait(); err != nil {
+			return Packet{}, err
+		}
+	}
+}
+
+// Ack is the eager acknowledge_packet: it waits while the ack queue is full, then publishes and
+// signals at once.
+func (s *Sink) Ack(p Packet) error {
+	for !s.TryAck(p) {
+		if err := s.own.Wait(); err != nil {
+			return err
+		}
+	}
+	s.Wakeup()
+	return nil
+}
+
+// Close unmaps the region and closes the endpoint's eventfds. No call may run concurrently.
+func (s *Sink) Close() error { return s.close() }
+
+// A Sink waits for packets always, and for ack space after it found the queue full.
+func (s *Sink) ready() bool {
+	return s.submit.avail() || (s.wantSpace && s.ack.space())
+}
+
+func (s *Sink) arm() {
+	s.submit.consArmed.Store(1)
+	if s.wantSpace {
+		s.ack.prodArmed.Store(1)
+	}
+}
+
+func (s *Sink) disarm() {
+	if s.submit.consArmed.Load() != 0 {
+		s.submit.consArmed.Store(0)
+	}
+	if s.ack.prodArmed.Load() != 0 {
+		s.ack.prodArmed.Store(0)
+	}
+}
+
+func (s *Sink) base() *endpoint { return s.endpoint }

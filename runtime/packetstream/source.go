@@ -1,0 +1,229 @@
+package packetstream
+
+import "fmt"
+
+// Source is the sending side of a stream: it allocates frames in the bulk buffer, submits them
+// and releases them once the sink acknowledged them. One goroutine uses a Source at a time.
+type Source struct {
+	*endpoint
+	submit    producer
+	ack       consumer
+	alloc     allocator
+	bulkStart uint64
+	inFlight  int  // submitted, not yet taken back by GetAcked
+	wantSpace bool // the last try found the submit queue full
+}
+
+// OpenSource maps the stream and returns its source side.
+func OpenSource(f *StreamFiles) (*Source, error) {
+	if err := f.Cfg.Validate(); err != nil {
+		return nil, err
+	}
+	reg, err := mapRegion(f.Mem, f.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	in, out, err := openFds(f, true)
+	if err != nil {
+		reg.unmap()
+		return nil, err
+	}
+	return newSource(reg, in, out)
+}
+
+func newSource(reg *region, in, out int) (*Source, error) {
+	e, err := newEndpoint(reg, in, out)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{
+		endpoint:  e,
+		submit:    newProducer(newRing(reg, reg.cfg.submitQueue())),
+		ack:       newConsumer(newRing(reg, reg.cfg.ackQueue())),
+		alloc:     newAllocator(reg.cfg.blocks()),
+		bulkStart: uint64(reg.cfg.bulkStart()),
+	}
+	if e.own, err = NewWaiter(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Counters returns the source's counters.
+func (s *Source) Counters() *Counters { return &s.ctr }
+
+// Config returns the stream's config.
+func (s *Source) Config() Config { return s.reg.cfg }
+
+// Alloc reserves size bytes in the bulk buffer. It fails with ErrExhausted while no free run
+// fits (collect acknowledgements with GetAcked and Release them), and with an error when size
+// can never fit.
+func (s *Source) Alloc(size int) (Packet, error) {
+	if size <= 0 || size > s.reg.cfg.MaxFrame() {
+		return Packet{}, fmt.Errorf("packetstream: cannot allocate %d bytes (1 to %d)", size, s.reg.cfg.MaxFrame())
+	}
+	b := s.alloc.alloc(size)
+	if b < 0 {
+		return Packet{}, ErrExhausted
+	}
+	return Packet{Offset: uint32(s.bulkStart) + uint32(b)*BlockSize + FrameShift, Size: uint32(size)}, nil
+}
+
+// Payload is the frame's bytes in the bulk buffer, for the source to fill.
+func (s *Source) Payload(p Packet) []byte {
+	return s.reg.mem[p.Offset : p.Offset+p.Size : p.Offset+p.Size]
+}
+
+// block returns the first block of p's run if p is one of ours, or -1.
+func (s *Source) block(off uint64) int {
+	rel := off - s.bulkStart - FrameShift
+	if off < s.bulkStart+FrameShift || rel%BlockSize != 0 || rel/BlockSize >= uint64(s.alloc.n) {
+		return -1
+	}
+	return int(rel / BlockSize)
+}
+
+// owned returns p's block; it panics when p is not a packet this source allocated and still
+// holds: that is a bug in the caller, never the peer's doing.
+func (s *Source) owned(p Packet, what string) int {
+	b := s.block(uint64(p.Offset))
+	if b < 0 || s.alloc.block[b].state != blockOwned || p.Size == 0 || p.Size > s.alloc.block[b].size {
+		panic(fmt.Sprintf("packetstream: %s of a packet this source does not hold (offset %d, size %d)", what, p.Offset, p.Size))
+	}
+	return b
+}
+
+// TrySubmit queues p for the sink unless the submit queue is full. The sink sees it at the
+// latest at the next Wakeup (long batches become visible every few dozen frames on their own).
+// p must come from Alloc (its Size may have been lowered) and not be submitted already.
+func (s *Source) TrySubmit(p Packet) bool {
+	b := s.owned(p, "submit")
+	if !s.submit.put(uint64(p.Offset), p.Size, p.Offload) {
+		s.wantSpace = true
+		return false
+	}
+	s.wantSpace = false
+	st := &s.alloc.block[b]
+	st.state, st.size = blockSubmitted, p.Size
+	s.inFlight++
+	s.frames++
+	s.bytes += uint64(p.Size)
+	return true
+}
+
+// GetAcked returns the next packet the sink acknowledged, for the source to Release (or to
+// reuse: it is the source's again). Acknowledgements naming anything but a packet in flight
+// are counted as invalid and skipped; the returned Packet is the source's own record.
+func (s *Source) GetAcked() (Packet, bool) {
+	for s.ack.avail() {
+		d, _ := s.ack.get()
+		b := s.block(d.off)
+		if b < 0 || s.alloc.block[b].state != blockSubmitted || d.size != s.alloc.block[b].size {
+			s.invalid++
+			continue
+		}
+		st := &s.alloc.block[b]
+		st.state = blockOwned
+		s.inFlight--
+		return Packet{Offset: uint32(d.off), Size: st.size, Offload: d.offload}, true
+	}
+	return Packet{}, false
+}
+
+// Release frees a packet the source holds (allocated and not submitted, or acknowledged).
+func (s *Source) Release(p Packet) {
+	s.alloc.release(s.owned(p, "release"))
+}
+
+// CanSubmit reports whether the submit queue has room (Genode's ready_to_submit).
+func (s *Source) CanSubmit() bool {
+	ok := s.submit.space()
+	s.wantSpace = !ok
+	return ok
+}
+
+// AckAvail reports whether an acknowledgement is waiting.
+func (s *Source) AckAvail() bool { return s.ack.avail() }
+
+// InFlight is the number of packets submitted and not yet taken back by GetAcked.
+func (s *Source) InFlight() int { return s.inFlight }
+
+// Wakeup publishes what the try calls did and sends the sink at most one signal, and only if
+// it armed itself to sleep: packet_avail for new packets, ready_to_ack for freed ack entries.
+func (s *Source) Wakeup() {
+	s.submit.publish()
+	s.ack.publish()
+	sig := false
+	if s.submit.dirty {
+		s.submit.dirty = false
+		sig = takeArmed(s.submit.consArmed)
+	}
+	if s.ack.dirty {
+		s.ack.dirty = false
+		sig = takeArmed(s.ack.prodArmed) || sig
+	}
+	s.invalid += s.submit.invalid + s.ack.invalid
+	s.submit.invalid, s.ack.invalid = 0, 0
+	s.flush()
+	if sig {
+		s.signal()
+	}
+}
+
+// Submit is the eager submit: it waits while the submit queue is full, then publishes and
+// signals at once.
+func (s *Source) Submit(p Packet) error {
+	for !s.TrySubmit(p) {
+		if err := s.own.Wait(); err != nil {
+			return err
+		}
+	}
+	s.Wakeup()
+	return nil
+}
+
+// WaitAcked is the eager get_acked: it waits for an acknowledgement (the source must have
+// packets in flight) and signals ready_to_ack at once.
+func (s *Source) WaitAcked() (Packet, error) {
+	for {
+		if p, ok := s.GetAcked(); ok {
+			s.Wakeup()
+			return p, nil
+		}
+		if s.inFlight == 0 {
+			return Packet{}, fmt.Errorf("packetstream: waiting for an acknowledgement with no packet in flight")
+		}
+		if err := s.own.Wait(); err != nil {
+			return Packet{}, err
+		}
+	}
+}
+
+// Close unmaps the region and closes the endpoint's eventfds. No call may run concurrently.
+func (s *Source) Close() error { return s.close() }
+
+// ready, arm and disarm make a Source an Endpoint of a Waiter: it waits for acknowledgements
+// while packets are in flight, and for submit space after it found the queue full.
+func (s *Source) ready() bool {
+	return (s.inFlight > 0 && s.ack.avail()) || (s.wantSpace && s.submit.space())
+}
+
+func (s *Source) arm() {
+	if s.inFlight > 0 {
+		s.ack.consArmed.Store(1)
+	}
+	if s.wantSpace {
+		s.submit.prodArmed.Store(1)
+	}
+}
+
+func (s *Source) disarm() {
+	if s.ack.consArmed.Load() != 0 {
+		s.ack.consArmed.Store(0)
+	}
+	if s.submit.prodArmed.Load() != 0 {
+		s.submit.prodArmed.Store(0)
+	}
+}
+
+func (s *Source) base() *endpoint { return s.endpoint }

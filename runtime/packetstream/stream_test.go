@@ -1,0 +1,111 @@
+package packetstream
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// pump moves n frames of the given sizes through src and snk in one goroutine, batching try
+// calls, and checks every frame arrives intact and in order.
+func pump(t *testing.T, src *Source, snk *Sink, n int, size func(i int) int, batch int) {
+	t.Helper()
+	sent, got := 0, 0
+	for steps := 0; got < n; steps++ {
+		if steps > 100*n+1000 {
+			t.Fatalf("no progress: sent %d, got %d", sent, got)
+		}
+		for p, ok := src.GetAcked(); ok; p, ok = src.GetAcked() {
+			src.Release(p)
+		}
+		for k := 0; k < batch && sent < n && src.CanSubmit(); k++ {
+			p, err := src.Alloc(size(sent))
+			if err == ErrExhausted {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(src.Payload(p), sent)
+			if !src.TrySubmit(p) {
+				t.Fatal("TrySubmit failed after CanSubmit")
+			}
+			sent++
+		}
+		src.Wakeup()
+		for k := 0; k < batch && snk.CanAck(); k++ {
+			p, ok := snk.TryGet()
+			if !ok {
+				break
+			}
+			b := snk.Payload(p)
+			if len(b) != size(got) || !check(b, got) {
+				t.Fatalf("frame %d: bad payload (len %d, want %d)", got, len(b), size(got))
+			}
+			got++
+			snk.TryAck(p)
+		}
+		snk.Wakeup()
+	}
+}
+
+// fill writes frame i's pattern: its number, then bytes derived from it.
+func fill(b []byte, i int) {
+	for j := range b {
+		b[j] = byte(i*7 + j)
+	}
+	if len(b) >= 8 {
+		binary.LittleEndian.PutUint64(b, uint64(i))
+	}
+}
+
+func check(b []byte, i int) bool {
+	if len(b) >= 8 && binary.LittleEndian.Uint64(b) != uint64(i) {
+		return false
+	}
+	for j := 8; j < len(b); j++ {
+		if b[j] != byte(i*7+j) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestHeapStream(t *testing.T) {
+	src, snk, err := NewHeapStream(Config{QueueSize: 8, BulkSize: 8 * BlockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	pump(t, src, snk, 2000, func(i int) int { return 1 + (i*37)%3000 }, 5)
+	if src.Counters().Frames.Load() != 2000 || snk.Counters().Frames.Load() != 2000 {
+		t.Fatalf("counters: source %d, sink %d", src.Counters().Frames.Load(), snk.Counters().Frames.Load())
+	}
+	if snk.Counters().Invalid.Load() != 0 || src.Counters().Invalid.Load() != 0 {
+		t.Fatal("invalid descriptors counted on an honest stream")
+	}
+}
+
+func TestSessionFilesInProcess(t *testing.T) {
+	sf, err := NewSessionFiles("test", DefaultConfig(), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	again, err := SessionFilesFrom(sf.Files(), DefaultConfig(), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenClient(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := OpenServer(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pump(t, c.TX, s.TX, 5000, func(i int) int { return 60 + i%1500 }, 64)
+	pump(t, s.RX, c.RX, 500, func(i int) int { return 1 + (i*997)%65536 }, 16)
+}

@@ -1,0 +1,218 @@
+package packetstream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Endpoint is a Source or a Sink, as a Waiter sees it.
+type Endpoint interface {
+	ready() bool
+	arm()
+	disarm()
+	base() *endpoint
+}
+
+// DefaultSpin is how many times a Waiter polls its endpoints before it arms and sleeps: a few
+// microseconds, about what a signal and a wakeup through the scheduler cost.
+const DefaultSpin = 2000
+
+// Waiter lets one goroutine wait on several endpoints at once (a router serves many sessions):
+// it spins briefly, then arms each endpoint's flag in shared memory, checks once more, and
+// sleeps in an epoll instance that the Go netpoller watches, so the sleeping goroutine holds
+// no P and no thread. A Waiter is used by one goroutine; only Wake may be called from others.
+//
+// The no-lost-wakeup argument: the sleeper stores its armed flag and then loads the queue
+// index; the peer stores the index and then loads the flag. Go's atomic stores are full
+// barriers, so at least one of them sees the other's store: either the sleeper sees the work
+// and does not block, or the peer sees the flag and signals.
+type Waiter struct {
+	Spin int // polls before sleeping; 0 sleeps at once
+
+	eps    []Endpoint
+	epoll  *os.File // non-blocking epoll fd, registered with the netpoller
+	rc     syscall.RawConn
+	wake   int // eventfd for Wake
+	woken  atomic.Bool
+	events [8]unix.EpollEvent
+	poll   func(fd uintptr) bool
+	err    error
+}
+
+// NewWaiter returns a Waiter over eps.
+func NewWaiter(eps ...Endpoint) (*Waiter, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("packetstream waiter: epoll_create: %w", err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("packetstream waiter: eventfd: %w", err)
+	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		unix.Close(wake)
+		return nil, err
+	}
+	w := &Waiter{Spin: DefaultSpin, wake: wake, epoll: os.NewFile(uintptr(epfd), "packetstream-waiter")}
+	if w.rc, err = w.epoll.SyscallConn(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.poll = w.pollOnce
+	if err := w.ctl(unix.EPOLL_CTL_ADD, wake); err != nil {
+		w.Close()
+		return nil, err
+	}
+	for _, e := range eps {
+		if err := w.Add(e); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (w *Waiter) ctl(op, fd int) error {
+	var err error
+	cerr := w.rc.Control(func(epfd uintptr) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		err = unix.EpollCtl(int(epfd), op, fd, &ev)
+	})
+	if err = errors.Join(cerr, err); err != nil {
+		return fmt.Errorf("packetstream waiter: epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// Add makes Wait return also when e is ready.
+func (w *Waiter) Add(e Endpoint) error {
+	if err := w.ctl(unix.EPOLL_CTL_ADD, e.base().in); err != nil {
+		return err
+	}
+	w.eps = append(w.eps, e)
+	return nil
+}
+
+// Remove stops watching e (before e is closed).
+func (w *Waiter) Remove(e Endpoint) error {
+	for i, x := range w.eps {
+		if x == e {
+			w.eps = append(w.eps[:i], w.eps[i+1:]...)
+			return w.ctl(unix.EPOLL_CTL_DEL, e.base().in)
+		}
+	}
+	return nil
+}
+
+// Wake makes the current or next Wait return; any goroutine may call it.
+func (w *Waiter) Wake() {
+	if !w.woken.Swap(true) {
+		var one = [8]byte{1}
+		unix.Write(w.wake, one[:])
+	}
+}
+
+// Close ends the Waiter; a Wait in progress returns ErrClosed.
+func (w *Waiter) Close() error {
+	err := w.epoll.Close()
+	unix.Close(w.wake)
+	return err
+}
+
+func (w *Waiter) anyReady() bool {
+	for _, e := range w.eps {
+		if e.ready() {
+			return true
+		}
+	}
+	return false
+}
+
+// Wait returns once an endpoint is ready: a sink has packets (or ack space it waited for), a
+// source has acknowledgements for packets in flight (or submit space it waited for); or when
+// Wake was called. It may return early; callers loop.
+func (w *Waiter) Wait() error { return w.WaitUntil(time.Time{}) }
+
+// WaitUntil is Wait with a deadline (zero: none); past it, it returns os.ErrDeadlineExceeded.
+func (w *Waiter) WaitUntil(deadline time.Time) error {
+	for i := 0; i < w.Spin; i++ {
+		if w.anyReady() || w.woken.Load() {
+			w.woken.Store(false)
+			return nil
+		}
+	}
+	for _, e := range w.eps {
+		e.arm()
+	}
+	if w.anyReady() || w.woken.Load() {
+		w.disarm()
+		return nil
+	}
+	for _, e := range w.eps {
+		e.base().ctr.Sleeps.Add(1)
+	}
+	if err := w.epoll.SetReadDeadline(deadline); err != nil {
+		w.disarm()
+		return ErrClosed
+	}
+	w.err = nil
+	err := w.rc.Read(w.poll)
+	w.disarm()
+	if err == nil {
+		err = w.err
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return os.ErrDeadlineExceeded
+	case errors.Is(err, os.ErrClosed):
+		return ErrClosed
+	}
+	return err
+}
+
+func (w *Waiter) disarm() {
+	for _, e := range w.eps {
+		e.disarm()
+	}
+	w.woken.Store(false)
+}
+
+// pollOnce runs in the netpoller's read loop: false means "nothing yet, park until the epoll
+// fd becomes readable".
+func (w *Waiter) pollOnce(epfd uintptr) bool {
+	n, err := unix.EpollWait(int(epfd), w.events[:], 0)
+	if err != nil {
+		if err == unix.EINTR {
+			return false
+		}
+		w.err = fmt.Errorf("packetstream waiter: epoll_wait: %w", err)
+		return true
+	}
+	if n == 0 {
+		return false
+	}
+	for _, ev := range w.events[:n] {
+		fd := int(ev.Fd)
+		if fd == w.wake {
+			var b [8]byte
+			unix.Read(fd, b[:])
+			continue
+		}
+		for _, e := range w.eps {
+			if e.base().in == fd {
+				e.base().drain()
+			}
+		}
+	}
+	return true
+}
