@@ -1,0 +1,467 @@
+// Package component is what a component process links: it serves the supervisor's control
+// protocol over go-plugin, hands the component its config (and every later change), opens the
+// sessions the supervisor routes to it or grants it, and reports its counters.
+//
+// A component's main.go is a few lines:
+//
+//	func main() {
+//		component.Main(func(c *component.Component) (component.Handler, error) {
+//			c.Announce("Nic")
+//			return echo.New(c.Log), nil
+//		})
+//	}
+package component
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	controlpb "github.com/nicstack/nicstack/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Handler is a component's logic as the supervisor drives it. Its calls never overlap.
+type Handler interface {
+	// Configure gets the <config> of the component's <start> node: once before any session,
+	// then again whenever the scenario changes it. An error keeps the previous config.
+	Configure(cfg *config.Node) error
+	// Open hands a session that is up: one routed to this component (s.Server is set) or one
+	// it requested (s.Client is set). For a client, Open is "link up".
+	Open(s *Session) error
+	// Close takes a session away ("link down" for a client: its server went away or the
+	// session was released). The handler must stop touching the session's memory before
+	// returning; it is unmapped right after.
+	Close(s *Session)
+}
+
+// LinkHandler is implemented by handlers that care about the link state a session's server
+// reports (a driver's cable, say) beyond the session being open.
+type LinkHandler interface {
+	Link(s *Session, up bool)
+}
+
+// Session is one open session as this component sees it.
+type Session struct {
+	ID      uint64
+	Request uint64 // for a client: the id Request returned
+	Service string
+	Label   string // as the server sees it: "client -> label", or the route's rewrite
+	Args    map[string]string
+	Client  *packetstream.Client // set when this component is the session's client
+	Server  *packetstream.Server // set when this component serves the session
+
+	linkUp atomic.Bool
+}
+
+// LinkUp reports the link state last reported by the session's server (up when opened).
+func (s *Session) LinkUp() bool { return s.linkUp.Load() }
+
+// counters returns what this side sends and receives.
+func (s *Session) counters() (sent, received *packetstream.Counters) {
+	if s.Client != nil {
+		return s.Client.TX.Counters(), s.Client.RX.Counters()
+	}
+	return s.Server.RX.Counters(), s.Server.TX.Counters()
+}
+
+func (s *Session) unmap() error {
+	if s.Client != nil {
+		return s.Client.Close()
+	}
+	return s.Server.Close()
+}
+
+// filesTimeout bounds the wait for a session's files, which the supervisor sends before the
+// OpenSession call that names them.
+const filesTimeout = 5 * time.Second
+
+// Component is the component's side of the supervisor connection.
+type Component struct {
+	controlpb.UnimplementedComponentServer
+
+	Name string
+	CPUs string // the CPU set the supervisor pinned this process to
+	Log  *slog.Logger
+
+	newHandler func(*Component) (Handler, error)
+	inbox      *fileInbox
+
+	mu       sync.Mutex // serializes handler calls
+	h        Handler
+	sessions map[uint64]*Session
+
+	counterMu sync.Mutex
+	counters  map[string]*atomic.Uint64
+
+	nextRequest atomic.Uint64
+	events      eventQueue
+	stopped     chan struct{}
+	stopOnce    sync.Once
+}
+
+// New returns a component that builds its handler with newHandler once the supervisor has
+// sent the name and config. Main uses it; tests drive it directly through its gRPC methods.
+func New(log *slog.Logger, newHandler func(*Component) (Handler, error)) *Component {
+	return &Component{
+		Log:        log,
+		newHandler: newHandler,
+		inbox:      newFileInbox(),
+		sessions:   map[uint64]*Session{},
+		counters:   map[string]*atomic.Uint64{},
+		events:     eventQueue{ready: make(chan struct{}, 1)},
+		stopped:    make(chan struct{}),
+	}
+}
+
+// Main runs a component process: it serves the control protocol until the supervisor stops
+// it, then exits. It never returns.
+func Main(newHandler func(*Component) (Handler, error)) {
+	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
+		fmt.Fprintf(os.Stderr, "%s is a nicstack component: start it from a scenario with `nicstack run`\n", os.Args[0])
+		os.Exit(2)
+	}
+	// Logs go to the process's real stderr, which the supervisor prefixes with the name.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
+	c := New(log, newHandler)
+	sock, err := controlSocket()
+	if err != nil {
+		log.Error("control socket", "err", err)
+		os.Exit(1)
+	}
+	go func() {
+		err := c.inbox.receive(sock)
+		select {
+		case <-c.stopped:
+		default:
+			log.Error("supervisor went away", "err", err)
+			os.Exit(1)
+		}
+	}()
+	var srv *grpc.Server
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			srv = plugin.DefaultGRPCServer(opts)
+			go func() { <-c.stopped; srv.GracefulStop() }()
+			return srv
+		},
+	})
+	os.Exit(0)
+}
+
+func dropTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+func controlSocket() (*net.UnixConn, error) {
+	f := os.NewFile(ControlFD, "control")
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("fd %d is not the control socket the supervisor passes: %w", ControlFD, err)
+	}
+	u, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("fd %d is not a Unix socket", ControlFD)
+	}
+	return u, nil
+}
+
+// Counter returns the component's own counter called name (interrupts, say), created at zero.
+// The supervisor reads it with the session counters.
+func (c *Component) Counter(name string) *atomic.Uint64 {
+	c.counterMu.Lock()
+	defer c.counterMu.Unlock()
+	ctr, ok := c.counters[name]
+	if !ok {
+		ctr = new(atomic.Uint64)
+		c.counters[name] = ctr
+	}
+	return ctr
+}
+
+// Announce makes service reachable; session requests routed here wait until then.
+func (c *Component) Announce(service string) {
+	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Announce{Announce: &controlpb.Announce{Service: service}}})
+}
+
+// Request asks the supervisor for a session and returns the request's id. The session arrives
+// through Handler.Open once routed and its server is up, again after each time its server
+// came back; a denial is logged by the supervisor.
+func (c *Component) Request(service, label string, args map[string]string, tx, rx packetstream.Config) uint64 {
+	id := c.nextRequest.Add(1)
+	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
+		RequestId: id, Service: service, Label: label, Args: args,
+		Tx: streamSize(tx), Rx: streamSize(rx),
+	}}})
+	return id
+}
+
+// Release gives up the session of request id.
+func (c *Component) Release(id uint64) {
+	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Release{Release: &controlpb.SessionRelease{RequestId: id}}})
+}
+
+// ReportLink tells the client of session s (served here) that the link is up or down.
+func (c *Component) ReportLink(s *Session, up bool) {
+	c.events.push(&controlpb.Event{Kind: &controlpb.Event_LinkState{LinkState: &controlpb.LinkStateReport{SessionId: s.ID, Up: up}}})
+}
+
+func streamSize(c packetstream.Config) *controlpb.StreamSize {
+	return &controlpb.StreamSize{QueueSize: uint32(c.QueueSize), BulkSize: uint32(c.BulkSize)}
+}
+
+// StreamConfig converts a StreamSize, defaults for zero fields.
+func StreamConfig(s *controlpb.StreamSize) packetstream.Config {
+	c := packetstream.DefaultConfig()
+	if s.GetQueueSize() != 0 {
+		c.QueueSize = int(s.GetQueueSize())
+	}
+	if s.GetBulkSize() != 0 {
+		c.BulkSize = int(s.GetBulkSize())
+	}
+	return c
+}
+
+func parseConfig(name string, cfg *controlpb.Config) (*config.Node, error) {
+	origin := cfg.GetOrigin()
+	if origin == "" {
+		origin = name + " config"
+	}
+	if cfg.GetText() == "" {
+		return &config.Node{Type: "config"}, nil
+	}
+	return config.Parse(origin, []byte(cfg.GetText()))
+}
+
+func (c *Component) Start(_ context.Context, req *controlpb.StartRequest) (*controlpb.StartReply, error) {
+	cfg, err := parseConfig(req.GetName(), req.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h != nil {
+		return nil, fmt.Errorf("component %s already started", c.Name)
+	}
+	c.Name, c.CPUs = req.GetName(), req.GetCpus()
+	h, err := c.newHandler(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Configure(cfg); err != nil {
+		return nil, err
+	}
+	c.h = h
+	return &controlpb.StartReply{}, nil
+}
+
+func (c *Component) started() error {
+	if c.h == nil {
+		return fmt.Errorf("component not started")
+	}
+	return nil
+}
+
+func (c *Component) UpdateConfig(_ context.Context, req *controlpb.Config) (*controlpb.Empty, error) {
+	cfg, err := parseConfig(c.Name, req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.started(); err != nil {
+		return nil, err
+	}
+	return &controlpb.Empty{}, c.h.Configure(cfg)
+}
+
+func (c *Component) Events(_ *controlpb.EventsRequest, stream controlpb.Component_EventsServer) error {
+	for {
+		ev, ok := c.events.pop(stream.Context().Done(), c.stopped)
+		if !ok {
+			return nil
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionRequest) (*controlpb.Empty, error) {
+	id := req.GetSessionId()
+	files, err := c.inbox.take(id, int(req.GetFiles()), filesTimeout)
+	if err != nil {
+		return nil, err
+	}
+	sf, err := packetstream.SessionFilesFrom(files, StreamConfig(req.GetTx()), StreamConfig(req.GetRx()))
+	if err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("session %d: %w", id, err)
+	}
+	defer sf.Close() // the mappings and duplicated eventfds outlive the received files
+	s := &Session{ID: id, Request: req.GetRequestId(), Service: req.GetService(), Label: req.GetLabel(), Args: req.GetArgs()}
+	switch req.GetRole() {
+	case controlpb.Role_CLIENT:
+		s.Client, err = packetstream.OpenClient(sf)
+	case controlpb.Role_SERVER:
+		s.Server, err = packetstream.OpenServer(sf)
+	default:
+		err = fmt.Errorf("no role")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %d: %w", id, err)
+	}
+	s.linkUp.Store(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.started(); err == nil {
+		if old, ok := c.sessions[id]; ok {
+			c.close(old)
+		}
+		if err = c.h.Open(s); err == nil {
+			c.sessions[id] = s
+			return &controlpb.Empty{}, nil
+		}
+	}
+	s.unmap()
+	return nil, fmt.Errorf("session %d (%s %q): %w", id, s.Service, s.Label, err)
+}
+
+// close runs with mu held.
+func (c *Component) close(s *Session) {
+	c.h.Close(s)
+	delete(c.sessions, s.ID)
+	if err := s.unmap(); err != nil {
+		c.Log.Warn("unmapping session", "session", s.ID, "err", err)
+	}
+}
+
+func (c *Component) CloseSession(_ context.Context, req *controlpb.CloseSessionRequest) (*controlpb.Empty, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.sessions[req.GetSessionId()]; ok {
+		s.linkUp.Store(false)
+		c.close(s)
+	}
+	return &controlpb.Empty{}, nil
+}
+
+func (c *Component) LinkState(_ context.Context, req *controlpb.LinkStateRequest) (*controlpb.Empty, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.sessions[req.GetSessionId()]
+	if !ok {
+		return nil, fmt.Errorf("no session %d", req.GetSessionId())
+	}
+	s.linkUp.Store(req.GetUp())
+	if lh, ok := c.h.(LinkHandler); ok {
+		lh.Link(s, req.GetUp())
+	}
+	return &controlpb.Empty{}, nil
+}
+
+func (c *Component) State(context.Context, *controlpb.StateRequest) (*controlpb.StateReply, error) {
+	reply := &controlpb.StateReply{Counters: map[string]uint64{}}
+	c.mu.Lock()
+	for _, s := range c.sessions {
+		sent, received := s.counters()
+		role := controlpb.Role_SERVER
+		if s.Client != nil {
+			role = controlpb.Role_CLIENT
+		}
+		reply.Sessions = append(reply.Sessions, &controlpb.SessionState{
+			SessionId: s.ID, Role: role, Service: s.Service, Label: s.Label, LinkUp: s.LinkUp(),
+			Sent: streamCounters(sent), Received: streamCounters(received),
+		})
+	}
+	c.mu.Unlock()
+	sort.Slice(reply.Sessions, func(i, j int) bool { return reply.Sessions[i].SessionId < reply.Sessions[j].SessionId })
+	c.counterMu.Lock()
+	for name, ctr := range c.counters {
+		reply.Counters[name] = ctr.Load()
+	}
+	c.counterMu.Unlock()
+	return reply, nil
+}
+
+func streamCounters(c *packetstream.Counters) *controlpb.StreamCounters {
+	return &controlpb.StreamCounters{
+		Frames: c.Frames.Load(), Bytes: c.Bytes.Load(), Drops: c.Invalid.Load(),
+		SignalsSent: c.SignalsSent.Load(), SignalsReceived: c.SignalsReceived.Load(),
+	}
+}
+
+// Heartbeat takes the handler lock, so a component stuck in its handler misses beats.
+func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest) (*controlpb.HeartbeatReply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &controlpb.HeartbeatReply{Seq: req.GetSeq()}, nil
+}
+
+// Stop closes every session and ends the process's gRPC server, so Main returns.
+func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Empty, error) {
+	c.mu.Lock()
+	if c.h != nil {
+		for _, s := range c.sessions {
+			c.close(s)
+		}
+	}
+	c.mu.Unlock()
+	c.stopOnce.Do(func() { close(c.stopped) })
+	return &controlpb.Empty{}, nil
+}
+
+// eventQueue buffers events for the Events stream; it never blocks the component.
+type eventQueue struct {
+	mu    sync.Mutex
+	q     []*controlpb.Event
+	ready chan struct{}
+}
+
+func (e *eventQueue) push(ev *controlpb.Event) {
+	e.mu.Lock()
+	e.q = append(e.q, ev)
+	e.mu.Unlock()
+	select {
+	case e.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the next event, or false once either done channel closes.
+func (e *eventQueue) pop(done1, done2 <-chan struct{}) (*controlpb.Event, bool) {
+	for {
+		e.mu.Lock()
+		if len(e.q) > 0 {
+			ev := e.q[0]
+			e.q = e.q[1:]
+			e.mu.Unlock()
+			return ev, true
+		}
+		e.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-done1:
+			return nil, false
+		case <-done2:
+			return nil, false
+		}
+	}
+}
