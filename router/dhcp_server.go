@@ -1,0 +1,189 @@
+package router
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/nicstack/nicstack/router/model"
+	"github.com/nicstack/nicstack/router/proto"
+)
+
+// dhcpServer hands out addresses of one domain: offers expire after dhcp_offer_timeout_sec
+// unless requested, leases after ip_lease_time_sec.
+type dhcpServer struct {
+	m      *model.DHCPServer
+	first  uint32
+	last   uint32
+	allocs map[proto.MAC]*allocation
+	used   map[uint32]*allocation
+}
+
+type allocation struct {
+	ip       [4]byte
+	mac      proto.MAC
+	bound    bool
+	deadline time.Time
+	ifc      *Interface
+}
+
+func newDHCPServer(m *model.DHCPServer) *dhcpServer {
+	return &dhcpServer{m: m, first: be(m.IPFirst.As4()), last: be(m.IPLast.As4()),
+		allocs: map[proto.MAC]*allocation{}, used: map[uint32]*allocation{}}
+}
+
+func (s *dhcpServer) alloc(r *Router, i *Interface, mac proto.MAC) *allocation {
+	for n := s.first; n <= s.last && n >= s.first; n++ {
+		if s.used[n] == nil {
+			a := &allocation{mac: mac, ifc: i, deadline: r.now.Add(r.cfg.DHCPOfferTimeout)}
+			a.ip = [4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+			s.allocs[mac], s.used[n] = a, a
+			return a
+		}
+	}
+	return nil
+}
+
+func (s *dhcpServer) free(a *allocation) {
+	delete(s.allocs, a.mac)
+	delete(s.used, be(a.ip))
+}
+
+// forget frees the allocations made through interface i (its session is gone).
+func (s *dhcpServer) forget(i *Interface) {
+	for _, a := range s.allocs {
+		if a.ifc == i {
+			s.free(a)
+		}
+	}
+}
+
+func (s *dhcpServer) expire(r *Router, d *domain) {
+	for _, a := range s.allocs {
+		if !r.now.Before(a.deadline) {
+			if r.cfg.Verbose {
+				r.log.Info("DHCP allocation expired", "domain", d.name, "ip", netip.AddrFrom4(a.ip), "bound", a.bound)
+			}
+			s.free(a)
+		}
+	}
+}
+
+// dns returns the DNS servers and domain name to announce, and false while the domain the
+// config comes from (dns_config_from) has none: then requests go unanswered.
+func (s *dhcpServer) dns(r *Router) ([]netip.Addr, string, bool) {
+	if s.m.DNSConfigFrom == "" {
+		return s.m.DNSServers, s.m.DNSDomain, true
+	}
+	from := r.domains[s.m.DNSConfigFrom]
+	if from == nil || !from.ip.valid {
+		return nil, "", false
+	}
+	return from.ip.dns, from.ip.dnsDomain, true
+}
+
+// serveDHCP answers DISCOVER with OFFER, REQUEST with ACK or NAK, and frees on RELEASE and
+// DECLINE.
+func (r *Router) serveDHCP(i *Interface, d *domain, frame []byte, ip proto.IPv4) {
+	s := d.dhcpServer
+	msg, ok := proto.NewDHCP(ip.Payload()[8:])
+	if !ok || msg.Op() != 1 {
+		r.drop(d, "bad DHCP request")
+		return
+	}
+	dns, dnsDomain, ok := s.dns(r)
+	if !ok {
+		r.drop(d, "DHCP server waits for the DNS config of "+s.m.DNSConfigFrom)
+		return
+	}
+	mac := msg.ClientMAC()
+	a := s.allocs[mac]
+	switch msg.MessageType() {
+	case proto.DHCPDiscover:
+		if a == nil {
+			if a = s.alloc(r, i, mac); a == nil {
+				r.drop(d, "DHCP address range used up")
+				return
+			}
+		}
+		r.dhcpReply(i, d, msg, proto.DHCPOffer, a.ip, dns, dnsDomain)
+	case proto.DHCPRequest:
+		want, ok := msg.OptionIPv4(proto.OptRequestedIP)
+		if !ok {
+			want = msg.CIAddr()
+		}
+		if a == nil || a.ip != want {
+			if a != nil {
+				s.free(a)
+			}
+			r.dhcpReply(i, d, msg, proto.DHCPNak, [4]byte{}, nil, "")
+			return
+		}
+		a.bound = true
+		a.deadline = r.now.Add(s.m.LeaseTime)
+		r.dhcpReply(i, d, msg, proto.DHCPAck, a.ip, dns, dnsDomain)
+	case proto.DHCPInform:
+		r.dhcpReply(i, d, msg, proto.DHCPAck, msg.CIAddr(), dns, dnsDomain)
+	case proto.DHCPRelease, proto.DHCPDecline:
+		if a != nil {
+			s.free(a)
+		}
+	default:
+		r.drop(d, "unexpected DHCP message type")
+	}
+}
+
+// dhcpReply sends a reply with options in Genode's order: 53, 54, 51, 1, 3, 6, 15, 28.
+func (r *Router) dhcpReply(i *Interface, d *domain, req proto.DHCP, typ uint8, client [4]byte, dns []netip.Addr, dnsDomain string) {
+	yi, ci := client, [4]byte{}
+	if req.MessageType() == proto.DHCPInform {
+		yi, ci = [4]byte{}, client
+	}
+	w := proto.NewDHCPMessage(2, req.XID(), ci, yi, d.ip.addr, req.ClientMAC(), false)
+	w.Add(proto.OptMessageType, typ)
+	w.AddIPv4s(proto.OptServerID, d.ip.addr)
+	if typ != proto.DHCPNak {
+		w.AddUint32(proto.OptLeaseTime, uint32(d.dhcpServer.m.LeaseTime/time.Second))
+		var mask [4]byte
+		mask[0], mask[1], mask[2], mask[3] = byte(d.ip.mask>>24), byte(d.ip.mask>>16), byte(d.ip.mask>>8), byte(d.ip.mask)
+		w.AddIPv4s(proto.OptSubnetMask, mask)
+		w.AddIPv4s(proto.OptRouter, d.ip.addr)
+		if len(dns) > 0 {
+			as := make([][4]byte, len(dns))
+			for k, a := range dns {
+				as[k] = a.As4()
+			}
+			w.AddIPv4s(proto.OptDNSServer, as...)
+		}
+		if dnsDomain != "" {
+			w.Add(proto.OptDomainName, []byte(dnsDomain)...)
+		}
+		w.AddIPv4s(proto.OptBroadcast, d.ip.broadcast())
+	}
+	dst := client
+	if typ == proto.DHCPNak {
+		dst = [4]byte{255, 255, 255, 255}
+	}
+	r.emit(i, udpFrame(i.routerMAC, req.ClientMAC(), d.ip.addr, dst, proto.DHCPServerPort, proto.DHCPClientPort, w.End()))
+}
+
+// udpFrame builds an Ethernet frame with a UDP datagram (checksum filled in).
+func udpFrame(srcMAC, dstMAC proto.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
+	n := 20 + 8 + len(payload)
+	b := make([]byte, proto.EthLen+n)
+	e := proto.Eth(b)
+	e.SetSrc(srcMAC)
+	e.SetDst(dstMAC)
+	e.SetType(proto.EtherTypeIPv4)
+	proto.PutIPv4(b[proto.EthLen:], n, proto.ProtoUDP, src, dst)
+	u := b[proto.EthLen+20:]
+	proto.Ports(u).SetSrc(sport)
+	proto.Ports(u).SetDst(dport)
+	u[4], u[5] = byte((8+len(payload))>>8), byte(8+len(payload))
+	copy(u[8:], payload)
+	c := proto.Checksum(u, proto.PseudoSum(src, dst, proto.ProtoUDP, len(u)))
+	if c == 0 {
+		c = 0xffff
+	}
+	u[6], u[7] = byte(c>>8), byte(c)
+	return b
+}

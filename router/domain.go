@@ -1,0 +1,256 @@
+package router
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/nicstack/nicstack/router/model"
+	"github.com/nicstack/nicstack/router/nat"
+	"github.com/nicstack/nicstack/router/proto"
+)
+
+// Protocol indexes for per-protocol tables: link states, NAT port spaces, quotas.
+const (
+	pTCP = iota
+	pUDP
+	pICMP
+)
+
+func protoIndex(p uint8) int {
+	switch p {
+	case proto.ProtoTCP:
+		return pTCP
+	case proto.ProtoUDP:
+		return pUDP
+	}
+	return pICMP
+}
+
+var protoNames = [3]string{"tcp", "udp", "icmp"}
+
+// ipConfig is a domain's IPv4 identity: from the config, or from its DHCP client.
+type ipConfig struct {
+	valid     bool
+	addr      [4]byte
+	net, mask uint32
+	gateway   [4]byte
+	hasGW     bool
+	dns       []netip.Addr
+	dnsDomain string
+}
+
+func newIPConfig(p netip.Prefix, gw netip.Addr) ipConfig {
+	c := ipConfig{valid: true, addr: p.Addr().As4(), mask: ^uint32(0) << (32 - p.Bits())}
+	c.net = be(c.addr) & c.mask
+	if gw.IsValid() {
+		c.gateway, c.hasGW = gw.As4(), true
+	}
+	return c
+}
+
+func be(a [4]byte) uint32 { return binary.BigEndian.Uint32(a[:]) }
+
+// inSubnet reports whether a is in the subnet (the router's address, network and broadcast
+// addresses included).
+func (c *ipConfig) inSubnet(a [4]byte) bool { return c.valid && be(a)&c.mask == c.net }
+
+func (c *ipConfig) broadcast() [4]byte {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], c.net|^c.mask)
+	return b
+}
+
+func (c *ipConfig) prefix() netip.Prefix {
+	bits := 0
+	for m := c.mask; m != 0; m <<= 1 {
+		bits++
+	}
+	return netip.PrefixFrom(netip.AddrFrom4(c.addr), bits)
+}
+
+// domain is a model.Domain at run time.
+type domain struct {
+	m    *model.Domain
+	name string
+	ip   ipConfig
+	ifs  []*Interface
+
+	ipRules, icmpRules []directRule
+	tcpRules, udpRules []transportRule
+	forward            [2]map[uint16]forwardRule // pTCP, pUDP
+
+	arp      map[[4]byte]proto.MAC
+	arpAsked map[[4]byte]time.Time // requests sent and not yet timed out
+
+	links map[flowKey]*side
+	ports [3]nat.Ports
+	quota map[string]*[3]int // NAT ports in use here per translated domain
+
+	dhcpServer *dhcpServer
+	dhcpClient *dhcpClient
+	stats      DomainStats
+}
+
+type prefixMatch struct{ net, mask uint32 }
+
+func newPrefixMatch(p netip.Prefix) prefixMatch {
+	m := uint32(0)
+	if p.Bits() > 0 {
+		m = ^uint32(0) << (32 - p.Bits())
+	}
+	return prefixMatch{net: be(p.Addr().As4()) & m, mask: m}
+}
+
+func (p prefixMatch) matches(a [4]byte) bool { return be(a)&p.mask == p.net }
+
+type directRule struct {
+	dst prefixMatch
+	to  *domain
+}
+
+type transportRule struct {
+	dst       prefixMatch
+	permitAny *domain
+	permit    map[uint16]*domain
+}
+
+type forwardRule struct {
+	to     *domain
+	addr   [4]byte
+	toPort uint16
+}
+
+func newDomain(m *model.Domain) *domain {
+	d := &domain{
+		m:        m,
+		name:     m.Name,
+		arp:      map[[4]byte]proto.MAC{},
+		arpAsked: map[[4]byte]time.Time{},
+		links:    map[flowKey]*side{},
+		quota:    map[string]*[3]int{},
+	}
+	if m.Interface.IsValid() {
+		d.ip = newIPConfig(m.Interface, m.Gateway)
+	} else {
+		d.dhcpClient = &dhcpClient{}
+	}
+	if m.DHCPServer != nil {
+		d.dhcpServer = newDHCPServer(m.DHCPServer)
+	}
+	return d
+}
+
+// resolveRules turns domain names into domains; model.Parse made sure they all exist.
+func (d *domain) resolveRules(all map[string]*domain) {
+	direct := func(rs []model.DirectRule) []directRule {
+		out := make([]directRule, len(rs))
+		for k, r := range rs {
+			out[k] = directRule{dst: newPrefixMatch(r.Dst), to: all[r.Domain]}
+		}
+		return out
+	}
+	transport := func(rs []model.TransportRule) []transportRule {
+		out := make([]transportRule, len(rs))
+		for k, r := range rs {
+			t := transportRule{dst: newPrefixMatch(r.Dst), permit: map[uint16]*domain{}}
+			if r.PermitAny != "" {
+				t.permitAny = all[r.PermitAny]
+			}
+			for p, n := range r.Permit {
+				t.permit[p] = all[n]
+			}
+			out[k] = t
+		}
+		return out
+	}
+	forward := func(rs map[uint16]model.ForwardRule) map[uint16]forwardRule {
+		out := map[uint16]forwardRule{}
+		for p, r := range rs {
+			out[p] = forwardRule{to: all[r.Domain], addr: r.To.As4(), toPort: r.ToPort}
+		}
+		return out
+	}
+	d.ipRules, d.icmpRules = direct(d.m.IPRules), direct(d.m.ICMPRules)
+	d.tcpRules, d.udpRules = transport(d.m.TCPRules), transport(d.m.UDPRules)
+	d.forward = [2]map[uint16]forwardRule{forward(d.m.TCPForward), forward(d.m.UDPForward)}
+}
+
+// ipRule is the longest-prefix <ip> rule for dst.
+func (d *domain) ipRule(dst [4]byte) *domain {
+	for _, r := range d.ipRules {
+		if r.dst.matches(dst) {
+			return r.to
+		}
+	}
+	return nil
+}
+
+// decision is where a rule sends the first packet of a new link state.
+type decision struct {
+	to    *domain
+	dst   [4]byte
+	dport uint16
+}
+
+// decide applies the rules that create link states, in Genode's order after domain-local
+// traffic and link states: forward rules for packets to the router, then the longest-prefix
+// <tcp>/<udp> rule (permit-any before permit) or <icmp> rule.
+func (d *domain) decide(p int, dst [4]byte, dport uint16) (decision, bool) {
+	if p != pICMP && dst == d.ip.addr {
+		if f, ok := d.forward[p][dport]; ok {
+			out := decision{to: f.to, dst: f.addr, dport: dport}
+			if f.toPort != 0 {
+				out.dport = f.toPort
+			}
+			return out, true
+		}
+		return decision{}, false
+	}
+	switch p {
+	case pICMP:
+		for _, r := range d.icmpRules {
+			if r.dst.matches(dst) {
+				return decision{to: r.to, dst: dst, dport: dport}, true
+			}
+		}
+	default:
+		rules := d.tcpRules
+		if p == pUDP {
+			rules = d.udpRules
+		}
+		for _, r := range rules {
+			if !r.dst.matches(dst) {
+				continue
+			}
+			if r.permitAny != nil {
+				return decision{to: r.permitAny, dst: dst, dport: dport}, true
+			}
+			if to := r.permit[dport]; to != nil {
+				return decision{to: to, dst: dst, dport: dport}, true
+			}
+			break // only the longest-prefix rule counts
+		}
+	}
+	return decision{}, false
+}
+
+// natQuota returns the quota of domain from at d for protocol p, and whether d translates
+// from at all.
+func (d *domain) natQuota(from *domain, p int) (int, bool) {
+	n, ok := d.m.NAT[from.name]
+	if !ok {
+		return 0, false
+	}
+	return [3]int{n.TCPPorts, n.UDPPorts, n.ICMPIDs}[p], true
+}
+
+func sortedDomainNames(m map[string]*domain) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

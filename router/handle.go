@@ -1,0 +1,274 @@
+package router
+
+import (
+	"encoding/binary"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// handle routes one frame from interface i (see Handle).
+func (r *Router) handle(i *Interface, frame []byte, off packetstream.Offload, id uint64) Verdict {
+	d := i.dom
+	if d == nil {
+		return r.drop(nil, "interface has no domain")
+	}
+	d.stats.RxBytes.Add(uint64(len(frame)))
+	eth, ok := proto.NewEth(frame)
+	if !ok {
+		return r.drop(d, "frame shorter than an Ethernet header")
+	}
+	if d.m.VerbosePackets {
+		r.logPacket(d, i, "rcv", frame)
+	}
+	switch eth.Type() {
+	case proto.EtherTypeARP:
+		r.handleARP(i, d, eth)
+		return Done
+	case proto.EtherTypeIPv4:
+		return r.handleIPv4(i, d, frame, off, id)
+	}
+	return r.drop(d, "EtherType is neither IPv4 nor ARP")
+}
+
+func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64) Verdict {
+	ip, ok := proto.NewIPv4(frame[proto.EthLen:])
+	if !ok {
+		return r.drop(d, "bad IPv4 header")
+	}
+	if ip.Protocol() == proto.ProtoUDP && len(ip.Payload()) >= 8 {
+		ports := proto.Ports(ip.Payload())
+		if ports.Dst() == proto.DHCPServerPort && d.dhcpServer != nil {
+			r.serveDHCP(i, d, frame, ip)
+			return Done
+		}
+		if ports.Dst() == proto.DHCPClientPort && d.dhcpClient != nil {
+			d.dhcpClient.receive(r, d, i, ip)
+			return Done
+		}
+	}
+	if !d.ip.valid {
+		return r.drop(d, "domain has no IPv4 config yet")
+	}
+	if ip.Fragmented() {
+		r.stats.FragmentsSeen.Add(1)
+		if r.cfg.ICMPType3CodeOnFragm >= 0 {
+			r.sendICMPError(i, d, frame, ip, uint8(r.cfg.ICMPType3CodeOnFragm))
+		}
+		return r.drop(d, "IPv4 fragment")
+	}
+	src, dst := ip.Src(), ip.Dst()
+
+	// 1. Domain-local traffic: the router is a hub within the domain.
+	if d.ip.inSubnet(dst) && dst != d.ip.addr && dst != d.ip.broadcast() {
+		return r.forwardDirect(i, d, d, frame, off, id, dst)
+	}
+	switch ip.Protocol() {
+	case proto.ProtoTCP, proto.ProtoUDP:
+		seg, _, ok := proto.L4Header(ip)
+		if !ok {
+			return r.drop(d, "truncated TCP or UDP header")
+		}
+		ports := proto.Ports(seg)
+		key := flowKey{src: src, dst: dst, sport: ports.Src(), dport: ports.Dst(), proto: ip.Protocol()}
+		return r.routeFlow(i, d, frame, off, id, key, seg)
+	case proto.ProtoICMP:
+		m := proto.ICMP(ip.Payload())
+		if len(m) < proto.ICMPLen {
+			return r.drop(d, "truncated ICMP header")
+		}
+		switch m.Type() {
+		case proto.ICMPEchoRequest, proto.ICMPEchoReply:
+			if dst == d.ip.addr && m.Type() == proto.ICMPEchoRequest && d.m.ICMPEchoServer {
+				r.echoReply(i, d, frame)
+				return Done
+			}
+			key := flowKey{src: src, dst: dst, sport: m.ID(), dport: m.ID(), proto: proto.ProtoICMP}
+			return r.routeFlow(i, d, frame, off, id, key, nil)
+		case proto.ICMPDestUnreach:
+			if v, ok := r.icmpError(i, d, frame, off, id, ip, m); ok {
+				return v
+			}
+		}
+	}
+	if dst == d.ip.addr {
+		return r.drop(d, "packet to the router that nothing handles")
+	}
+	if to := d.ipRule(dst); to != nil {
+		return r.forwardDirect(i, d, to, frame, off, id, dst)
+	}
+	return r.drop(d, "no matching rule")
+}
+
+// routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one.
+func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, key flowKey, seg []byte) Verdict {
+	if s := r.lookup(d, key); s != nil {
+		return r.viaLink(i, s, frame, off, id, seg)
+	}
+	p := protoIndex(key.proto)
+	if dec, ok := d.decide(p, key.dst, key.dport); ok {
+		if p == pICMP && proto.ICMP(frame[proto.EthLen+proto.IPv4(frame[proto.EthLen:]).HeaderLen():]).Type() != proto.ICMPEchoRequest {
+			return r.drop(d, "ICMP echo reply without link state")
+		}
+		if !dec.to.ip.valid {
+			return r.drop(d, "destination domain has no IPv4 config")
+		}
+		hop, ok := r.nextHop(dec.to, dec.dst)
+		if !ok {
+			return r.drop(dec.to, "no gateway for destination")
+		}
+		if _, ok := r.resolve(dec.to, hop); !ok {
+			return r.hold(i, d, dec.to, hop, frame, off, id)
+		}
+		l, ok := r.newLink(i, d, key, dec)
+		if !ok {
+			return r.drop(d, "link state refused")
+		}
+		return r.viaLink(i, &l.sides[0], frame, off, id, seg)
+	}
+	if key.dst == d.ip.addr {
+		return r.drop(d, "no forward rule for the router's address")
+	}
+	if to := d.ipRule(key.dst); to != nil {
+		return r.forwardDirect(i, d, to, frame, off, id, key.dst)
+	}
+	return r.drop(d, "no matching rule")
+}
+
+// viaLink sends a packet arriving at link side s to the other side, rewritten to the tuple
+// the other side expects.
+func (r *Router) viaLink(i *Interface, s *side, frame []byte, off packetstream.Offload, id uint64, seg []byte) Verdict {
+	o := s.peer()
+	to := o.dom
+	if !to.ip.valid {
+		return r.drop(s.dom, "destination domain has no IPv4 config")
+	}
+	hop, ok := r.nextHop(to, o.key.src)
+	if !ok {
+		return r.drop(to, "no gateway for destination")
+	}
+	mac, ok := r.resolve(to, hop)
+	if !ok {
+		return r.hold(i, s.dom, to, hop, frame, off, id)
+	}
+	r.touch(s, seg)
+	rw := rewrite{src: o.key.dst, dst: o.key.src, sport: o.key.dport, dport: o.key.sport}
+	r.sendTo(i, to, frame, off, mac, &rw)
+	return Done
+}
+
+// forwardDirect sends a packet to domain to without a link state, changing only Ethernet
+// addresses (domain-local traffic and <ip> rules).
+func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off packetstream.Offload, id uint64, dst [4]byte) Verdict {
+	if !to.ip.valid {
+		return r.drop(from, "destination domain has no IPv4 config")
+	}
+	hop, ok := r.nextHop(to, dst)
+	if !ok {
+		return r.drop(to, "no gateway for destination")
+	}
+	mac, ok := r.resolve(to, hop)
+	if !ok {
+		return r.hold(i, from, to, hop, frame, off, id)
+	}
+	r.sendTo(i, to, frame, off, mac, nil)
+	return Done
+}
+
+// nextHop is dst itself in to's subnet, else to's gateway.
+func (r *Router) nextHop(to *domain, dst [4]byte) ([4]byte, bool) {
+	if to.ip.inSubnet(dst) {
+		return dst, true
+	}
+	return to.ip.gateway, to.ip.hasGW
+}
+
+// rewrite is what viaLink changes: the IPv4 addresses and the ports (TCP, UDP) or the echo
+// ID (ICMP, taken from sport).
+type rewrite struct {
+	src, dst     [4]byte
+	sport, dport uint16
+}
+
+// sendTo copies the frame to every interface of domain to but the one it came from and
+// rewrites each copy: Ethernet addresses always, the IPv4 and transport header when rw is set.
+func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off packetstream.Offload, mac macOrNone, rw *rewrite) {
+	sent := false
+	for _, o := range to.ifs {
+		if o == from {
+			continue
+		}
+		sent = true
+		buf := r.transmit(o, frame, off)
+		if buf == nil {
+			continue
+		}
+		eth := proto.Eth(buf)
+		eth.SetSrc(o.routerMAC)
+		if mac.ok {
+			eth.SetDst(mac.mac)
+		} else {
+			eth.SetDst(o.routerMAC) // use_arp="no"
+		}
+		if rw != nil {
+			applyRewrite(buf[proto.EthLen:], off, rw)
+		}
+		if to.m.VerbosePackets {
+			r.logPacket(to, o, "snd", buf)
+		}
+		r.submit(o, buf, off)
+	}
+	if !sent {
+		r.drop(to, "destination domain has no other interface")
+	}
+}
+
+// applyRewrite rewrites an IPv4 packet in place, checksums incrementally (RFC 1624). With
+// checksum offload pending (a super-frame or a guest's partial checksum) the transport
+// checksum field holds only the pseudo-header sum: addresses are folded into it, ports not.
+func applyRewrite(pkt []byte, off packetstream.Offload, rw *rewrite) {
+	ip := proto.IPv4(pkt)
+	hl := ip.HeaderLen()
+	oldSrc, oldDst := ip.Src(), ip.Dst()
+	if oldSrc != rw.src {
+		ip.SetSrc(rw.src)
+	}
+	if oldDst != rw.dst {
+		ip.SetDst(rw.dst)
+	}
+	seg := pkt[hl:]
+	var csumOff int
+	switch ip.Protocol() {
+	case proto.ProtoICMP:
+		proto.ICMP(seg).SetID(rw.sport)
+		return
+	case proto.ProtoTCP:
+		csumOff = 16
+	default:
+		csumOff = 6
+	}
+	ports := proto.Ports(seg)
+	oldSport, oldDport := ports.Src(), ports.Dst()
+	ports.SetSrc(rw.sport)
+	ports.SetDst(rw.dport)
+	c := binary.BigEndian.Uint16(seg[csumOff:])
+	partial := off.Flags&packetstream.OffloadNeedsCsum != 0
+	if ip.Protocol() == proto.ProtoUDP && c == 0 && !partial {
+		return // UDP without checksum
+	}
+	if partial {
+		c = ^c
+	}
+	c = proto.Adjust4(c, oldSrc, rw.src)
+	c = proto.Adjust4(c, oldDst, rw.dst)
+	if partial {
+		c = ^c
+	} else {
+		c = proto.Adjust(c, oldSport, rw.sport)
+		c = proto.Adjust(c, oldDport, rw.dport)
+		if c == 0 && ip.Protocol() == proto.ProtoUDP {
+			c = 0xffff
+		}
+	}
+	binary.BigEndian.PutUint16(seg[csumOff:], c)
+}

@@ -1,0 +1,261 @@
+package router
+
+import (
+	"encoding/binary"
+	"encoding/xml"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// xmlNode builds a config node tree from XML for tests (runtime/config's parser is written
+// elsewhere; this keeps the router's tests independent of it).
+func xmlNode(t testing.TB, s string) *config.Node {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(s))
+	var stack []*config.Node
+	var root *config.Node
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("test config: %v", err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			n := &config.Node{Type: e.Name.Local, Pos: config.Pos{File: "test", Line: 1, Col: 1}}
+			for _, a := range e.Attr {
+				n.Attrs = append(n.Attrs, config.Attr{Name: a.Name.Local, Value: a.Value, Pos: n.Pos})
+			}
+			if len(stack) > 0 {
+				p := stack[len(stack)-1]
+				p.Nodes = append(p.Nodes, n)
+			} else {
+				root = n
+			}
+			stack = append(stack, n)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return root
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) Now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// fakePort records what the router sends; capacity limits Alloc to simulate a full stream.
+type fakePort struct {
+	sent     [][]byte
+	offs     []packetstream.Offload
+	released []uint64
+	flushes  int
+	link     []bool
+	capacity int // 0: unlimited
+	buf      []byte
+}
+
+func (p *fakePort) Alloc(n int) ([]byte, bool) {
+	if p.capacity > 0 && len(p.sent) >= p.capacity {
+		return nil, false
+	}
+	return make([]byte, n), true
+}
+func (p *fakePort) Submit(f []byte, off packetstream.Offload) {
+	p.sent = append(p.sent, f)
+	p.offs = append(p.offs, off)
+}
+func (p *fakePort) Flush()            { p.flushes++ }
+func (p *fakePort) Release(id uint64) { p.released = append(p.released, id) }
+func (p *fakePort) LinkState(up bool) { p.link = append(p.link, up) }
+
+// take returns and forgets what was sent.
+func (p *fakePort) take() [][]byte { s := p.sent; p.sent, p.offs = nil, nil; return s }
+
+type bench struct {
+	t     testing.TB
+	r     *Router
+	clock *fakeClock
+	log   *strings.Builder
+}
+
+func newBench(t testing.TB, cfg string) *bench {
+	t.Helper()
+	b := &bench{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, log: &strings.Builder{}}
+	b.r = New(Options{Clock: b.clock, Log: slog.New(slog.NewTextHandler(b.log, nil))})
+	if errs := b.r.Configure(xmlNode(t, cfg)); len(errs) > 0 && !strings.Contains(cfg, "<!-- problems expected -->") {
+		t.Fatalf("config problems: %v", errs)
+	}
+	return b
+}
+
+func (b *bench) attach(label string, kind Kind, mac proto.MAC) (*Interface, *fakePort) {
+	p := &fakePort{}
+	return b.r.Attach(Session{Label: label, Kind: kind, MAC: mac, Port: p}), p
+}
+
+func (b *bench) send(i *Interface, f []byte) Verdict {
+	return b.r.Handle(i, f, packetstream.Offload{}, 0)
+}
+
+func ip4(s string) [4]byte {
+	var a [4]byte
+	parts := strings.Split(s, ".")
+	for k := range a {
+		var v int
+		for _, c := range parts[k] {
+			v = v*10 + int(c-'0')
+		}
+		a[k] = byte(v)
+	}
+	return a
+}
+
+var (
+	macVM      = proto.MAC{2, 2, 2, 2, 2, 1}
+	macUplink  = proto.MAC{2, 0, 0, 0, 0, 0x10}
+	macGateway = proto.MAC{2, 0, 0, 0, 0, 1}
+	macServer  = proto.MAC{2, 0, 0, 0, 0, 5}
+)
+
+func ethFrame(src, dst proto.MAC, typ uint16, payload []byte) []byte {
+	b := make([]byte, proto.EthLen+len(payload))
+	e := proto.Eth(b)
+	e.SetSrc(src)
+	e.SetDst(dst)
+	e.SetType(typ)
+	copy(b[proto.EthLen:], payload)
+	return b
+}
+
+func ipPacket(protocol uint8, src, dst [4]byte, l4 []byte) []byte {
+	b := make([]byte, 20+len(l4))
+	proto.PutIPv4(b, len(b), protocol, src, dst)
+	copy(b[20:], l4)
+	return b
+}
+
+func udpFrameT(srcMAC, dstMAC proto.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
+	return udpFrame(srcMAC, dstMAC, src, dst, sport, dport, payload)
+}
+
+func tcpFrame(srcMAC, dstMAC proto.MAC, src, dst [4]byte, sport, dport uint16, flags uint8, seq, ack uint32, payload []byte) []byte {
+	seg := make([]byte, 20+len(payload))
+	proto.Ports(seg).SetSrc(sport)
+	proto.Ports(seg).SetDst(dport)
+	binary.BigEndian.PutUint32(seg[4:], seq)
+	binary.BigEndian.PutUint32(seg[8:], ack)
+	seg[12] = 5 << 4
+	seg[13] = flags
+	copy(seg[20:], payload)
+	c := proto.Checksum(seg, proto.PseudoSum(src, dst, proto.ProtoTCP, len(seg)))
+	binary.BigEndian.PutUint16(seg[16:], c)
+	return ethFrame(srcMAC, dstMAC, proto.EtherTypeIPv4, ipPacket(proto.ProtoTCP, src, dst, seg))
+}
+
+func icmpEcho(srcMAC, dstMAC proto.MAC, src, dst [4]byte, typ uint8, id, seq uint16) []byte {
+	m := make([]byte, 16)
+	m[0] = typ
+	binary.BigEndian.PutUint16(m[4:], id)
+	binary.BigEndian.PutUint16(m[6:], seq)
+	copy(m[8:], "pingdata")
+	proto.ICMP(m).UpdateChecksum()
+	return ethFrame(srcMAC, dstMAC, proto.EtherTypeIPv4, ipPacket(proto.ProtoICMP, src, dst, m))
+}
+
+func arpFrame(op uint16, sMAC proto.MAC, sIP [4]byte, tMAC proto.MAC, tIP [4]byte, ethDst proto.MAC) []byte {
+	p := make([]byte, proto.ARPLen)
+	proto.PutARP(p, op, sMAC, sIP, tMAC, tIP)
+	return ethFrame(sMAC, ethDst, proto.EtherTypeARP, p)
+}
+
+// parsed is a sent frame's headers, checked for valid checksums.
+type parsed struct {
+	eth          proto.Eth
+	ip           proto.IPv4
+	sport, dport uint16
+	icmp         proto.ICMP
+	arp          proto.ARP
+}
+
+func parse(t testing.TB, f []byte) parsed {
+	t.Helper()
+	e, ok := proto.NewEth(f)
+	if !ok {
+		t.Fatalf("short frame")
+	}
+	out := parsed{eth: e}
+	if e.Type() == proto.EtherTypeARP {
+		out.arp, _ = proto.NewARP(e.Payload())
+		return out
+	}
+	ip, ok := proto.NewIPv4(e.Payload())
+	if !ok {
+		t.Fatalf("bad IPv4 in sent frame")
+	}
+	out.ip = ip
+	if proto.Checksum(ip.Header(), 0) != 0 {
+		t.Fatalf("bad IPv4 header checksum")
+	}
+	switch ip.Protocol() {
+	case proto.ProtoTCP, proto.ProtoUDP:
+		seg := ip.Payload()
+		out.sport, out.dport = proto.Ports(seg).Src(), proto.Ports(seg).Dst()
+		if proto.Checksum(seg, proto.PseudoSum(ip.Src(), ip.Dst(), ip.Protocol(), len(seg))) != 0 {
+			t.Fatalf("bad %d checksum", ip.Protocol())
+		}
+	case proto.ProtoICMP:
+		out.icmp = proto.ICMP(ip.Payload())
+		if proto.Checksum(out.icmp, 0) != 0 {
+			t.Fatalf("bad ICMP checksum")
+		}
+	}
+	return out
+}
+
+func (p parsed) src() [4]byte { return p.ip.Src() }
+func (p parsed) dst() [4]byte { return p.ip.Dst() }
+
+// natConfig is Genode's nic_router-nat shape: an uplink with NAT and a port forward, a
+// default domain with DHCP server and permit-any rules.
+const natConfig = `<config verbose_packet_drop="yes">
+  <policy label="uplink" domain="uplink"/>
+  <default-policy domain="default"/>
+  <report link_state="yes"/>
+  <domain name="uplink" interface="198.18.0.10/24" gateway="198.18.0.1">
+    <nat domain="default" tcp-ports="2" udp-ports="2" icmp-ids="2"/>
+    <tcp-forward port="80" domain="default" to="10.0.1.5" to_port="8080"/>
+  </domain>
+  <domain name="default" interface="10.0.1.1/24">
+    <dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.4" ip_lease_time_sec="100">
+      <dns-server ip="198.18.0.53"/>
+      <dns-domain name="example.org"/>
+    </dhcp-server>
+    <tcp dst="0.0.0.0/0"><permit-any domain="uplink"/></tcp>
+    <udp dst="0.0.0.0/0"><permit-any domain="uplink"/></udp>
+    <icmp dst="0.0.0.0/0" domain="uplink"/>
+  </domain>
+</config>`
+
+// natBench attaches a VM and an uplink and teaches the router the gateway's and the VM's
+// MACs.
+func natBench(t testing.TB) (*bench, *Interface, *fakePort, *Interface, *fakePort) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	up, upp := b.attach("uplink", Uplink, macUplink)
+	b.send(up, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
+	b.send(vm, arpFrame(proto.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+	vmp.take()
+	upp.take()
+	return b, vm, vmp, up, upp
+}

@@ -1,0 +1,244 @@
+package router
+
+import (
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Kind is the kind of session behind an interface.
+type Kind uint8
+
+const (
+	// Nic: an application or VM; the router gives it a MAC and is its gateway.
+	Nic Kind = iota
+	// Uplink: a driver; it brings its own MAC, which is the router's identity on that wire.
+	Uplink
+)
+
+func (k Kind) String() string {
+	if k == Uplink {
+		return "uplink"
+	}
+	return "nic"
+}
+
+// Port is how the router reaches the outside of one interface; the component binds it to the
+// session's packet streams. The router calls it only from Handle, Flush, Tick, Attach,
+// Detach and Configure.
+type Port interface {
+	// Alloc reserves size bytes for a frame to the interface's client; false when the
+	// stream's queue or buffer is full (the router then drops and counts the frame).
+	Alloc(size int) ([]byte, bool)
+	// Submit queues the buffer Alloc returned, filled.
+	Submit(frame []byte, off packetstream.Offload)
+	// Flush wakes the peer once for everything submitted since the last Flush.
+	Flush()
+	// Release acknowledges a received frame the router had held (Verdict Held).
+	Release(id uint64)
+	// LinkState tells a Nic client whether its link is up (its domain is ready).
+	LinkState(up bool)
+}
+
+// Session describes an interface to Attach.
+type Session struct {
+	Label string
+	Kind  Kind
+	MAC   proto.MAC // Uplink: the driver's MAC; Nic: ignored, the router allocates one
+	Port  Port
+}
+
+// Interface is one attached session.
+type Interface struct {
+	label     string
+	kind      Kind
+	routerMAC proto.MAC // the router's source MAC on this interface
+	peerMAC   proto.MAC // the Nic client's MAC
+	macIndex  uint16
+	port      Port
+	dom       *domain
+	up        bool
+	dirty     bool
+	held      int
+	stats     InterfaceStats
+}
+
+// Label is the session label.
+func (i *Interface) Label() string { return i.label }
+
+// Kind is the session kind.
+func (i *Interface) Kind() Kind { return i.kind }
+
+// MAC is the MAC the session's client uses: the allocated one for Nic sessions, the driver's
+// own for uplinks.
+func (i *Interface) MAC() proto.MAC {
+	if i.kind == Nic {
+		return i.peerMAC
+	}
+	return i.routerMAC
+}
+
+// Domain is the name of the interface's domain, "" when no policy matched.
+func (i *Interface) Domain() string {
+	if i.dom == nil {
+		return ""
+	}
+	return i.dom.name
+}
+
+// LinkUp reports the link state given to the client: up while its domain is ready.
+func (i *Interface) LinkUp() bool { return i.up }
+
+// Stats returns the interface's counters.
+func (i *Interface) Stats() *InterfaceStats { return &i.stats }
+
+// routerMACNic is the router's own MAC toward Nic clients; clients get 02:02:02:02:02:xx.
+var routerMACNic = proto.MAC{2, 2, 2, 2, 2, 0}
+
+// Attach adds a session as an interface and puts it into the domain its label's best policy
+// names (none: the interface exists but every frame from it is dropped until a config names
+// a domain for it).
+func (r *Router) Attach(s Session) *Interface {
+	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port}
+	if s.Kind == Uplink {
+		i.routerMAC = s.MAC
+	} else {
+		i.routerMAC = routerMACNic
+		i.macIndex = r.allocMAC()
+		i.peerMAC = proto.MAC{2, 2, 2, 2, byte(2 + i.macIndex>>8), byte(i.macIndex)}
+	}
+	r.ifs = append(r.ifs, i)
+	r.assign(i)
+	return i
+}
+
+// allocMAC returns the lowest free client MAC index (index 0 is the router's MAC).
+func (r *Router) allocMAC() uint16 {
+	for n := uint16(1); n != 0; n++ {
+		if !r.macs[n] {
+			r.macs[n] = true
+			return n
+		}
+	}
+	return 0xffff
+}
+
+// Detach removes an interface: its held frames are forgotten (the session's buffers go with
+// it), the link states it opened and its DHCP leases are dissolved.
+func (r *Router) Detach(i *Interface) {
+	r.leave(i)
+	for k, j := range r.ifs {
+		if j == i {
+			r.ifs = append(r.ifs[:k], r.ifs[k+1:]...)
+			break
+		}
+	}
+	delete(r.macs, i.macIndex)
+	if i.dirty {
+		for k, j := range r.dirty {
+			if j == i {
+				r.dirty = append(r.dirty[:k], r.dirty[k+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// assign puts i into the domain of its best policy.
+func (r *Router) assign(i *Interface) {
+	name, ok := r.cfg.DomainFor(i.label)
+	d := r.domains[name]
+	if !ok || d == nil {
+		if r.cfg.Verbose {
+			r.log.Info("no domain for interface", "label", i.label, "policy_domain", name)
+		}
+		r.setLink(i, false)
+		return
+	}
+	i.dom = d
+	d.ifs = append(d.ifs, i)
+	if r.cfg.VerboseDomainState {
+		r.log.Info("interface joins domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
+	}
+	r.setLink(i, d.ip.valid)
+	if d.dhcpClient != nil {
+		d.dhcpClient.interfaceAdded(r, d, i)
+	}
+}
+
+// leave takes i out of its domain and dissolves what it owns there.
+func (r *Router) leave(i *Interface) {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		if w.from != i {
+			kept = append(kept, w)
+		}
+	}
+	clear(r.waiters[len(kept):])
+	r.waiters = kept
+	i.held = 0
+	for l := range r.links {
+		if l.owner == i {
+			r.dissolve(l, "interface detached")
+		}
+	}
+	d := i.dom
+	if d == nil {
+		return
+	}
+	for k, j := range d.ifs {
+		if j == i {
+			d.ifs = append(d.ifs[:k], d.ifs[k+1:]...)
+			break
+		}
+	}
+	if d.dhcpServer != nil {
+		d.dhcpServer.forget(i)
+	}
+	i.dom = nil
+	if r.cfg.VerboseDomainState {
+		r.log.Info("interface leaves domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
+	}
+}
+
+func (r *Router) setLink(i *Interface, up bool) {
+	if i.up != up {
+		i.up = up
+		i.port.LinkState(up)
+	}
+}
+
+// transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
+// full destination drops the frame and counts it; nothing waits.
+func (r *Router) transmit(i *Interface, frame []byte, off packetstream.Offload) []byte {
+	buf, ok := i.port.Alloc(len(frame))
+	if !ok || len(buf) < len(frame) {
+		r.stats.DroppedFull.Add(1)
+		i.stats.DroppedFull.Add(1)
+		return nil
+	}
+	buf = buf[:len(frame)]
+	copy(buf, frame)
+	return buf
+}
+
+// submit hands a filled buffer to i's port and marks i for the next Flush.
+func (r *Router) submit(i *Interface, buf []byte, off packetstream.Offload) {
+	i.port.Submit(buf, off)
+	r.stats.Sent.Add(1)
+	i.stats.TxFrames.Add(1)
+	i.stats.TxBytes.Add(uint64(len(buf)))
+	if i.dom != nil {
+		i.dom.stats.TxBytes.Add(uint64(len(buf)))
+	}
+	if !i.dirty {
+		i.dirty = true
+		r.dirty = append(r.dirty, i)
+	}
+}
+
+// emit sends a frame the router made itself out of interface i.
+func (r *Router) emit(i *Interface, frame []byte) {
+	if buf := r.transmit(i, frame, packetstream.Offload{}); buf != nil {
+		r.submit(i, buf, packetstream.Offload{})
+	}
+}

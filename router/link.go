@@ -1,0 +1,167 @@
+package router
+
+import (
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/tcpstate"
+)
+
+// flowKey is a packet's 4-tuple as it arrives in a domain; ICMP echo uses the query ID as
+// both ports.
+type flowKey struct {
+	src, dst     [4]byte
+	sport, dport uint16
+	proto        uint8
+}
+
+// side is one end of a link state: the domain and the tuple of packets arriving from there.
+type side struct {
+	l   *link
+	dom *domain
+	key flowKey
+	idx int // 0: client, 1: server
+}
+
+// peer is the other end.
+func (s *side) peer() *side { return &s.l.sides[1-s.idx] }
+
+// link is a link state: both directions of one TCP connection, UDP pseudo-connection or
+// ICMP echo exchange, with the NAT port it holds.
+type link struct {
+	p          int
+	sides      [2]side
+	owner      *Interface // the interface that sent the first packet (pays for the link)
+	lastActive time.Time
+	closedAt   time.Time
+	tcp        tcpstate.Conn
+	natPort    uint16 // 0: no NAT; else the port or ID allocated at the server side's domain
+}
+
+// newLink creates a link state for a first packet from client side key in domain c routed
+// by decision to; with NAT at to for c, the source becomes the router's address there and a
+// port from the dynamic range. False when NAT refuses (quota or port space used up) or the
+// server-side tuple is taken.
+func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) (*link, bool) {
+	l := &link{p: protoIndex(key.proto), owner: owner, lastActive: r.now}
+	srv := flowKey{src: to.dst, dst: key.src, sport: to.dport, dport: key.sport, proto: key.proto}
+	if quota, ok := to.to.natQuota(c, l.p); ok {
+		used := to.to.quota[c.name]
+		if used == nil {
+			used = &[3]int{}
+			to.to.quota[c.name] = used
+		}
+		if used[l.p] >= quota {
+			r.refuseNAT(c, to.to, l.p, "NAT quota used up")
+			return nil, false
+		}
+		port, ok := to.to.ports[l.p].Alloc()
+		if !ok {
+			r.refuseNAT(c, to.to, l.p, "NAT port space used up")
+			return nil, false
+		}
+		used[l.p]++
+		l.natPort = port
+		srv.dst, srv.dport = to.to.ip.addr, port
+		if l.p == pICMP {
+			srv.sport = port
+		}
+	}
+	if _, taken := to.to.links[srv]; taken {
+		l.freeNAT(c, to.to)
+		return nil, false
+	}
+	if _, taken := c.links[key]; taken {
+		l.freeNAT(c, to.to)
+		return nil, false
+	}
+	l.sides[0] = side{l: l, dom: c, key: key, idx: 0}
+	l.sides[1] = side{l: l, dom: to.to, key: srv, idx: 1}
+	c.links[key] = &l.sides[0]
+	to.to.links[srv] = &l.sides[1]
+	r.links[l] = struct{}{}
+	c.stats.LinksOpened[l.p].Add(1)
+	if r.cfg.Verbose {
+		r.log.Info("new link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", to.to.name,
+			"client", addrPort(key.src, key.sport), "server", addrPort(srv.src, srv.sport), "nat_port", l.natPort)
+	}
+	return l, true
+}
+
+func (r *Router) refuseNAT(c, at *domain, p int, why string) {
+	r.stats.NATRefused.Add(1)
+	at.stats.NATRefused[p].Add(1)
+	if c.m.VerbosePacketDrop || r.cfg.Verbose {
+		r.log.Info("NAT refused", "protocol", protoNames[p], "from", c.name, "at", at.name, "reason", why)
+	}
+}
+
+// freeNAT gives the link's port back at server domain s and lowers c's quota use there.
+func (l *link) freeNAT(c, s *domain) {
+	if l.natPort == 0 {
+		return
+	}
+	s.ports[l.p].Free(l.natPort)
+	if used := s.quota[c.name]; used != nil && used[l.p] > 0 {
+		used[l.p]--
+	}
+	l.natPort = 0
+}
+
+// dissolve removes a link state.
+func (r *Router) dissolve(l *link, why string) {
+	c, s := l.sides[0].dom, l.sides[1].dom
+	if c.links[l.sides[0].key] == &l.sides[0] {
+		delete(c.links, l.sides[0].key)
+	}
+	if s.links[l.sides[1].key] == &l.sides[1] {
+		delete(s.links, l.sides[1].key)
+	}
+	l.freeNAT(c, s)
+	delete(r.links, l)
+	c.stats.LinksDissolved[l.p].Add(1)
+	if r.cfg.Verbose {
+		r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", s.name,
+			"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", why)
+	}
+}
+
+// expired: TCP links dissolve two maximum segment lifetimes after closing, every link after
+// its protocol's idle timeout.
+func (r *Router) expired(l *link) bool {
+	if l.p == pTCP && l.tcp.State == tcpstate.Closed {
+		return !r.now.Before(l.closedAt.Add(2 * r.cfg.TCPMaxSegmLifetime))
+	}
+	idle := [3]time.Duration{r.cfg.TCPIdleTimeout, r.cfg.UDPIdleTimeout, r.cfg.ICMPIdleTimeout}[l.p]
+	return !r.now.Before(l.lastActive.Add(idle))
+}
+
+// lookup returns the live link side for key in d, dissolving an expired one it meets.
+func (r *Router) lookup(d *domain, key flowKey) *side {
+	s := d.links[key]
+	if s == nil {
+		return nil
+	}
+	if r.expired(s.l) {
+		r.dissolve(s.l, "timeout")
+		return nil
+	}
+	return s
+}
+
+// touch notes a packet through the link; TCP segments drive the state machine.
+func (r *Router) touch(s *side, seg []byte) {
+	l := s.l
+	l.lastActive = r.now
+	if l.p != pTCP || seg == nil {
+		return
+	}
+	was := l.tcp.State
+	now := l.tcp.Segment(s.idx, proto.TCPFlags(seg), proto.TCPSeq(seg), proto.TCPAckNum(seg), proto.TCPPayloadLen(seg))
+	if now == tcpstate.Closed && was != tcpstate.Closed {
+		l.closedAt = r.now
+	}
+	if now != was && r.cfg.Verbose {
+		r.log.Info("TCP link state", "domain", l.sides[0].dom.name, "client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "state", now.String())
+	}
+}

@@ -1,0 +1,172 @@
+package router
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+)
+
+func TestUDPThroughNATAndBack(t *testing.T) {
+	b, vm, vmp, up, upp := natBench(t)
+	f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("query"))
+	if v := b.send(vm, f); v != Done {
+		t.Fatalf("verdict %v", v)
+	}
+	out := upp.take()
+	if len(out) != 1 {
+		t.Fatalf("uplink got %d frames", len(out))
+	}
+	p := parse(t, out[0])
+	if p.eth.Src() != macUplink || p.eth.Dst() != macGateway {
+		t.Fatalf("eth %s > %s", p.eth.Src(), p.eth.Dst())
+	}
+	if p.src() != ip4("198.18.0.10") || p.dst() != ip4("198.18.1.1") || p.sport != 49152 || p.dport != 53 {
+		t.Fatalf("NAT rewrite wrong: %v:%d > %v:%d", p.src(), p.sport, p.dst(), p.dport)
+	}
+	b.r.Flush()
+	if upp.flushes != 1 || vmp.flushes != 0 {
+		t.Fatalf("flushes uplink %d vm %d", upp.flushes, vmp.flushes)
+	}
+	reply := udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, []byte("answer"))
+	b.send(up, reply)
+	out = vmp.take()
+	if len(out) != 1 {
+		t.Fatalf("vm got %d frames", len(out))
+	}
+	p = parse(t, out[0])
+	if p.eth.Src() != routerMACNic || p.eth.Dst() != vm.MAC() {
+		t.Fatalf("eth %s > %s", p.eth.Src(), p.eth.Dst())
+	}
+	if p.src() != ip4("198.18.1.1") || p.dst() != ip4("10.0.1.2") || p.sport != 53 || p.dport != 5000 {
+		t.Fatalf("reverse rewrite wrong: %v:%d > %v:%d", p.src(), p.sport, p.dst(), p.dport)
+	}
+	// A packet to a NAT port without link state is dropped.
+	b.send(up, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49153, nil))
+	if len(vmp.take()) != 0 {
+		t.Fatal("packet without link state passed")
+	}
+}
+
+func TestNATQuotaExhaustion(t *testing.T) {
+	b, vm, _, _, upp := natBench(t)
+	flow := func(sport uint16) int {
+		b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), sport, 53, nil))
+		return len(upp.take())
+	}
+	if flow(1) != 1 || flow(2) != 1 {
+		t.Fatal("flows within the quota of 2 were not routed")
+	}
+	if flow(3) != 0 {
+		t.Fatal("the quota+1st flow was routed")
+	}
+	if got := b.r.Stats().NATRefused.Load(); got != 1 {
+		t.Fatalf("NATRefused %d, want 1", got)
+	}
+	// Existing flows keep working at the quota.
+	if flow(1) != 1 {
+		t.Fatal("existing flow broken at quota")
+	}
+	// After the UDP idle timeout (30 s) the ports are free again.
+	b.clock.advance(31 * time.Second)
+	b.r.Tick()
+	if flow(3) != 1 {
+		t.Fatal("flow refused after the old link states timed out")
+	}
+	if n := b.r.domains["uplink"].ports[pUDP].InUse(); n != 1 {
+		t.Fatalf("ports in use %d, want 1", n)
+	}
+}
+
+func TestNATPortSpaceSharedAcrossDomains(t *testing.T) {
+	b := newBench(t, `<config>
+  <policy label="a" domain="a"/><policy label="c" domain="c"/><policy label="up" domain="up"/>
+  <domain name="up" interface="198.18.0.10/24" use_arp="no">
+    <nat domain="a" udp-ports="1"/>
+    <nat domain="c" udp-ports="1"/>
+  </domain>
+  <domain name="a" interface="10.0.1.1/24" use_arp="no"><udp dst="0.0.0.0/0"><permit-any domain="up"/></udp></domain>
+  <domain name="c" interface="10.0.2.1/24" use_arp="no"><udp dst="0.0.0.0/0"><permit-any domain="up"/></udp></domain>
+</config>`)
+	a, _ := b.attach("a", Nic, proto.MAC{})
+	c, _ := b.attach("c", Nic, proto.MAC{})
+	_, upp := b.attach("up", Uplink, macUplink)
+	b.send(a, udpFrameT(a.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.0.7"), 1, 9, nil))
+	b.send(c, udpFrameT(c.MAC(), routerMACNic, ip4("10.0.2.2"), ip4("198.18.0.7"), 1, 9, nil))
+	out := upp.take()
+	if len(out) != 2 {
+		t.Fatalf("got %d frames", len(out))
+	}
+	if p0, p1 := parse(t, out[0]), parse(t, out[1]); p0.sport == p1.sport {
+		t.Fatal("two domains got the same NAT port")
+	} else if p0.eth.Dst() != macUplink {
+		t.Fatal("use_arp=no must send to the interface's own MAC")
+	}
+	// Each domain's quota is its own: a's second flow is refused, c's flows are not affected.
+	b.send(a, udpFrameT(a.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.0.7"), 2, 9, nil))
+	if len(upp.take()) != 0 {
+		t.Fatal("a exceeded its quota")
+	}
+}
+
+func TestICMPEchoThroughNAT(t *testing.T) {
+	b, vm, vmp, up, upp := natBench(t)
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ICMPEchoRequest, 77, 1))
+	out := upp.take()
+	if len(out) != 1 {
+		t.Fatalf("uplink got %d", len(out))
+	}
+	p := parse(t, out[0])
+	if p.src() != ip4("198.18.0.10") || p.icmp.ID() != 49152 {
+		t.Fatalf("echo not translated: %v id %d", p.src(), p.icmp.ID())
+	}
+	b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), proto.ICMPEchoReply, 49152, 1))
+	out = vmp.take()
+	if len(out) != 1 {
+		t.Fatalf("vm got %d", len(out))
+	}
+	p = parse(t, out[0])
+	if p.dst() != ip4("10.0.1.2") || p.icmp.ID() != 77 || p.icmp.Type() != proto.ICMPEchoReply {
+		t.Fatalf("reply not translated back: %v id %d", p.dst(), p.icmp.ID())
+	}
+}
+
+func TestICMPErrorCarryingNATedFlow(t *testing.T) {
+	b, vm, vmp, up, upp := natBench(t)
+	b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("q")))
+	sent := upp.take()[0]
+	// The gateway answers port unreachable, quoting the translated packet.
+	quoted := sent[proto.EthLen : proto.EthLen+28]
+	m := make([]byte, 8+len(quoted))
+	m[0], m[1] = proto.ICMPDestUnreach, 3
+	copy(m[8:], quoted)
+	proto.ICMP(m).UpdateChecksum()
+	b.send(up, ethFrame(macGateway, macUplink, proto.EtherTypeIPv4, ipPacket(proto.ProtoICMP, ip4("198.18.0.1"), ip4("198.18.0.10"), m)))
+	out := vmp.take()
+	if len(out) != 1 {
+		t.Fatalf("vm got %d frames", len(out))
+	}
+	p := parse(t, out[0])
+	if p.icmp.Type() != proto.ICMPDestUnreach || p.dst() != ip4("10.0.1.2") || p.src() != ip4("198.18.1.1") {
+		t.Fatalf("outer header not translated: %v > %v", p.src(), p.dst())
+	}
+	in := proto.IPv4(p.icmp.Body())
+	if in.Src() != ip4("10.0.1.2") || in.Dst() != ip4("198.18.1.1") {
+		t.Fatalf("embedded addresses %v > %v", in.Src(), in.Dst())
+	}
+	if proto.Checksum(in.Header(), 0) != 0 {
+		t.Fatal("embedded IPv4 checksum broken")
+	}
+	ports := proto.Ports(p.icmp.Body()[20:])
+	if ports.Src() != 5000 || ports.Dst() != 53 {
+		t.Fatalf("embedded ports %d > %d", ports.Src(), ports.Dst())
+	}
+	// An error about a packet no link state knows goes nowhere (no <ip> rule in uplink).
+	m2 := append([]byte(nil), m...)
+	proto.Ports(m2[8+20:]).SetDst(49999)
+	proto.ICMP(m2).UpdateChecksum()
+	b.send(up, ethFrame(macGateway, macUplink, proto.EtherTypeIPv4, ipPacket(proto.ProtoICMP, ip4("198.18.0.1"), ip4("198.18.0.10"), m2)))
+	if len(vmp.take()) != 0 {
+		t.Fatal("unrelated ICMP error forwarded")
+	}
+}

@@ -1,0 +1,150 @@
+// Package router is the nic_router as a library over Ethernet frames: interfaces (Uplink and
+// Nic sessions) are put into domains by policy, and frames are routed between domains by the
+// rules of section 6 of ARCHITECTURE.md and Genode's nic_router README: domain-local hub
+// traffic, link states with NAT, port forwarding, TCP/UDP/ICMP/IP rules, ARP with held
+// frames, DHCP server and client, an ICMP echo server and ICMP error translation.
+//
+// A Router is driven by one goroutine, the component's event loop: Handle every received
+// frame (at most MaxPacketsPerSignal per interface and round), then Flush once; Tick about
+// once a second for the timeouts. Counters are atomics and may be read from anywhere.
+// Forwarding a frame of an existing link state allocates nothing: the frame is copied once into
+// the destination's buffer and rewritten there.
+package router
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/nicstack/nicstack/router/model"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Clock gives the time for link-state, ARP and DHCP timeouts; tests use a fake one.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Options for New.
+type Options struct {
+	Clock Clock        // default: the system clock
+	Log   *slog.Logger // default: slog.Default()
+}
+
+// Verdict tells the component what to do with a received frame.
+type Verdict uint8
+
+const (
+	// Done: the router is finished with the frame; acknowledge it.
+	Done Verdict = iota
+	// Held: the frame waits for an ARP reply; do not acknowledge it. The router calls the
+	// interface's Port.Release with the frame's id when it is sent or dropped.
+	Held
+)
+
+// Router is the routing state of one nic_router.
+type Router struct {
+	clock   Clock
+	log     *slog.Logger
+	now     time.Time
+	cfg     *model.Config
+	domains map[string]*domain
+	ifs     []*Interface
+	links   map[*link]struct{}
+	waiters []waiter
+	dirty   []*Interface
+	macs    map[uint16]bool
+	xid     uint32
+	stats   Stats
+}
+
+// New returns a router with an empty config (no domains: every frame is dropped).
+func New(opt Options) *Router {
+	if opt.Clock == nil {
+		opt.Clock = systemClock{}
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	r := &Router{
+		clock:   opt.Clock,
+		log:     opt.Log,
+		domains: map[string]*domain{},
+		links:   map[*link]struct{}{},
+		macs:    map[uint16]bool{},
+		xid:     0x6e696300,
+	}
+	r.now = r.clock.Now()
+	r.cfg, _ = model.Parse(&config.Node{Type: "config"})
+	return r
+}
+
+// MaxPacketsPerSignal is how many frames the component handles per interface before it
+// flushes and turns to the next interface (0: no limit).
+func (r *Router) MaxPacketsPerSignal() int { return r.cfg.MaxPacketsPerSignal }
+
+// Stats returns the router-wide counters.
+func (r *Router) Stats() *Stats { return &r.stats }
+
+// Handle routes one frame received at interface i. id is the component's handle for the
+// frame, given back through Port.Release when the router held it. The frame's bytes must stay
+// valid until then; they are never written.
+func (r *Router) Handle(i *Interface, frame []byte, off packetstream.Offload, id uint64) Verdict {
+	r.now = r.clock.Now()
+	r.stats.Received.Add(1)
+	i.stats.RxFrames.Add(1)
+	i.stats.RxBytes.Add(uint64(len(frame)))
+	return r.handle(i, frame, off, id)
+}
+
+// Flush wakes every interface that got frames since the last Flush, once.
+func (r *Router) Flush() {
+	for _, i := range r.dirty {
+		i.dirty = false
+		i.port.Flush()
+	}
+	r.dirty = r.dirty[:0]
+}
+
+// Tick runs the timeouts: idle and closed link states, ARP requests, DHCP offers, leases and
+// the DHCP client. Call it about once a second.
+func (r *Router) Tick() {
+	r.now = r.clock.Now()
+	for l := range r.links {
+		if r.expired(l) {
+			r.dissolve(l, "timeout")
+		}
+	}
+	r.expireWaiters()
+	for _, name := range sortedDomainNames(r.domains) {
+		d := r.domains[name]
+		for ip, t := range d.arpAsked {
+			if !r.now.Before(t) {
+				delete(d.arpAsked, ip)
+			}
+		}
+		if d.dhcpServer != nil {
+			d.dhcpServer.expire(r, d)
+		}
+		if d.dhcpClient != nil {
+			d.dhcpClient.tick(r, d)
+		}
+	}
+	r.Flush()
+}
+
+// drop counts a dropped frame and logs why when the domain asks for it.
+func (r *Router) drop(d *domain, why string) Verdict {
+	r.stats.Dropped.Add(1)
+	if d != nil {
+		d.stats.Dropped.Add(1)
+		if d.m.VerbosePacketDrop {
+			r.log.Info("drop packet", "domain", d.name, "reason", why)
+		}
+	} else if r.cfg.VerbosePacketDrop {
+		r.log.Info("drop packet", "reason", why)
+	}
+	return Done
+}
