@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/affinity"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/spf13/cobra"
+)
+
+// streamPoint is one frame size's result, as printed and written by --json.
+type streamPoint struct {
+	FrameBytes       int     `json:"frame_bytes"`
+	Mpps             float64 `json:"mpps"`
+	Gbps             float64 `json:"gbps"`
+	SignalsPerKFrame float64 `json:"signals_per_kframe"`
+	ReferenceMpps    float64 `json:"reference_mpps"`
+	Ratio            float64 `json:"ratio_to_reference"`
+	Runs             int     `json:"runs"`
+}
+
+// peerResult is what one peer process prints (one JSON line) when it ends.
+type peerResult struct {
+	Frames      uint64  `json:"frames"`
+	Bytes       uint64  `json:"bytes"`
+	Seconds     float64 `json:"seconds"`
+	SignalsSent uint64  `json:"signals_sent"`
+	Sleeps      uint64  `json:"sleeps"`
+	Invalid     uint64  `json:"invalid"`
+	Error       string  `json:"error,omitempty"`
+}
+
+func init() {
+	var (
+		sizes    []int
+		duration time.Duration
+		runs     int
+		jsonFile string
+		batch    int
+		cpus     string
+	)
+	cmd := &cobra.Command{
+		Use:   "stream",
+		Short: "Packet-stream throughput between two pinned processes, against a bare descriptor ring",
+		Long: "stream runs a source and a sink process, pinned to different CPUs, over one packet stream\n" +
+			"(memfd + eventfds). The source allocates and writes every frame, the sink checks every byte,\n" +
+			"both wait event-driven (spin briefly, arm, sleep). In the same run two processes move bare\n" +
+			"descriptors over one busy-polled ring, published every 32, as the reference. Each point is\n" +
+			"measured --runs times; the table shows the medians.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pair, err := benchCPUs(cpus)
+			if err != nil {
+				return err
+			}
+			return benchStream(cmd, sizes, duration, runs, batch, pair, jsonFile)
+		},
+	}
+	cmd.Flags().IntSliceVar(&sizes, "sizes", []int{64, 1500, 65536}, "frame sizes in bytes")
+	cmd.Flags().DurationVar(&duration, "time", 2*time.Second, "measuring time per point and run")
+	cmd.Flags().IntVar(&runs, "runs", 3, "runs per point; the median is reported")
+	cmd.Flags().StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
+	cmd.Flags().IntVar(&batch, "batch", 64, "frames per batch (one Wakeup each)")
+	cmd.Flags().StringVar(&cpus, "cpus", "", "two CPUs for source and sink, e.g. 0,1 (default: the first two this process may use)")
+	benchCmd.AddCommand(cmd)
+
+	var peer streamPeerArgs
+	peerCmd := &cobra.Command{
+		Use:    "stream-peer",
+		Short:  "One side of `bench stream` (started by it, with the stream's files as fds 3-5)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res := runStreamPeer(peer)
+			return json.NewEncoder(os.Stdout).Encode(res)
+		},
+	}
+	f := peerCmd.Flags()
+	f.StringVar(&peer.role, "role", "", "source, sink, ref-producer or ref-consumer")
+	f.IntVar(&peer.size, "size", 64, "frame bytes")
+	f.DurationVar(&peer.time, "time", 2*time.Second, "how long the source sends")
+	f.IntVar(&peer.batch, "batch", 64, "frames per batch")
+	f.IntVar(&peer.cfg.QueueSize, "queue", 1024, "queue entries")
+	f.IntVar(&peer.cfg.BulkSize, "bulk", 1024*packetstream.BlockSize, "bulk buffer bytes")
+	benchCmd.AddCommand(peerCmd)
+}
+
+func benchCPUs(list string) (affinity.Set, error) {
+	var s affinity.Set
+	var err error
+	if list != "" {
+		s, err = affinity.Parse(list)
+	} else {
+		s, err = affinity.Current()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(s) < 2 {
+		return nil, fmt.Errorf("bench stream needs two CPUs, has %s", s)
+	}
+	return s[:2], nil
+}
+
+// streamConfig sizes the stream for a frame size: the default session, or for frames larger
+// than a block a buffer holding 64 of them.
+func streamConfig(size int) packetstream.Config {
+	cfg := packetstream.DefaultConfig()
+	if need := 64 * ((size + packetstream.FrameShift + packetstream.BlockSize - 1) / packetstream.BlockSize) * packetstream.BlockSize; need > cfg.BulkSize {
+		cfg.BulkSize = need
+	}
+	return cfg
+}
+
+func benchStream(cmd *cobra.Command, sizes []int, d time.Duration, runs, batch int, cpus affinity.Set, jsonFile string) error {
+	if runs < 1 {
+		return fmt.Errorf("--runs must be at least 1")
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "packet stream: source on cpu %d, sink on cpu %d, %s per point, %d runs, batch %d\n", cpus[0], cpus[1], d, runs, batch)
+	type sample struct{ mpps, gbps, sig, ref float64 }
+	samples := make([][]sample, len(sizes))
+	for r := 0; r < runs; r++ {
+		ref, err := runPair(cpus, "ref", 16, d, batch, packetstream.DefaultConfig())
+		if err != nil {
+			return fmt.Errorf("reference ring: %w", err)
+		}
+		refMpps := float64(ref.sink.Frames) / ref.sink.Seconds / 1e6
+		for i, size := range sizes {
+			res, err := runPair(cpus, "stream", size, d, batch, streamConfig(size))
+			if err != nil {
+				return fmt.Errorf("%d-byte frames: %w", size, err)
+			}
+			fps := float64(res.sink.Frames) / res.sink.Seconds
+			sig := float64(res.source.SignalsSent+res.sink.SignalsSent) * 1000 / float64(max(res.sink.Frames, 1))
+			samples[i] = append(samples[i], sample{fps / 1e6, fps * float64(size) * 8 / 1e9, sig, refMpps})
+			fmt.Fprintf(out, "  run %d: %6d B  %8.3f Mpps  %8.2f Gbit/s  %7.3f signals/kframe  (reference %.1f Mpps; sleeps source %d, sink %d)\n",
+				r+1, size, fps/1e6, fps*float64(size)*8/1e9, sig, refMpps, res.source.Sleeps, res.sink.Sleeps)
+		}
+	}
+	median := func(xs []sample, f func(sample) float64) float64 {
+		v := make([]float64, len(xs))
+		for i, x := range xs {
+			v[i] = f(x)
+		}
+		sort.Float64s(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	var points []streamPoint
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(out, "\nmedians of %d runs:\n", runs)
+	fmt.Fprintln(tw, "frame bytes\tMpps\tGbit/s\tsignals/1000 frames\treference Mpps\tratio\t")
+	for i, size := range sizes {
+		p := streamPoint{
+			FrameBytes:       size,
+			Mpps:             median(samples[i], func(s sample) float64 { return s.mpps }),
+			Gbps:             median(samples[i], func(s sample) float64 { return s.gbps }),
+			SignalsPerKFrame: median(samples[i], func(s sample) float64 { return s.sig }),
+			ReferenceMpps:    median(samples[i], func(s sample) float64 { return s.ref }),
+			Runs:             runs,
+		}
+		p.Ratio = p.Mpps / p.ReferenceMpps
+		points = append(points, p)
+		fmt.Fprintf(tw, "%d\t%.3f\t%.2f\t%.3f\t%.1f\t%.3f\t\n", size, p.Mpps, p.Gbps, p.SignalsPerKFrame, p.ReferenceMpps, p.Ratio)
+	}
+	tw.Flush()
+	if jsonFile != "" {
+		b, err := json.MarshalIndent(points, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonFile, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", jsonFile)
+	}
+	return nil
+}
+
+type pairResult struct{ source, sink peerResult }
+
+// runPair runs the two peer processes of one point: "stream" (source and sink over a packet
+// stream) or "ref" (producer and consumer over a bare ring), each pinned to its CPU.
+func runPair(cpus affinity.Set, kind string, size int, d time.Duration, batch int, cfg packetstream.Config) (pairResult, error) {
+	files, err := packetstream.NewStreamFiles(fmt.Sprintf("bench-%s-%d", kind, size), cfg)
+	if err != nil {
+		return pairResult{}, err
+	}
+	defer files.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return pairResult{}, err
+	}
+	roles := [2]string{"source", "sink"}
+	if kind == "ref" {
+		roles = [2]string{"ref-producer", "ref-consumer"}
+	}
+	var cmds [2]*exec.Cmd
+	var outs [2]bytes.Buffer
+	var errs [2]bytes.Buffer
+	for i, role := range roles {
+		c := exec.Command(self, "bench", "stream-peer", "--role", role, "--size", strconv.Itoa(size),
+			"--time", d.String(), "--batch", strconv.Itoa(batch),
+			"--queue", strconv.Itoa(cfg.QueueSize), "--bulk", strconv.Itoa(cfg.BulkSize))
+		c.ExtraFiles = files.Files()
+		c.Stdout, c.Stderr = &outs[i], &errs[i]
+		// One CPU each: the peer's GOMAXPROCS follows its mask.
+		if err := affinity.Run(affinity.Set{cpus[i]}, c.Start); err != nil {
+			if i == 1 {
+				cmds[0].Process.Kill()
+				cmds[0].Wait()
+			}
+			return pairResult{}, err
+		}
+		cmds[i] = c
+	}
+	var res [2]peerResult
+	timer := time.AfterFunc(d+30*time.Second, func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+		}
+	})
+	defer timer.Stop()
+	for i, c := range cmds {
+		werr := c.Wait()
+		line := strings.TrimSpace(outs[i].String())
+		if err := json.Unmarshal([]byte(line), &res[i]); err != nil {
+			return pairResult{}, fmt.Errorf("%s: %v (exit: %v) %s", roles[i], err, werr, errs[i].String())
+		}
+		if res[i].Error != "" {
+			return pairResult{}, fmt.Errorf("%s: %s", roles[i], res[i].Error)
+		}
+	}
+	return pairResult{source: res[0], sink: res[1]}, nil
+}
