@@ -1,0 +1,95 @@
+package ipxe
+
+import (
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// TxIrq selects the transmit interrupt cause the driver unmasks.
+type TxIrq int
+
+const (
+	// TxIrqQueueEmpty asks for TXQE: one interrupt when the device has sent everything queued.
+	TxIrqQueueEmpty TxIrq = iota
+	// TxIrqDescriptorDone asks for TXDW: an interrupt per descriptor written back (iPXE's way).
+	TxIrqDescriptorDone
+)
+
+func (t TxIrq) String() string {
+	if t == TxIrqDescriptorDone {
+		return "descriptor_done"
+	}
+	return "queue_empty"
+}
+
+// PhyReset says whether the driver resets the PHY along with the MAC when it opens the device
+// with the link down (iPXE's rule).
+type PhyReset int
+
+const (
+	// PhyResetAuto resets the PHY except on parts known to come back at 10 Mbit/s.
+	PhyResetAuto PhyReset = iota
+	PhyResetYes
+	PhyResetNo
+)
+
+func (p PhyReset) String() string {
+	return [...]string{"auto", "yes", "no"}[p]
+}
+
+// Config is the driver's configuration, the attributes of its <config> node:
+//
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>
+type Config struct {
+	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off
+	TxBatch       bool   // one TDT write per batch instead of per frame
+	TxIrq         TxIrq
+	PhyReset      PhyReset
+}
+
+// DefaultRxIrqThrottle is Genode's value: 651 x 256 ns = 166.7 µs, at most ~6000 interrupts/s.
+const DefaultRxIrqThrottle = 651
+
+// DefaultConfig is the configuration of an empty <config/>.
+func DefaultConfig() Config {
+	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, PhyReset: PhyResetAuto}
+}
+
+// ParseConfig reads a <config> node; errors name the attribute's file, line and column.
+func ParseConfig(n *config.Node) (Config, error) {
+	c := DefaultConfig()
+	itr, err := n.Number("rx_irq_throttle", DefaultRxIrqThrottle)
+	if err != nil {
+		return c, err
+	}
+	if itr > 0xffff {
+		a, _ := n.Attr("rx_irq_throttle")
+		return c, config.Errorf(a.Pos, "attribute \"rx_irq_throttle\" of <%s>: %d does not fit the 16-bit ITR interval (at most 65535)", n.Type, itr)
+	}
+	c.RxIrqThrottle = uint32(itr)
+	if c.TxBatch, err = n.Bool("tx_batch", true); err != nil {
+		return c, err
+	}
+	if a, ok := n.Attr("tx_irq"); ok {
+		switch a.Value {
+		case "queue_empty":
+			c.TxIrq = TxIrqQueueEmpty
+		case "descriptor_done":
+			c.TxIrq = TxIrqDescriptorDone
+		default:
+			return c, config.Errorf(a.Pos, "attribute \"tx_irq\" of <%s>: %q is not queue_empty or descriptor_done", n.Type, a.Value)
+		}
+	}
+	if a, ok := n.Attr("phy_reset"); ok {
+		switch a.Value {
+		case "auto":
+			c.PhyReset = PhyResetAuto
+		case "yes":
+			c.PhyReset = PhyResetYes
+		case "no":
+			c.PhyReset = PhyResetNo
+		default:
+			return c, config.Errorf(a.Pos, "attribute \"phy_reset\" of <%s>: %q is not auto, yes or no", n.Type, a.Value)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,409 @@
+// Package ipxe is the NIC driver logic of Genode's ipxe-based Intel driver with nicstack's
+// three changes: RX interrupt throttling through ITR, TX batching with one TDT write per batch
+// and queue-empty TX interrupts, and no PHY reset on parts that lose speed from it. It drives
+// an 82574L-style device (drivers/intel) through an MMIO interface and DMA memory, and passes
+// frames to and from an Uplink (the router's session) in bursts.
+package ipxe
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/nicstack/nicstack/drivers/intel"
+)
+
+// MMIO is the device's register page as the driver reaches it.
+type MMIO interface {
+	Read32(off uint32) uint32
+	Write32(off, v uint32)
+}
+
+// Device is what the device session hands the driver.
+type Device struct {
+	Regs     MMIO
+	DMA      []byte // DMA memory of at least DMASize bytes; bus addresses are offsets into it
+	DeviceID uint16 // PCI device ID
+}
+
+// Uplink is the router side of the driver: the Uplink session while the link is up.
+type Uplink interface {
+	// Deliver passes one received frame on (copied before it returns); false: the session
+	// had no room and the frame is dropped.
+	Deliver(frame []byte) bool
+	// DeliverDone ends an RX burst: one signal to the router.
+	DeliverDone()
+	// Fetch copies the router's next frame to send into buf and acknowledges it. ok is false
+	// when the router has nothing queued; n > len(buf) means the frame did not fit and was
+	// dropped.
+	Fetch(buf []byte) (n int, ok bool)
+	// FetchDone acknowledges a TX batch to the router with one wakeup.
+	FetchDone()
+}
+
+// LinkFunc hears link changes; the component opens its Uplink session while the link is up.
+type LinkFunc func(up bool, speedMbit int)
+
+// Ring sizes and the DMA memory layout: rings first, then one 2048-byte buffer per descriptor.
+const (
+	RingSize = 256
+	BufSize  = 2048
+
+	txRing  = 0
+	rxRing  = txRing + RingSize*intel.DescSize
+	txBufs  = rxRing + RingSize*intel.DescSize
+	rxBufs  = txBufs + RingSize*BufSize
+	DMASize = rxBufs + RingSize*BufSize
+)
+
+// Counters are what the driver counts from its side.
+type Counters struct {
+	Interrupts         atomic.Uint64 // interrupt handler runs
+	TDTWrites          atomic.Uint64 // TX doorbells
+	RDTWrites          atomic.Uint64
+	TXFrames           atomic.Uint64
+	TXBytes            atomic.Uint64
+	RXFrames           atomic.Uint64
+	RXBytes            atomic.Uint64
+	RXBursts           atomic.Uint64 // signals to the router
+	TXBatches          atomic.Uint64 // wakeups to the router
+	RXDropped          atomic.Uint64 // no session, session full, or a descriptor with errors
+	TXDropped          atomic.Uint64 // frames too long for a buffer
+	TXRingFull         atomic.Uint64 // times the router had more than the ring took
+	LinkChanges        atomic.Uint64
+	SpuriousInterrupts atomic.Uint64 // ICR read zero
+}
+
+// Driver drives one device. It is not safe for concurrent use: the component calls Open,
+// HandleInterrupt, Transmit, Configure and SetUplink from its one event loop.
+type Driver struct {
+	dev    Device
+	regs   MMIO
+	dma    []byte
+	cfg    Config
+	onLink LinkFunc
+	up     Uplink
+	mac    net.HardwareAddr
+	link   bool
+	speed  int
+	cnt    Counters
+
+	rxNext         uint32 // next RX descriptor the device fills
+	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
+	txStalled      bool   // the router had more than the ring took
+}
+
+var le = binary.LittleEndian
+
+// resetTimeout bounds the wait for CTRL.RST to clear itself.
+const resetTimeout = 100 * time.Millisecond
+
+// Open resets the device, sets up the rings and interrupts and reports the link state to
+// onLink (nil: not reported).
+func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
+	if dev.Regs == nil || len(dev.DMA) < DMASize {
+		return nil, fmt.Errorf("ipxe: device needs registers and %d bytes of DMA memory, has %d", DMASize, len(dev.DMA))
+	}
+	if uintptr(unsafe.Pointer(&dev.DMA[0]))%16 != 0 {
+		return nil, errors.New("ipxe: DMA memory must be 16-byte aligned")
+	}
+	if cfg.RxIrqThrottle > 0xffff {
+		return nil, fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
+	}
+	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink}
+	if err := d.reset(); err != nil {
+		return nil, err
+	}
+	ral, rah := d.regs.Read32(intel.RAL), d.regs.Read32(intel.RAH)
+	d.mac = net.HardwareAddr{byte(ral), byte(ral >> 8), byte(ral >> 16), byte(ral >> 24), byte(rah), byte(rah >> 8)}
+	d.setupRings()
+	d.regs.Write32(intel.ITR, cfg.RxIrqThrottle)
+	d.regs.Read32(intel.ICR) // drop stale causes
+	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0|d.txCause())
+	d.checkLink()
+	return d, nil
+}
+
+// phyLosesSpeed lists ICH/PCH-class parts whose PHY comes back at 10 Mbit/s after a reset.
+var phyLosesSpeed = map[uint16]bool{
+	0x153A: true, 0x153B: true, // i217-LM, i217-V
+	0x155A: true, 0x1559: true, // i218-LM, i218-V
+	0x156F: true, 0x1570: true, // i219-LM, i219-V
+}
+
+// reset resets the MAC, and the PHY with it when the link is down and the config allows.
+func (d *Driver) reset() error {
+	d.regs.Write32(intel.IMC, ^uint32(0))
+	ctrl := d.regs.Read32(intel.CTRL)
+	d.regs.Write32(intel.CTRL, ctrl|intel.CtrlRST)
+	if err := d.waitReset(); err != nil {
+		return err
+	}
+	ctrl = d.regs.Read32(intel.CTRL)&^(intel.CtrlLRST|intel.CtrlPHYRST) | intel.CtrlASDE | intel.CtrlSLU
+	d.regs.Write32(intel.CTRL, ctrl)
+	if d.regs.Read32(intel.STATUS)&intel.StatusLU != 0 || !d.wantPHYReset() {
+		return nil
+	}
+	d.regs.Write32(intel.CTRL, ctrl|intel.CtrlRST|intel.CtrlPHYRST)
+	if err := d.waitReset(); err != nil {
+		return err
+	}
+	d.regs.Write32(intel.CTRL, ctrl) // PHY reset does not clear itself on every part
+	return nil
+}
+
+func (d *Driver) wantPHYReset() bool {
+	switch d.cfg.PhyReset {
+	case PhyResetYes:
+		return true
+	case PhyResetNo:
+		return false
+	}
+	return !phyLosesSpeed[d.dev.DeviceID]
+}
+
+// waitReset waits for CTRL.RST to clear itself (at once in process; a posted write later).
+func (d *Driver) waitReset() error {
+	deadline := time.Now().Add(resetTimeout)
+	for d.regs.Read32(intel.CTRL)&intel.CtrlRST != 0 {
+		if time.Now().After(deadline) {
+			return errors.New("ipxe: device did not come out of reset")
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+	return nil
+}
+
+func (d *Driver) setupRings() {
+	for i := range uint32(RingSize) {
+		d.armRX(i)
+		desc := txRing + i*intel.DescSize
+		clear(d.dma[desc : desc+intel.DescSize])
+	}
+	d.regs.Write32(intel.TDBAH, 0)
+	d.regs.Write32(intel.TDBAL, txRing)
+	d.regs.Write32(intel.TDLEN, RingSize*intel.DescSize)
+	d.regs.Write32(intel.TDH, 0)
+	d.regs.Write32(intel.TDT, 0)
+	d.regs.Write32(intel.RDBAH, 0)
+	d.regs.Write32(intel.RDBAL, rxRing)
+	d.regs.Write32(intel.RDLEN, RingSize*intel.DescSize)
+	d.regs.Write32(intel.RDH, 0)
+	d.regs.Write32(intel.RDT, RingSize-1)
+	d.rxNext, d.txTail, d.txReap = 0, 0, 0
+	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
+	d.regs.Write32(intel.TCTL, intel.TctlEN|intel.TctlPSP|0x0f<<4|0x3f<<12)
+	// 2048-byte buffers (BSIZE 00), promiscuous as iPXE is: the router filters
+	d.regs.Write32(intel.RCTL, intel.RctlEN|intel.RctlUPE|intel.RctlMPE|intel.RctlBAM|intel.RctlSECRC)
+}
+
+// armRX hands RX descriptor i its buffer, with the status cleared last.
+func (d *Driver) armRX(i uint32) {
+	desc := rxRing + i*intel.DescSize
+	le.PutUint64(d.dma[desc:], uint64(rxBufs+i*BufSize))
+	le.PutUint32(d.dma[desc+intel.DescLenOff:], 0)
+	atomic.StoreUint32(d.statusWord(desc), 0)
+}
+
+func (d *Driver) statusWord(desc uint32) *uint32 {
+	return (*uint32)(unsafe.Pointer(&d.dma[desc+intel.DescStatusWord]))
+}
+
+func (d *Driver) txCause() uint32 {
+	if d.cfg.TxIrq == TxIrqDescriptorDone {
+		return intel.IntTXDW
+	}
+	return intel.IntTXQE
+}
+
+// MAC is the address read from RAL/RAH, for the Uplink session's arguments.
+func (d *Driver) MAC() net.HardwareAddr { return d.mac }
+
+// Link is the link state as last read from STATUS.
+func (d *Driver) Link() (up bool, speedMbit int) { return d.link, d.speed }
+
+// Config is the configuration in effect.
+func (d *Driver) Config() Config { return d.cfg }
+
+// Counters are the driver's counters.
+func (d *Driver) Counters() *Counters { return &d.cnt }
+
+// SetUplink binds the router's session (nil while it is closed).
+func (d *Driver) SetUplink(u Uplink) {
+	d.up = u
+	d.txStalled = false
+}
+
+// Configure applies a changed configuration at once: a new ITR is written, the TX interrupt
+// cause swapped. phy_reset matters only at Open.
+func (d *Driver) Configure(cfg Config) error {
+	if cfg.RxIrqThrottle > 0xffff {
+		return fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
+	}
+	if cfg.RxIrqThrottle != d.cfg.RxIrqThrottle {
+		d.regs.Write32(intel.ITR, cfg.RxIrqThrottle)
+	}
+	old := d.txCause()
+	d.cfg = cfg
+	if now := d.txCause(); now != old {
+		d.regs.Write32(intel.IMC, old)
+		d.regs.Write32(intel.IMS, now)
+	}
+	return nil
+}
+
+// checkLink reads STATUS and reports a change.
+func (d *Driver) checkLink() {
+	st := d.regs.Read32(intel.STATUS)
+	up, speed := st&intel.StatusLU != 0, 0
+	if up {
+		switch st & intel.StatusSpeedMask {
+		case intel.StatusSpeed10:
+			speed = 10
+		case intel.StatusSpeed100:
+			speed = 100
+		default:
+			speed = 1000
+		}
+	}
+	if up == d.link && speed == d.speed {
+		return
+	}
+	d.link, d.speed = up, speed
+	d.cnt.LinkChanges.Add(1)
+	if d.onLink != nil {
+		d.onLink(up, speed)
+	}
+}
+
+// HandleInterrupt services the interrupt line: read ICR, report a link change, reap TX, take
+// the RX burst to the router with one signal, refill RDT once, and resume a TX batch the ring
+// had no room for.
+func (d *Driver) HandleInterrupt() {
+	d.cnt.Interrupts.Add(1)
+	icr := d.regs.Read32(intel.ICR)
+	if icr == 0 {
+		d.cnt.SpuriousInterrupts.Add(1)
+	}
+	if icr&intel.IntLSC != 0 {
+		d.checkLink()
+	}
+	d.reapTX()
+	d.receive()
+	if d.txStalled {
+		d.Transmit()
+	}
+}
+
+// receive takes every completed RX descriptor. The device fills at most up to RDT, which
+// moves only at the end, so one burst is at most a ring.
+func (d *Driver) receive() {
+	n := 0
+	for {
+		desc := rxRing + d.rxNext*intel.DescSize
+		w := atomic.LoadUint32(d.statusWord(desc))
+		if w&intel.RxStatusDD == 0 {
+			break
+		}
+		length := uint32(le.Uint16(d.dma[desc+intel.DescLenOff:]))
+		buf := rxBufs + d.rxNext*BufSize
+		switch {
+		case w&intel.RxStatusEOP == 0 || w>>8&0xff != 0 || length > BufSize:
+			d.cnt.RXDropped.Add(1) // spans buffers (never with 2048-byte buffers) or has errors
+		case d.up != nil && d.up.Deliver(d.dma[buf:buf+length]):
+			d.cnt.RXFrames.Add(1)
+			d.cnt.RXBytes.Add(uint64(length))
+		default:
+			d.cnt.RXDropped.Add(1)
+		}
+		d.armRX(d.rxNext)
+		d.rxNext = (d.rxNext + 1) % RingSize
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	if d.up != nil {
+		d.up.DeliverDone()
+		d.cnt.RXBursts.Add(1)
+	}
+	d.regs.Write32(intel.RDT, (d.rxNext+RingSize-1)%RingSize)
+	d.cnt.RDTWrites.Add(1)
+}
+
+// reapTX frees the TX descriptors the device has written back.
+func (d *Driver) reapTX() {
+	for d.txReap != d.txTail {
+		if atomic.LoadUint32(d.statusWord(txRing+d.txReap*intel.DescSize))&intel.TxStaDD == 0 {
+			return
+		}
+		d.txReap = (d.txReap + 1) % RingSize
+	}
+}
+
+// Transmit takes as many frames from the router's batch as the ring holds, writes TDT once
+// (per frame without tx_batch) and acknowledges the batch with one wakeup. The component calls
+// it when the router signals frames; the interrupt handler resumes it when the ring had no room.
+func (d *Driver) Transmit() {
+	if d.up == nil || !d.link {
+		return
+	}
+	d.reapTX()
+	fetched, queued := 0, 0
+	d.txStalled = false
+	for {
+		next := (d.txTail + 1) % RingSize
+		if next == d.txReap {
+			d.txStalled = true
+			d.cnt.TXRingFull.Add(1)
+			break
+		}
+		buf := txBufs + d.txTail*BufSize
+		n, ok := d.up.Fetch(d.dma[buf : buf+BufSize])
+		if !ok {
+			break
+		}
+		fetched++
+		if n > BufSize || n <= 0 {
+			d.cnt.TXDropped.Add(1)
+			continue
+		}
+		desc := txRing + d.txTail*intel.DescSize
+		le.PutUint64(d.dma[desc:], uint64(buf))
+		cmd := uint32(intel.TxCmdEOP | intel.TxCmdIFCS | intel.TxCmdRS)
+		le.PutUint32(d.dma[desc+intel.DescLenOff:], uint32(n)|cmd<<intel.TxCmdShift)
+		atomic.StoreUint32(d.statusWord(desc), 0)
+		d.txTail = next
+		queued++
+		d.cnt.TXFrames.Add(1)
+		d.cnt.TXBytes.Add(uint64(n))
+		if !d.cfg.TxBatch {
+			d.kickTX()
+		}
+	}
+	if queued > 0 && d.cfg.TxBatch {
+		d.kickTX()
+	}
+	if fetched > 0 {
+		d.up.FetchDone()
+		d.cnt.TXBatches.Add(1)
+	}
+}
+
+func (d *Driver) kickTX() {
+	d.regs.Write32(intel.TDT, d.txTail)
+	d.cnt.TDTWrites.Add(1)
+}
+
+// Close quiets the device: interrupts masked, receiver and transmitter off, MAC reset.
+func (d *Driver) Close() {
+	d.regs.Write32(intel.IMC, ^uint32(0))
+	d.regs.Write32(intel.RCTL, 0)
+	d.regs.Write32(intel.TCTL, 0)
+	d.regs.Write32(intel.CTRL, d.regs.Read32(intel.CTRL)|intel.CtrlRST)
+	d.up = nil
+}
