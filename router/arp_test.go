@@ -1,0 +1,143 @@
+package router
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+func TestARPHoldUntilReply(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	up, upp := b.attach("uplink", Uplink, macUplink)
+	f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil)
+	if v := b.r.Handle(vm, f, packetstream.Offload{}, 7); v != Held {
+		t.Fatalf("verdict %v, want Held", v)
+	}
+	// One ARP request for the gateway, from the router's address at the uplink.
+	out := upp.take()
+	if len(out) != 1 {
+		t.Fatalf("uplink got %d frames", len(out))
+	}
+	p := parse(t, out[0])
+	if p.arp == nil || p.arp.Op() != proto.ARPRequest || p.arp.TargetIP() != ip4("198.18.0.1") ||
+		p.arp.SenderIP() != ip4("198.18.0.10") || p.eth.Dst() != proto.Broadcast {
+		t.Fatal("no proper ARP request")
+	}
+	// A second frame to the same hop is held without asking again.
+	f2 := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.2"), 5001, 53, nil)
+	if b.r.Handle(vm, f2, packetstream.Offload{}, 8) != Held || len(upp.take()) != 0 {
+		t.Fatal("second frame not held quietly")
+	}
+	if len(vmp.released) != 0 {
+		t.Fatal("held frames released early")
+	}
+	b.send(up, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
+	out = upp.take()
+	if len(out) != 2 {
+		t.Fatalf("held frames sent: %d, want 2", len(out))
+	}
+	if parse(t, out[0]).eth.Dst() != macGateway {
+		t.Fatal("held frame not sent to the resolved MAC")
+	}
+	if len(vmp.released) != 2 || vmp.released[0] != 7 || vmp.released[1] != 8 {
+		t.Fatalf("released %v, want [7 8]", vmp.released)
+	}
+}
+
+func TestARPTimeoutDropsHeld(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	_, upp := b.attach("uplink", Uplink, macUplink)
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), packetstream.Offload{}, 3)
+	upp.take()
+	b.clock.advance(9 * time.Second)
+	b.r.Tick()
+	if len(vmp.released) != 0 {
+		t.Fatal("released before arp_request_timeout_sec")
+	}
+	b.clock.advance(time.Second)
+	b.r.Tick()
+	if len(vmp.released) != 1 || b.r.Stats().ARPTimeouts.Load() != 1 {
+		t.Fatalf("released %v, timeouts %d", vmp.released, b.r.Stats().ARPTimeouts.Load())
+	}
+	if len(b.r.links) != 0 {
+		t.Fatal("a link state was made for a frame that never left")
+	}
+	// The next frame asks again.
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), packetstream.Offload{}, 4)
+	if len(upp.take()) != 1 {
+		t.Fatal("no new ARP request after the timeout")
+	}
+}
+
+func TestARPHeldBound(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, _ := b.attach("vm", Nic, proto.MAC{})
+	b.attach("uplink", Uplink, macUplink)
+	held := 0
+	for k := 0; k < maxHeldPerInterface+10; k++ {
+		f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), uint16(1000+k), 53, nil)
+		if b.r.Handle(vm, f, packetstream.Offload{}, uint64(k)) == Held {
+			held++
+		}
+	}
+	if held != maxHeldPerInterface || b.r.Stats().HeldOverflow.Load() != 10 {
+		t.Fatalf("held %d, overflow %d", held, b.r.Stats().HeldOverflow.Load())
+	}
+	b.r.Detach(vm)
+	if len(b.r.waiters) != 0 {
+		t.Fatal("detach kept held frames")
+	}
+}
+
+func TestARPAnswers(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	up, upp := b.attach("uplink", Uplink, macUplink)
+	ask := func(i *Interface, p *fakePort, sender proto.MAC, sIP, target string) proto.ARP {
+		b.send(i, arpFrame(proto.ARPRequest, sender, ip4(sIP), proto.MAC{}, ip4(target), proto.Broadcast))
+		out := p.take()
+		if len(out) == 0 {
+			return nil
+		}
+		return parse(t, out[0]).arp
+	}
+	// Own address, in a domain with gateway and without.
+	if a := ask(up, upp, macGateway, "198.18.0.1", "198.18.0.10"); a == nil || a.SenderMAC() != macUplink || a.Op() != proto.ARPReply {
+		t.Fatal("no answer for the router's uplink address")
+	}
+	if a := ask(vm, vmp, vm.MAC(), "10.0.1.2", "10.0.1.1"); a == nil || a.SenderMAC() != routerMACNic {
+		t.Fatal("no answer for the router's address toward Nic clients")
+	}
+	// Foreign addresses: proxied where there is no gateway, not where there is one.
+	if a := ask(vm, vmp, vm.MAC(), "10.0.1.2", "10.0.1.3"); a == nil || a.SenderIP() != ip4("10.0.1.3") || a.SenderMAC() != routerMACNic {
+		t.Fatal("no proxy answer in a domain without gateway")
+	}
+	if a := ask(up, upp, macGateway, "198.18.0.1", "198.18.0.20"); a != nil {
+		t.Fatal("proxy answer in a domain with gateway")
+	}
+}
+
+func TestUseARPNo(t *testing.T) {
+	b := newBench(t, `<config>
+  <policy label="a" domain="a"/><policy label="b" domain="b"/>
+  <domain name="a" interface="10.0.1.1/24"><ip dst="10.0.2.0/24" domain="b"/></domain>
+  <domain name="b" interface="10.0.2.1/24" use_arp="no"/>
+</config>`)
+	a, _ := b.attach("a", Nic, proto.MAC{})
+	bi, bp := b.attach("b", Uplink, macUplink)
+	b.send(bi, arpFrame(proto.ARPRequest, macServer, ip4("10.0.2.2"), proto.MAC{}, ip4("10.0.2.1"), proto.Broadcast))
+	if len(bp.take()) != 0 {
+		t.Fatal("answered ARP with use_arp=\"no\"")
+	}
+	if v := b.send(a, udpFrameT(a.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.2.2"), 1, 2, nil)); v != Done {
+		t.Fatal("frame held although use_arp=\"no\"")
+	}
+	out := bp.take()
+	if len(out) != 1 || parse(t, out[0]).eth.Dst() != macUplink {
+		t.Fatal("use_arp=\"no\" frame not sent to the interface's MAC")
+	}
+}
