@@ -71,6 +71,14 @@ func New(label string) (*NS, error) {
 		n.Close()
 		return nil, err
 	}
+	// IPv4 only unless a test turns IPv6 back on: no router solicitations, DAD or MLD frames
+	// on the interfaces under test.
+	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
+		if err := n.Sysctl(k, "1"); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -136,24 +144,15 @@ func (n *NS) AddrAdd(dev, prefix string) error {
 	return n.IP("link", "set", dev, "up")
 }
 
-// Veth creates a veth pair with end a in namespace na and end b in nb, both up, IPv6 off (so
-// no router solicitations or DAD frames appear on them).
+// Veth creates a veth pair with end a in namespace na and end b in nb, both up.
 func Veth(a string, na *NS, b string, nb *NS) error {
 	if err := na.IP("link", "add", a, "type", "veth", "peer", "name", b, "netns", nb.Name); err != nil {
 		return err
 	}
-	for _, e := range []struct {
-		ns  *NS
-		dev string
-	}{{na, a}, {nb, b}} {
-		if err := e.ns.Sysctl("net.ipv6.conf."+e.dev+".disable_ipv6", "1"); err != nil {
-			return err
-		}
-		if err := e.ns.IP("link", "set", e.dev, "up"); err != nil {
-			return err
-		}
+	if err := na.IP("link", "set", a, "up"); err != nil {
+		return err
 	}
-	return nil
+	return nb.IP("link", "set", b, "up")
 }
 
 // Do runs fn on an OS thread switched into the namespace ns (an open /run/netns/X or
