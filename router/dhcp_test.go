@@ -1,0 +1,191 @@
+package router
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+)
+
+func dhcpRequest(mac proto.MAC, typ uint8, xid uint32, requested [4]byte) []byte {
+	w := proto.NewDHCPMessage(1, xid, [4]byte{}, [4]byte{}, [4]byte{}, mac, true)
+	w.Add(proto.OptMessageType, typ)
+	if requested != ([4]byte{}) {
+		w.AddIPv4s(proto.OptRequestedIP, requested)
+	}
+	return udpFrame(mac, proto.Broadcast, [4]byte{}, [4]byte{255, 255, 255, 255}, proto.DHCPClientPort, proto.DHCPServerPort, w.End())
+}
+
+func dhcpReplyOf(t *testing.T, p *fakePort) proto.DHCP {
+	t.Helper()
+	out := p.take()
+	if len(out) != 1 {
+		t.Fatalf("got %d frames, want one DHCP reply", len(out))
+	}
+	pk := parse(t, out[0])
+	if pk.sport != proto.DHCPServerPort || pk.dport != proto.DHCPClientPort {
+		t.Fatalf("reply ports %d > %d", pk.sport, pk.dport)
+	}
+	m, ok := proto.NewDHCP(pk.ip.Payload()[8:])
+	if !ok {
+		t.Fatal("reply is no DHCP message")
+	}
+	return m
+}
+
+// optionCodes lists the options of a message in order.
+func optionCodes(m proto.DHCP) []byte {
+	var out []byte
+	o := m[240:]
+	for len(o) >= 2 && o[0] != proto.OptEnd {
+		out = append(out, o[0])
+		o = o[2+int(o[1]):]
+	}
+	return out
+}
+
+func TestDHCPServerExchange(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 42, [4]byte{}))
+	offer := dhcpReplyOf(t, vmp)
+	if offer.MessageType() != proto.DHCPOffer || offer.XID() != 42 || offer.YIAddr() != ip4("10.0.1.2") {
+		t.Fatalf("offer type %d xid %d yiaddr %v", offer.MessageType(), offer.XID(), offer.YIAddr())
+	}
+	if got, want := optionCodes(offer), []byte{53, 54, 51, 1, 3, 6, 15, 28}; !bytes.Equal(got, want) {
+		t.Fatalf("option order %v, want %v", got, want)
+	}
+	check := func(code uint8, want [4]byte) {
+		if v, _ := offer.OptionIPv4(code); v != want {
+			t.Errorf("option %d = %v, want %v", code, v, want)
+		}
+	}
+	check(proto.OptServerID, ip4("10.0.1.1"))
+	check(proto.OptSubnetMask, ip4("255.255.255.0"))
+	check(proto.OptRouter, ip4("10.0.1.1"))
+	check(proto.OptDNSServer, ip4("198.18.0.53"))
+	check(proto.OptBroadcast, ip4("10.0.1.255"))
+	if v, _ := offer.Option(proto.OptDomainName); string(v) != "example.org" {
+		t.Errorf("domain name %q", v)
+	}
+	if v, _ := offer.Option(proto.OptLeaseTime); be([4]byte(v)) != 100 {
+		t.Errorf("lease time %v", v)
+	}
+	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPRequest, 43, ip4("10.0.1.2")))
+	if ack := dhcpReplyOf(t, vmp); ack.MessageType() != proto.DHCPAck || ack.YIAddr() != ip4("10.0.1.2") {
+		t.Fatalf("no ACK: type %d", ack.MessageType())
+	}
+	// Another client gets the next address; a third gets the last; a fourth gets nothing.
+	macs := []proto.MAC{{2, 9, 9, 9, 9, 1}, {2, 9, 9, 9, 9, 2}, {2, 9, 9, 9, 9, 3}}
+	for k, mac := range macs {
+		b.send(vm, dhcpRequest(mac, proto.DHCPDiscover, 50, [4]byte{}))
+		out := vmp.take()
+		if k < 2 {
+			if len(out) != 1 {
+				t.Fatalf("client %d got no offer", k)
+			}
+		} else if len(out) != 0 {
+			t.Fatal("offer beyond ip_last")
+		}
+	}
+	// The un-requested offers expire after dhcp_offer_timeout_sec (10 s) and the range frees.
+	b.clock.advance(10 * time.Second)
+	b.r.Tick()
+	b.send(vm, dhcpRequest(macs[2], proto.DHCPDiscover, 51, [4]byte{}))
+	if o := dhcpReplyOf(t, vmp); o.YIAddr() != ip4("10.0.1.3") {
+		t.Fatalf("expired offer not reused: %v", o.YIAddr())
+	}
+	// The lease (100 s) ends too.
+	b.clock.advance(91 * time.Second)
+	b.r.Tick()
+	if len(b.r.domains["default"].dhcpServer.allocs) != 0 {
+		t.Fatal("lease did not expire")
+	}
+}
+
+func TestDHCPServerNak(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPRequest, 1, ip4("10.0.1.3")))
+	if m := dhcpReplyOf(t, vmp); m.MessageType() != proto.DHCPNak {
+		t.Fatal("request without offer not NAKed")
+	}
+	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 2, [4]byte{}))
+	dhcpReplyOf(t, vmp)
+	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPRequest, 3, ip4("10.0.1.4")))
+	m := dhcpReplyOf(t, vmp)
+	if m.MessageType() != proto.DHCPNak {
+		t.Fatal("request for another address not NAKed")
+	}
+	if got := optionCodes(m); !bytes.Equal(got, []byte{53, 54}) {
+		t.Fatalf("NAK options %v", got)
+	}
+}
+
+// TestChainedRoutersDHCP wires router A's uplink (a DHCP-client domain) to a Nic session of
+// router B (a DHCP-server domain) and checks that A gets its address, gateway and DNS
+// config, and that A's own DHCP server hands out B's DNS server (dns_config_from).
+func TestChainedRoutersDHCP(t *testing.T) {
+	rb := newBench(t, `<config>
+  <default-policy domain="lan"/>
+  <domain name="lan" interface="10.0.5.1/24">
+    <dhcp-server ip_first="10.0.5.10" ip_last="10.0.5.20" ip_lease_time_sec="60">
+      <dns-server ip="10.0.5.53"/><dns-domain name="lan.test"/>
+    </dhcp-server>
+  </domain>
+</config>`)
+	ra := newBench(t, `<config verbose_domain_state="yes">
+  <policy label="up" domain="up"/><default-policy domain="inner"/>
+  <domain name="up"/>
+  <domain name="inner" interface="10.0.6.1/24">
+    <dhcp-server ip_first="10.0.6.2" ip_last="10.0.6.9" dns_config_from="up"/>
+  </domain>
+</config>`)
+	ra.clock = rb.clock // one time for both
+	ra.r.clock = rb.clock
+	bSide, bPort := rb.attach("router-a", Nic, proto.MAC{})
+	inner, innerPort := ra.attach("vm", Nic, proto.MAC{})
+	aUp, aPort := ra.attach("up", Uplink, bSide.MAC())
+	// Until the uplink is configured, A's DHCP server stays silent.
+	ra.send(inner, dhcpRequest(inner.MAC(), proto.DHCPDiscover, 1, [4]byte{}))
+	if len(innerPort.take()) != 0 {
+		t.Fatal("DHCP server answered without DNS config from its dns_config_from domain")
+	}
+	pump := func() {
+		for k := 0; k < 4; k++ {
+			for _, f := range aPort.take() {
+				rb.send(bSide, f)
+			}
+			for _, f := range bPort.take() {
+				ra.send(aUp, f)
+			}
+		}
+	}
+	pump()
+	up := ra.r.domains["up"]
+	if !up.ip.valid || up.ip.prefix() != netip.MustParsePrefix("10.0.5.10/24") || up.ip.gateway != ip4("10.0.5.1") {
+		t.Fatalf("A's uplink config %+v", up.ip)
+	}
+	if len(up.ip.dns) != 1 || up.ip.dns[0] != netip.MustParseAddr("10.0.5.53") || up.ip.dnsDomain != "lan.test" {
+		t.Fatalf("A's DNS config %v %q", up.ip.dns, up.ip.dnsDomain)
+	}
+	if !aUp.LinkUp() {
+		t.Fatal("uplink interface not up after DHCP")
+	}
+	ra.send(inner, dhcpRequest(inner.MAC(), proto.DHCPDiscover, 2, [4]byte{}))
+	offer := dhcpReplyOf(t, innerPort)
+	if v, _ := offer.OptionIPv4(proto.OptDNSServer); v != ip4("10.0.5.53") {
+		t.Fatalf("dns_config_from not applied: %v", v)
+	}
+	// When the lease runs out without renewal, the config goes and discovery restarts.
+	rb.clock.advance(61 * time.Second)
+	ra.r.Tick()
+	if up.ip.valid {
+		t.Fatal("config kept after the lease")
+	}
+	if out := aPort.take(); len(out) != 1 {
+		t.Fatalf("no new DISCOVER after the lease: %d frames", len(out))
+	}
+}
