@@ -40,6 +40,10 @@ type Config struct {
 	Wire         Wire             // nil: transmitted frames are counted only
 	Autoneg      time.Duration    // how long auto-negotiation takes; 0: DefaultAutoneg
 	PartnerSpeed int              // the link partner's best speed in Mbit/s; 0: 1000
+	// Posted is the queue of register writes from a driver in another process (nil: the
+	// driver calls Write32 directly). Poll applies them; whoever reads the doorbell eventfd
+	// calls Kick.
+	Posted *WriteQueue
 }
 
 // DefaultAutoneg is how long the PHY negotiates. Real copper PHYs take 1-3 s; the model is
@@ -66,6 +70,10 @@ type Device struct {
 	mac   [6]byte
 	cnt   Counters
 	kick  chan struct{}
+	// posted register writes and the function that applies them (made once: no allocation
+	// per poll)
+	posted *WriteQueue
+	apply  func(off, v uint32)
 
 	mu sync.Mutex
 	// interrupts
@@ -116,6 +124,7 @@ func New(regs, dma []byte, cfg Config) (*Device, error) {
 		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame),
 	}
 	copy(d.mac[:], cfg.MAC)
+	d.posted, d.apply = cfg.Posted, d.Write32
 	if d.clock == nil {
 		d.clock = monotonic{start: time.Now()}
 	}
@@ -352,6 +361,11 @@ func (d *Device) count(causes uint32) {
 // Poll does what is due at the clock's current time and returns when it next has something to
 // do (ok false: nothing until a register write or a frame arrives). Call it from one goroutine.
 func (d *Device) Poll() (next time.Duration, ok bool) {
+	if d.posted != nil {
+		if _, corrupt := d.posted.Drain(d.apply); corrupt {
+			d.cnt.BadDescriptors.Add(1)
+		}
+	}
 	d.mu.Lock()
 	now := d.clock.Now()
 	if d.negotiating && now >= d.anegAt {

@@ -102,8 +102,8 @@ var le = binary.LittleEndian
 // resetTimeout bounds the wait for CTRL.RST to clear itself.
 const resetTimeout = 100 * time.Millisecond
 
-// Open resets the device, sets up the rings and interrupts and reports the link state to
-// onLink (nil: not reported).
+// Open resets the device and sets up the rings and interrupts. onLink (may be nil) hears every
+// later link change from HandleInterrupt; the state at open is Link's.
 func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if dev.Regs == nil || len(dev.DMA) < DMASize {
 		return nil, fmt.Errorf("ipxe: device needs registers and %d bytes of DMA memory, has %d", DMASize, len(dev.DMA))
@@ -124,7 +124,9 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	d.regs.Write32(intel.ITR, cfg.RxIrqThrottle)
 	d.regs.Read32(intel.ICR) // drop stale causes
 	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0|d.txCause())
+	onLink, d.onLink = d.onLink, nil
 	d.checkLink()
+	d.onLink = onLink
 	return d, nil
 }
 

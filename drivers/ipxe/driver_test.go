@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,6 +83,9 @@ func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
 	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID}, cfg, r.onLink)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if up, speed := r.drv.Link(); up {
+		r.onLink(up, speed)
 	}
 	return r
 }
@@ -401,5 +405,103 @@ func TestParseConfig(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Pos.Line != 1 || !strings.Contains(err.Error(), "nic.xml:1:") {
 			t.Errorf("%s: error %v, want a positioned config error", bad, err)
 		}
+	}
+}
+
+// lockedWire is a wire the device's goroutine writes and the test reads.
+type lockedWire struct {
+	mu sync.Mutex
+	captureWire
+}
+
+func (w *lockedWire) Transmit(frames [][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.captureWire.Transmit(frames)
+}
+
+func (w *lockedWire) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.frames)
+}
+
+// TestPostedRegisters runs the device in its own goroutine on the real clock and the driver in
+// another, talking only through the register page, the posted-write queue and DMA memory as
+// they will between processes (heap memory here, so the race detector sees it).
+func TestPostedRegisters(t *testing.T) {
+	page := make([]byte, intel.RegisterPageSize)
+	q, err := intel.NewWriteQueue(make([]byte, intel.WriteQueueSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dma := make([]byte, ipxe.DMASize)
+	irq, wire := intel.NewChanIRQ(), &lockedWire{}
+	m, _ := intel.ModelByName("82574L")
+	dev, err := intel.New(page, dma, intel.Config{Model: m, MAC: nicMAC, IRQ: irq, Wire: wire, Posted: q, Autoneg: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopDevice := make(chan struct{})
+	var device sync.WaitGroup
+	device.Go(func() { dev.Run(stopDevice) })
+	defer func() { close(stopDevice); device.Wait() }()
+
+	regs, err := intel.NewPostedRegisters(page, q, dev.Kick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, in [][]byte
+	for i := range 1000 {
+		out = append(out, frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 60+i%1455, i))
+		in = append(in, frame(nicMAC, 60+(i*3)%1455, i))
+	}
+	up := &fakeUplink{tx: out}
+	drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma, DeviceID: m.DeviceID}, ipxe.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkUp, stopDriver := make(chan struct{}), make(chan struct{})
+	var driver sync.WaitGroup
+	driver.Go(func() { // the driver component's event loop: from here on only it touches drv
+		opened := false
+		for {
+			select {
+			case <-irq:
+				drv.HandleInterrupt()
+			case <-stopDriver:
+				return
+			case <-time.After(time.Millisecond): // the router's packet_avail, coarsely
+			}
+			if isUp, _ := drv.Link(); isUp && !opened {
+				opened = true
+				drv.SetUplink(up)
+				close(linkUp)
+			}
+			drv.Transmit()
+		}
+	})
+	select {
+	case <-linkUp:
+	case <-time.After(5 * time.Second):
+		t.Fatal("link did not come up")
+	}
+	c := dev.Counters()
+	deadline := time.Now().Add(10 * time.Second)
+	for sent := 0; sent < len(in) && time.Now().Before(deadline); {
+		sent += dev.Receive(in[sent:min(sent+16, len(in))])
+		time.Sleep(100 * time.Microsecond)
+	}
+	for (wire.count() < len(out) || c.TXFrames.Load() < uint64(len(out)) || c.RXFrames.Load() < uint64(len(in))) &&
+		time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond) // the last interrupt, ITR-delayed
+	close(stopDriver)
+	driver.Wait()
+	sameFrames(t, "wire", wire.frames, out)
+	sameFrames(t, "uplink", up.rx, in)
+	if regs.Stalls.Load() != 0 {
+		t.Errorf("%d register accesses stalled", regs.Stalls.Load())
 	}
 }
