@@ -155,12 +155,18 @@ func (e Env) udpFromKernel(t *testing.T, rx <-chan Packet) {
 	}
 }
 
-func (e Env) udpToKernel(t *testing.T) {
-	var c *net.UDPConn
-	if err := e.Kernel.Do(func() (err error) {
-		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(e.Path.Dst.IP, 7002)))
+// ListenUDP opens a UDP socket on ip:port inside namespace n.
+func ListenUDP(n *netns.NS, ip netip.Addr, port uint16) (c *net.UDPConn, err error) {
+	err = n.Do(func() error {
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, port)))
 		return err
-	}); err != nil {
+	})
+	return c, err
+}
+
+func (e Env) udpToKernel(t *testing.T) {
+	c, err := ListenUDP(e.Kernel, e.Path.Dst.IP, 7002)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()

@@ -1,0 +1,109 @@
+package afpacket
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	ps "github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// setup makes namespaces "nic" (veth nsa0, no address: the socket's side) and "host" (veth
+// nsb0 at 198.18.1.1/24 with the kernel stack), the host playing 198.18.1.2 behind nsa0.
+func setup(t *testing.T, cfg Config) (*netns.NS, *Socket, backendtest.Path) {
+	nic := netns.ForTest(t, "nic")
+	host := netns.ForTest(t, "host")
+	if err := netns.Veth("nsa0", nic, "nsb0", host); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.AddrAdd("nsb0", "198.18.1.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	ours := backendtest.MAC(t, nic, "nsa0")
+	if err := host.IP("neigh", "replace", "198.18.1.2", "lladdr", ours.String(), "dev", "nsb0"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interface, cfg.NetNS = "nsa0", nic.File
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return host, s, backendtest.Path{
+		Src: backendtest.Endpoint{MAC: ours, IP: netip.MustParseAddr("198.18.1.2")},
+		Dst: backendtest.Endpoint{MAC: backendtest.MAC(t, host, "nsb0"), IP: netip.MustParseAddr("198.18.1.1")},
+	}
+}
+
+func TestAFPacketAgainstKernel(t *testing.T) {
+	host, s, path := setup(t, Config{})
+	backendtest.Run(t, backendtest.Env{
+		Dev: s, MaxFrame: MaxFrame, Kernel: host, Path: path,
+		TxDropped: s.Stats.TxDropped.Load,
+	})
+	t.Logf("rx %d frames in %d blocks, %d bursts; tx %d frames in %d kicks",
+		s.Stats.RxFrames.Load(), s.Stats.RxBlocks.Load(), s.Stats.RxBursts.Load(),
+		s.Stats.TxFrames.Load(), s.Stats.TxKicks.Load())
+	if s.Stats.TxKicks.Load() > s.Stats.TxFrames.Load() {
+		t.Errorf("%d kicks for %d frames", s.Stats.TxKicks.Load(), s.Stats.TxFrames.Load())
+	}
+}
+
+// More frames than TX slots in one Write: the ring wraps, kicks happen only when it is full
+// and at the end, and a frame too large for a slot is dropped and counted.
+func TestAFPacketTXRingWraps(t *testing.T) {
+	host, s, path := setup(t, Config{TxFrames: 8, TxFrameSize: 2048})
+	c, err := backendtest.ListenUDP(host, path.Dst.IP, 7100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var frames [][]byte
+	for i := 0; i < 40; i++ {
+		f, _ := path.UDP(7000, 7100, []byte{byte(i)}, false)
+		frames = append(frames, f)
+	}
+	big, _ := path.UDP(7000, 7100, make([]byte, 3000), false)
+	frames = append(frames, big)
+	if n, err := s.Write(frames, nil); n != len(frames) || err != nil {
+		t.Fatalf("Write: %d, %v", n, err)
+	}
+	if d := s.Stats.TxDropped.Load(); d != 1 {
+		t.Errorf("TxDropped %d, want 1", d)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	for i := 0; i < 40; i++ {
+		n, err := c.Read(buf)
+		if err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d: %v %v", i, buf[:n], err)
+		}
+	}
+	if k := s.Stats.TxKicks.Load(); k > uint64(40/s.slots+1) {
+		t.Errorf("%d kicks for 40 frames through %d slots", k, s.slots)
+	}
+}
+
+// Close wakes a blocked Read with os.ErrClosed.
+func TestAFPacketClose(t *testing.T) {
+	_, s, _ := setup(t, Config{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	s.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("Read after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read did not return after Close")
+	}
+}
