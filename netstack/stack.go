@@ -61,6 +61,7 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 		return nil, fmt.Errorf("netstack: MTU %d out of range", cfg.MTU)
 	}
 	l := &link{mtu: uint32(cfg.MTU), mac: tcpip.LinkAddress(cfg.MAC), offload: cfg.Offload, out: out}
+	l.gro.Init(true)
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4},
@@ -110,11 +111,7 @@ func tuneTCP(s *stack.Stack) error {
 
 // DeliverFrames hands a batch of received frames to the stack. The stack copies what it keeps,
 // so the frames' memory may be reused (or acknowledged to a packet stream) once it returns.
-func (s *Stack) DeliverFrames(frames []Frame) {
-	for _, f := range frames {
-		s.link.deliver(f)
-	}
-}
+func (s *Stack) DeliverFrames(frames []Frame) { s.link.deliverBatch(frames) }
 
 // Stats returns the link's frame counters.
 func (s *Stack) Stats() *Stats { return &s.link.stats }
