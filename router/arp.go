@@ -41,7 +41,7 @@ func (r *Router) resolve(d *domain, hop [4]byte) (macOrNone, bool) {
 // ARP timeout.
 func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off packetstream.Offload, id uint64) Verdict {
 	if i.held >= maxHeldPerInterface {
-		r.stats.HeldOverflow.Add(1)
+		count(&r.stats.HeldOverflow, 1)
 		return r.drop(src, "too many frames wait for ARP")
 	}
 	i.held++
@@ -143,7 +143,7 @@ func (r *Router) expireWaiters() {
 	r.waiters = kept
 	for _, w := range late {
 		w.from.held--
-		r.stats.ARPTimeouts.Add(1)
+		count(&r.stats.ARPTimeouts, 1)
 		r.drop(w.src, "no ARP reply")
 		w.from.port.Release(w.id)
 	}

@@ -11,7 +11,7 @@ import (
 // packet the same way (same destination domain, address, port and NAT); ARP caches, DHCP
 // leases and DHCP-client configs of domains that kept their name and addressing are kept.
 func (r *Router) Configure(n *config.Node) []error {
-	r.now = r.clock.Now()
+	r.setNow()
 	cfg, problems := model.Parse(n)
 	for _, p := range problems {
 		r.log.Warn("config", "problem", p.Error())
@@ -23,6 +23,7 @@ func (r *Router) Configure(n *config.Node) []error {
 	}
 	old := r.domains
 	r.cfg = cfg
+	r.idle = [3]int64{int64(cfg.TCPIdleTimeout), int64(cfg.UDPIdleTimeout), int64(cfg.ICMPIdleTimeout)}
 	r.domains = map[string]*domain{}
 	for name, m := range cfg.Domains {
 		r.domains[name] = newDomain(m)
@@ -108,7 +109,7 @@ func (r *Router) carryOver(l *link) {
 	}
 	if !ok {
 		l.natPort = 0 // the old domains' port spaces are gone with them
-		oc.stats.LinksDissolved[l.p].Add(1)
+		count(&oc.stats.LinksDissolved[l.p], 1)
 		if r.cfg.Verbose {
 			r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", oc.name,
 				"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", "no longer allowed by the config")

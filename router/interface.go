@@ -212,8 +212,8 @@ func (r *Router) setLink(i *Interface, up bool) {
 func (r *Router) transmit(i *Interface, frame []byte, off packetstream.Offload) []byte {
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
-		r.stats.DroppedFull.Add(1)
-		i.stats.DroppedFull.Add(1)
+		count(&r.stats.DroppedFull, 1)
+		count(&i.stats.DroppedFull, 1)
 		return nil
 	}
 	buf = buf[:len(frame)]
@@ -224,11 +224,11 @@ func (r *Router) transmit(i *Interface, frame []byte, off packetstream.Offload) 
 // submit hands a filled buffer to i's port and marks i for the next Flush.
 func (r *Router) submit(i *Interface, buf []byte, off packetstream.Offload) {
 	i.port.Submit(buf, off)
-	r.stats.Sent.Add(1)
-	i.stats.TxFrames.Add(1)
-	i.stats.TxBytes.Add(uint64(len(buf)))
+	count(&r.stats.Sent, 1)
+	count(&i.stats.TxFrames, 1)
+	count(&i.stats.TxBytes, uint64(len(buf)))
 	if i.dom != nil {
-		i.dom.stats.TxBytes.Add(uint64(len(buf)))
+		count(&i.dom.stats.TxBytes, uint64(len(buf)))
 	}
 	if !i.dirty {
 		i.dirty = true

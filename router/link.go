@@ -1,8 +1,6 @@
 package router
 
 import (
-	"time"
-
 	"github.com/nicstack/nicstack/router/proto"
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
@@ -32,8 +30,8 @@ type link struct {
 	p          int
 	sides      [2]side
 	owner      *Interface // the interface that sent the first packet (pays for the link)
-	lastActive time.Time
-	closedAt   time.Time
+	lastActive int64      // Router.nowNs of the last packet
+	closedAt   int64
 	tcp        tcpstate.Conn
 	natPort    uint16 // 0: no NAT; else the port or ID allocated at the server side's domain
 }
@@ -43,7 +41,7 @@ type link struct {
 // port from the dynamic range. False when NAT refuses (quota or port space used up) or the
 // server-side tuple is taken.
 func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) (*link, bool) {
-	l := &link{p: protoIndex(key.proto), owner: owner, lastActive: r.now}
+	l := &link{p: protoIndex(key.proto), owner: owner, lastActive: r.nowNs}
 	srv := flowKey{src: to.dst, dst: key.src, sport: to.dport, dport: key.sport, proto: key.proto}
 	if quota, ok := to.to.natQuota(c, l.p); ok {
 		used := to.to.quota[c.name]
@@ -80,7 +78,7 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	c.links[key] = &l.sides[0]
 	to.to.links[srv] = &l.sides[1]
 	r.links[l] = struct{}{}
-	c.stats.LinksOpened[l.p].Add(1)
+	count(&c.stats.LinksOpened[l.p], 1)
 	if r.cfg.Verbose {
 		r.log.Info("new link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", to.to.name,
 			"client", addrPort(key.src, key.sport), "server", addrPort(srv.src, srv.sport), "nat_port", l.natPort)
@@ -89,8 +87,8 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 }
 
 func (r *Router) refuseNAT(c, at *domain, p int, why string) {
-	r.stats.NATRefused.Add(1)
-	at.stats.NATRefused[p].Add(1)
+	count(&r.stats.NATRefused, 1)
+	count(&at.stats.NATRefused[p], 1)
 	if c.m.VerbosePacketDrop || r.cfg.Verbose {
 		r.log.Info("NAT refused", "protocol", protoNames[p], "from", c.name, "at", at.name, "reason", why)
 	}
@@ -119,7 +117,7 @@ func (r *Router) dissolve(l *link, why string) {
 	}
 	l.freeNAT(c, s)
 	delete(r.links, l)
-	c.stats.LinksDissolved[l.p].Add(1)
+	count(&c.stats.LinksDissolved[l.p], 1)
 	if r.cfg.Verbose {
 		r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", s.name,
 			"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", why)
@@ -130,10 +128,9 @@ func (r *Router) dissolve(l *link, why string) {
 // its protocol's idle timeout.
 func (r *Router) expired(l *link) bool {
 	if l.p == pTCP && l.tcp.State == tcpstate.Closed {
-		return !r.now.Before(l.closedAt.Add(2 * r.cfg.TCPMaxSegmLifetime))
+		return r.nowNs-l.closedAt >= 2*int64(r.cfg.TCPMaxSegmLifetime)
 	}
-	idle := [3]time.Duration{r.cfg.TCPIdleTimeout, r.cfg.UDPIdleTimeout, r.cfg.ICMPIdleTimeout}[l.p]
-	return !r.now.Before(l.lastActive.Add(idle))
+	return r.nowNs-l.lastActive >= r.idle[l.p]
 }
 
 // lookup returns the live link side for key in d, dissolving an expired one it meets.
@@ -152,14 +149,14 @@ func (r *Router) lookup(d *domain, key flowKey) *side {
 // touch notes a packet through the link; TCP segments drive the state machine.
 func (r *Router) touch(s *side, seg []byte) {
 	l := s.l
-	l.lastActive = r.now
+	l.lastActive = r.nowNs
 	if l.p != pTCP || seg == nil {
 		return
 	}
 	was := l.tcp.State
 	now := l.tcp.Segment(s.idx, proto.TCPFlags(seg), proto.TCPSeq(seg), proto.TCPAckNum(seg), proto.TCPPayloadLen(seg))
 	if now == tcpstate.Closed && was != tcpstate.Closed {
-		l.closedAt = r.now
+		l.closedAt = r.nowNs
 	}
 	if now != was && r.cfg.Verbose {
 		r.log.Info("TCP link state", "domain", l.sides[0].dom.name, "client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "state", now.String())

@@ -49,6 +49,8 @@ type Router struct {
 	clock   Clock
 	log     *slog.Logger
 	now     time.Time
+	nowNs   int64    // now as Unix nanoseconds, for cheap per-frame timeout arithmetic
+	idle    [3]int64 // idle timeouts by protocol index, in nanoseconds
 	cfg     *model.Config
 	domains map[string]*domain
 	ifs     []*Interface
@@ -76,9 +78,13 @@ func New(opt Options) *Router {
 		macs:    map[uint16]bool{},
 		xid:     0x6e696300,
 	}
-	r.now = r.clock.Now()
-	r.cfg, _ = model.Parse(&config.Node{Type: "config"})
+	r.Configure(&config.Node{Type: "config"})
 	return r
+}
+
+func (r *Router) setNow() {
+	r.now = r.clock.Now()
+	r.nowNs = r.now.UnixNano()
 }
 
 // MaxPacketsPerSignal is how many frames the component handles per interface before it
@@ -92,10 +98,10 @@ func (r *Router) Stats() *Stats { return &r.stats }
 // frame, given back through Port.Release when the router held it. The frame's bytes must stay
 // valid until then; they are never written.
 func (r *Router) Handle(i *Interface, frame []byte, off packetstream.Offload, id uint64) Verdict {
-	r.now = r.clock.Now()
-	r.stats.Received.Add(1)
-	i.stats.RxFrames.Add(1)
-	i.stats.RxBytes.Add(uint64(len(frame)))
+	r.setNow()
+	count(&r.stats.Received, 1)
+	count(&i.stats.RxFrames, 1)
+	count(&i.stats.RxBytes, uint64(len(frame)))
 	return r.handle(i, frame, off, id)
 }
 
@@ -111,7 +117,7 @@ func (r *Router) Flush() {
 // Tick runs the timeouts: idle and closed link states, ARP requests, DHCP offers, leases and
 // the DHCP client. Call it about once a second.
 func (r *Router) Tick() {
-	r.now = r.clock.Now()
+	r.setNow()
 	for l := range r.links {
 		if r.expired(l) {
 			r.dissolve(l, "timeout")
@@ -137,9 +143,9 @@ func (r *Router) Tick() {
 
 // drop counts a dropped frame and logs why when the domain asks for it.
 func (r *Router) drop(d *domain, why string) Verdict {
-	r.stats.Dropped.Add(1)
+	count(&r.stats.Dropped, 1)
 	if d != nil {
-		d.stats.Dropped.Add(1)
+		count(&d.stats.Dropped, 1)
 		if d.m.VerbosePacketDrop {
 			r.log.Info("drop packet", "domain", d.name, "reason", why)
 		}

@@ -29,3 +29,7 @@ type DomainStats struct {
 	LinksDissolved   [3]atomic.Uint64
 	NATRefused       [3]atomic.Uint64
 }
+
+// count adds n to a counter. Only the router's goroutine writes counters, so a load and a
+// store do (no locked read-modify-write per frame); readers elsewhere still see whole values.
+func count(c *atomic.Uint64, n uint64) { c.Store(c.Load() + n) }

@@ -1,0 +1,137 @@
+package router
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+func TestEchoServer(t *testing.T) {
+	b, vm, vmp, _, _ := natBench(t)
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), proto.ICMPEchoRequest, 9, 3))
+	out := vmp.take()
+	if len(out) != 1 {
+		t.Fatal("no echo reply")
+	}
+	p := parse(t, out[0])
+	if p.icmp.Type() != proto.ICMPEchoReply || p.src() != ip4("10.0.1.1") || p.dst() != ip4("10.0.1.2") || p.eth.Dst() != vm.MAC() {
+		t.Fatal("bad echo reply")
+	}
+	// Switched off per domain.
+	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<domain name="default" interface="10.0.1.1/24">`,
+		`<domain name="default" interface="10.0.1.1/24" icmp_echo_server="no">`, 1)))
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), proto.ICMPEchoRequest, 9, 4))
+	if len(vmp.take()) != 0 {
+		t.Fatal("echo answered with icmp_echo_server=\"no\"")
+	}
+}
+
+func TestFragmentsDroppedOrAnswered(t *testing.T) {
+	b, vm, vmp, _, upp := natBench(t)
+	f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 2, []byte("x"))
+	ip := proto.IPv4(f[proto.EthLen:])
+	binary.BigEndian.PutUint16(ip[6:], 0x2000) // more fragments
+	ip.SetChecksum(0)
+	ip.SetChecksum(ip.ComputeChecksum())
+	b.send(vm, f)
+	if len(upp.take())+len(vmp.take()) != 0 || b.r.Stats().FragmentsSeen.Load() != 1 {
+		t.Fatal("fragment not dropped quietly")
+	}
+	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<config `, `<config icmp_type_3_code_on_fragm_ipv4="4" `, 1)))
+	b.send(vm, f)
+	out := vmp.take()
+	if len(out) != 1 {
+		t.Fatal("no ICMP answer to a fragment")
+	}
+	if p := parse(t, out[0]); p.icmp.Type() != proto.ICMPDestUnreach || p.icmp.Code() != 4 {
+		t.Fatal("wrong ICMP answer to a fragment")
+	}
+}
+
+func TestFullDestinationDropsAndCounts(t *testing.T) {
+	b, vm, _, _, upp := natBench(t)
+	upp.capacity = 1
+	for k := 0; k < 3; k++ {
+		b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil))
+	}
+	if len(upp.sent) != 1 || b.r.Stats().DroppedFull.Load() != 2 {
+		t.Fatalf("sent %d, dropped full %d", len(upp.sent), b.r.Stats().DroppedFull.Load())
+	}
+}
+
+// TestOffloadSuperFrame routes a TSO super-frame with a pending partial checksum through NAT:
+// the frame passes whole with its offload metadata, and the checksum field holds the pseudo
+// header sum of the rewritten addresses, so the device computes the right checksum.
+func TestOffloadSuperFrame(t *testing.T) {
+	b, vm, _, _, upp := natBench(t)
+	payload := make([]byte, 60000)
+	f := tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, proto.TCPAck, 1, 1, payload)
+	seg := f[proto.EthLen+20:]
+	partial := ^proto.Checksum(nil, proto.PseudoSum(ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ProtoTCP, len(seg)))
+	binary.BigEndian.PutUint16(seg[16:], partial)
+	off := packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, GSOType: packetstream.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	b.r.Handle(vm, f, off, 0)
+	if len(upp.sent) != 1 || upp.offs[0] != off || len(upp.sent[0]) != len(f) {
+		t.Fatal("super-frame not passed whole with its offload metadata")
+	}
+	out := upp.sent[0][proto.EthLen:]
+	ip := proto.IPv4(out)
+	if proto.Checksum(ip.Header(), 0) != 0 {
+		t.Fatal("IPv4 checksum")
+	}
+	oseg := ip.Payload()
+	want := ^proto.Checksum(nil, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(oseg)))
+	if got := binary.BigEndian.Uint16(oseg[16:]); got != want {
+		t.Fatalf("partial checksum %#04x, want %#04x", got, want)
+	}
+	// Completing the checksum as a device would gives a valid segment.
+	binary.BigEndian.PutUint16(oseg[16:], 0)
+	binary.BigEndian.PutUint16(oseg[16:], proto.Checksum(oseg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(oseg))))
+	if proto.Checksum(oseg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(oseg))) != 0 {
+		t.Fatal("completed checksum invalid")
+	}
+}
+
+func TestReportAndVerboseLogging(t *testing.T) {
+	b, vm, _, _, _ := natBench(t)
+	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<config `, `<config verbose="yes" verbose_packets="yes" `, 1)))
+	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, proto.TCPSyn, 1, 0, nil))
+	rep := b.r.Report()
+	var up, def string
+	for _, d := range rep.Nodes {
+		s := d.Type + " " + d.Name()
+		for _, a := range d.Attrs {
+			s += " " + a.Name + "=" + a.Value
+		}
+		for _, c := range d.Nodes {
+			s += " <" + c.Type
+			for _, a := range c.Attrs {
+				s += " " + a.Name + "=" + a.Value
+			}
+		}
+		if d.Name() == "uplink" {
+			up = s
+		} else {
+			def = s
+		}
+	}
+	for _, want := range []string{"ipv4=198.18.0.10/24", "gw=198.18.0.1", "<nat domain=default tcp_ports_used=1 tcp_ports=2"} {
+		if !strings.Contains(up, want) {
+			t.Errorf("uplink report lacks %q: %s", want, up)
+		}
+	}
+	for _, want := range []string{"<tcp-links opened=1", "active=1 opening=1", "<interface label=vm kind=nic mac=02:02:02:02:02:01 link_state=true"} {
+		if !strings.Contains(def, want) {
+			t.Errorf("default report lacks %q: %s", want, def)
+		}
+	}
+	log := b.log.String()
+	for _, want := range []string{"msg=packet", "dir=rcv", "dir=snd", "new link state"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
