@@ -5,13 +5,6 @@ import (
 	"unsafe"
 )
 
-// desc is a descriptor as copied out of a queue: never read from shared memory twice.
-type desc struct {
-	off     uint64
-	size    uint32
-	offload Offload
-}
-
 // ring is one queue in a region. Indices are free-running uint32 counters; a ring of N entries
 // holds N descriptors (used = head - tail), unlike Genode's N-1.
 type ring struct {
@@ -32,6 +25,33 @@ func newRing(r *region, at int) ring {
 
 func (q *ring) entry(i uint32) unsafe.Pointer {
 	return unsafe.Add(q.entries, uintptr(i&q.mask)*descSize)
+}
+
+// Descriptor fields of an entry; each is read once into a local, never twice.
+func descOff(e unsafe.Pointer) uint64    { return *(*uint64)(unsafe.Add(e, descOffOffset)) }
+func descSize32(e unsafe.Pointer) uint32 { return *(*uint32)(unsafe.Add(e, descOffSize)) }
+
+// descOffload reads the Offload as one 8-byte and one 2-byte load: a 10-byte struct copy from a
+// spilled value stalls store forwarding on x86.
+func descOffload(e unsafe.Pointer) Offload {
+	w := *(*uint64)(unsafe.Add(e, descOffOffload))
+	return Offload{Flags: uint8(w), GSOType: uint8(w >> 8), HdrLen: uint16(w >> 16), GSOSize: uint16(w >> 32),
+		CsumStart: uint16(w >> 48), CsumOffset: *(*uint16)(unsafe.Add(e, descOffOffload+8))}
+}
+
+// putDesc writes the Offload field by field: o arrives spilled field by field (Offload has
+// too many fields to live in registers), and one wide load across those narrow stores would
+// stall store forwarding.
+func putDesc(e unsafe.Pointer, off uint64, size uint32, o *Offload) {
+	*(*uint64)(unsafe.Add(e, descOffOffset)) = off
+	*(*uint32)(unsafe.Add(e, descOffSize)) = size
+	d := (*Offload)(unsafe.Add(e, descOffOffload))
+	d.Flags = o.Flags
+	d.GSOType = o.GSOType
+	d.HdrLen = o.HdrLen
+	d.GSOSize = o.GSOSize
+	d.CsumStart = o.CsumStart
+	d.CsumOffset = o.CsumOffset
 }
 
 // publishEvery is how many entries a side moves before it publishes its index on its own,
@@ -74,14 +94,11 @@ func (p *producer) space() bool {
 }
 
 // put writes d if there is space.
-func (p *producer) put(off uint64, size uint32, o Offload) bool {
+func (p *producer) put(off uint64, size uint32, o *Offload) bool {
 	if !p.space() {
 		return false
 	}
-	e := p.entry(p.head)
-	*(*uint64)(unsafe.Add(e, descOffOffset)) = off
-	*(*uint32)(unsafe.Add(e, descOffSize)) = size
-	*(*Offload)(unsafe.Add(e, descOffOffload)) = o
+	putDesc(p.entry(p.head), off, size, o)
 	p.head++
 	if p.head-p.published >= p.every {
 		p.publish()
@@ -131,22 +148,20 @@ func (c *consumer) avail() bool {
 	return h != c.tail
 }
 
-// get copies the next descriptor out, once.
-func (c *consumer) get() (desc, bool) {
-	if !c.avail() {
-		return desc{}, false
+// peek returns the next entry, or nil. The caller copies each field out once, then calls
+// advance (which may publish the tail, handing the entry back to the producer).
+func (c *consumer) peek() unsafe.Pointer {
+	if c.head == c.tail && !c.avail() {
+		return nil
 	}
-	e := c.entry(c.tail)
-	d := desc{
-		off:     *(*uint64)(unsafe.Add(e, descOffOffset)),
-		size:    *(*uint32)(unsafe.Add(e, descOffSize)),
-		offload: *(*Offload)(unsafe.Add(e, descOffOffload)),
-	}
+	return c.entry(c.tail)
+}
+
+func (c *consumer) advance() {
 	c.tail++
 	if c.tail-c.published >= c.every {
 		c.publish()
 	}
-	return d, true
 }
 
 func (c *consumer) publish() {

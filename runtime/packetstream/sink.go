@@ -61,17 +61,19 @@ func (s *Sink) valid(off uint64, size uint32) bool {
 // counted as invalid and still returned, so that it is acknowledged like any other; Payload
 // returns nil for it. An offset beyond 32 bits is invalid too (Offset cannot hold it).
 func (s *Sink) TryGet() (Packet, bool) {
-	d, ok := s.submit.get()
-	if !ok {
+	e := s.submit.peek()
+	if e == nil {
 		return Packet{}, false
 	}
-	if !s.valid(d.off, d.size) {
+	off, size, o := descOff(e), descSize32(e), descOffload(e)
+	s.submit.advance()
+	if !s.valid(off, size) {
 		s.invalid++
-		return Packet{Offset: uint32(min(d.off, 1<<32-1)), Size: 0, Offload: d.offload}, true
+		return Packet{Offset: uint32(min(off, 1<<32-1)), Size: 0, Offload: o}, true
 	}
 	s.frames++
-	s.bytes += uint64(d.size)
-	return Packet{Offset: uint32(d.off), Size: d.size, Offload: d.offload}, true
+	s.bytes += uint64(size)
+	return Packet{Offset: uint32(off), Size: size, Offload: o}, true
 }
 
 // Payload is the frame's bytes in place, or nil for an invalid descriptor. The source may not
@@ -87,7 +89,7 @@ func (s *Sink) Payload(p Packet) []byte {
 // TryAck hands p back to the source unless the ack queue is full. The source sees it at the
 // latest at the next Wakeup.
 func (s *Sink) TryAck(p Packet) bool {
-	if !s.ack.put(uint64(p.Offset), p.Size, p.Offload) {
+	if !s.ack.put(uint64(p.Offset), p.Size, &p.Offload) {
 		s.wantSpace = true
 		return false
 	}

@@ -10,6 +10,7 @@ type Source struct {
 	ack       consumer
 	alloc     allocator
 	bulkStart uint64
+	maxFrame  int
 	inFlight  int  // submitted, not yet taken back by GetAcked
 	wantSpace bool // the last try found the submit queue full
 }
@@ -42,6 +43,7 @@ func newSource(reg *region, in, out int) (*Source, error) {
 		ack:       newConsumer(newRing(reg, reg.cfg.ackQueue())),
 		alloc:     newAllocator(reg.cfg.blocks()),
 		bulkStart: uint64(reg.cfg.bulkStart()),
+		maxFrame:  reg.cfg.MaxFrame(),
 	}
 	if e.own, err = NewWaiter(s); err != nil {
 		return nil, err
@@ -59,8 +61,8 @@ func (s *Source) Config() Config { return s.reg.cfg }
 // fits (collect acknowledgements with GetAcked and Release them), and with an error when size
 // can never fit.
 func (s *Source) Alloc(size int) (Packet, error) {
-	if size <= 0 || size > s.reg.cfg.MaxFrame() {
-		return Packet{}, fmt.Errorf("packetstream: cannot allocate %d bytes (1 to %d)", size, s.reg.cfg.MaxFrame())
+	if size <= 0 || size > s.maxFrame {
+		return Packet{}, fmt.Errorf("packetstream: cannot allocate %d bytes (1 to %d)", size, s.maxFrame)
 	}
 	b := s.alloc.alloc(size)
 	if b < 0 {
@@ -98,7 +100,7 @@ func (s *Source) owned(p Packet, what string) int {
 // p must come from Alloc (its Size may have been lowered) and not be submitted already.
 func (s *Source) TrySubmit(p Packet) bool {
 	b := s.owned(p, "submit")
-	if !s.submit.put(uint64(p.Offset), p.Size, p.Offload) {
+	if !s.submit.put(uint64(p.Offset), p.Size, &p.Offload) {
 		s.wantSpace = true
 		return false
 	}
@@ -115,19 +117,22 @@ func (s *Source) TrySubmit(p Packet) bool {
 // reuse: it is the source's again). Acknowledgements naming anything but a packet in flight
 // are counted as invalid and skipped; the returned Packet is the source's own record.
 func (s *Source) GetAcked() (Packet, bool) {
-	for s.ack.avail() {
-		d, _ := s.ack.get()
-		b := s.block(d.off)
-		if b < 0 || s.alloc.block[b].state != blockSubmitted || d.size != s.alloc.block[b].size {
+	for {
+		e := s.ack.peek()
+		if e == nil {
+			return Packet{}, false
+		}
+		off, size, o := descOff(e), descSize32(e), descOffload(e)
+		s.ack.advance()
+		b := s.block(off)
+		if b < 0 || s.alloc.block[b].state != blockSubmitted || size != s.alloc.block[b].size {
 			s.invalid++
 			continue
 		}
-		st := &s.alloc.block[b]
-		st.state = blockOwned
+		s.alloc.block[b].state = blockOwned
 		s.inFlight--
-		return Packet{Offset: uint32(d.off), Size: st.size, Offload: d.offload}, true
+		return Packet{Offset: uint32(off), Size: size, Offload: o}, true
 	}
-	return Packet{}, false
 }
 
 // Release frees a packet the source holds (allocated and not submitted, or acknowledged).
