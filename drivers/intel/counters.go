@@ -5,7 +5,8 @@ import "sync/atomic"
 // Counters is what the device counts, read at any time from any goroutine.
 type Counters struct {
 	Interrupts atomic.Uint64 // interrupts raised on the line
-	// Interrupts raised with this cause pending and unmasked (one interrupt can carry several).
+	// Interrupts that carried this cause, unmasked: pending when raised or latched before the
+	// driver read ICR (one interrupt can carry several).
 	IntTXDW, IntTXQE, IntLSC, IntRXT0, IntRXO atomic.Uint64
 
 	Doorbells atomic.Uint64 // writes to RDT, TDT, ICR and IMS: the ones a hypervisor traps

@@ -282,7 +282,9 @@ func (d *Device) updateStatus() {
 	d.store(STATUS, s)
 }
 
-// cause latches interrupt causes and raises the line if they are unmasked.
+// cause latches interrupt causes and raises the line if they are unmasked. An unmasked cause
+// that arrives while the line is asserted rides on the outstanding interrupt and is counted
+// for it.
 func (d *Device) cause(now time.Duration, bits uint32) {
 	if bits == 0 {
 		return
@@ -290,6 +292,9 @@ func (d *Device) cause(now time.Duration, bits uint32) {
 	for {
 		old := d.load(ICR)
 		if atomic.CompareAndSwapUint32(d.reg(ICR), old, old|bits) {
+			if old&IntAsserted != 0 {
+				d.countCauses(bits &^ old & d.load(IMS))
+			}
 			break
 		}
 	}
@@ -337,7 +342,8 @@ func (d *Device) evaluate(now time.Duration) {
 		}
 		d.irqPending = false
 		d.everFired, d.lastIRQ = true, now
-		d.count(icr & ims)
+		d.cnt.Interrupts.Add(1)
+		d.countCauses(icr & ims)
 		if d.irq != nil {
 			d.irq.Raise()
 		}
@@ -345,8 +351,7 @@ func (d *Device) evaluate(now time.Duration) {
 	}
 }
 
-func (d *Device) count(causes uint32) {
-	d.cnt.Interrupts.Add(1)
+func (d *Device) countCauses(causes uint32) {
 	for _, c := range []struct {
 		bit uint32
 		n   *atomic.Uint64

@@ -283,8 +283,8 @@ func (d *Driver) checkLink() {
 }
 
 // HandleInterrupt services the interrupt line: read ICR, report a link change, reap TX, take
-// the RX burst to the router with one signal, refill RDT once, and resume a TX batch the ring
-// had no room for.
+// the RX burst to the router with one signal, refill RDT once, and resume a TX backlog the
+// ring had no room for once a quarter of the ring is free.
 func (d *Driver) HandleInterrupt() {
 	d.cnt.Interrupts.Add(1)
 	icr := d.regs.Read32(intel.ICR)
@@ -296,10 +296,19 @@ func (d *Driver) HandleInterrupt() {
 	}
 	d.reapTX()
 	d.receive()
-	if d.txStalled {
+	if d.txStalled && d.txFree() >= txResume {
 		d.Transmit()
 	}
 }
+
+// txResume is how many free TX descriptors the interrupt handler waits for before it takes
+// more of a backlog the ring had no room for: refilling a few slots at every RX interrupt
+// would cost a TDT write per few frames.
+const txResume = RingSize / 4
+
+// txFree is the number of TX descriptors the driver may fill (one stays empty: head == tail
+// means an empty ring).
+func (d *Driver) txFree() uint32 { return (d.txReap + RingSize - d.txTail - 1) % RingSize }
 
 // receive takes every completed RX descriptor. The device fills at most up to RDT, which
 // moves only at the end, so one burst is at most a ring.
@@ -358,8 +367,7 @@ func (d *Driver) Transmit() {
 	fetched, queued := 0, 0
 	d.txStalled = false
 	for {
-		next := (d.txTail + 1) % RingSize
-		if next == d.txReap {
+		if d.txFree() == 0 {
 			d.txStalled = true
 			d.cnt.TXRingFull.Add(1)
 			break
@@ -379,7 +387,7 @@ func (d *Driver) Transmit() {
 		cmd := uint32(intel.TxCmdEOP | intel.TxCmdIFCS | intel.TxCmdRS)
 		le.PutUint32(d.dma[desc+intel.DescLenOff:], uint32(n)|cmd<<intel.TxCmdShift)
 		atomic.StoreUint32(d.statusWord(desc), 0)
-		d.txTail = next
+		d.txTail = (d.txTail + 1) % RingSize
 		queued++
 		d.cnt.TXFrames.Add(1)
 		d.cnt.TXBytes.Add(uint64(n))
