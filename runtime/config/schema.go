@@ -1,6 +1,9 @@
 package config
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // Schema declares what a component knows of one node type: its attributes and its sub-node
 // types. Check reports everything else, with a suggestion when a known name is close, so
@@ -64,6 +67,11 @@ func Check(n *Node, s *Schema) []*Error {
 			stack = append(stack, sub[i])
 		}
 	}
+	// A node's unknown sub-nodes are found before its known ones are descended into.
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i].Pos, errs[j].Pos
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
 	return errs
 }
 
