@@ -14,7 +14,7 @@ import (
 
 // setup makes namespaces "nic" (veth nsa0, no address: the socket's side) and "host" (veth
 // nsb0 at 198.18.1.1/24 with the kernel stack), the host playing 198.18.1.2 behind nsa0.
-func setup(t *testing.T, cfg Config) (*netns.NS, *Socket, backendtest.Path) {
+func setup(t testing.TB, cfg Config) (*netns.NS, *Socket, backendtest.Path) {
 	nic := netns.ForTest(t, "nic")
 	host := netns.ForTest(t, "host")
 	if err := netns.Veth("nsa0", nic, "nsb0", host); err != nil {
