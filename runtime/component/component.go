@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
@@ -152,6 +153,7 @@ func Main(newHandler func(*Component) (Handler, error)) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
+		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			srv = plugin.DefaultGRPCServer(opts)
 			go func() { <-c.stopped; srv.GracefulStop() }()

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	_ "github.com/nicstack/nicstack/runtime/component/testcomp" // registers the test components' schemas
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+func init() {
+	var componentName, binDir string
+	cmd := &cobra.Command{
+		Use:   "check [--component NAME] FILE",
+		Short: "Validate a scenario, or a bare component config, without starting anything",
+		Long: `check reads a scenario (XML or HID) and reports every problem with file:line:column:
+syntax, unknown nodes and attributes, unknown binaries, routes to services nobody provides,
+ambiguous <any-child/>, affinity outside the space, and component configs that do not match
+their component's schema. With --component NAME, FILE is a bare <config> of that component
+(a router config pasted from Sculpt, say), checked against its schema.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			var errs []error
+			if componentName != "" {
+				errs = supervisor.CheckComponent(componentName, args[0], data)
+			} else {
+				errs = supervisor.Check(args[0], data, binDirs(binDir))
+			}
+			for _, e := range errs {
+				fmt.Fprintln(cmd.ErrOrStderr(), e)
+			}
+			if len(errs) > 0 {
+				return fmt.Errorf("%s: %d problem(s)", args[0], len(errs))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&componentName, "component", "", "check FILE as the config of this component")
+	cmd.Flags().StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
+	root.AddCommand(cmd)
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+func init() {
+	var (
+		binDir, socket, report, metrics, logFormat string
+		verbose                                    bool
+		watch                                      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Run a scenario (Genode init config, XML or HID) until Ctrl-C",
+		Long: `Run starts every <start> of the scenario as a component process pinned to its CPUs,
+routes the sessions they request, restarts components that exit, and applies changes to the
+scenario file while it runs. Ctrl-C or SIGTERM stops everything and removes what the run made.
+Component binaries are looked up next to nicstack and in bin/.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if logFormat != "text" && logFormat != "json" {
+				return fmt.Errorf("--log-format %q: want text or json", logFormat)
+			}
+			out := supervisor.NewOutput(os.Stderr, logFormat == "json")
+			s, err := supervisor.New(args[0], supervisor.Options{
+				BinDirs: binDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+			})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if err := s.ServeStatus(ctx, socket); err != nil {
+				return err
+			}
+			if metrics != "" {
+				if err := serveMetrics(ctx, s, metrics); err != nil {
+					return err
+				}
+			}
+			if report != "" {
+				go s.WriteReports(ctx, report, time.Second)
+			}
+			return s.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
+	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "Unix socket `nicstack status` asks")
+	f.StringVar(&report, "report", "", "write Genode's init state report to this file every second")
+	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this loopback address (like 127.0.0.1:9464)")
+	f.StringVar(&logFormat, "log-format", "text", "text ([name] prefixed lines) or json")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log session and routing decisions")
+	f.DurationVar(&watch, "watch", 500*time.Millisecond, "how often to check the scenario file for changes (0: never)")
+	root.AddCommand(cmd)
+}
+
+// binDirs lists where component binaries are looked up: --bin, next to nicstack, bin/.
+func binDirs(extra string) []string {
+	var dirs []string
+	if extra != "" {
+		dirs = append(dirs, extra)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	return append(dirs, "bin")
+}
+
+// serveMetrics serves /metrics on a loopback address only: the counters are not for the network.
+func serveMetrics(ctx context.Context, s *supervisor.Supervisor, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--metrics %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--metrics %q: only loopback addresses (127.0.0.1, [::1])", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	go func() { <-ctx.Done(); srv.Close() }()
+	return nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+func init() {
+	var socket string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the components of the running supervisor: pid, state, CPUs, load, memory, sessions, counters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := supervisor.QueryStatus(socket)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", supervisor.DefaultSocket(), "Unix socket of the running supervisor")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	root.AddCommand(cmd)
+}
+
+func printStatus(out io.Writer, st supervisor.Status) {
+	fmt.Fprintf(out, "supervisor pid %d, %s, affinity space %s on a %s machine\n\n", st.Pid, st.Scenario, st.Space, st.Machine)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tPID\tSTATE\tRESTARTS\tCPUS\tCPU%\tRSS\tSESSION RAM\tSESSIONS")
+	for _, c := range st.Components {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%.1f\t%s\t%s/%s\t%d\n", c.Name, c.Pid, c.State, c.Restarts, c.CPUs,
+			c.CPULoad, size(c.RSS), size(c.RAMUsed), size(c.RAM), len(c.Sessions))
+	}
+	w.Flush()
+	for _, c := range st.Components {
+		if len(c.Sessions) == 0 && len(c.Counters) == 0 && len(c.Requests) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\n[%s]\n", c.Name)
+		for _, s := range c.Sessions {
+			link := "up"
+			if !s.LinkUp {
+				link = "down"
+			}
+			fmt.Fprintf(out, "  session %d %s %s %q link %s: sent %d frames %d bytes, received %d frames %d bytes, invalid %d, signals sent %d received %d\n",
+				s.ID, s.Role, s.Service, s.Label, link, s.Sent.Frames, s.Sent.Bytes, s.Received.Frames, s.Received.Bytes,
+				s.Sent.Drops+s.Received.Drops, s.Sent.SignalsSent+s.Received.SignalsSent, s.Sent.SignalsReceived+s.Received.SignalsReceived)
+		}
+		for _, r := range c.Requests {
+			line := fmt.Sprintf("  requested %s %q: %s", r.Service, r.Label, r.State)
+			if r.Server != "" {
+				line += " at " + r.Server
+			}
+			if r.Reason != "" {
+				line += " (" + strings.SplitN(r.Reason, "\n", 2)[0] + ")"
+			}
+			fmt.Fprintln(out, line)
+		}
+		names := make([]string, 0, len(c.Counters))
+		for n := range c.Counters {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(out, "  %s %d\n", n, c.Counters[n])
+		}
+	}
+}
+
+func size(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.0fK", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d", b)
+}

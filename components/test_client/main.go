@@ -1,0 +1,14 @@
+// Command test_client is a test component: it requests one session, sends numbered frames
+// through it and checks the replies; its counters show what came back.
+package main
+
+import (
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/component/testcomp"
+)
+
+func main() {
+	component.Main(func(c *component.Component) (component.Handler, error) {
+		return testcomp.NewClient(c), nil
+	})
+}

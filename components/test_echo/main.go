@@ -1,0 +1,14 @@
+// Command test_echo is a test component: it provides a Nic service (or the one its config
+// names) and sends every frame of every session back to its client.
+package main
+
+import (
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/component/testcomp"
+)
+
+func main() {
+	component.Main(func(c *component.Component) (component.Handler, error) {
+		return testcomp.NewEcho(c), nil
+	})
+}

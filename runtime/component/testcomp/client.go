@@ -1,0 +1,192 @@
+package testcomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Client requests one session and keeps a window of numbered frames in flight through it,
+// checking every reply. Its counters tell tests what happened: "sent", "received",
+// "mismatches", "link_ups", "link_downs", and "first_reply_unix_ns", the wall-clock time of
+// the first reply after the session last came up.
+type Client struct {
+	c         *component.Component
+	requested bool
+	cfg       clientConfig
+	l         *loop
+
+	sent, received, mismatches, linkUps, linkDowns, firstReply *atomic.Uint64
+}
+
+type clientConfig struct {
+	window   int
+	size     int
+	interval time.Duration
+}
+
+// NewClient returns the client handler; it requests its session when first configured.
+func NewClient(c *component.Component) *Client {
+	return &Client{c: c,
+		sent: c.Counter("sent"), received: c.Counter("received"), mismatches: c.Counter("mismatches"),
+		linkUps: c.Counter("link_ups"), linkDowns: c.Counter("link_downs"), firstReply: c.Counter("first_reply_unix_ns"),
+	}
+}
+
+func (cl *Client) Configure(cfg *config.Node) error {
+	if errs := config.Check(cfg, ClientSchema); len(errs) > 0 {
+		cl.c.Log.Warn("config", "err", errs[0])
+	}
+	num := func(name string, def uint64) (int, error) {
+		v, err := cfg.Number(name, def)
+		if err == nil && (v == 0 || v > 1<<30) {
+			a, _ := cfg.Attr(name)
+			err = config.Errorf(a.Pos, "%s=%d is out of range", name, v)
+		}
+		return int(v), err
+	}
+	var cc clientConfig
+	var err error
+	if cc.window, err = num("window", 8); err != nil {
+		return err
+	}
+	if cc.size, err = num("size", 256); err != nil {
+		return err
+	}
+	if cc.size < 8 {
+		return fmt.Errorf("size=%d: frames carry an 8-byte sequence number", cc.size)
+	}
+	us, err := num("interval_us", 1000)
+	if err != nil {
+		return err
+	}
+	cc.interval = time.Duration(us) * time.Microsecond
+	if cl.requested {
+		return nil // the running session keeps its geometry
+	}
+	stream := packetstream.Config{}
+	if stream.QueueSize, err = num("queue_size", 64); err != nil {
+		return err
+	}
+	if stream.BulkSize, err = num("bulk_size", 64*packetstream.BlockSize); err != nil {
+		return err
+	}
+	cl.cfg, cl.requested = cc, true
+	cl.c.Request(cfg.String("service", "Nic"), cfg.String("label", ""), nil, stream, stream)
+	return nil
+}
+
+func (cl *Client) Open(s *component.Session) error {
+	l, err := startLoop(func(stop *atomic.Bool, w *packetstream.Waiter) { cl.run(s.Client, stop, w) }, s.Client.TX, s.Client.RX)
+	if err != nil {
+		return err
+	}
+	cl.l = l
+	cl.linkUps.Add(1)
+	cl.c.Log.Info("link up", "session", s.ID, "label", s.Label)
+	return nil
+}
+
+func (cl *Client) Close(s *component.Session) {
+	if cl.l != nil {
+		cl.l.stop()
+		cl.l = nil
+	}
+	cl.linkDowns.Add(1)
+	cl.c.Log.Info("link down", "session", s.ID)
+}
+
+// lostAfter is how long the client waits for a reply before it counts its frames as lost and
+// sends a new window.
+const lostAfter = 200 * time.Millisecond
+
+func (cl *Client) run(c *packetstream.Client, stop *atomic.Bool, w *packetstream.Waiter) {
+	cfg := cl.cfg
+	var seq, expect uint64
+	first := true
+	last := time.Now()
+	next := time.Now()
+	for !stop.Load() {
+		for {
+			p, ok := c.TX.GetAcked()
+			if !ok {
+				break
+			}
+			c.TX.Release(p)
+		}
+		for c.RX.CanAck() {
+			p, ok := c.RX.TryGet()
+			if !ok {
+				break
+			}
+			if in := c.RX.Payload(p); in != nil {
+				got := binary.LittleEndian.Uint64(in)
+				if !validFrame(in) || got < expect {
+					cl.mismatches.Add(1)
+				} else {
+					expect = got + 1
+					cl.received.Add(1)
+					if first {
+						cl.firstReply.Store(uint64(time.Now().UnixNano()))
+						first = false
+					}
+				}
+			}
+			c.RX.TryAck(p)
+			last = time.Now()
+		}
+		now := time.Now()
+		if seq-expect >= uint64(cfg.window) && now.Sub(last) > lostAfter {
+			expect, last = seq, now // the window was lost (its server went away): start anew
+		}
+		for seq-expect < uint64(cfg.window) && !now.Before(next) {
+			p, err := c.TX.Alloc(cfg.size)
+			if err != nil {
+				break
+			}
+			fillFrame(c.TX.Payload(p), seq)
+			if !c.TX.TrySubmit(p) {
+				c.TX.Release(p)
+				break
+			}
+			seq++
+			cl.sent.Add(1)
+			if seq%uint64(cfg.window) == 0 {
+				next = now.Add(cfg.interval)
+			}
+		}
+		c.TX.Wakeup()
+		c.RX.Wakeup()
+		if seq-expect < uint64(cfg.window) {
+			w.WaitUntil(next) // time to send more
+		} else {
+			w.WaitUntil(last.Add(lostAfter)) // replies, or give the window up
+		}
+	}
+}
+
+// fillFrame writes seq and a pattern derived from it, so a corrupted reply shows.
+func fillFrame(b []byte, seq uint64) {
+	binary.LittleEndian.PutUint64(b, seq)
+	for i := 8; i < len(b); i++ {
+		b[i] = byte(seq) + byte(i)
+	}
+}
+
+func validFrame(b []byte) bool {
+	if len(b) < 8 {
+		return false
+	}
+	seq := binary.LittleEndian.Uint64(b)
+	for i := 8; i < len(b); i++ {
+		if b[i] != byte(seq)+byte(i) {
+			return false
+		}
+	}
+	return true
+}

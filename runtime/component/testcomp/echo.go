@@ -1,0 +1,139 @@
+// Package testcomp holds the two test components' logic: an echo server that reflects every
+// frame of the sessions routed to it, and a client that sends numbered frames and checks what
+// comes back. They prove the component runtime and the supervisor end to end.
+package testcomp
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// EchoSchema is test_echo's config: tag is any number, shown as the counter "tag" so tests
+// see a live config change arrive.
+var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service"}}
+
+// ClientSchema is test_client's config.
+var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size"}}
+
+func init() {
+	component.RegisterSchema("test_echo", EchoSchema)
+	component.RegisterSchema("test_client", ClientSchema)
+}
+
+// Echo serves sessions by sending every frame back.
+type Echo struct {
+	log     *slog.Logger
+	tag     *atomic.Uint64
+	configs *atomic.Uint64
+	drops   *atomic.Uint64
+	loops   map[uint64]*loop
+	// announce is the component's Announce, called with the configured service name.
+	announce func(string)
+}
+
+// NewEcho returns the echo handler; it announces service (from <config service>, default
+// "Nic") when first configured.
+func NewEcho(c *component.Component) *Echo {
+	return &Echo{log: c.Log, tag: c.Counter("tag"), configs: c.Counter("configs"), drops: c.Counter("echo_drops"), loops: map[uint64]*loop{}, announce: c.Announce}
+}
+
+func (e *Echo) Configure(cfg *config.Node) error {
+	if errs := config.Check(cfg, EchoSchema); len(errs) > 0 {
+		e.log.Warn("config", "err", errs[0])
+	}
+	tag, err := cfg.Number("tag", 0)
+	if err != nil {
+		return err
+	}
+	if e.configs.Add(1) == 1 {
+		e.announce(cfg.String("service", "Nic"))
+	}
+	e.tag.Store(tag)
+	return nil
+}
+
+func (e *Echo) Open(s *component.Session) error {
+	l, err := startLoop(func(stop *atomic.Bool, w *packetstream.Waiter) { e.serve(s.Server, stop, w) }, s.Server.TX, s.Server.RX)
+	if err != nil {
+		return err
+	}
+	e.loops[s.ID] = l
+	e.log.Info("session opened", "id", s.ID, "label", s.Label)
+	return nil
+}
+
+func (e *Echo) Close(s *component.Session) {
+	if l := e.loops[s.ID]; l != nil {
+		l.stop()
+		delete(e.loops, s.ID)
+	}
+}
+
+// batch bounds the frames handled per wakeup, as Genode's max_packets_per_signal does.
+const batch = 64
+
+func (e *Echo) serve(srv *packetstream.Server, stop *atomic.Bool, w *packetstream.Waiter) {
+	for !stop.Load() {
+		for {
+			p, ok := srv.RX.GetAcked()
+			if !ok {
+				break
+			}
+			srv.RX.Release(p)
+		}
+		n := 0
+		for ; n < batch && srv.TX.CanAck(); n++ {
+			p, ok := srv.TX.TryGet()
+			if !ok {
+				break
+			}
+			if in := srv.TX.Payload(p); in != nil {
+				if q, err := srv.RX.Alloc(len(in)); err != nil {
+					e.drops.Add(1)
+				} else if copy(srv.RX.Payload(q), in); !srv.RX.TrySubmit(q) {
+					srv.RX.Release(q)
+					e.drops.Add(1)
+				}
+			}
+			srv.TX.TryAck(p)
+		}
+		srv.TX.Wakeup()
+		srv.RX.Wakeup()
+		if n == 0 {
+			w.Wait()
+		}
+	}
+}
+
+// loop is one session's goroutine, stopped before the session is unmapped.
+type loop struct {
+	halt atomic.Bool
+	w    *packetstream.Waiter
+	done sync.WaitGroup
+}
+
+func startLoop(run func(*atomic.Bool, *packetstream.Waiter), eps ...packetstream.Endpoint) (*loop, error) {
+	w, err := packetstream.NewWaiter(eps...)
+	if err != nil {
+		return nil, err
+	}
+	l := &loop{w: w}
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		run(&l.halt, w)
+	}()
+	return l, nil
+}
+
+func (l *loop) stop() {
+	l.halt.Store(true)
+	l.w.Wake()
+	l.done.Wait()
+	l.w.Close()
+}

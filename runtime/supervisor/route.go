@@ -1,0 +1,256 @@
+package supervisor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Route is a <route> or <default-route>: rules tried in order, the first match decides.
+type Route struct {
+	Rules []*Rule
+}
+
+// Rule is a <service> or <any-service> node of a route.
+type Rule struct {
+	Service string // "" for <any-service>
+	Match   LabelMatch
+	Targets []*Target
+	Pos     config.Pos
+}
+
+// LabelMatch is the label condition of a rule: Genode's label, label_prefix, label_suffix and
+// label_last, matched against the label the client asked for (without its own name).
+type LabelMatch struct {
+	Kind  string // "" (any label), "label", "label_prefix", "label_suffix", "label_last"
+	Value string
+}
+
+// Matches reports whether a session label matches.
+func (m LabelMatch) Matches(label string) bool {
+	switch m.Kind {
+	case "label":
+		return label == m.Value
+	case "label_prefix":
+		return strings.HasPrefix(label, m.Value)
+	case "label_suffix":
+		return strings.HasSuffix(label, m.Value)
+	case "label_last":
+		return lastElement(label) == m.Value
+	}
+	return true
+}
+
+func (m LabelMatch) String() string {
+	if m.Kind == "" {
+		return ""
+	}
+	return fmt.Sprintf(" %s=%q", m.Kind, m.Value)
+}
+
+// lastElement is the part of a label after its last " -> ".
+func lastElement(label string) string {
+	if i := strings.LastIndex(label, " -> "); i >= 0 {
+		return label[i+4:]
+	}
+	return label
+}
+
+// TargetKind says where a rule sends a session.
+type TargetKind int
+
+const (
+	TargetParent TargetKind = iota
+	TargetChild
+	TargetAnyChild
+)
+
+// Target is a <parent/>, <child name/> or <any-child/>, with an optional label rewrite.
+type Target struct {
+	Kind     TargetKind
+	Child    string
+	Label    string
+	HasLabel bool
+	Pos      config.Pos
+}
+
+func (t *Target) String() string {
+	s := "<parent/>"
+	switch t.Kind {
+	case TargetChild:
+		s = fmt.Sprintf("<child name=%q/>", t.Child)
+	case TargetAnyChild:
+		s = "<any-child/>"
+	}
+	if t.HasLabel {
+		s = strings.TrimSuffix(s, "/>") + fmt.Sprintf(" label=%q/>", t.Label)
+	}
+	return s
+}
+
+func parseRoute(n *config.Node) (*Route, error) {
+	var e errs
+	r := &Route{}
+	for _, c := range n.Children() {
+		rule := &Rule{Pos: c.Pos}
+		switch c.Type {
+		case "service":
+			rule.Service = c.Name()
+			if rule.Service == "" {
+				e.add(config.Errorf(c.Pos, "<service> in <%s> needs a name", n.Type))
+			}
+			for _, kind := range []string{"label", "label_prefix", "label_suffix", "label_last"} {
+				if a, ok := c.Attr(kind); ok {
+					if rule.Match.Kind != "" {
+						e.add(config.Errorf(a.Pos, "<service name=%q> has both %s and %s; use one", rule.Service, rule.Match.Kind, kind))
+					}
+					rule.Match = LabelMatch{Kind: kind, Value: a.Value}
+				}
+			}
+		case "any-service":
+		default:
+			continue // reported by the schema check
+		}
+		for _, t := range c.Children() {
+			target := &Target{Pos: t.Pos}
+			switch t.Type {
+			case "parent":
+				target.Kind = TargetParent
+			case "child":
+				target.Kind, target.Child = TargetChild, t.Name()
+				if target.Child == "" {
+					e.add(config.Errorf(t.Pos, "<child> needs a name"))
+				}
+			case "any-child":
+				target.Kind = TargetAnyChild
+			default:
+				continue
+			}
+			if a, ok := t.Attr("label"); ok {
+				target.Label, target.HasLabel = a.Value, true
+			}
+			rule.Targets = append(rule.Targets, target)
+		}
+		if len(rule.Targets) == 0 {
+			e.add(config.Errorf(c.Pos, "<%s> in <%s> has no target (<parent/>, <child name/> or <any-child/>)", c.Type, n.Type))
+		}
+		r.Rules = append(r.Rules, rule)
+	}
+	return r, e.err()
+}
+
+// Decision is the outcome of routing one session request.
+type Decision struct {
+	Parent bool   // the parent (the supervisor) serves it
+	Server string // otherwise the child that serves it
+	Label  string // the label the server sees
+	// Trace lists each rule and target tried, for denials and -v.
+	Trace []string
+}
+
+// ServerLabel is the label a server sees for a client's request: "client -> label", or the
+// client's name alone for an empty label.
+func ServerLabel(client, label string) string {
+	if label == "" {
+		return client
+	}
+	return client + " -> " + label
+}
+
+// DeniedError is a session request no rule routes; its message carries the rule trace.
+type DeniedError struct {
+	Client, Service, Label string
+	Reason                 string
+	Trace                  []string
+}
+
+func (e *DeniedError) Error() string {
+	msg := fmt.Sprintf("session %s %q of %q denied: %s", e.Service, e.Label, e.Client, e.Reason)
+	if len(e.Trace) > 0 {
+		msg += "\n  tried: " + strings.Join(e.Trace, "\n  tried: ")
+	}
+	return msg
+}
+
+// Resolve routes a request of client for service with label, as Genode's init does: the
+// client's own <route> if it has one, else <default-route>; the first rule whose service and
+// label match decides; its targets are tried in order. <any-child/> picks the one child that
+// provides the service and is denied when several do.
+func (sc *Scenario) Resolve(client *Start, service, label string) (*Decision, error) {
+	r, which := client.Route, "route of "+client.Name
+	if r == nil {
+		r, which = sc.DefaultRoute, "default-route"
+	}
+	deny := func(reason string, trace []string) error {
+		return &DeniedError{Client: client.Name, Service: service, Label: label, Reason: reason, Trace: trace}
+	}
+	if r == nil {
+		return nil, deny(fmt.Sprintf("%q has no <route> and the scenario has no <default-route>", client.Name), nil)
+	}
+	var trace []string
+	for _, rule := range r.Rules {
+		name := "<any-service>"
+		if rule.Service != "" {
+			name = fmt.Sprintf("<service name=%q%s>", rule.Service, rule.Match)
+		}
+		if rule.Service != "" && rule.Service != service || !rule.Match.Matches(label) {
+			trace = append(trace, fmt.Sprintf("%s: %s at %s does not match", which, name, rule.Pos))
+			continue
+		}
+		for _, t := range rule.Targets {
+			d := &Decision{Label: ServerLabel(client.Name, label)}
+			if t.HasLabel {
+				d.Label = t.Label
+			}
+			switch t.Kind {
+			case TargetParent:
+				if !contains(sc.ParentProvides, service) {
+					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: the parent does not provide %s", which, name, t, t.Pos, service))
+					continue
+				}
+				d.Parent = true
+			case TargetChild:
+				s := sc.Start(t.Child)
+				if s == nil {
+					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: no such child", which, name, t, t.Pos))
+					continue
+				}
+				if !contains(s.Provides, service) {
+					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: %q does not provide %s", which, name, t, t.Pos, t.Child, service))
+					continue
+				}
+				d.Server = s.Name
+			case TargetAnyChild:
+				var providers []string
+				for _, s := range sc.Starts {
+					if s.Name != client.Name && contains(s.Provides, service) {
+						providers = append(providers, s.Name)
+					}
+				}
+				if len(providers) > 1 {
+					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: ambiguous, provided by %s", which, name, t, t.Pos, strings.Join(providers, ", ")))
+					return nil, deny("<any-child/> is ambiguous", trace)
+				}
+				if len(providers) == 0 {
+					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: no child provides %s", which, name, t, t.Pos, service))
+					continue
+				}
+				d.Server = providers[0]
+			}
+			d.Trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s", which, name, t, t.Pos))
+			return d, nil
+		}
+		return nil, deny("no target of the first matching rule can serve it", trace)
+	}
+	return nil, deny("no rule matches", trace)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,234 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	controlpb "github.com/nicstack/nicstack/proto"
+)
+
+// Status is what `nicstack status` shows: the run and each component.
+type Status struct {
+	Pid        int               `json:"pid"`
+	Scenario   string            `json:"scenario"`
+	Space      string            `json:"affinity_space"`
+	Machine    string            `json:"machine_space"`
+	Components []ComponentStatus `json:"components"`
+}
+
+// ComponentStatus is one component's state, resources, sessions and counters.
+type ComponentStatus struct {
+	Name     string            `json:"name"`
+	Binary   string            `json:"binary"`
+	Version  string            `json:"version,omitempty"`
+	State    string            `json:"state"`
+	Pid      int               `json:"pid,omitempty"`
+	Restarts int               `json:"restarts"`
+	ExitCode int               `json:"exit_code"`
+	Location string            `json:"location"` // virtual affinity location
+	CPUs     string            `json:"cpus"`     // the physical CPU set, as Linux writes it
+	CPULoad  float64           `json:"cpu_load"` // percent of one CPU since the previous status
+	RSS      uint64            `json:"rss_bytes"`
+	RAM      uint64            `json:"ram_quota"`
+	RAMUsed  uint64            `json:"ram_used"` // session buffers charged to it
+	Sessions []SessionStatus   `json:"sessions"`
+	Requests []RequestStatus   `json:"requested"`
+	Counters map[string]uint64 `json:"counters,omitempty"`
+}
+
+// SessionStatus is an open session as one side reports it.
+type SessionStatus struct {
+	ID       uint64       `json:"id"`
+	Role     string       `json:"role"` // client or server
+	Service  string       `json:"service"`
+	Label    string       `json:"label"`
+	LinkUp   bool         `json:"link_up"`
+	Sent     StreamStatus `json:"sent"`
+	Received StreamStatus `json:"received"`
+}
+
+// StreamStatus counts one direction of a session at one side.
+type StreamStatus struct {
+	Frames          uint64 `json:"frames"`
+	Bytes           uint64 `json:"bytes"`
+	Drops           uint64 `json:"drops"`
+	SignalsSent     uint64 `json:"signals_sent"`
+	SignalsReceived uint64 `json:"signals_received"`
+}
+
+// RequestStatus is a session a component asked for.
+type RequestStatus struct {
+	Service  string    `json:"service"`
+	Label    string    `json:"label"`
+	Server   string    `json:"server,omitempty"`
+	State    string    `json:"state"` // open, waiting, denied
+	Session  uint64    `json:"session,omitempty"`
+	OpenedAt time.Time `json:"opened_at,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// cpuSample is the last CPU time read for a process, for the load since then.
+type cpuSample struct {
+	pid   int
+	at    time.Time
+	ticks uint64
+}
+
+// Status asks the running supervisor for its state; false once the run has ended.
+func (s *Supervisor) Status() (Status, bool) {
+	var st Status
+	ok := s.call(func() { st = s.status() })
+	return st, ok
+}
+
+func (s *Supervisor) status() Status {
+	st := Status{Pid: os.Getpid(), Scenario: s.path, Space: s.sc.Space.String(), Machine: s.topo.Space().String()}
+	for _, start := range s.sc.Starts {
+		c := s.children[start.Name]
+		if c == nil {
+			continue
+		}
+		cs := ComponentStatus{
+			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state,
+			Restarts: c.restarts, ExitCode: c.exitCode, Location: c.place.Virtual.String(),
+			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
+		}
+		if p := c.proc; p != nil {
+			cs.Pid = p.pid
+			cs.RSS, cs.CPULoad = procStats(p.pid, &c.cpu)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			reply, err := p.ctl.State(ctx, &controlpb.StateRequest{})
+			cancel()
+			if err == nil {
+				cs.Counters = reply.GetCounters()
+				for _, ss := range reply.GetSessions() {
+					cs.Sessions = append(cs.Sessions, SessionStatus{
+						ID: ss.GetSessionId(), Role: strings.ToLower(ss.GetRole().String()), Service: ss.GetService(),
+						Label: ss.GetLabel(), LinkUp: ss.GetLinkUp(),
+						Sent: streamStatus(ss.GetSent()), Received: streamStatus(ss.GetReceived()),
+					})
+				}
+			}
+		}
+		for k, r := range s.requests {
+			if k.client != start.Name {
+				continue
+			}
+			rs := RequestStatus{Service: r.service, Label: r.label, Session: r.session, State: "waiting", Reason: r.denied}
+			if r.decision != nil {
+				rs.Server = r.decision.Server
+			}
+			switch {
+			case r.session != 0:
+				rs.State, rs.OpenedAt = "open", r.openedAt
+			case r.denied != "":
+				rs.State = "denied"
+			}
+			cs.Requests = append(cs.Requests, rs)
+		}
+		sort.Slice(cs.Requests, func(i, j int) bool { return cs.Requests[i].Label < cs.Requests[j].Label })
+		st.Components = append(st.Components, cs)
+	}
+	return st
+}
+
+func streamStatus(c *controlpb.StreamCounters) StreamStatus {
+	return StreamStatus{Frames: c.GetFrames(), Bytes: c.GetBytes(), Drops: c.GetDrops(), SignalsSent: c.GetSignalsSent(), SignalsReceived: c.GetSignalsReceived()}
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procStats reads a process's resident memory and its CPU load since the previous sample.
+func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				rss = kb * 1024
+			}
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return rss, 0
+	}
+	// Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return rss, 0
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	now, ticks := time.Now(), ut+st
+	if prev.pid == pid && now.After(prev.at) {
+		load = float64(ticks-prev.ticks) / clockTicks / now.Sub(prev.at).Seconds() * 100
+	}
+	*prev = cpuSample{pid: pid, at: now, ticks: ticks}
+	return rss, load
+}
+
+// ServeStatus answers status queries on a Unix socket at path until ctx ends: each
+// connection gets the status as JSON. A stale socket from a dead run is replaced; a live one
+// is an error (another supervisor runs).
+func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return fmt.Errorf("%s: another nicstack supervisor is running (use --socket for a second one)", path)
+	}
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	go func() {
+		defer os.Remove(path)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				st, ok := s.Status()
+				if !ok {
+					return
+				}
+				json.NewEncoder(c).Encode(st)
+			}()
+		}
+	}()
+	return nil
+}
+
+// QueryStatus asks the supervisor listening at path for its status.
+func QueryStatus(path string) (Status, error) {
+	var st Status
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return st, fmt.Errorf("no supervisor answers at %s (is `nicstack run` running?): %w", path, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := json.NewDecoder(c).Decode(&st); err != nil {
+		return st, fmt.Errorf("reading status from %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// DefaultSocket is where `nicstack run` serves and `nicstack status` asks by default.
+func DefaultSocket() string {
+	return fmt.Sprintf("%s/nicstack-%d.sock", os.TempDir(), os.Getuid())
+}

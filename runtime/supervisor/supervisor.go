@@ -1,0 +1,685 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	controlpb "github.com/nicstack/nicstack/proto"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Options configure a supervisor run.
+type Options struct {
+	BinDirs []string // where component binaries are looked up, in order
+	// RunDir is the per-run folder (go-plugin sockets); made unique under os.TempDir when
+	// empty. It is removed when the run ends.
+	RunDir  string
+	Out     *Output
+	Verbose bool
+	// Restart back-off: the first restart waits MinBackoff, each further one twice as long up
+	// to MaxBackoff; a component that ran StableAfter starts again from MinBackoff.
+	MinBackoff, MaxBackoff, StableAfter time.Duration
+	// WatchInterval is how often the scenario file is checked for changes (0: never).
+	WatchInterval time.Duration
+	Topology      *Topology // nil: read from sysfs
+	// CallTimeout bounds each control call to a component.
+	CallTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Out == nil {
+		o.Out = NewOutput(os.Stderr, false)
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 10 * time.Second
+	}
+	if o.StableAfter == 0 {
+		o.StableAfter = 10 * time.Second
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 5 * time.Second
+	}
+}
+
+// Supervisor runs one scenario. All state belongs to the goroutine in Run; everything else
+// talks to it through events.
+type Supervisor struct {
+	path   string
+	opts   Options
+	log    *slog.Logger
+	topo   *Topology
+	events chan func()
+	done   chan struct{}
+
+	sc       *Scenario
+	children map[string]*child
+	requests map[reqKey]*request
+	nextID   uint64
+	stopping bool
+}
+
+// child is a <start> and its current process.
+type child struct {
+	start     *Start
+	place     Placement
+	state     string // starting, running, waiting (for a restart), failed, stopped
+	proc      *process
+	life      int // counts launches; events of an earlier life are dropped
+	restarts  int
+	exitCode  int
+	started   time.Time
+	backoff   time.Duration
+	announced map[string]bool
+	ramUsed   int
+	cpu       cpuSample
+}
+
+type reqKey struct {
+	client string
+	id     uint64
+}
+
+// request is a session a client asked for; it outlives the server's restarts. While open,
+// session is the id both sides know it by (a new one per opening).
+type request struct {
+	key       reqKey
+	service   string
+	label     string
+	args      map[string]string
+	tx, rx    packetstream.Config
+	decision  *Decision
+	denied    string
+	session   uint64
+	openedAt  time.Time
+	linkUp    bool
+	ram       int
+	waitNoted bool
+}
+
+// New prepares a supervisor for the scenario at path.
+func New(path string, opts Options) (*Supervisor, error) {
+	opts.defaults()
+	sc, err := LoadScenario(path)
+	if err != nil {
+		return nil, err
+	}
+	topo := opts.Topology
+	if topo == nil {
+		if topo, err = ReadTopology(); err != nil {
+			return nil, err
+		}
+	}
+	s := &Supervisor{
+		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
+		events: make(chan func(), 64), done: make(chan struct{}),
+		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
+	}
+	for _, st := range sc.Starts {
+		if _, err := s.binary(st); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// binary finds a start's binary in the binary folders.
+func (s *Supervisor) binary(st *Start) (string, error) {
+	for _, d := range s.opts.BinDirs {
+		p := filepath.Join(d, st.Binary)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: binary %q of %q not found in %v (make build puts every component in bin/)", st.Node.Pos, st.Binary, st.Name, s.opts.BinDirs)
+}
+
+// post runs fn on the supervisor's goroutine; it is dropped once the run has ended.
+func (s *Supervisor) post(fn func()) {
+	select {
+	case s.events <- fn:
+	case <-s.done:
+	}
+}
+
+// call runs fn on the supervisor's goroutine and waits for it; false once the run has ended.
+func (s *Supervisor) call(fn func()) bool {
+	ran := make(chan struct{})
+	select {
+	case s.events <- func() { fn(); close(ran) }:
+	case <-s.done:
+		return false
+	}
+	select {
+	case <-ran:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+// Run starts every component and keeps them running until ctx ends, then stops them all and
+// removes what the run created.
+func (s *Supervisor) Run(ctx context.Context) error {
+	defer close(s.done)
+	runDir := s.opts.RunDir
+	if runDir == "" {
+		d, err := os.MkdirTemp("", "nicstack-run-")
+		if err != nil {
+			return err
+		}
+		runDir = d
+	} else if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return err
+	}
+	s.opts.RunDir = runDir
+	defer os.RemoveAll(runDir)
+
+	if note := ScaleNote(s.sc.Space, s.topo); note != "" {
+		s.log.Info("note: " + note)
+	}
+	for _, st := range s.sc.Starts {
+		s.children[st.Name] = &child{start: st, backoff: s.opts.MinBackoff}
+	}
+	for _, st := range s.sc.Starts {
+		s.launch(s.children[st.Name])
+	}
+	var watch <-chan time.Time
+	var stat os.FileInfo
+	if s.opts.WatchInterval > 0 {
+		t := time.NewTicker(s.opts.WatchInterval)
+		defer t.Stop()
+		watch = t.C
+		stat, _ = os.Stat(s.path)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopAll()
+			return nil
+		case fn := <-s.events:
+			fn()
+		case <-watch:
+			fi, err := os.Stat(s.path)
+			if err != nil || stat != nil && fi.ModTime().Equal(stat.ModTime()) && fi.Size() == stat.Size() {
+				continue
+			}
+			stat = fi
+			s.reload()
+		}
+	}
+}
+
+func (s *Supervisor) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.opts.CallTimeout)
+}
+
+// launch starts c's process, hands it its config, and follows its events.
+func (s *Supervisor) launch(c *child) {
+	c.life++
+	c.state = "starting"
+	c.announced = map[string]bool{}
+	c.place = Place(c.start, s.sc.Space, s.topo)
+	if c.place.Warning != "" {
+		s.log.Warn(c.place.Warning)
+	}
+	bin, err := s.binary(c.start)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
+	p, err := launch(bin, s.opts.RunDir, c.place.CPUs, s.opts.Out, c.start.Name)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
+	c.proc, c.started = p, time.Now()
+	life := c.life
+	p.watchExit(func() { s.post(func() { s.exited(c, life) }) })
+	ctx, cancel := s.ctx()
+	defer cancel()
+	req := &controlpb.StartRequest{Name: c.start.Name, Cpus: c.place.CPUs.String(), Config: configText(c.start)}
+	if _, err := p.ctl.Start(ctx, req); err != nil {
+		s.log.Error(fmt.Sprintf("%s did not start: %v", c.start.Name, err))
+		p.kill() // reported through watchExit
+		return
+	}
+	c.state = "running"
+	s.log.Debug(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin)
+	evctx, evcancel := context.WithCancel(context.Background())
+	p.cancel = evcancel
+	go s.follow(evctx, c, life, p)
+	if c.start.Heartbeat && s.sc.HeartbeatMS > 0 {
+		go s.heartbeat(evctx, c, life, p, time.Duration(s.sc.HeartbeatMS)*time.Millisecond)
+	}
+	// Sessions this component serves may be waiting for it only after it announces; the ones
+	// it requests arrive as events. Requests of others that wait for nothing else are retried
+	// when the announcement comes.
+}
+
+func configText(st *Start) *controlpb.Config {
+	if st.Config == nil {
+		return &controlpb.Config{}
+	}
+	return &controlpb.Config{Text: string(st.Config.XML()), Origin: fmt.Sprintf("<config> of %s at %s", st.Name, st.Config.Pos)}
+}
+
+// follow forwards the component's events to the supervisor goroutine.
+func (s *Supervisor) follow(ctx context.Context, c *child, life int, p *process) {
+	stream, err := p.ctl.Events(ctx, &controlpb.EventsRequest{})
+	if err != nil {
+		return
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		s.post(func() {
+			if c.life == life && c.proc == p {
+				s.event(c, ev)
+			}
+		})
+	}
+}
+
+func (s *Supervisor) heartbeat(ctx context.Context, c *child, life int, p *process, rate time.Duration) {
+	t := time.NewTicker(rate)
+	defer t.Stop()
+	missed := 0
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, rate)
+		_, err := p.ctl.Heartbeat(hctx, &controlpb.HeartbeatRequest{Seq: seq})
+		cancel()
+		if err == nil {
+			missed = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if missed++; missed == 3 {
+			s.post(func() {
+				if c.life == life && c.proc == p {
+					s.log.Warn(fmt.Sprintf("%s missed 3 heartbeats; restarting it", c.start.Name))
+					p.cmd.Process.Kill()
+				}
+			})
+			return
+		}
+	}
+}
+
+func (s *Supervisor) event(c *child, ev *controlpb.Event) {
+	switch k := ev.Kind.(type) {
+	case *controlpb.Event_Announce:
+		svc := k.Announce.GetService()
+		if !contains(c.start.Provides, svc) {
+			s.log.Warn(fmt.Sprintf("%s announced %s, which its <provides> does not list; ignored", c.start.Name, svc))
+			return
+		}
+		c.announced[svc] = true
+		s.log.Debug(fmt.Sprintf("%s announced %s", c.start.Name, svc))
+		s.openWaiting()
+	case *controlpb.Event_Request:
+		s.request(c, k.Request)
+	case *controlpb.Event_Release:
+		key := reqKey{c.start.Name, k.Release.GetRequestId()}
+		if r, ok := s.requests[key]; ok {
+			s.closeSession(r, "released by "+c.start.Name, true)
+			delete(s.requests, key)
+		}
+	case *controlpb.Event_LinkState:
+		for _, r := range s.requests {
+			if r.session == k.LinkState.GetSessionId() && r.decision != nil && r.decision.Server == c.start.Name {
+				r.linkUp = k.LinkState.GetUp()
+				if cl := s.children[r.key.client]; cl != nil && cl.proc != nil {
+					ctx, cancel := s.ctx()
+					cl.proc.ctl.LinkState(ctx, &controlpb.LinkStateRequest{SessionId: r.session, Up: r.linkUp})
+					cancel()
+				}
+			}
+		}
+	}
+}
+
+// request routes a new session request and opens it when its server is ready.
+func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
+	r := &request{
+		key: reqKey{c.start.Name, req.GetRequestId()}, service: req.GetService(), label: req.GetLabel(),
+		args: req.GetArgs(), tx: component.StreamConfig(req.GetTx()), rx: component.StreamConfig(req.GetRx()),
+	}
+	s.requests[r.key] = r
+	for _, cfg := range []packetstream.Config{r.tx, r.rx} {
+		if err := cfg.Validate(); err != nil {
+			r.denied = fmt.Sprintf("session sizes: %v", err)
+			s.log.Error(fmt.Sprintf("session %s %q of %s denied: %s", r.service, r.label, c.start.Name, r.denied))
+			return
+		}
+	}
+	d, err := s.sc.Resolve(c.start, r.service, r.label)
+	if err != nil {
+		r.denied = err.Error()
+		s.log.Error(err.Error())
+		return
+	}
+	if d.Parent {
+		r.denied = fmt.Sprintf("routed to the parent, but the supervisor serves no %s sessions itself", r.service)
+		s.log.Error(fmt.Sprintf("session %s %q of %s denied: %s", r.service, r.label, c.start.Name, r.denied))
+		return
+	}
+	r.decision = d
+	for _, line := range d.Trace {
+		s.log.Debug("route " + line)
+	}
+	s.log.Debug(fmt.Sprintf("session %s %q of %s routed to %s as %q", r.service, r.label, c.start.Name, d.Server, d.Label))
+	s.open(r)
+}
+
+// openWaiting opens every routed request whose server has become ready.
+func (s *Supervisor) openWaiting() {
+	keys := make([]reqKey, 0, len(s.requests))
+	for k := range s.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].client != keys[j].client {
+			return keys[i].client < keys[j].client
+		}
+		return keys[i].id < keys[j].id
+	})
+	for _, k := range keys {
+		if r := s.requests[k]; r.session == 0 && r.decision != nil {
+			s.open(r)
+		}
+	}
+}
+
+// open hands both sides the session's files and opens it at the server, then the client.
+func (s *Supervisor) open(r *request) {
+	cl, srv := s.children[r.key.client], s.children[r.decision.Server]
+	if cl == nil || cl.state != "running" {
+		return
+	}
+	if srv == nil || srv.state != "running" || !srv.announced[r.service] {
+		if !r.waitNoted {
+			s.log.Debug(fmt.Sprintf("session %s %q of %s waits for %s to announce %s", r.service, r.label, r.key.client, r.decision.Server, r.service))
+			r.waitNoted = true
+		}
+		return
+	}
+	need := r.tx.RegionSize() + r.rx.RegionSize()
+	if q := cl.start.RAM; q != 0 && uint64(cl.ramUsed+need) > q {
+		r.denied = fmt.Sprintf("%s: session %s %q needs %d bytes of session buffers (tx %d + rx %d), but ram=%d of %q has %d left; raise its ram",
+			cl.start.Node.Pos, r.service, r.label, need, r.tx.RegionSize(), r.rx.RegionSize(), q, r.key.client, int(q)-cl.ramUsed)
+		s.log.Error(r.denied)
+		r.decision = nil
+		return
+	}
+	s.nextID++
+	id := s.nextID
+	r.openedAt = time.Now()
+	files, err := packetstream.NewSessionFiles(fmt.Sprintf("%s->%s#%d", r.key.client, srv.start.Name, id), r.tx, r.rx)
+	if err != nil {
+		s.log.Error(fmt.Sprintf("session %s of %s: %v", r.service, r.key.client, err))
+		return
+	}
+	defer files.Close() // both sides hold their own copies once sent
+	base := &controlpb.OpenSessionRequest{
+		SessionId: id, RequestId: r.key.id, Service: r.service, Label: r.decision.Label, Args: r.args,
+		Tx:    &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize)},
+		Rx:    &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)},
+		Files: uint32(len(files.Files())),
+	}
+	give := func(c *child, role controlpb.Role) error {
+		if err := component.SendFiles(c.proc.sock, id, files.Files()); err != nil {
+			return err
+		}
+		req := proto.Clone(base).(*controlpb.OpenSessionRequest)
+		req.Role = role
+		ctx, cancel := s.ctx()
+		defer cancel()
+		_, err := c.proc.ctl.OpenSession(ctx, req)
+		return err
+	}
+	if err := give(srv, controlpb.Role_SERVER); err != nil {
+		s.log.Error(fmt.Sprintf("session %s %q of %s: server %s refused: %v", r.service, r.label, r.key.client, srv.start.Name, err))
+		return
+	}
+	if err := give(cl, controlpb.Role_CLIENT); err != nil {
+		s.log.Error(fmt.Sprintf("session %s %q of %s: client refused: %v", r.service, r.label, r.key.client, err))
+		s.closeAt(srv, id, "client refused the session")
+		return
+	}
+	r.session, r.linkUp, r.ram, r.waitNoted = id, true, need, false
+	cl.ramUsed += need
+	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at %s (link up)", id, r.service, r.label, r.key.client, srv.start.Name), "took", time.Since(r.openedAt))
+}
+
+func (s *Supervisor) closeAt(c *child, id uint64, reason string) {
+	if c == nil || c.proc == nil || c.state != "running" {
+		return
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := c.proc.ctl.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: id, Reason: reason}); err != nil {
+		s.log.Debug(fmt.Sprintf("closing session %d at %s: %v", id, c.start.Name, err))
+	}
+}
+
+// closeSession closes an open session on both sides that are still there.
+func (s *Supervisor) closeSession(r *request, reason string, atClient bool) {
+	if r.session == 0 {
+		return
+	}
+	id := r.session
+	r.session, r.linkUp = 0, false
+	if cl := s.children[r.key.client]; cl != nil {
+		cl.ramUsed -= r.ram
+		if atClient {
+			s.closeAt(cl, id, reason)
+		}
+	}
+	r.ram = 0
+	if r.decision != nil {
+		s.closeAt(s.children[r.decision.Server], id, reason)
+	}
+	s.log.Debug(fmt.Sprintf("session %d %s %q of %s closed (link down): %s", id, r.service, r.label, r.key.client, reason))
+}
+
+// exited handles the end of a component's process: its sessions close on their peers, its
+// requests go away, and it starts again after the back-off.
+func (s *Supervisor) exited(c *child, life int) {
+	if c.life != life || c.proc == nil {
+		return
+	}
+	p := c.proc
+	c.proc = nil
+	c.exitCode = p.kill()
+	c.state = "waiting"
+	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
+	if s.stopping {
+		c.state = "stopped"
+		return
+	}
+	if time.Since(c.started) > s.opts.StableAfter {
+		c.backoff = s.opts.MinBackoff
+	}
+	wait := c.backoff
+	c.backoff = min(2*c.backoff, s.opts.MaxBackoff)
+	s.log.Warn(fmt.Sprintf("%s exited (code %d); restarting in %v", c.start.Name, c.exitCode, wait))
+	s.restartAfter(c, wait)
+}
+
+func (s *Supervisor) restartAfter(c *child, wait time.Duration) {
+	life := c.life
+	time.AfterFunc(wait, func() {
+		s.post(func() {
+			if c.life == life && c.proc == nil && !s.stopping && s.children[c.start.Name] == c {
+				c.restarts++
+				s.launch(c)
+			}
+		})
+	})
+}
+
+// dropSessions closes c's sessions: those it serves on their clients (they wait for it to
+// come back), those it requested on their servers (it will request them again).
+func (s *Supervisor) dropSessions(c *child, reason string) {
+	name := c.start.Name
+	for k, r := range s.requests {
+		switch {
+		case k.client == name:
+			s.closeSession(r, reason, false)
+			delete(s.requests, k)
+		case r.decision != nil && r.decision.Server == name:
+			s.closeSession(r, reason, true)
+		}
+	}
+	c.ramUsed = 0
+}
+
+func (s *Supervisor) failed(c *child, err error) {
+	c.state = "failed"
+	s.log.Error(err.Error())
+	if s.stopping {
+		return
+	}
+	wait := s.opts.MaxBackoff
+	s.log.Warn(fmt.Sprintf("%s: trying again in %v", c.start.Name, wait))
+	s.restartAfter(c, wait)
+}
+
+// stop ends c's process in order: a Stop call, then go-plugin's kill (which waits and
+// escalates to SIGKILL).
+func (s *Supervisor) stop(c *child) {
+	p := c.proc
+	if p == nil {
+		return
+	}
+	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name))
+	c.proc = nil
+	c.life++ // its exit is expected
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	p.ctl.Stop(ctx, &controlpb.StopRequest{})
+	cancel()
+	c.exitCode = p.kill()
+	c.state = "stopped"
+}
+
+func (s *Supervisor) stopAll() {
+	s.stopping = true
+	for i := len(s.sc.Starts) - 1; i >= 0; i-- {
+		if c := s.children[s.sc.Starts[i].Name]; c != nil {
+			s.stop(c)
+		}
+	}
+	for _, c := range s.children {
+		s.stop(c) // starts removed by a reload but still running
+	}
+	s.log.Info("all components stopped")
+}
+
+// reload applies a changed scenario: new starts start, removed ones stop, a start whose launch
+// parameters (version, binary, ram, affinity, provides, routes) changed restarts, and a start
+// whose <config> alone changed gets it live.
+func (s *Supervisor) reload() {
+	sc, err := LoadScenario(s.path)
+	if err != nil {
+		s.log.Error("scenario changed but is broken; keeping the running one: " + err.Error())
+		return
+	}
+	old := s.sc
+	s.sc = sc
+	for name, c := range s.children {
+		if sc.Start(name) == nil {
+			s.log.Info(fmt.Sprintf("%s removed from the scenario; stopping it", name))
+			s.stop(c)
+			delete(s.children, name)
+		}
+	}
+	for _, st := range sc.Starts {
+		c := s.children[st.Name]
+		if c == nil {
+			c = &child{start: st, backoff: s.opts.MinBackoff}
+			s.children[st.Name] = c
+			s.launch(c)
+			continue
+		}
+		prev := c.start
+		c.start = st
+		switch {
+		case launchKey(old, prev) != launchKey(sc, st):
+			if prev.Version != st.Version {
+				s.log.Info(fmt.Sprintf("%s: version %q -> %q; restarting it", st.Name, prev.Version, st.Version))
+			} else {
+				s.log.Info(fmt.Sprintf("%s: <start> changed; restarting it", st.Name))
+			}
+			s.stop(c)
+			c.backoff = s.opts.MinBackoff
+			s.launch(c)
+		case !sameConfig(prev, st) && c.proc != nil && c.state == "running":
+			ctx, cancel := s.ctx()
+			_, err := c.proc.ctl.UpdateConfig(ctx, configText(st))
+			cancel()
+			if err != nil {
+				s.log.Error(fmt.Sprintf("%s rejected its new config (keeps the old one): %v", st.Name, err))
+			} else {
+				s.log.Info(fmt.Sprintf("%s: config updated", st.Name))
+			}
+		}
+	}
+	// Routes may have changed for requests that were waiting.
+	for _, r := range s.requests {
+		if r.session == 0 && r.decision != nil {
+			if cl := s.children[r.key.client]; cl != nil {
+				if d, err := sc.Resolve(cl.start, r.service, r.label); err == nil && !d.Parent {
+					r.decision = d
+				}
+			}
+		}
+	}
+	s.openWaiting()
+}
+
+// launchKey is everything about a start whose change needs a restart.
+func launchKey(sc *Scenario, st *Start) string {
+	n := *st.Node
+	n.Nodes = nil
+	for _, c := range st.Node.Nodes {
+		if c.Type != "config" {
+			n.Nodes = append(n.Nodes, c)
+		}
+	}
+	key := string(n.XML()) + fmt.Sprintf("|space %v|heartbeat %d", sc.Space, sc.HeartbeatMS)
+	if st.Route == nil && sc.DefaultRoute != nil {
+		if dr := sc.Root.Sub("default-route"); dr != nil {
+			key += string(dr.XML())
+		}
+	}
+	return key + fmt.Sprint(sc.ParentProvides)
+}
+
+func sameConfig(a, b *Start) bool {
+	switch {
+	case a.Config == nil || b.Config == nil:
+		return a.Config == nil && b.Config == nil
+	}
+	return bytes.Equal(a.Config.XML(), b.Config.XML())
+}
