@@ -311,10 +311,11 @@ const txResume = RingSize / 4
 func (d *Driver) txFree() uint32 { return (d.txReap + RingSize - d.txTail - 1) % RingSize }
 
 // receive takes every completed RX descriptor. The device fills at most up to RDT, which
-// moves only at the end, so one burst is at most a ring.
+// moves only at the end, so one burst is at most a ring (bounded too against a device that
+// keeps setting DD).
 func (d *Driver) receive() {
 	n := 0
-	for {
+	for n < RingSize {
 		desc := rxRing + d.rxNext*intel.DescSize
 		w := atomic.LoadUint32(d.statusWord(desc))
 		if w&intel.RxStatusDD == 0 {

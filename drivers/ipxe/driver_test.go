@@ -3,6 +3,7 @@ package ipxe_test
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -503,5 +504,46 @@ func TestPostedRegisters(t *testing.T) {
 	sameFrames(t, "uplink", up.rx, in)
 	if regs.Stalls.Load() != 0 {
 		t.Errorf("%d register accesses stalled", regs.Stalls.Load())
+	}
+}
+
+// hostileRegs is a device that answers every read with garbage.
+type hostileRegs struct{ rng *rand.Rand }
+
+func (h hostileRegs) Read32(uint32) uint32   { return h.rng.Uint32() }
+func (h hostileRegs) Write32(uint32, uint32) {}
+
+// TestHostileDevice: registers and DMA memory are the device's to scribble on; the driver must
+// neither panic nor hand the router more than a buffer.
+func TestHostileDevice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	dma := make([]byte, ipxe.DMASize)
+	regs := hostileRegs{rng}
+	for range 20 {
+		cfg := ipxe.DefaultConfig()
+		cfg.PhyReset = ipxe.PhyReset(rng.IntN(3))
+		drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma}, cfg, func(bool, int) {})
+		if err != nil {
+			continue // "did not come out of reset" is a fine answer to garbage
+		}
+		up := &fakeUplink{}
+		drv.SetUplink(up)
+		for range 50 {
+			for range 64 {
+				dma[rng.IntN(len(dma))] = byte(rng.Uint32())
+			}
+			for i := 0; i < 2*ipxe.RingSize*16; i += 16 { // DD everywhere, random lengths
+				dma[i+12] |= byte(rng.IntN(4))
+				dma[i+8], dma[i+9] = byte(rng.Uint32()), byte(rng.Uint32())
+			}
+			up.tx = append(up.tx, frame(nicMAC, 60+rng.IntN(3000), 0))
+			drv.Transmit()
+			drv.HandleInterrupt()
+		}
+		for _, f := range up.rx {
+			if len(f) > ipxe.BufSize {
+				t.Fatalf("delivered %d bytes from a %d-byte buffer", len(f), ipxe.BufSize)
+			}
+		}
 	}
 }
