@@ -55,14 +55,8 @@ const (
 // RunDHCP obtains a lease (DISCOVER, OFFER, REQUEST, ACK, retrying with back-off until ctx
 // ends), configures the interface with it and returns it.
 func (s *Stack) RunDHCP(ctx context.Context) (Lease, error) {
-	replies := make(chan []byte, 16)
-	s.link.dhcp.Store(&replies)
-	defer s.link.dhcp.Store(nil)
-	var xidb [4]byte
-	if _, err := rand.Read(xidb[:]); err != nil {
-		return Lease{}, err
-	}
-	xid := binary.BigEndian.Uint32(xidb[:])
+	replies, xid, done := s.dhcpListen()
+	defer done()
 	for {
 		offer, err := s.dhcpExchange(ctx, replies, xid, dhcpDiscover, netip.Addr{}, netip.Addr{}, dhcpOffer)
 		if err != nil {
@@ -75,15 +69,71 @@ func (s *Stack) RunDHCP(ctx context.Context) (Lease, error) {
 		if err != nil {
 			return Lease{}, err
 		}
-		lease, err := ack.lease()
-		if err != nil {
-			return Lease{}, err
-		}
-		if err := s.SetAddress(lease.Address, lease.Gateway); err != nil {
-			return Lease{}, err
-		}
-		return lease, nil
+		return s.apply(ack)
 	}
+}
+
+// KeepLease renews lease at half its duration until ctx ends. The REQUEST is broadcast (RFC
+// 2131's REBINDING form, as the client sits below its own stack); when the server refuses or
+// the lease runs out, it starts over with RunDHCP. It returns only with ctx's error or when
+// getting a new lease fails.
+func (s *Stack) KeepLease(ctx context.Context, lease Lease) error {
+	for {
+		if lease.Duration <= 0 { // no lease time given: it does not expire
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		t := time.NewTimer(lease.Duration / 2)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, lease.Duration/2)
+		next, err := s.renew(rctx, lease)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if next, err = s.RunDHCP(ctx); err != nil {
+				return err
+			}
+		}
+		lease = next
+	}
+}
+
+func (s *Stack) renew(ctx context.Context, lease Lease) (Lease, error) {
+	replies, xid, done := s.dhcpListen()
+	defer done()
+	ack, err := s.dhcpExchange(ctx, replies, xid, dhcpRequest, lease.Address.Addr(), lease.Server, dhcpAck)
+	if err != nil {
+		return Lease{}, err
+	}
+	return s.apply(ack)
+}
+
+// dhcpListen starts taking DHCP replies out of the inbound frames, with a fresh transaction id.
+func (s *Stack) dhcpListen() (<-chan []byte, uint32, func()) {
+	replies := make(chan []byte, 16)
+	s.link.dhcp.Store(&replies)
+	var xid [4]byte
+	_, _ = rand.Read(xid[:]) // crypto/rand does not fail on Linux
+	return replies, binary.BigEndian.Uint32(xid[:]), func() { s.link.dhcp.Store(nil) }
+}
+
+// apply configures the interface with an ACK's lease.
+func (s *Stack) apply(ack *dhcpMsg) (Lease, error) {
+	lease, err := ack.lease()
+	if err != nil {
+		return Lease{}, err
+	}
+	if err := s.SetAddress(lease.Address, lease.Gateway); err != nil {
+		return Lease{}, err
+	}
+	return lease, nil
 }
 
 var errNak = errors.New("netstack: DHCP server sent NAK")

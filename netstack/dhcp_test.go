@@ -20,6 +20,7 @@ type dhcpServer struct {
 	t        *testing.T
 	guest    *Stack
 	nakFirst bool
+	lease    uint32 // seconds; 0 means leaseTime
 
 	mu   sync.Mutex
 	seen []byte // message types received, in order
@@ -109,7 +110,11 @@ func (d *dhcpServer) reply(req []byte, msgType byte) []byte {
 	opts = append(opts, 6, 4)
 	opts = append(opts, dnsIP.AsSlice()...)
 	opts = append(opts, 51, 4, 0, 0, 0, 0, 255)
-	binary.BigEndian.PutUint32(opts[len(opts)-5:], leaseTime)
+	lt := leaseTime
+	if d.lease != 0 {
+		lt = d.lease
+	}
+	binary.BigEndian.PutUint32(opts[len(opts)-5:], lt)
 	copy(msg[240:], opts)
 
 	frame := make([]byte, 14+20+8+len(msg))
@@ -164,5 +169,30 @@ func TestDHCPGivesUpWithContext(t *testing.T) {
 	defer cancel()
 	if _, err := guest.RunDHCP(ctx); err == nil {
 		t.Fatal("RunDHCP without a server succeeded")
+	}
+}
+
+func TestDHCPKeepLeaseRenews(t *testing.T) {
+	srv := &dhcpServer{t: t, lease: 1}
+	guest, err := New(Config{MAC: dhcpClient}, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guest.Close()
+	srv.guest = guest
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	lease, err := guest.RunDHCP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := guest.KeepLease(ctx, lease); err != context.DeadlineExceeded {
+		t.Fatalf("KeepLease: %v", err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	// A 1 s lease renews every 0.5 s: at least one renewal, and never a new DISCOVER.
+	if len(srv.seen) < 3 || srv.seen[0] != 1 || countOf(srv.seen, 3) != len(srv.seen)-1 {
+		t.Fatalf("client sent message types %v, want DISCOVER, REQUEST and renewals", srv.seen)
 	}
 }
