@@ -68,10 +68,11 @@ func (s *dhcpServer) expire(r *Router, d *domain) {
 	}
 }
 
-// dns returns the DNS servers and domain name to announce, and false while the domain the
-// config comes from (dns_config_from) has none: then requests go unanswered.
+// dns returns the DNS servers and domain name to announce: the configured ones, else those of
+// the dns_config_from domain; false while that domain has no IPv4 config (requests then go
+// unanswered).
 func (s *dhcpServer) dns(r *Router) ([]netip.Addr, string, bool) {
-	if s.m.DNSConfigFrom == "" {
+	if s.m.DNSConfigFrom == "" || len(s.m.DNSServers) > 0 || s.m.DNSDomain != "" {
 		return s.m.DNSServers, s.m.DNSDomain, true
 	}
 	from := r.domains[s.m.DNSConfigFrom]

@@ -2,8 +2,6 @@ package router
 
 import (
 	"encoding/binary"
-	"encoding/xml"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,39 +12,14 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-// xmlNode builds a config node tree from XML for tests (runtime/config's parser is written
-// elsewhere; this keeps the router's tests independent of it).
+// xmlNode parses a test config.
 func xmlNode(t testing.TB, s string) *config.Node {
 	t.Helper()
-	dec := xml.NewDecoder(strings.NewReader(s))
-	var stack []*config.Node
-	var root *config.Node
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("test config: %v", err)
-		}
-		switch e := tok.(type) {
-		case xml.StartElement:
-			n := &config.Node{Type: e.Name.Local, Pos: config.Pos{File: "test", Line: 1, Col: 1}}
-			for _, a := range e.Attr {
-				n.Attrs = append(n.Attrs, config.Attr{Name: a.Name.Local, Value: a.Value, Pos: n.Pos})
-			}
-			if len(stack) > 0 {
-				p := stack[len(stack)-1]
-				p.Nodes = append(p.Nodes, n)
-			} else {
-				root = n
-			}
-			stack = append(stack, n)
-		case xml.EndElement:
-			stack = stack[:len(stack)-1]
-		}
+	n, err := config.ParseXML("test", []byte(s))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
 	}
-	return root
+	return n
 }
 
 type fakeClock struct{ t time.Time }
@@ -91,12 +64,17 @@ type bench struct {
 
 func newBench(t testing.TB, cfg string) *bench {
 	t.Helper()
-	b := &bench{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, log: &strings.Builder{}}
-	b.r = New(Options{Clock: b.clock, Log: slog.New(slog.NewTextHandler(b.log, nil))})
-	if errs := b.r.Configure(xmlNode(t, cfg)); len(errs) > 0 && !strings.Contains(cfg, "<!-- problems expected -->") {
+	b, errs := newBenchNode(t, xmlNode(t, cfg))
+	if len(errs) > 0 && !strings.Contains(cfg, "<!-- problems expected -->") {
 		t.Fatalf("config problems: %v", errs)
 	}
 	return b
+}
+
+func newBenchNode(t testing.TB, cfg *config.Node) (*bench, []error) {
+	b := &bench{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, log: &strings.Builder{}}
+	b.r = New(Options{Clock: b.clock, Log: slog.New(slog.NewTextHandler(b.log, nil))})
+	return b, b.r.Configure(cfg)
 }
 
 func (b *bench) attach(label string, kind Kind, mac proto.MAC) (*Interface, *fakePort) {

@@ -124,9 +124,11 @@ type NAT struct {
 type DHCPServer struct {
 	IPFirst, IPLast netip.Addr
 	LeaseTime       time.Duration
-	DNSConfigFrom   string // domain whose DHCP-client config supplies DNS servers and domain name
-	DNSServers      []netip.Addr
-	DNSDomain       string
+	// DNSConfigFrom names the domain whose IPv4 config (from its DHCP client) supplies the
+	// DNS servers and domain name; it counts only when no <dns-server> or <dns-domain> is given.
+	DNSConfigFrom string
+	DNSServers    []netip.Addr
+	DNSDomain     string
 }
 
 // Targets returns every domain name the domain's rules refer to, in config order.

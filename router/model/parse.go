@@ -16,7 +16,9 @@ import (
 // problems as warnings; `nicstack check` rejects a config that has any.
 func Parse(n *config.Node) (*Config, []error) {
 	p := &parser{}
-	p.unknown(n, RouterSchema())
+	for _, e := range config.Check(n, Schema()) {
+		p.errs = append(p.errs, e)
+	}
 	c := &Config{
 		MaxPacketsPerSignal:  int(p.number(n, "max_packets_per_signal", 50, 1<<20)),
 		Verbose:              p.boolean(n, "verbose", false),
@@ -108,16 +110,12 @@ func Parse(n *config.Node) (*Config, []error) {
 	return c, p.errs
 }
 
-// references checks that every domain d names exists (and is valid) and that d's DHCP server
-// takes its DNS config from a DHCP-client domain.
+// references checks that every domain d names exists and is valid.
 func references(c *Config, d *Domain) string {
 	for _, t := range d.Targets() {
 		if c.Domains[t] == nil {
 			return fmt.Sprintf("rule refers to unknown or invalid domain %q", t)
 		}
-	}
-	if s := d.DHCPServer; s != nil && s.DNSConfigFrom != "" && c.Domains[s.DNSConfigFrom].Interface.IsValid() {
-		return fmt.Sprintf("dns_config_from domain %q is no DHCP client", s.DNSConfigFrom)
 	}
 	return ""
 }
@@ -131,22 +129,6 @@ func (p *parser) errorf(pos config.Pos, format string, args ...any) {
 func (p *parser) invalid(c *Config, n *config.Node, name, why string) {
 	c.Invalid = append(c.Invalid, InvalidDomain{Name: name, Reason: why})
 	p.errorf(n.Pos, "invalid domain %q: %s", name, why)
-}
-
-// unknown reports nodes and attributes the schema does not have, recursively.
-func (p *parser) unknown(n *config.Node, s *Schema) {
-	for _, a := range n.Attrs {
-		if _, ok := s.Attr(a.Name); !ok {
-			p.errorf(a.Pos, "unknown attribute %q in <%s>", a.Name, n.Type)
-		}
-	}
-	for _, c := range n.Children() {
-		if cs := s.Node(c.Type); cs != nil {
-			p.unknown(c, cs)
-		} else {
-			p.errorf(c.Pos, "unknown node <%s> in <%s>", c.Type, n.Type)
-		}
-	}
 }
 
 func (p *parser) boolean(n *config.Node, name string, def bool) bool {

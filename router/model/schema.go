@@ -1,13 +1,28 @@
 package model
 
-// Schema is a plain description of the nic_router config: every node and attribute with its
-// value kind and Genode's default. Parse checks configs against it (unknown nodes and
-// attributes are problems), and `nicstack check --component nic_router` can print or convert
-// it. It is kept as plain data until runtime/config has its own schema type.
-type Schema struct {
+import "github.com/nicstack/nicstack/runtime/config"
+
+// Schema is the nic_router config as runtime/config checks it: node types and attribute
+// names. `nicstack check --component nic_router` and Parse use it.
+func Schema() *config.Schema { return RouterSchema().configSchema() }
+
+func (s *Description) configSchema() *config.Schema {
+	out := &config.Schema{Type: s.Type}
+	for _, a := range s.Attrs {
+		out.Attrs = append(out.Attrs, a.Name)
+	}
+	for _, n := range s.Nodes {
+		out.Nodes = append(out.Nodes, n.configSchema())
+	}
+	return out
+}
+
+// Description documents the nic_router config: every node and attribute with its value kind
+// and Genode's default ("(config)": the <config> attribute of the same name).
+type Description struct {
 	Type  string
 	Attrs []SchemaAttr
-	Nodes []*Schema
+	Nodes []*Description
 }
 
 // SchemaAttr is one attribute: Kind is one of bool, seconds, number, port, ipv4,
@@ -19,7 +34,7 @@ type SchemaAttr struct {
 }
 
 // Attr returns the attribute description called name.
-func (s *Schema) Attr(name string) (SchemaAttr, bool) {
+func (s *Description) Attr(name string) (SchemaAttr, bool) {
 	for _, a := range s.Attrs {
 		if a.Name == name {
 			return a, true
@@ -29,7 +44,7 @@ func (s *Schema) Attr(name string) (SchemaAttr, bool) {
 }
 
 // Node returns the sub-node description of type typ.
-func (s *Schema) Node(typ string) *Schema {
+func (s *Description) Node(typ string) *Description {
 	for _, n := range s.Nodes {
 		if n.Type == typ {
 			return n
@@ -38,8 +53,8 @@ func (s *Schema) Node(typ string) *Schema {
 	return nil
 }
 
-func permitNodes() []*Schema {
-	return []*Schema{
+func permitNodes() []*Description {
+	return []*Description{
 		{Type: "permit", Attrs: []SchemaAttr{{"port", "port", ""}, {"domain", "domain", ""}}},
 		{Type: "permit-any", Attrs: []SchemaAttr{{"domain", "domain", ""}}},
 	}
@@ -49,9 +64,9 @@ func forwardAttrs() []SchemaAttr {
 	return []SchemaAttr{{"port", "port", ""}, {"domain", "domain", ""}, {"to", "ipv4", ""}, {"to_port", "port", "0"}}
 }
 
-// RouterSchema returns the schema of the nic_router's <config>.
-func RouterSchema() *Schema {
-	return &Schema{
+// RouterSchema describes the nic_router's <config>.
+func RouterSchema() *Description {
+	return &Description{
 		Type: "config",
 		Attrs: []SchemaAttr{
 			{"max_packets_per_signal", "number", "50"},
@@ -72,7 +87,7 @@ func RouterSchema() *Schema {
 			{"icmp_echo_server", "bool", "yes"},
 			{"icmp_type_3_code_on_fragm_ipv4", "icmp_code", "no"},
 		},
-		Nodes: []*Schema{
+		Nodes: []*Description{
 			{Type: "report", Attrs: []SchemaAttr{
 				{"config", "bool", "yes"}, {"config_triggers", "bool", "no"},
 				{"bytes", "bool", "yes"}, {"stats", "bool", "yes"},
@@ -93,7 +108,7 @@ func RouterSchema() *Schema {
 					{"trace_packets", "bool", "no"}, {"label", "label", ""},
 					{"icmp_echo_server", "bool", "(config)"}, {"use_arp", "bool", "yes"},
 				},
-				Nodes: []*Schema{
+				Nodes: []*Description{
 					{Type: "ip", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}, {"domain", "domain", ""}}},
 					{Type: "icmp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}, {"domain", "domain", ""}}},
 					{Type: "tcp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}}, Nodes: permitNodes()},
@@ -109,7 +124,7 @@ func RouterSchema() *Schema {
 							{"ip_first", "ipv4", ""}, {"ip_last", "ipv4", ""},
 							{"ip_lease_time_sec", "seconds", "3600"}, {"dns_config_from", "domain", ""},
 						},
-						Nodes: []*Schema{
+						Nodes: []*Description{
 							{Type: "dns-server", Attrs: []SchemaAttr{{"ip", "ipv4", ""}}},
 							{Type: "dns-domain", Attrs: []SchemaAttr{{"name", "name", ""}}},
 						}},
