@@ -46,6 +46,7 @@ type Config struct {
 	BlockSize     int           // RX block bytes, a multiple of the page size (default 256 KiB)
 	Blocks        int           // RX blocks (default 16)
 	RetireTimeout time.Duration // RX block retire timeout, the RX throttle; whole ms, at least 1 (default 1 ms)
+	RxMinInterval time.Duration // least time between two wakeups of Read (as a NIC's ITR); 0: none
 	TxFrames      int           // TX ring slots (default 128)
 	TxFrameSize   int           // largest frame a TX slot holds (default MaxFrame); larger ones are dropped
 }
@@ -86,6 +87,8 @@ type Socket struct {
 	mem    []byte
 
 	rx        []byte // Blocks x BlockSize
+	minGap    time.Duration
+	lastWake  time.Time
 	blockSize int
 	blocks    int
 	rxBlock   int    // next block to take
@@ -166,7 +169,7 @@ func FromFile(f *os.File, cfg Config) (*Socket, error) {
 	if cerr != nil {
 		return nil, fmt.Errorf("afpacket: dup: %w", cerr)
 	}
-	s := &Socket{name: cfg.Interface, blockSize: cfg.BlockSize, blocks: cfg.Blocks}
+	s := &Socket{name: cfg.Interface, blockSize: cfg.BlockSize, blocks: cfg.Blocks, minGap: cfg.RxMinInterval}
 	if err := s.setup(fd, cfg, page); err != nil {
 		if s.mem != nil {
 			unix.Munmap(s.mem)
@@ -289,7 +292,9 @@ func (s *Socket) KernelDrops() (uint64, error) {
 }
 
 // Read waits until the kernel hands over an RX block, then copies frames out of ready blocks
-// until none is left or bufs are full (the rest of a block waits for the next call). Frame i
+// until none is left or bufs are full (the rest of a block waits for the next call). With
+// RxMinInterval it first sleeps out what is left of that interval since the last wakeup, while
+// frames gather in the ring, unless a block is still half read. Frame i
 // lands in bufs[i][:sizes[i]] with its offload metadata in offs[i]; sizes and offs must be at
 // least as long as bufs, and a buffer of MaxFrame bytes holds any frame. Malformed frames are
 // counted in RxDropped and skipped. It returns at least one frame unless err is set.
@@ -297,12 +302,20 @@ func (s *Socket) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error
 	if len(bufs) == 0 {
 		return 0, nil
 	}
+	if s.minGap > 0 && s.cur == nil {
+		if d := time.Until(s.lastWake.Add(s.minGap)); d > 0 {
+			time.Sleep(d)
+		}
+	}
 	s.rbufs, s.rsizes, s.roffs, s.rn = bufs, sizes[:len(bufs)], offs[:len(bufs)], 0
 	err := s.rc.Read(s.readFn)
 	n := s.rn
 	s.rbufs, s.rsizes, s.roffs = nil, nil, nil
 	if n > 0 {
 		s.Stats.RxBursts.Add(1)
+		if s.minGap > 0 {
+			s.lastWake = time.Now()
+		}
 	}
 	return n, s.fix(err)
 }

@@ -2,6 +2,7 @@ package afpacket
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -86,6 +87,45 @@ func TestAFPacketTXRingWraps(t *testing.T) {
 	if k := s.Stats.TxKicks.Load(); k > uint64(40/s.slots+1) {
 		t.Errorf("%d kicks for 40 frames through %d slots", k, s.slots)
 	}
+}
+
+// With RxMinInterval, frames arriving every 2 ms are taken in few wakeups, none lost.
+func TestAFPacketRxMinInterval(t *testing.T) {
+	const gap = 25 * time.Millisecond
+	host, s, path := setup(t, Config{RxMinInterval: gap})
+	var c *net.UDPConn
+	if err := host.Do(func() (err error) {
+		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(path.Src.IP, 7200)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const frames = 50
+	go func() {
+		for i := 0; i < frames; i++ {
+			c.Write([]byte{byte(i)})
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	bufs := make([][]byte, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, 2048)
+	}
+	sizes, offs := make([]int, 64), make([]ps.Offload, 64)
+	start, got := time.Now(), 0
+	for got < frames {
+		n, err := s.Read(bufs, sizes, offs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	elapsed := time.Since(start)
+	if limit := uint64(elapsed/gap) + 1; s.Stats.RxBursts.Load() > limit {
+		t.Fatalf("%d wakeups in %v, at most %d allowed", s.Stats.RxBursts.Load(), elapsed, limit)
+	}
+	t.Logf("%d frames in %d wakeups over %v", got, s.Stats.RxBursts.Load(), elapsed)
 }
 
 // Close wakes a blocked Read with os.ErrClosed.

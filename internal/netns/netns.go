@@ -5,6 +5,7 @@
 package netns
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -233,8 +234,18 @@ func sweepStale() {
 		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
-		if unix.Kill(pid, 0) == unix.ESRCH {
+		if !alive(pid) {
 			ip("netns", "del", e.Name())
 		}
 	}
+}
+
+// alive reports whether process pid exists and is not a zombie (killed, not yet reaped).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
