@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -157,7 +158,12 @@ func ParseNumber(s string) (uint64, error) {
 	case strings.HasSuffix(s, "G"):
 		mul, s = 1<<30, s[:len(s)-1]
 	}
-	v, err := strconv.ParseUint(s, 0, 64)
+	// Decimal or 0x hex only: Go's base prefixes 0b, 0o and digit underscores are not Genode's.
+	base := 10
+	if len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") {
+		base, s = 16, s[2:]
+	}
+	v, err := strconv.ParseUint(s, base, 64)
 	if err != nil {
 		return 0, err
 	}
@@ -214,6 +220,9 @@ func (n *Node) Duration(name string, unit, def time.Duration) (time.Duration, er
 		return def, nil
 	}
 	if v, err := strconv.ParseUint(a.Value, 10, 32); err == nil {
+		if unit > 0 && time.Duration(v) > math.MaxInt64/unit {
+			return def, attrErr(n, a, "a duration that fits in 292 years")
+		}
 		return time.Duration(v) * unit, nil
 	}
 	d, err := time.ParseDuration(a.Value)
