@@ -1,0 +1,92 @@
+package ipxe
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// SessionUplink binds the driver to the client end of its Uplink session: frames from the
+// wire go to the router on the session's TX stream, frames to send come from its RX stream.
+type SessionUplink struct {
+	c *packetstream.Client
+	// a frame already copied whose acknowledgement found the ack queue full
+	unacked packetstream.Packet
+	held    bool
+
+	Refused   atomic.Uint64 // received frames the session had no room for
+	Offloaded atomic.Uint64 // frames to send that need segmentation or a checksum the NIC lacks
+}
+
+// NewSessionUplink adapts an opened Uplink session.
+func NewSessionUplink(c *packetstream.Client) *SessionUplink { return &SessionUplink{c: c} }
+
+// releaseAcked frees what the router has acknowledged.
+func (u *SessionUplink) releaseAcked() {
+	for {
+		p, ok := u.c.TX.GetAcked()
+		if !ok {
+			return
+		}
+		u.c.TX.Release(p)
+	}
+}
+
+// Deliver copies a received frame into the bulk buffer and submits it.
+func (u *SessionUplink) Deliver(frame []byte) bool {
+	p, err := u.c.TX.Alloc(len(frame))
+	if errors.Is(err, packetstream.ErrExhausted) {
+		u.releaseAcked()
+		p, err = u.c.TX.Alloc(len(frame))
+	}
+	if err != nil {
+		u.Refused.Add(1)
+		return false
+	}
+	copy(u.c.TX.Payload(p), frame)
+	if !u.c.TX.TrySubmit(p) {
+		u.c.TX.Release(p)
+		u.Refused.Add(1)
+		return false
+	}
+	return true
+}
+
+// DeliverDone publishes the burst with at most one signal and frees what was acknowledged.
+func (u *SessionUplink) DeliverDone() {
+	u.c.TX.Wakeup()
+	u.releaseAcked()
+}
+
+// Fetch copies the router's next frame into buf and acknowledges it. An invalid descriptor
+// comes back as n = 0, a frame needing offloads or too long for buf as n > len(buf): both are
+// acknowledged and dropped by the driver.
+func (u *SessionUplink) Fetch(buf []byte) (n int, ok bool) {
+	if u.held {
+		if !u.c.RX.TryAck(u.unacked) {
+			return 0, false
+		}
+		u.held = false
+	}
+	p, ok := u.c.RX.TryGet()
+	if !ok {
+		return 0, false
+	}
+	payload := u.c.RX.Payload(p)
+	n = len(payload)
+	switch {
+	case p.Offload.GSOType != packetstream.GSONone || p.Offload.Flags&packetstream.OffloadNeedsCsum != 0:
+		u.Offloaded.Add(1)
+		n = len(buf) + 1
+	case n <= len(buf):
+		copy(buf, payload)
+	}
+	if !u.c.RX.TryAck(p) {
+		u.unacked, u.held = p, true
+	}
+	return n, true
+}
+
+// FetchDone publishes the acknowledgements with at most one wakeup.
+func (u *SessionUplink) FetchDone() { u.c.RX.Wakeup() }
