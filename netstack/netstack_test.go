@@ -13,16 +13,16 @@ import (
 
 // pair wires two stacks back to back: each one's outbound frames are delivered to the other,
 // the way two guests on one packet-stream session would see each other.
-func pair(t testing.TB, offload bool) (a, b *Stack) {
+func pair(t testing.TB, offloadA, offloadB bool) (a, b *Stack) {
 	t.Helper()
 	var err error
 	var pa, pb *Stack
-	a, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offload, Address: netip.MustParsePrefix("198.18.0.1/24")},
+	a, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offloadA, Address: netip.MustParsePrefix("198.18.0.1/24")},
 		OutboundFunc(func(f []Frame) int { pb.DeliverFrames(f); return len(f) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Offload: offload, Address: netip.MustParsePrefix("198.18.0.2/24")},
+	b, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Offload: offloadB, Address: netip.MustParsePrefix("198.18.0.2/24")},
 		OutboundFunc(func(f []Frame) int { pa.DeliverFrames(f); return len(f) }))
 	if err != nil {
 		t.Fatal(err)
@@ -34,15 +34,18 @@ func pair(t testing.TB, offload bool) (a, b *Stack) {
 
 func TestBackToBackIperf(t *testing.T) {
 	for _, tc := range []struct {
-		name             string
-		offload, reverse bool
+		name                 string
+		clientTSO, serverTSO bool
+		reverse              bool
 	}{
-		{"mtu1500", false, false},
-		{"mtu1500-reverse", false, true},
-		{"gso", true, false},
+		{"mtu1500", false, false, false},
+		{"mtu1500-reverse", false, false, true},
+		{"gso", true, true, false},
+		// Super-frames into a stack that itself sends plain frames.
+		{"gso-to-plain", true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, server := pair(t, tc.offload)
+			client, server := pair(t, tc.clientTSO, tc.serverTSO)
 			ln, err := server.Listen("tcp", ":5201")
 			if err != nil {
 				t.Fatal(err)
@@ -63,15 +66,15 @@ func TestBackToBackIperf(t *testing.T) {
 			if bps <= 0 {
 				t.Fatalf("no throughput: %+v", rep.End)
 			}
-			st := client.Stats()
+			sender, tso := client, tc.clientTSO
 			if tc.reverse {
-				st = server.Stats()
+				sender, tso = server, tc.serverTSO
 			}
-			frames := st.TxFrames.Load()
-			t.Logf("%s: %.2f Gbit/s, sender's average frame %d bytes, %d dropped",
-				tc.name, bps/1e9, st.TxBytes.Load()/max(frames, 1), st.TxDropped.Load())
-			if avg := st.TxBytes.Load() / max(frames, 1); tc.offload != (avg > 1514) {
-				t.Fatalf("offload %v but average frame %d bytes", tc.offload, avg)
+			st := sender.Stats()
+			avg := st.TxBytes.Load() / max(st.TxFrames.Load(), 1)
+			t.Logf("%s: %.2f Gbit/s, sender's average frame %d bytes, %d dropped", tc.name, bps/1e9, avg, st.TxDropped.Load())
+			if tso != (avg > 1514) {
+				t.Fatalf("TSO %v but average frame %d bytes", tso, avg)
 			}
 		})
 	}
@@ -85,7 +88,7 @@ func BenchmarkBackToBack(b *testing.B) {
 		offload bool
 	}{{"mtu1500", false}, {"gso", true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			client, server := pair(b, bc.offload)
+			client, server := pair(b, bc.offload, bc.offload)
 			ln, err := server.Listen("tcp", ":9")
 			if err != nil {
 				b.Fatal(err)
