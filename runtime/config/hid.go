@@ -141,7 +141,7 @@ func (p *hidParser) segments(l string, ln, i int) {
 			}
 			if i+2 > len(l) {
 				p.bad(p.pos(ln, i), "expected a node type after %q", c)
-				p.push(&hidOpen{n: &Node{Type: "invalid"}, col: i + 2, detached: true}, ln, i)
+				p.push(p.broken(ln, i+2), ln)
 				return
 			}
 			end := p.segEnd(l, i+2, ln)
@@ -192,7 +192,7 @@ func (p *hidParser) node(body string, ln, col int, disabled bool) {
 	t := ident(body)
 	if t == 0 {
 		p.bad(pos, "expected a node type (a-z, then a-z 0-9 _ -), found %q", strings.TrimRight(body, " "))
-		p.push(&hidOpen{n: &Node{Type: "invalid"}, col: col, detached: true}, ln, col)
+		p.push(p.broken(ln, col), ln)
 		return
 	}
 	n := &Node{Type: body[:t], Disabled: disabled, Pos: pos}
@@ -200,7 +200,7 @@ func (p *hidParser) node(body string, ln, col int, disabled bool) {
 	if p.root == nil {
 		p.root = n
 		p.stack = append(p.stack, o)
-	} else if !p.push(o, ln, col) {
+	} else if !p.push(o, ln) {
 		return
 	}
 	rest := body[t:]
@@ -229,8 +229,16 @@ func tagAhead(s string) bool {
 	return k > 0 && (s[k:] == ":" || strings.HasPrefix(s[k:], ": "))
 }
 
-// push places a new node below the innermost open node whose column is smaller.
-func (p *hidParser) push(o *hidOpen, ln, col int) bool {
+// broken stands in for a node whose type is missing: it takes the lines that belong to it,
+// which are then dropped with it.
+func (p *hidParser) broken(ln, col int) *hidOpen {
+	return &hidOpen{n: &Node{Type: "invalid", Pos: p.pos(ln, col)}, col: col, detached: true}
+}
+
+// push places a new node, read in line ln, below the innermost open node whose column is
+// smaller.
+func (p *hidParser) push(o *hidOpen, ln int) bool {
+	col := o.col
 	i := len(p.stack)
 	for i > 1 && p.stack[i-1].col >= col {
 		i--
