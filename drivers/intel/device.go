@@ -98,12 +98,13 @@ type Device struct {
 	linkUp       bool
 	speed        int
 	// transmit
-	wireFree time.Duration // when the wire is free for the next frame
-	txBusy   bool          // descriptors were pending at the last poll
-	asm      []byte        // the frame being assembled from descriptors
-	asmBad   bool
-	arena    []byte
-	batch    [][]byte
+	wireFree   time.Duration // when the wire is free for the next frame to send
+	rxWireFree time.Duration // when the wire can bring the next received frame
+	txBusy     bool          // descriptors were pending at the last poll
+	asm        []byte        // the frame being assembled from descriptors
+	asmBad     bool
+	arena      []byte
+	batch      [][]byte
 }
 
 // New makes a device over a register page of RegisterPageSize bytes and DMA memory (both

@@ -295,7 +295,8 @@ func TestDescriptorWriteBack(t *testing.T) {
 		t.Error("no RXT0 cause")
 	}
 	// A frame for another unicast address is filtered.
-	if n := d.Receive([][]byte{frameTo(net.HardwareAddr{2, 9, 9, 9, 9, 9}, 100, 0)}); n != 0 {
+	d.Receive([][]byte{frameTo(net.HardwareAddr{2, 9, 9, 9, 9, 9}, 100, 0)})
+	if c := d.Counters(); c.RXFrames.Load() != 1 || c.RXDropped.Load() != 1 {
 		t.Error("frame for another MAC accepted without UPE")
 	}
 }
@@ -309,8 +310,8 @@ func TestRXNoDescriptor(t *testing.T) {
 	for i := range 10 {
 		frames = append(frames, frameTo(testMAC, 200+i, byte(i)))
 	}
-	if n := d.Receive(frames); n != 7 {
-		t.Fatalf("accepted %d frames into 7 free descriptors", n)
+	if n := d.Receive(frames); n != 10 {
+		t.Fatalf("wire took %d of 10 frames", n)
 	}
 	c := d.Counters()
 	if c.RXNoDescriptor.Load() != 3 || c.RXFrames.Load() != 7 {
@@ -411,6 +412,30 @@ func TestWirePacing(t *testing.T) {
 	r.step(10 * perFrame)
 	if len(r.wire.frames) != 7 {
 		t.Fatalf("%d frames in the end, want 7", len(r.wire.frames))
+	}
+}
+
+// TestReceivePacing: the wire brings frames in no faster than the link rate, after letting a
+// millisecond's backlog catch up.
+func TestReceivePacing(t *testing.T) {
+	r := newRig(t, "82574L", 10)
+	d := r.d
+	r.linkUp(t)
+	r.setupRings()
+	f := frameTo(testMAC, 1226, 0) // (1226+24)*8 bits = 1 ms at 10 Mbit/s
+	frames := [][]byte{f, f, f, f, f}
+	if n := d.Receive(frames); n != 2 {
+		t.Fatalf("took %d frames at once, want 2 (one now, one caught up)", n)
+	}
+	if w := d.ReceiveWait(); w != time.Millisecond {
+		t.Fatalf("ReceiveWait %v, want 1ms", w)
+	}
+	if n := d.Receive(frames); n != 0 {
+		t.Fatalf("took %d frames while the wire was busy", n)
+	}
+	r.clock.Advance(time.Millisecond)
+	if n := d.Receive(frames); n != 1 {
+		t.Fatalf("took %d frames after one frame time, want 1", n)
 	}
 }
 

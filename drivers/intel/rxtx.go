@@ -123,29 +123,44 @@ func (d *Device) accepts(rctl uint32, f []byte) bool {
 	}
 }
 
-// Receive takes frames from the wire (without FCS) into the receive ring and returns how many
-// were accepted. A frame that finds too few free descriptors is dropped and counted: the ring
-// is never overrun.
-func (d *Device) Receive(frames [][]byte) int {
+// rxBurst is how far behind the wire may fall and catch up at once: callers hand frames over
+// in batches, not at each frame's exact arrival time.
+const rxBurst = time.Millisecond
+
+// Receive clocks frames in from the wire at the link rate and returns how many it took; each
+// taken frame is written to the receive ring or dropped and counted. A frame that finds too
+// few free descriptors is dropped: the ring is never overrun. Frames not taken arrived faster
+// than the link carries them: offer them again after ReceiveWait.
+func (d *Device) Receive(frames [][]byte) (taken int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rctl := d.load(RCTL)
 	if !d.linkUp || rctl&RctlEN == 0 {
 		d.cnt.RXDropped.Add(uint64(len(frames)))
-		return 0
+		return len(frames)
 	}
+	now := d.clock.Now()
+	start := max(d.rxWireFree, now-rxBurst)
+	for _, f := range frames {
+		if start > now {
+			break
+		}
+		start += d.wireTime(len(f))
+		taken++
+	}
+	d.rxWireFree = start
+	frames = frames[:taken]
 	base, n, head, tail, ok := d.ring(RDBAL, RDBAH, RDLEN, RDH, RDT)
 	if !ok {
 		d.cnt.BadDescriptors.Add(1)
 		d.cnt.RXDropped.Add(uint64(len(frames)))
-		return 0
+		return taken
 	}
 	bufSize, maxLen := rxBufSize(rctl), 1522
 	if rctl&RctlLPE != 0 {
 		maxLen = maxFrame
 	}
 	var causes uint32
-	accepted := 0
 	for _, f := range frames {
 		if len(f) < 14 || len(f) > maxLen || !d.accepts(rctl, f) {
 			d.cnt.RXDropped.Add(1)
@@ -183,10 +198,16 @@ func (d *Device) Receive(frames [][]byte) int {
 		}
 		d.cnt.RXFrames.Add(1)
 		d.cnt.RXBytes.Add(uint64(len(f)))
-		accepted++
 		causes |= IntRXT0
 	}
 	d.store(RDH, head)
-	d.cause(d.clock.Now(), causes)
-	return accepted
+	d.cause(now, causes)
+	return taken
+}
+
+// ReceiveWait is how long until the wire takes the next frame at the link rate.
+func (d *Device) ReceiveWait() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return max(d.rxWireFree-d.clock.Now(), 0)
 }

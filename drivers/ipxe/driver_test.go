@@ -201,11 +201,13 @@ func TestRXOverrun(t *testing.T) {
 	for i := range 400 {
 		in = append(in, frame(nicMAC, 64+i, i))
 	}
-	if n := r.dev.Receive(in); n != ipxe.RingSize-1 {
-		t.Fatalf("device took %d frames into a ring with %d free", n, ipxe.RingSize-1)
+	for sent := 0; sent < len(in); r.clock.Advance(frameTime) { // the driver does not run
+		sent += r.dev.Receive(in[sent:])
 	}
-	if got := r.dev.Counters().RXNoDescriptor.Load(); got != 400-(ipxe.RingSize-1) {
-		t.Errorf("RX no-descriptor drops %d", got)
+	c := r.dev.Counters()
+	if c.RXFrames.Load() != ipxe.RingSize-1 || c.RXNoDescriptor.Load() != 400-(ipxe.RingSize-1) {
+		t.Errorf("device took %d frames and dropped %d for want of descriptors; want %d and %d",
+			c.RXFrames.Load(), c.RXNoDescriptor.Load(), ipxe.RingSize-1, 400-(ipxe.RingSize-1))
 	}
 	r.step(time.Millisecond)
 	sameFrames(t, "uplink", r.up.rx, in[:ipxe.RingSize-1])
@@ -213,9 +215,7 @@ func TestRXOverrun(t *testing.T) {
 		t.Errorf("%d signals and %d RDT writes for one burst, want 1 and 1", r.up.bursts, r.drv.Counters().RDTWrites.Load())
 	}
 	more := [][]byte{frame(nicMAC, 100, 1000), frame(nicMAC, 200, 1001)}
-	if n := r.dev.Receive(more); n != 2 {
-		t.Fatalf("ring not refilled: took %d", n)
-	}
+	r.dev.Receive(more)
 	r.step(time.Millisecond)
 	sameFrames(t, "uplink", r.up.rx[ipxe.RingSize-1:], more)
 }
