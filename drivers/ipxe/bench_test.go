@@ -45,6 +45,71 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
+// lineRig is driver and model with a counting wire and a saturated router, link up.
+type lineRig struct {
+	clock *intel.ManualClock
+	irq   intel.ChanIRQ
+	wire  *countingWire
+	dev   *intel.Device
+	drv   *ipxe.Driver
+	up    *saturatedUplink
+}
+
+func newLineRig(tb testing.TB, cfg ipxe.Config) *lineRig {
+	l := &lineRig{clock: &intel.ManualClock{}, irq: intel.NewChanIRQ(), wire: &countingWire{},
+		up: &saturatedUplink{frame: frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 1514, 1), bulk: make([]byte, 2048)}}
+	dma := make([]byte, ipxe.DMASize)
+	m, _ := intel.ModelByName("82574L")
+	var err error
+	l.dev, err = intel.New(make([]byte, intel.RegisterPageSize), dma, intel.Config{
+		Model: m, MAC: nicMAC, Clock: l.clock, IRQ: l.irq, Wire: l.wire, Autoneg: time.Millisecond,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if l.drv, err = ipxe.Open(ipxe.Device{Regs: l.dev, DMA: dma, DeviceID: m.DeviceID}, cfg, nil); err != nil {
+		tb.Fatal(err)
+	}
+	for up, _ := l.drv.Link(); !up; up, _ = l.drv.Link() {
+		l.step(100 * time.Microsecond)
+	}
+	l.drv.SetUplink(l.up)
+	return l
+}
+
+// step advances the clock, lets the device work and services its interrupt.
+func (l *lineRig) step(dt time.Duration) {
+	l.clock.Advance(dt)
+	l.dev.Poll()
+	select {
+	case <-l.irq:
+		l.drv.HandleInterrupt()
+	default:
+	}
+}
+
+// TestNoAllocationPerFrame: at line rate both ways, neither the driver nor the model allocates.
+func TestNoAllocationPerFrame(t *testing.T) {
+	for _, cfg := range []ipxe.Config{ipxe.DefaultConfig(), {TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone}} {
+		l := newLineRig(t, cfg)
+		rx := [][]byte{frame(nicMAC, 1514, 2)}
+		l.drv.Transmit()
+		traffic := func() {
+			l.dev.Receive(rx)
+			l.step(12304 * time.Nanosecond)
+		}
+		for range 1000 {
+			traffic()
+		}
+		if a := testing.AllocsPerRun(2000, traffic); a != 0 {
+			t.Errorf("%+v: %.2f allocations per frame time", cfg, a)
+		}
+		if l.up.rx < 2000 || l.wire.frames < 2000 {
+			t.Fatalf("traffic did not flow: rx %d tx %d", l.up.rx, l.wire.frames)
+		}
+	}
+}
+
 // lineRateResult is one point of the line-rate run; times are the model's.
 type lineRateResult struct {
 	itr                 uint32
@@ -71,30 +136,8 @@ func runLineRate(tb testing.TB, itr uint32, batch bool, dur time.Duration) lineR
 	if !batch { // iPXE's original: a TDT write and a TXDW interrupt per frame
 		cfg.TxIrq = ipxe.TxIrqDescriptorDone
 	}
-	clock, irq, wire := &intel.ManualClock{}, intel.NewChanIRQ(), &countingWire{}
-	dma := make([]byte, ipxe.DMASize)
-	m, _ := intel.ModelByName("82574L")
-	dev, err := intel.New(make([]byte, intel.RegisterPageSize), dma, intel.Config{
-		Model: m, MAC: nicMAC, Clock: clock, IRQ: irq, Wire: wire, Autoneg: time.Millisecond,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	drv, err := ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID}, cfg, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	up := &saturatedUplink{frame: frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 1514, 1), bulk: make([]byte, 2048)}
-	for up, _ := drv.Link(); !up; up, _ = drv.Link() {
-		clock.Advance(100 * time.Microsecond)
-		dev.Poll()
-		select {
-		case <-irq:
-			drv.HandleInterrupt()
-		default:
-		}
-	}
-	drv.SetUplink(up)
+	l := newLineRig(tb, cfg)
+	clock, irq, wire, dev, drv, up := l.clock, l.irq, l.wire, l.dev, l.drv, l.up
 
 	const calls = 10000 // the cost of one pair of clock reads
 	c0 := threadCPU()
