@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strings"
@@ -25,6 +26,7 @@ func (s Syntax) String() string {
 // DetectSyntax tells the syntax of data as Genode does: XML when the first non-blank character
 // is '<', HID otherwise.
 func DetectSyntax(data []byte) Syntax {
+	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a byte-order mark some editors write
 	for _, c := range data {
 		switch c {
 		case ' ', '\t', '\r', '\n':

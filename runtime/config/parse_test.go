@@ -378,7 +378,8 @@ func TestCheckHID(t *testing.T) {
 }
 
 func TestDetectSyntax(t *testing.T) {
-	if DetectSyntax([]byte(" \n\t<config/>")) != XML || DetectSyntax([]byte("\nconfig\n-")) != HID || DetectSyntax(nil) != HID {
+	if DetectSyntax([]byte(" \n\t<config/>")) != XML || DetectSyntax([]byte("\nconfig\n-")) != HID || DetectSyntax(nil) != HID ||
+		DetectSyntax([]byte("\ufeff<config/>")) != XML {
 		t.Fatal("detect")
 	}
 	// Leading blank lines are allowed before either syntax.
