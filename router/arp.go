@@ -9,6 +9,9 @@ import (
 // client cannot pin the router's memory or its own whole buffer by sending to dead addresses.
 const maxHeldPerInterface = 64
 
+// maxARPEntries bounds a domain's ARP cache (a big subnet must not let peers grow it at will).
+const maxARPEntries = 1024
+
 // macOrNone is a resolved next-hop MAC; ok is false under use_arp="no", where each copy goes
 // to the interface's own MAC.
 type macOrNone struct {
@@ -97,6 +100,12 @@ func (r *Router) handleARP(i *Interface, d *domain, eth proto.Eth) {
 		if !d.ip.inSubnet(ip) {
 			r.drop(d, "ARP reply from outside the subnet")
 			return
+		}
+		if _, known := d.arp[ip]; !known && len(d.arp) >= maxARPEntries {
+			for old := range d.arp { // evict any one: the cache only saves asking again
+				delete(d.arp, old)
+				break
+			}
 		}
 		d.arp[ip] = a.SenderMAC()
 		delete(d.arpAsked, ip)

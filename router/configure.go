@@ -109,6 +109,7 @@ func (r *Router) carryOver(l *link) {
 	}
 	if !ok {
 		l.natPort = 0 // the old domains' port spaces are gone with them
+		l.owner.links--
 		count(&oc.stats.LinksDissolved[l.p], 1)
 		if r.cfg.Verbose {
 			r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", oc.name,

@@ -136,6 +136,9 @@ func configFromAck(msg proto.DHCP) (ipConfig, time.Duration, bool) {
 // follows, and link states through it end when the config goes away.
 func (r *Router) setIPConfig(d *domain, c ipConfig) {
 	d.ip = c
+	if rc := r.cfg.Report; rc != nil && rc.ConfigTriggers {
+		r.reportTrigger = true
+	}
 	if r.cfg.VerboseDomainState {
 		if c.valid {
 			r.log.Info("domain IPv4 config", "domain", d.name, "interface", c.prefix(), "gateway", netip.AddrFrom4(c.gateway), "dns", c.dns)

@@ -58,14 +58,19 @@ func FuzzRouterFrame(f *testing.F) {
 			}
 		}
 		b.r.Flush()
-		if len(b.r.waiters) > maxHeldPerInterface*len(ifs) {
-			t.Fatalf("%d held frames", len(b.r.waiters))
+		if len(b.r.waiters) > maxHeldPerInterface*len(ifs) || len(b.r.links) > maxLinksPerInterface*len(ifs) {
+			t.Fatalf("%d held frames, %d link states", len(b.r.waiters), len(b.r.links))
+		}
+		for _, d := range b.r.domains {
+			if len(d.arp) > maxARPEntries {
+				t.Fatalf("%d ARP entries", len(d.arp))
+			}
 		}
 		b.r.Report()
 		b.r.Detach(vm)
 		b.r.Detach(up)
-		if len(b.r.waiters) != 0 {
-			t.Fatal("held frames left after detaching everything")
+		if len(b.r.waiters) != 0 || len(b.r.links) != 0 {
+			t.Fatal("held frames or link states left after detaching everything")
 		}
 	})
 }

@@ -13,13 +13,13 @@ const (
 	Nic Kind = iota
 	// Uplink: a driver; it brings its own MAC, which is the router's identity on that wire.
 	Uplink
+	// NicClient: a Nic session the router opened itself (<nic-client label domain>); the
+	// server's MAC for it is the router's identity, and the domain comes from <nic-client>.
+	NicClient
 )
 
 func (k Kind) String() string {
-	if k == Uplink {
-		return "uplink"
-	}
-	return "nic"
+	return [...]string{"nic", "uplink", "nic-client"}[k]
 }
 
 // Port is how the router reaches the outside of one interface; the component binds it to the
@@ -43,7 +43,7 @@ type Port interface {
 type Session struct {
 	Label string
 	Kind  Kind
-	MAC   proto.MAC // Uplink: the driver's MAC; Nic: ignored, the router allocates one
+	MAC   proto.MAC // Uplink and NicClient: the router's MAC there; Nic: ignored, the router allocates one
 	Port  Port
 }
 
@@ -58,7 +58,8 @@ type Interface struct {
 	dom       *domain
 	up        bool
 	dirty     bool
-	held      int
+	held      int // frames waiting for ARP
+	links     int // link states this interface opened
 	stats     InterfaceStats
 }
 
@@ -99,7 +100,7 @@ var routerMACNic = proto.MAC{2, 2, 2, 2, 2, 0}
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
 	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port}
-	if s.Kind == Uplink {
+	if s.Kind != Nic {
 		i.routerMAC = s.MAC
 	} else {
 		i.routerMAC = routerMACNic
@@ -143,9 +144,12 @@ func (r *Router) Detach(i *Interface) {
 	}
 }
 
-// assign puts i into the domain of its best policy.
+// assign puts i into the domain of its best policy (or of its <nic-client>).
 func (r *Router) assign(i *Interface) {
 	name, ok := r.cfg.DomainFor(i.label)
+	if i.kind == NicClient {
+		name, ok = r.cfg.NicClientDomain(i.label)
+	}
 	d := r.domains[name]
 	if !ok || d == nil {
 		if r.cfg.Verbose {
@@ -204,6 +208,9 @@ func (r *Router) setLink(i *Interface, up bool) {
 	if i.up != up {
 		i.up = up
 		i.port.LinkState(up)
+		if rc := r.cfg.Report; rc != nil && rc.LinkStateTriggers {
+			r.reportTrigger = true
+		}
 	}
 }
 

@@ -5,6 +5,10 @@ import (
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
 
+// maxLinksPerInterface bounds the link states one session can open (Genode charges them to
+// the session's RAM quota), so that no client can grow the router's memory without bound.
+const maxLinksPerInterface = 1 << 14
+
 // flowKey is a packet's 4-tuple as it arrives in a domain; ICMP echo uses the query ID as
 // both ports.
 type flowKey struct {
@@ -41,6 +45,12 @@ type link struct {
 // port from the dynamic range. False when NAT refuses (quota or port space used up) or the
 // server-side tuple is taken.
 func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) (*link, bool) {
+	if owner.links >= maxLinksPerInterface {
+		if c.m.VerbosePacketDrop {
+			r.log.Info("link state refused", "domain", c.name, "interface", owner.label, "reason", "the session's link states are used up")
+		}
+		return nil, false
+	}
 	l := &link{p: protoIndex(key.proto), owner: owner, lastActive: r.nowNs}
 	srv := flowKey{src: to.dst, dst: key.src, sport: to.dport, dport: key.sport, proto: key.proto}
 	if quota, ok := to.to.natQuota(c, l.p); ok {
@@ -78,6 +88,7 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	c.links[key] = &l.sides[0]
 	to.to.links[srv] = &l.sides[1]
 	r.links[l] = struct{}{}
+	owner.links++
 	count(&c.stats.LinksOpened[l.p], 1)
 	if r.cfg.Verbose {
 		r.log.Info("new link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", to.to.name,
@@ -117,6 +128,7 @@ func (r *Router) dissolve(l *link, why string) {
 	}
 	l.freeNAT(c, s)
 	delete(r.links, l)
+	l.owner.links--
 	count(&c.stats.LinksDissolved[l.p], 1)
 	if r.cfg.Verbose {
 		r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", s.name,

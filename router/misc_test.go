@@ -2,6 +2,7 @@ package router
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -133,5 +134,49 @@ func TestReportAndVerboseLogging(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
+	}
+}
+
+func TestNicClientAndReportTriggers(t *testing.T) {
+	b := newBench(t, `<config>
+  <report config_triggers="yes" link_state_triggers="yes" interval_sec="7"/>
+  <nic-client label="peer" domain="up"/>
+  <policy label="peer" domain="lan"/>
+  <domain name="up"/>
+  <domain name="lan" interface="10.0.1.1/24"/>
+</config>`)
+	if b.r.ReportInterval().Seconds() != 7 || len(b.r.NicClients()) != 1 {
+		t.Fatal("report interval or nic-client list wrong")
+	}
+	i, p := b.attach("peer", NicClient, macUplink)
+	if i.Domain() != "up" || i.MAC() != macUplink {
+		t.Fatalf("nic-client in %q with MAC %s", i.Domain(), i.MAC())
+	}
+	if out := p.take(); len(out) != 1 || parse(t, out[0]).eth.Src() != macUplink {
+		t.Fatal("no DHCP discover from the nic-client's MAC")
+	}
+	b.r.ReportTriggered()
+	b.r.setIPConfig(b.r.domains["up"], newIPConfig(netip.MustParsePrefix("10.0.9.2/24"), netip.Addr{}))
+	if !b.r.ReportTriggered() || b.r.ReportTriggered() {
+		t.Fatal("config change did not trigger exactly one report")
+	}
+	if len(p.link) != 1 || !p.link[0] {
+		t.Fatalf("link state calls %v", p.link)
+	}
+}
+
+func TestLinkStatesPerSessionBounded(t *testing.T) {
+	b := newBench(t, rulesConfig)
+	src, _ := b.attach("src", Nic, proto.MAC{})
+	b.attach("d2", Nic, proto.MAC{})
+	for k := 0; k < maxLinksPerInterface+5; k++ {
+		b.send(src, tcpFrame(src.MAC(), routerMACNic, ip4("10.0.0.2"), ip4("192.168.7.9"), uint16(k), uint16(k>>16)+1, proto.TCPSyn, 1, 0, nil))
+	}
+	if len(b.r.links) != maxLinksPerInterface || src.links != maxLinksPerInterface {
+		t.Fatalf("%d link states", len(b.r.links))
+	}
+	b.r.Detach(src)
+	if len(b.r.links) != 0 {
+		t.Fatal("link states outlive their session")
 	}
 }

@@ -60,6 +60,8 @@ type Router struct {
 	macs    map[uint16]bool
 	xid     uint32
 	stats   Stats
+
+	reportTrigger bool
 }
 
 // New returns a router with an empty config (no domains: every frame is dropped).
@@ -90,6 +92,27 @@ func (r *Router) setNow() {
 // MaxPacketsPerSignal is how many frames the component handles per interface before it
 // flushes and turns to the next interface (0: no limit).
 func (r *Router) MaxPacketsPerSignal() int { return r.cfg.MaxPacketsPerSignal }
+
+// NicClients lists the <nic-client> sessions the component should open (and Attach with
+// Kind NicClient).
+func (r *Router) NicClients() []model.NicClient { return r.cfg.NicClients }
+
+// ReportInterval is <report interval_sec>, 0 without <report>.
+func (r *Router) ReportInterval() time.Duration {
+	if r.cfg.Report == nil {
+		return 0
+	}
+	return r.cfg.Report.Interval
+}
+
+// ReportTriggered reports, and clears, whether an event asks for a report before the next
+// interval: an IPv4 config change (config_triggers) or an interface link state change
+// (link_state_triggers).
+func (r *Router) ReportTriggered() bool {
+	t := r.reportTrigger
+	r.reportTrigger = false
+	return t
+}
 
 // Stats returns the router-wide counters.
 func (r *Router) Stats() *Stats { return &r.stats }

@@ -199,6 +199,16 @@ func (c *Config) DomainFor(label string) (string, bool) {
 	return c.DefaultPolicy, c.DefaultPolicy != ""
 }
 
+// NicClientDomain returns the domain of the <nic-client> with label.
+func (c *Config) NicClientDomain(label string) (string, bool) {
+	for _, n := range c.NicClients {
+		if n.Label == label {
+			return n.Domain, true
+		}
+	}
+	return "", false
+}
+
 // score is -1 for no match; an exact label scores above every partial match.
 func (p Policy) score(label string) int {
 	const exact = 1 << 30
