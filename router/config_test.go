@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/proto"
 )
 
@@ -65,42 +64,6 @@ func TestInvalidDomainPropagates(t *testing.T) {
 	}
 	if b.send(i, udpFrameT(i.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.2.2"), 1, 2, nil)); b.r.Stats().Dropped.Load() != 1 {
 		t.Fatal("frame from an interface without domain not dropped")
-	}
-}
-
-func TestParseDefaultsAndSchema(t *testing.T) {
-	c, errs := model.Parse(xmlNode(t, `<config><domain name="x" interface="10.0.0.1/24"><nat domain="x" tcp-ports="3"/></domain></config>`))
-	if len(errs) != 0 {
-		t.Fatal(errs)
-	}
-	if c.MaxPacketsPerSignal != 50 || c.TCPIdleTimeout.Seconds() != 600 || c.UDPIdleTimeout.Seconds() != 30 ||
-		c.ICMPIdleTimeout.Seconds() != 10 || c.TCPMaxSegmLifetime.Seconds() != 15 || c.ARPRequestTimeout.Seconds() != 10 ||
-		c.DHCPOfferTimeout.Seconds() != 10 || !c.ICMPEchoServer || c.ICMPType3CodeOnFragm != -1 {
-		t.Fatalf("defaults %+v", c)
-	}
-	d := c.Domains["x"]
-	if !d.UseARP || !d.ICMPEchoServer || d.NAT["x"].TCPPorts != 3 || d.NAT["x"].UDPPorts != 0 {
-		t.Fatalf("domain defaults %+v", d)
-	}
-	// Every attribute the parser reads is in the schema, spelled as Genode spells it.
-	s := model.RouterSchema()
-	dom := s.Node("domain")
-	for _, a := range []string{"tcp-ports", "udp-ports", "icmp-ids"} {
-		if _, ok := dom.Node("nat").Attr(a); !ok {
-			t.Errorf("schema lacks nat %s", a)
-		}
-	}
-	for _, a := range []string{"ip_first", "ip_last", "ip_lease_time_sec", "dns_config_from"} {
-		if _, ok := dom.Node("dhcp-server").Attr(a); !ok {
-			t.Errorf("schema lacks dhcp-server %s", a)
-		}
-	}
-	if _, ok := dom.Node("tcp-forward").Attr("to_port"); !ok {
-		t.Error("schema lacks to_port")
-	}
-	_, errs = model.Parse(xmlNode(t, `<config tcp_idle="1"><domian name="x"/><domain name="y" interface="10.0.0.1/24" use_arp="perhaps"/></config>`))
-	if len(errs) != 3 {
-		t.Fatalf("want 3 problems (unknown attribute, unknown node, bad boolean), got %v", errs)
 	}
 }
 
