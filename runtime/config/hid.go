@@ -46,16 +46,18 @@ func parseHID(file string, data []byte, opts ParseOptions) (*Node, []*Error, err
 			l, rest = rest, ""
 		}
 		l = strings.TrimSuffix(l, "\r") // Genode tolerates CRLF line endings
+		if ended { // Genode reads no further
+			if strings.Trim(l, " \t") != "" {
+				p.bad(p.pos(ln, 0), "text after the end marker '-'")
+				break
+			}
+			continue
+		}
 		if i, msg := badByte(l, func(c byte) bool { return c == '\t' }); i >= 0 {
 			p.fail(p.pos(ln, i), "%s", msg)
 			break
 		}
 		switch {
-		case ended:
-			if strings.Trim(l, " \t") != "" {
-				p.bad(p.pos(ln, 0), "text after the end marker '-'")
-				rest = ""
-			}
 		case p.root == nil:
 			p.beforeTop(l, ln)
 		case l != "" && l[0] == '-':

@@ -276,7 +276,7 @@ func TestLenient(t *testing.T) {
 		{"Genode's indentation", "config\n+ start a\n  + binary x\n  ram: 8M\n-\n", `<config><start name="a"><binary name="x" ram="8M"/></start></config>`, 0},
 		{"content beside sub-nodes dropped", "config\n+ a\n  : x\n  + b\n-\n", `<config><a><b/></a></config>`, 1},
 		{"broken node swallowed", "config\n+ 1a\n  + b\n+ c\n-\n", `<config><c/></config>`, 1},
-		{"trailing text ignored", "config\n-\nmore", `<config/>`, 1},
+		{"trailing text ignored", "config\n-\nmore\x00\xff", `<config/>`, 1},
 		{"XML duplicate", `<config a="1" a="2"/>`, `<config a="1"/>`, 1},
 		{"XML mixed content", `<config>x<a/></config>`, `<config><a/></config>`, 1},
 	} {
