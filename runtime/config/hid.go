@@ -46,7 +46,8 @@ func parseHID(file string, data []byte, opts ParseOptions) (*Node, []*Error, err
 			l, rest = rest, ""
 		}
 		l = strings.TrimSuffix(l, "\r") // Genode tolerates CRLF line endings
-		if ended {                      // Genode reads no further
+		if ended {
+			// Genode reads no further.
 			if strings.Trim(l, " \t") != "" {
 				p.bad(p.pos(ln, 0), "text after the end marker '-'")
 				break
