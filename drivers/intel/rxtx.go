@@ -125,7 +125,7 @@ func (d *Device) accepts(rctl uint32, f []byte) bool {
 
 // rxBurst is how far behind the wire may fall and catch up at once: callers hand frames over
 // in batches, not at each frame's exact arrival time.
-const rxBurst = time.Millisecond
+const rxBurst = 2 * time.Millisecond
 
 // Receive clocks frames in from the wire at the link rate and returns how many it took; each
 // taken frame is written to the receive ring or dropped and counted. A frame that finds too
