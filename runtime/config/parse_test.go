@@ -385,3 +385,54 @@ func TestDetectSyntax(t *testing.T) {
 	// Leading blank lines are allowed before either syntax.
 	mustParse(t, "a", []byte("\n\n  \nconfig\n-\n"))
 }
+
+// The layouts doc/hid.txt shows must read strictly.
+func TestHIDDocLayouts(t *testing.T) {
+	src := "launcher pkg: someone/pkg/mixer/2025-01-01 | priority: 0\r\n" +
+		"+ config jitter_ms: 10 | warning_rate_ms: 0\n" +
+		"  .\n" +
+		"  . wildcard rules\t(tab in a comment)\n" +
+		"  .\n" +
+		"  + mix left\n" +
+		"  | + play label_suffix: -> left  | volume: 0.5\n" +
+		"  x mix mic\n" +
+		"  | + play label: audio -> mic\n" +
+		"  x policy label: vm -> left | record: mic\n" +
+		"  |                            period_ms: 46\n" +
+		"  + policy label: audio -> right | record: right\n" +
+		"                                   period_ms: 12\n" +
+		"    : free-form | content\n" +
+		"    :  with\ttab\n" +
+		"+ start osci | ram: 8M\n" +
+		"  + config\n" +
+		"  |        fps:        50\n" +
+		"  |        phase_lock: no    | . use 'yes' for more stability\n" +
+		"  |        background: #1a2831\n" +
+		"  |\n" +
+		"  | + channel | label: mic_left  | color: #ff6633\n" +
+		"  + route\n" +
+		"    + service ROM | label: recording | + child record_rom\n" +
+		"    + service Gui                    | + child wm\n" +
+		"    + any-service                    | + parent\n" +
+		"+ route | + service Report | + parent\n" +
+		"-"
+	n := mustParse(t, "doc.hid", []byte(src))
+	cfg := n.Sub("config")
+	if cfg.String("warning_rate_ms", "") != "0" || len(cfg.Nodes) != 4 || len(cfg.Children()) != 2 {
+		t.Fatalf("config: %s", cfg.XML())
+	}
+	pol := cfg.Sub("policy")
+	if pol.String("label", "") != "audio -> right" || pol.String("period_ms", "") != "12" ||
+		pol.Content != "free-form | content\n with\ttab" {
+		t.Fatalf("policy: %q %+v", pol.Content, pol.Attrs)
+	}
+	osci := n.Sub("start").Sub("config")
+	if osci.String("phase_lock", "") != "no" || osci.String("background", "") != "#1a2831" ||
+		osci.Sub("channel").String("color", "") != "#ff6633" {
+		t.Fatalf("osci: %s", osci.XML())
+	}
+	if len(n.Sub("start").Sub("route").Subs("service")) != 2 || n.Subs("route")[0].Sub("service").Sub("parent") == nil {
+		t.Fatalf("routes: %s", n.XML())
+	}
+	roundTrip(t, withoutDisabled(n))
+}
