@@ -1,0 +1,220 @@
+package packetstream
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// The allocator against a model bitmap: first fit, no overlaps, and Alloc fails only when no
+// free run is long enough.
+func TestAllocatorModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		blocks := rapid.IntRange(1, 200).Draw(t, "blocks")
+		a := newAllocator(blocks)
+		used := make([]bool, blocks)
+		live := map[int]int{} // first block -> run
+		var order []int
+		t.Repeat(map[string]func(*rapid.T){
+			"alloc": func(t *rapid.T) {
+				size := rapid.IntRange(1, min(blocks, 8)*BlockSize-FrameShift).Draw(t, "size")
+				run := (size + FrameShift + BlockSize - 1) / BlockSize
+				want := -1
+				for s := 0; s+run <= blocks && want < 0; s++ {
+					free := true
+					for i := s; i < s+run; i++ {
+						free = free && !used[i]
+					}
+					if free {
+						want = s
+					}
+				}
+				got := a.alloc(size)
+				if got != want {
+					t.Fatalf("alloc(%d): got block %d, first fit is %d", size, got, want)
+				}
+				if got >= 0 {
+					for i := got; i < got+run; i++ {
+						used[i] = true
+					}
+					live[got] = run
+					order = append(order, got)
+				}
+			},
+			"release": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("nothing allocated")
+				}
+				i := rapid.IntRange(0, len(order)-1).Draw(t, "which")
+				b := order[i]
+				order = append(order[:i], order[i+1:]...)
+				a.release(b)
+				for k := b; k < b+live[b]; k++ {
+					used[k] = false
+				}
+				delete(live, b)
+			},
+			"": func(t *rapid.T) {
+				n := 0
+				for _, u := range used {
+					if u {
+						n++
+					}
+				}
+				if n != a.inUse {
+					t.Fatalf("allocator counts %d blocks in use, model %d", a.inUse, n)
+				}
+			},
+		})
+	})
+}
+
+// Source and sink on a heap region against a model of the two queues: frames come out in
+// order, exactly once, the queues hold QueueSize entries, and packets in flight never share
+// bulk bytes. Runs under -race with real atomics.
+func TestStreamModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := Config{
+			QueueSize: 1 << rapid.IntRange(1, 5).Draw(t, "log2 queue"),
+			BulkSize:  rapid.IntRange(1, 40).Draw(t, "blocks") * BlockSize,
+		}
+		src, snk, err := NewHeapStream(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		defer snk.Close()
+		var (
+			owned      []Packet // allocated, not submitted
+			submitted  []int    // sequence numbers in the submit queue, in order
+			sinkHeld   []Packet // got, not acked
+			acked      []uint32 // offsets in the ack queue, in order
+			seq, next  int
+			srcDirty   bool // source did try calls since its last Wakeup
+			sinkDirty  bool
+			inFlightAt = map[uint32]bool{}
+		)
+		t.Repeat(map[string]func(*rapid.T){
+			"alloc": func(t *rapid.T) {
+				size := rapid.IntRange(8, min(cfg.MaxFrame(), 3*BlockSize)).Draw(t, "size")
+				p, err := src.Alloc(size)
+				if err == ErrExhausted {
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := src.Payload(p)
+				if len(b) != size || int(p.Offset) < cfg.bulkStart() || int(p.Offset)+size > cfg.bulkStart()+cfg.BulkSize {
+					t.Fatalf("packet %+v outside the bulk buffer", p)
+				}
+				for _, q := range append(append([]Packet(nil), owned...), sinkHeld...) {
+					if p.Offset < q.Offset+q.Size && q.Offset < p.Offset+p.Size {
+						t.Fatalf("packet %+v overlaps %+v", p, q)
+					}
+				}
+				if inFlightAt[p.Offset] {
+					t.Fatalf("packet at %d allocated while in flight", p.Offset)
+				}
+				fill(b, seq)
+				p.Offload.GSOSize = uint16(seq)
+				seq++
+				owned = append(owned, p)
+			},
+			"submit": func(t *rapid.T) {
+				if len(owned) == 0 {
+					t.Skip()
+				}
+				p := owned[0]
+				ok := src.TrySubmit(p)
+				if ok && len(submitted) >= cfg.QueueSize {
+					t.Fatalf("TrySubmit accepted a %dth entry into a queue of %d", len(submitted)+1, cfg.QueueSize)
+				}
+				if !ok && !sinkDirty && len(submitted) < cfg.QueueSize {
+					// The sink published everything: only a truly full queue refuses.
+					t.Fatalf("TrySubmit refused with %d of %d entries used", len(submitted), cfg.QueueSize)
+				}
+				if ok {
+					owned = owned[1:]
+					submitted = append(submitted, int(p.Offload.GSOSize))
+					inFlightAt[p.Offset] = true
+					srcDirty = true
+				}
+			},
+			"sourceWakeup": func(t *rapid.T) { src.Wakeup(); srcDirty = false },
+			"sinkWakeup":   func(t *rapid.T) { snk.Wakeup(); sinkDirty = false },
+			"get": func(t *rapid.T) {
+				p, ok := snk.TryGet()
+				if !ok {
+					if len(submitted) > 0 && !srcDirty {
+						t.Fatalf("TryGet found nothing with %d published", len(submitted))
+					}
+					return
+				}
+				if len(submitted) == 0 {
+					t.Fatalf("TryGet returned %+v from an empty queue", p)
+				}
+				want := submitted[0]
+				submitted = submitted[1:]
+				if want != next || int(p.Offload.GSOSize) != int(uint16(next)) {
+					t.Fatalf("got frame %d (offload %d), want %d", want, p.Offload.GSOSize, next)
+				}
+				if !check(snk.Payload(p), next) {
+					t.Fatalf("frame %d damaged", next)
+				}
+				next++
+				sinkHeld = append(sinkHeld, p)
+				sinkDirty = true
+			},
+			"ack": func(t *rapid.T) {
+				if len(sinkHeld) == 0 {
+					t.Skip()
+				}
+				p := sinkHeld[0]
+				ok := snk.TryAck(p)
+				if ok && len(acked) >= cfg.QueueSize {
+					t.Fatalf("TryAck accepted a %dth entry into a queue of %d", len(acked)+1, cfg.QueueSize)
+				}
+				if !ok && !srcDirty && len(acked) < cfg.QueueSize {
+					t.Fatalf("TryAck refused with %d of %d entries used", len(acked), cfg.QueueSize)
+				}
+				if ok {
+					sinkHeld = sinkHeld[1:]
+					acked = append(acked, p.Offset)
+					sinkDirty = true
+				}
+			},
+			"getAcked": func(t *rapid.T) {
+				p, ok := src.GetAcked()
+				if !ok {
+					if len(acked) > 0 && !sinkDirty {
+						t.Fatalf("GetAcked found nothing with %d published", len(acked))
+					}
+					return
+				}
+				if len(acked) == 0 || acked[0] != p.Offset {
+					t.Fatalf("GetAcked returned %+v, model has %v", p, acked)
+				}
+				acked = acked[1:]
+				delete(inFlightAt, p.Offset)
+				if rapid.Bool().Draw(t, "reuse") {
+					// An acknowledged packet is the source's again: refill and resubmit it.
+					fill(src.Payload(p), seq)
+					p.Offload.GSOSize = uint16(seq)
+					seq++
+					owned = append(owned, p)
+				} else {
+					src.Release(p)
+				}
+			},
+			"": func(t *rapid.T) {
+				if src.InFlight() != len(submitted)+len(sinkHeld)+len(acked) {
+					t.Fatalf("source counts %d in flight, model %d", src.InFlight(), len(submitted)+len(sinkHeld)+len(acked))
+				}
+				if src.Counters().Invalid.Load()+snk.Counters().Invalid.Load() != 0 {
+					t.Fatal("invalid descriptors on an honest stream")
+				}
+			},
+		})
+	})
+}

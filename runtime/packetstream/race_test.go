@@ -1,0 +1,5 @@
+//go:build race
+
+package packetstream
+
+const raceEnabled = true
