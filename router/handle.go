@@ -38,7 +38,8 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 	}
 	if ip.Protocol() == proto.ProtoUDP && len(ip.Payload()) >= 8 {
 		ports := proto.Ports(ip.Payload())
-		if ports.Dst() == proto.DHCPServerPort && d.dhcpServer != nil {
+		toRouter := ip.Dst() == [4]byte{255, 255, 255, 255} || (d.ip.valid && ip.Dst() == d.ip.addr)
+		if ports.Dst() == proto.DHCPServerPort && d.dhcpServer != nil && toRouter {
 			r.serveDHCP(i, d, frame, ip)
 			return Done
 		}
@@ -65,13 +66,13 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 	}
 	switch ip.Protocol() {
 	case proto.ProtoTCP, proto.ProtoUDP:
-		seg, _, ok := proto.L4Header(ip)
+		seg, ok := proto.L4Header(ip)
 		if !ok {
 			return r.drop(d, "truncated TCP or UDP header")
 		}
 		ports := proto.Ports(seg)
 		key := flowKey{src: src, dst: dst, sport: ports.Src(), dport: ports.Dst(), proto: ip.Protocol()}
-		return r.routeFlow(i, d, frame, off, id, key, seg)
+		return r.routeFlow(i, d, frame, off, id, key, seg, true)
 	case proto.ProtoICMP:
 		m := proto.ICMP(ip.Payload())
 		if len(m) < proto.ICMPLen {
@@ -84,7 +85,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 				return Done
 			}
 			key := flowKey{src: src, dst: dst, sport: m.ID(), dport: m.ID(), proto: proto.ProtoICMP}
-			return r.routeFlow(i, d, frame, off, id, key, nil)
+			return r.routeFlow(i, d, frame, off, id, key, nil, m.Type() == proto.ICMPEchoRequest)
 		case proto.ICMPDestUnreach:
 			if v, ok := r.icmpError(i, d, frame, off, id, ip, m); ok {
 				return v
@@ -100,16 +101,14 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 	return r.drop(d, "no matching rule")
 }
 
-// routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one.
-func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, key flowKey, seg []byte) Verdict {
+// routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one
+// (when the packet may open one: not an echo reply).
+func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, key flowKey, seg []byte, mayOpen bool) Verdict {
 	if s := r.lookup(d, key); s != nil {
 		return r.viaLink(i, s, frame, off, id, seg)
 	}
 	p := protoIndex(key.proto)
-	if dec, ok := d.decide(p, key.dst, key.dport); ok {
-		if p == pICMP && proto.ICMP(frame[proto.EthLen+proto.IPv4(frame[proto.EthLen:]).HeaderLen():]).Type() != proto.ICMPEchoRequest {
-			return r.drop(d, "ICMP echo reply without link state")
-		}
+	if dec, ok := d.decide(p, key.dst, key.dport); ok && mayOpen {
 		if !dec.to.ip.valid {
 			return r.drop(d, "destination domain has no IPv4 config")
 		}
@@ -243,9 +242,9 @@ func applyRewrite(pkt []byte, off packetstream.Offload, rw *rewrite) {
 		proto.ICMP(seg).SetID(rw.sport)
 		return
 	case proto.ProtoTCP:
-		csumOff = 16
+		csumOff = proto.TCPChecksumOff
 	default:
-		csumOff = 6
+		csumOff = proto.UDPChecksumOff
 	}
 	ports := proto.Ports(seg)
 	oldSport, oldDport := ports.Src(), ports.Dst()

@@ -23,7 +23,7 @@ func (r *Router) logPacket(d *domain, i *Interface, dir string, frame []byte) {
 	case proto.EtherTypeIPv4:
 		if ip, ok := proto.NewIPv4(e.Payload()); ok {
 			attrs = append(attrs, "ipv4", fmt.Sprintf("%s > %s proto %d len %d", netip.AddrFrom4(ip.Src()), netip.AddrFrom4(ip.Dst()), ip.Protocol(), ip.TotalLen()))
-			if seg, _, ok := proto.L4Header(ip); ok {
+			if seg, ok := proto.L4Header(ip); ok {
 				attrs = append(attrs, "ports", fmt.Sprintf("%d > %d", proto.Ports(seg).Src(), proto.Ports(seg).Dst()))
 			} else if ip.Protocol() == proto.ProtoICMP && len(ip.Payload()) >= proto.ICMPLen {
 				m := proto.ICMP(ip.Payload())

@@ -64,7 +64,7 @@ func TestViewsRejectShortOrBad(t *testing.T) {
 	seg := make([]byte, 20)
 	PutIPv4(bad, 40, ProtoTCP, [4]byte{}, [4]byte{})
 	copy(bad[20:], seg) // data offset 0
-	if _, _, ok := L4Header(IPv4(bad)); ok {
+	if _, ok := L4Header(IPv4(bad)); ok {
 		t.Error("TCP header with data offset 0 accepted")
 	}
 }

@@ -18,23 +18,28 @@ func (p Ports) Dst() uint16     { return binary.BigEndian.Uint16(p[2:]) }
 func (p Ports) SetSrc(v uint16) { binary.BigEndian.PutUint16(p[0:], v) }
 func (p Ports) SetDst(v uint16) { binary.BigEndian.PutUint16(p[2:], v) }
 
-// L4Header returns the TCP or UDP segment of ip with its checksum offset, or false when the
-// header does not fit. csumOff is where the 16-bit checksum lives in the segment.
-func L4Header(ip IPv4) (seg []byte, csumOff int, ok bool) {
+// Where the 16-bit checksum lives in a TCP segment and in a UDP datagram.
+const (
+	TCPChecksumOff = 16
+	UDPChecksumOff = 6
+)
+
+// L4Header returns the TCP or UDP segment of ip, or false when the header does not fit.
+func L4Header(ip IPv4) (seg []byte, ok bool) {
 	seg = ip.Payload()
 	switch ip.Protocol() {
 	case ProtoTCP:
 		if len(seg) < 20 || int(seg[12]>>4)*4 < 20 || int(seg[12]>>4)*4 > len(seg) {
-			return nil, 0, false
+			return nil, false
 		}
-		return seg, 16, true
+		return seg, true
 	case ProtoUDP:
 		if len(seg) < 8 {
-			return nil, 0, false
+			return nil, false
 		}
-		return seg, 6, true
+		return seg, true
 	}
-	return nil, 0, false
+	return nil, false
 }
 
 // TCPFlags returns the flag byte of a TCP segment.
