@@ -13,13 +13,8 @@ import (
 func (r *Router) Configure(n *config.Node) []error {
 	r.setNow()
 	cfg, problems := model.Parse(n)
-	for _, p := range problems {
+	for _, p := range problems { // invalid domains among them, each with its reason
 		r.log.Warn("config", "problem", p.Error())
-	}
-	for _, inv := range cfg.Invalid {
-		if cfg.Verbose {
-			r.log.Info("invalid domain", "domain", inv.Name, "reason", inv.Reason)
-		}
 	}
 	old := r.domains
 	r.cfg = cfg

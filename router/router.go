@@ -4,11 +4,21 @@
 // traffic, link states with NAT, port forwarding, TCP/UDP/ICMP/IP rules, ARP with held
 // frames, DHCP server and client, an ICMP echo server and ICMP error translation.
 //
-// A Router is driven by one goroutine, the component's event loop: Handle every received
-// frame (at most MaxPacketsPerSignal per interface and round), then Flush once; Tick about
-// once a second for the timeouts. Counters are atomics and may be read from anywhere.
-// Forwarding a frame of an existing link state allocates nothing: the frame is copied once into
-// the destination's buffer and rewritten there.
+// A Router is driven by one goroutine, the component's event loop, which does what Genode's
+// nic_router does per signal:
+//
+//	for each interface with work:
+//		release the packets its client acknowledged
+//		for n := 0; n < r.MaxPacketsPerSignal() (0: no limit) && a frame f is available; n++ {
+//			if r.Handle(ifc, f.bytes, f.offload, f.id) == router.Done { acknowledge f }
+//		}
+//		r.Flush() // each destination's Port.Flush once: one wakeup per peer
+//	every second: r.Tick(); every r.ReportInterval() or when r.ReportTriggered(): r.Report()
+//
+// Only that goroutine may call the Router's methods; counters (Stats, Interface.Stats) are
+// atomics and may be read from anywhere. Forwarding a frame of an existing link state
+// allocates nothing: the frame is copied once into the destination's buffer (Port.Alloc) and
+// rewritten there; a full destination drops and counts the frame.
 package router
 
 import (
