@@ -88,7 +88,7 @@ type PostedRegisters struct {
 
 // flushTimeout bounds how long a read waits for posted writes, or a write for queue room,
 // when the device's process stalls.
-const flushTimeout = 100 * time.Millisecond
+const flushTimeout = time.Second
 
 // NewPostedRegisters makes the driver's side over the page (RegisterPageSize bytes) and queue.
 func NewPostedRegisters(page []byte, q *WriteQueue, kick func()) (*PostedRegisters, error) {
