@@ -43,6 +43,7 @@ func TestBackToBackIperf(t *testing.T) {
 		{"gso", true, true, false},
 		// Super-frames into a stack that itself sends plain frames.
 		{"gso-to-plain", true, false, false},
+		{"gso-reverse", true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, server := pair(t, tc.clientTSO, tc.serverTSO)
@@ -55,7 +56,7 @@ func TestBackToBackIperf(t *testing.T) {
 			srvDone := make(chan error, 1)
 			go func() { srvDone <- (&iperf.Server{OneOff: true}).Serve(ctx, ln) }()
 			rep, err := iperf.RunClient(ctx, iperf.ClientConfig{Network: client, Server: "198.18.0.2:5201",
-				Duration: time.Second, Reverse: tc.reverse, Parallel: 2})
+				Duration: 500 * time.Millisecond, Reverse: tc.reverse, Parallel: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,7 +91,7 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 func tuneTCP(s *stack.Stack) error {
 	opts := []tcpip.SettableTransportProtocolOption{
 		new(tcpip.TCPSACKEnabled),
-		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20},
+		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 4 << 20, Max: 16 << 20},
 		&tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 256 << 10, Max: 8 << 20},
 		new(tcpip.TCPModerateReceiveBufferOption),
 	}
