@@ -206,7 +206,6 @@ func (d *domain) decide(p int, dst [4]byte, dport uint16) (decision, bool) {
 			}
 			return out, true
 		}
-		return decision{}, false
 	}
 	switch p {
 	case pICMP:

@@ -92,9 +92,6 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 			}
 		}
 	}
-	if dst == d.ip.addr {
-		return r.drop(d, "packet to the router that nothing handles")
-	}
 	if to := d.ipRule(dst); to != nil {
 		return r.forwardDirect(i, d, to, frame, off, id, dst)
 	}
@@ -124,9 +121,6 @@ func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off packetstre
 			return r.drop(d, "link state refused")
 		}
 		return r.viaLink(i, &l.sides[0], frame, off, id, seg)
-	}
-	if key.dst == d.ip.addr {
-		return r.drop(d, "no forward rule for the router's address")
 	}
 	if to := d.ipRule(key.dst); to != nil {
 		return r.forwardDirect(i, d, to, frame, off, id, key.dst)

@@ -19,6 +19,7 @@ const rulesConfig = `<config>
   <domain name="src" interface="10.0.0.1/24" use_arp="no">
     <tcp dst="192.168.0.0/16"><permit port="80" domain="d1"/><permit-any domain="d2"/></tcp>
     <tcp dst="192.168.1.0/24"><permit port="22" domain="d3"/></tcp>
+    <tcp dst="10.0.0.0/8"><permit-any domain="d2"/></tcp>
     <udp dst="192.168.1.0/24"><permit port="53" domain="d1"/></udp>
     <icmp dst="192.168.0.0/16" domain="d4"/>
     <ip dst="192.168.0.0/16" domain="d5"/>
@@ -75,7 +76,8 @@ func TestRuleOrder(t *testing.T) {
 		{"longest ip prefix", ethFrame(src.MAC(), routerMACNic, proto.EtherTypeIPv4, ipPacket(47, s, ip4("192.168.2.9"), make([]byte, 8))), "d1"},
 		{"other protocol by ip rule", ethFrame(src.MAC(), routerMACNic, proto.EtherTypeIPv4, ipPacket(47, s, ip4("192.168.9.9"), make([]byte, 8))), "d5"},
 		{"tcp-forward to router address", tcp("10.0.0.1", 2222), "d3"},
-		{"no forward rule for router address", tcp("10.0.0.1", 2223), ""},
+		{"router address without forward rule goes on to tcp rules", tcp("10.0.0.1", 2223), "d2"},
+		{"forward rule before tcp rule", tcpFrame(src.MAC(), routerMACNic, s, ip4("10.0.0.1"), 40001, 2222, proto.TCPSyn, 1, 0, nil), "d3"},
 		{"no rule at all", tcp("172.16.0.1", 80), ""},
 	}
 	for _, c := range cases {
