@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nicstack/nicstack/runtime/config"
 )
 
 var testMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0xaa, 0xbb, 0xcc}
@@ -465,6 +468,27 @@ func TestUntrustedMemory(t *testing.T) {
 		d.Receive([][]byte{frameTo(testMAC, max(n, 14), 0)[:n]})
 		for range 5 {
 			r.step(time.Millisecond)
+		}
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	n, err := config.Parse("hw.xml", []byte(`<config model="i217-LM" mac="02:00:00:00:00:07" partner_speed="100" autoneg_ms="5"/>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(n)
+	if err != nil || c.Model.Name != "i217-LM" || c.MAC.String() != "02:00:00:00:00:07" ||
+		c.PartnerSpeed != 100 || c.Autoneg != 5*time.Millisecond {
+		t.Errorf("got %+v, %v", c, err)
+	}
+	if errs := config.Check(n, ConfigSchema); len(errs) != 0 {
+		t.Errorf("schema: %v", errs)
+	}
+	for _, bad := range []string{`<config model="e1000"/>`, `<config mac="x"/>`, `<config partner_speed="2500"/>`} {
+		n, _ := config.Parse("hw.xml", []byte(bad))
+		if _, err := ParseConfig(n); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") {
+			t.Errorf("%s: error %v, want one naming hw.xml:1:", bad, err)
 		}
 	}
 }

@@ -46,6 +46,9 @@ type Config struct {
 	PhyReset      PhyReset
 }
 
+// ConfigSchema is what the driver's <config> may hold, for config.Check.
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "phy_reset"}}
+
 // DefaultRxIrqThrottle is Genode's value: 651 x 256 ns = 166.7 µs, at most ~6000 interrupts/s.
 const DefaultRxIrqThrottle = 651
 

@@ -392,6 +392,10 @@ func TestParseConfig(t *testing.T) {
 	if cfg, err := ipxe.ParseConfig(n); err != nil || cfg != ipxe.DefaultConfig() {
 		t.Errorf("empty config: %+v, %v", cfg, err)
 	}
+	n, _ = config.Parse("nic.xml", []byte(`<config rx_irq_throttel="651"/>`))
+	if errs := config.Check(n, ipxe.ConfigSchema); len(errs) != 1 {
+		t.Errorf("a misspelt attribute gave %v", errs)
+	}
 	for _, bad := range []string{
 		`<config rx_irq_throttle="70000"/>`,
 		`<config tx_irq="always"/>`,

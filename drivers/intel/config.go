@@ -1,0 +1,49 @@
+package intel
+
+import (
+	"net"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// ConfigSchema is what the emulated NIC's <config> may hold, for config.Check:
+//
+//	<config model="i217-LM" mac="02:00:00:00:00:01" partner_speed="1000" autoneg_ms="20"/>
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms"}}
+
+// DefaultMAC is the permanent address when the config names none (locally administered).
+var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
+
+// ParseConfig reads the emulated NIC's <config> node into the parts of Config it sets; errors
+// name the attribute's file, line and column.
+func ParseConfig(n *config.Node) (Config, error) {
+	c := Config{Model: Models[0], MAC: DefaultMAC}
+	if a, ok := n.Attr("model"); ok {
+		m, found := ModelByName(a.Value)
+		if !found {
+			return c, config.Errorf(a.Pos, "attribute \"model\" of <%s>: %q is not a model (82574L, i217-LM)", n.Type, a.Value)
+		}
+		c.Model = m
+	}
+	mac, ok, err := n.MAC("mac")
+	if err != nil {
+		return c, err
+	}
+	if ok {
+		c.MAC = mac
+	}
+	speed, err := n.Number("partner_speed", 1000)
+	if err != nil {
+		return c, err
+	}
+	if speed != 1000 && speed != 100 && speed != 10 {
+		a, _ := n.Attr("partner_speed")
+		return c, config.Errorf(a.Pos, "attribute \"partner_speed\" of <%s>: %d is not 1000, 100 or 10", n.Type, speed)
+	}
+	c.PartnerSpeed = int(speed)
+	if c.Autoneg, err = n.Duration("autoneg_ms", time.Millisecond, DefaultAutoneg); err != nil {
+		return c, err
+	}
+	return c, nil
+}
