@@ -8,14 +8,16 @@ import (
 )
 
 // dhcpClient configures a domain without interface attribute: DISCOVER on every interface
-// of the domain, take the first OFFER, REQUEST it, and on ACK the domain has an IPv4 config
-// until the lease ends. Anything unexpected starts over with DISCOVER.
+// of the domain, take the first OFFER, REQUEST it, and on ACK the domain has an IPv4 config;
+// at half the lease it asks to renew, and without an ACK the config ends with the lease.
+// Anything unexpected starts over with DISCOVER.
 type dhcpClient struct {
 	state    clientState
 	xid      uint32
 	offered  [4]byte
 	server   [4]byte
 	deadline time.Time
+	leaseEnd time.Time
 }
 
 type clientState uint8
@@ -25,6 +27,7 @@ const (
 	clientSelecting
 	clientRequesting
 	clientBound
+	clientRenewing
 )
 
 // interfaceAdded starts discovery when the domain gets its first interface.
@@ -49,7 +52,7 @@ func (c *dhcpClient) send(r *Router, d *domain, typ uint8) {
 	for _, i := range d.ifs {
 		w := proto.NewDHCPMessage(1, c.xid, [4]byte{}, [4]byte{}, [4]byte{}, i.routerMAC, true)
 		w.Add(proto.OptMessageType, typ)
-		if typ == proto.DHCPRequest {
+		if typ == proto.DHCPRequest { // selecting and renewing alike: name address and server
 			w.AddIPv4s(proto.OptRequestedIP, c.offered)
 			w.AddIPv4s(proto.OptServerID, c.server)
 		}
@@ -62,7 +65,12 @@ func (c *dhcpClient) tick(r *Router, d *domain) {
 	if c.state == clientIdle || r.now.Before(c.deadline) {
 		return
 	}
-	if c.state == clientBound {
+	switch c.state {
+	case clientBound:
+		c.state, c.deadline = clientRenewing, c.leaseEnd
+		c.send(r, d, proto.DHCPRequest)
+		return
+	case clientRenewing:
 		r.log.Info("DHCP lease ended", "domain", d.name)
 		r.setIPConfig(d, ipConfig{})
 	}
@@ -83,24 +91,44 @@ func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip proto.IPv4) 
 		c.state = clientRequesting
 		c.deadline = r.now.Add(r.cfg.DHCPRequestTimeout)
 		c.send(r, d, proto.DHCPRequest)
-	case typ == proto.DHCPAck && c.state == clientRequesting:
+	case typ == proto.DHCPAck && (c.state == clientRequesting || c.state == clientRenewing):
 		cfg, lease, ok := configFromAck(msg)
-		if !ok {
-			r.log.Info("DHCP ACK lacks address, subnet mask or lease time", "domain", d.name)
+		if !ok || (c.state == clientRenewing && cfg.addr != d.ip.addr) {
+			r.log.Info("DHCP ACK lacks address, subnet mask or lease time, or changes the address", "domain", d.name)
+			if c.state == clientRenewing {
+				r.setIPConfig(d, ipConfig{})
+			}
 			c.discover(r, d)
 			return
 		}
+		renewal := c.state == clientRenewing
 		c.state = clientBound
-		c.deadline = r.now.Add(lease)
-		r.setIPConfig(d, cfg)
+		c.leaseEnd = r.now.Add(lease)
+		c.deadline = r.now.Add(lease / 2)
+		if !renewal || !sameIPConfig(d.ip, cfg) {
+			r.setIPConfig(d, cfg)
+		}
 	case typ == proto.DHCPNak:
-		if c.state == clientBound {
+		if c.state == clientBound || c.state == clientRenewing {
 			r.setIPConfig(d, ipConfig{})
 		}
 		c.discover(r, d)
 	default:
 		r.drop(d, "unexpected DHCP reply")
 	}
+}
+
+func sameIPConfig(a, b ipConfig) bool {
+	if a.valid != b.valid || a.addr != b.addr || a.mask != b.mask || a.gateway != b.gateway ||
+		a.hasGW != b.hasGW || a.dnsDomain != b.dnsDomain || len(a.dns) != len(b.dns) {
+		return false
+	}
+	for k := range a.dns {
+		if a.dns[k] != b.dns[k] {
+			return false
+		}
+	}
+	return true
 }
 
 func configFromAck(msg proto.DHCP) (ipConfig, time.Duration, bool) {

@@ -179,13 +179,40 @@ func TestChainedRoutersDHCP(t *testing.T) {
 	if v, _ := offer.OptionIPv4(proto.OptDNSServer); v != ip4("10.0.5.53") {
 		t.Fatalf("dns_config_from not applied: %v", v)
 	}
-	// When the lease runs out without renewal, the config goes and discovery restarts.
+	// At half the lease (60 s) A renews and keeps its config and link states.
+	rb.clock.advance(31 * time.Second)
+	ra.r.Tick()
+	if out := aPort.take(); len(out) != 1 {
+		t.Fatalf("no renewing REQUEST: %d frames", len(out))
+	} else {
+		rb.send(bSide, out[0])
+		for _, f := range bPort.take() {
+			ra.send(aUp, f)
+		}
+	}
+	rb.clock.advance(40 * time.Second) // past the first lease's end
+	ra.r.Tick()
+	if !up.ip.valid {
+		t.Fatal("renewed lease not extended")
+	}
+	// Without an answer to the next renewal the config ends with the lease, and discovery
+	// starts over.
+	aPort.take()
 	rb.clock.advance(61 * time.Second)
+	ra.r.Tick()
 	ra.r.Tick()
 	if up.ip.valid {
 		t.Fatal("config kept after the lease")
 	}
-	if out := aPort.take(); len(out) != 1 {
-		t.Fatalf("no new DISCOVER after the lease: %d frames", len(out))
+	if out := aPort.take(); len(out) != 1 || dhcpType(t, out[0]) != proto.DHCPDiscover {
+		t.Fatal("no new DISCOVER after the lease")
 	}
+}
+
+func dhcpType(t *testing.T, f []byte) uint8 {
+	m, ok := proto.NewDHCP(parse(t, f).ip.Payload()[8:])
+	if !ok {
+		t.Fatal("no DHCP message")
+	}
+	return m.MessageType()
 }
