@@ -36,6 +36,7 @@ type peerResult struct {
 	SignalsSent uint64  `json:"signals_sent"`
 	Sleeps      uint64  `json:"sleeps"`
 	Invalid     uint64  `json:"invalid"`
+	CPUSeconds  float64 `json:"cpu_seconds"` // the whole process, start-up included
 	Error       string  `json:"error,omitempty"`
 }
 
@@ -143,8 +144,9 @@ func benchStream(cmd *cobra.Command, sizes []int, d time.Duration, runs, batch i
 			fps := float64(res.sink.Frames) / res.sink.Seconds
 			sig := float64(res.source.SignalsSent+res.sink.SignalsSent) * 1000 / float64(max(res.sink.Frames, 1))
 			samples[i] = append(samples[i], sample{fps / 1e6, fps * float64(size) * 8 / 1e9, sig, refMpps})
-			fmt.Fprintf(out, "  run %d: %6d B  %8.3f Mpps  %8.2f Gbit/s  %7.3f signals/kframe  (reference %.1f Mpps; sleeps source %d, sink %d)\n",
-				r+1, size, fps/1e6, fps*float64(size)*8/1e9, sig, refMpps, res.source.Sleeps, res.sink.Sleeps)
+			fmt.Fprintf(out, "  run %d: %6d B  %8.3f Mpps  %8.2f Gbit/s  %7.3f signals/kframe  reference %5.1f Mpps  (sleeps %d/%d, cpu %.0f%%/%.0f%%)\n",
+				r+1, size, fps/1e6, fps*float64(size)*8/1e9, sig, refMpps, res.source.Sleeps, res.sink.Sleeps,
+				100*res.source.CPUSeconds/res.source.Seconds, 100*res.sink.CPUSeconds/res.sink.Seconds)
 		}
 	}
 	median := func(xs []sample, f func(sample) float64) float64 {

@@ -60,6 +60,10 @@ func runStreamPeer(a streamPeerArgs) peerResult {
 	if err != nil {
 		res.Error = err.Error()
 	}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		res.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
 	return res
 }
 

@@ -23,6 +23,10 @@ type Endpoint interface {
 // microseconds, about what a signal and a wakeup through the scheduler cost.
 const DefaultSpin = 2000
 
+// shortSleep is a sleep that spinning could have bridged more cheaply: a signal and a wakeup
+// cost some microseconds on both sides.
+const shortSleep = 50 * time.Microsecond
+
 // Waiter lets one goroutine wait on several endpoints at once (a router serves many sessions):
 // it spins briefly, then arms each endpoint's flag in shared memory, checks once more, and
 // sleeps in an epoll instance that the Go netpoller watches, so the sleeping goroutine holds
@@ -33,7 +37,12 @@ const DefaultSpin = 2000
 // barriers, so at least one of them sees the other's store: either the sleeper sees the work
 // and does not block, or the peer sees the flag and signals.
 type Waiter struct {
-	Spin int // polls before sleeping; 0 sleeps at once
+	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. A waiter
+	// whose sleeps keep ending within shortSleep polls up to 32 times longer (a steady stream
+	// whose gaps are a little longer than the spin then needs no signals), and falls back
+	// once a sleep is long (the stream went idle).
+	Spin int
+	more int // extra polls learned from short sleeps
 
 	eps    []Endpoint
 	epoll  *os.File // non-blocking epoll fd, registered with the netpoller
@@ -143,7 +152,11 @@ func (w *Waiter) Wait() error { return w.WaitUntil(time.Time{}) }
 
 // WaitUntil is Wait with a deadline (zero: none); past it, it returns os.ErrDeadlineExceeded.
 func (w *Waiter) WaitUntil(deadline time.Time) error {
-	for i := 0; i < w.Spin; i++ {
+	spin := w.Spin
+	if spin > 0 {
+		spin += w.more
+	}
+	for i := 0; i < spin; i++ {
 		if w.anyReady() || w.woken.Load() {
 			w.woken.Store(false)
 			return nil
@@ -164,8 +177,14 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 		return ErrClosed
 	}
 	w.err = nil
+	slept := time.Now()
 	err := w.rc.Read(w.poll)
 	w.disarm()
+	if time.Since(slept) < shortSleep {
+		w.more = min(2*w.more+w.Spin, 31*w.Spin)
+	} else {
+		w.more = 0
+	}
 	if err == nil {
 		err = w.err
 	}
