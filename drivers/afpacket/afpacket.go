@@ -101,6 +101,8 @@ type Socket struct {
 	rsizes []int
 	roffs  []ps.Offload
 	rn     int
+	rerr   error
+	waited bool // this Read has slept in the netpoller once
 
 	tx          []byte // TX ring: blocks of whole pages, each holding txPerBlock slots
 	txBlockSize int
@@ -255,6 +257,14 @@ func (s *Socket) setup(fd int, cfg Config, page int) error {
 	return unix.SetNonblock(fd, true)
 }
 
+// syscallErr is errno e as an error, nil for 0.
+func syscallErr(e int) error {
+	if e == 0 {
+		return nil
+	}
+	return unix.Errno(e)
+}
+
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
 // Name is the interface the socket is bound to.
@@ -297,7 +307,9 @@ func (s *Socket) KernelDrops() (uint64, error) {
 // frames gather in the ring, unless a block is still half read. Frame i
 // lands in bufs[i][:sizes[i]] with its offload metadata in offs[i]; sizes and offs must be at
 // least as long as bufs, and a buffer of MaxFrame bytes holds any frame. Malformed frames are
-// counted in RxDropped and skipped. It returns at least one frame unless err is set.
+// counted in RxDropped and skipped. It returns at least one frame unless err is set. When the
+// link goes down or the interface disappears, a waiting Read returns ENETDOWN; a later Read
+// waits for frames again.
 func (s *Socket) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
 	if len(bufs) == 0 {
 		return 0, nil
@@ -307,10 +319,13 @@ func (s *Socket) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error
 			time.Sleep(d)
 		}
 	}
-	s.rbufs, s.rsizes, s.roffs, s.rn = bufs, sizes[:len(bufs)], offs[:len(bufs)], 0
+	s.rbufs, s.rsizes, s.roffs, s.rn, s.rerr, s.waited = bufs, sizes[:len(bufs)], offs[:len(bufs)], 0, nil, false
 	err := s.rc.Read(s.readFn)
 	n := s.rn
-	s.rbufs, s.rsizes, s.roffs = nil, nil, nil
+	if err == nil {
+		err = s.rerr
+	}
+	s.rbufs, s.rsizes, s.roffs, s.rerr = nil, nil, nil, nil
 	if n > 0 {
 		s.Stats.RxBursts.Add(1)
 		if s.minGap > 0 {
@@ -324,12 +339,24 @@ func (s *Socket) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error
 func blockStatus(b []byte) *uint32 { return (*uint32)(unsafe.Pointer(&b[8])) }
 
 // readBlocks runs in the netpoller's Read: false means "no block ready, wait".
-func (s *Socket) readBlocks(uintptr) bool {
+func (s *Socket) readBlocks(fd uintptr) bool {
 	for s.rn < len(s.rbufs) {
 		if s.cur == nil {
 			b := s.rx[s.rxBlock*s.blockSize : (s.rxBlock+1)*s.blockSize]
 			if atomic.LoadUint32(blockStatus(b))&unix.TP_STATUS_USER == 0 {
-				return s.rn > 0
+				if s.rn > 0 {
+					return true
+				}
+				// Woken without a block: the link went down or the interface went away
+				// (ENETDOWN on the socket, which reading clears).
+				if s.waited {
+					if e, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); err != nil || e != 0 {
+						s.rerr = errors.Join(err, syscallErr(e))
+						return true
+					}
+				}
+				s.waited = true
+				return false
 			}
 			h := (*unix.TpacketHdrV1)(unsafe.Pointer(&b[8]))
 			s.cur, s.curLeft, s.curOff = b, h.Num_pkts, h.Offset_to_first_pkt

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/netns/backendtest"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
@@ -15,9 +17,9 @@ import (
 
 // setup makes namespaces "nic" (veth nsa0, no address: the socket's side) and "host" (veth
 // nsb0 at 198.18.1.1/24 with the kernel stack), the host playing 198.18.1.2 behind nsa0.
-func setup(t testing.TB, cfg Config) (*netns.NS, *Socket, backendtest.Path) {
-	nic := netns.ForTest(t, "nic")
-	host := netns.ForTest(t, "host")
+func setup(t testing.TB, cfg Config) (nic, host *netns.NS, s *Socket, path backendtest.Path) {
+	nic = netns.ForTest(t, "nic")
+	host = netns.ForTest(t, "host")
 	if err := netns.Veth("nsa0", nic, "nsb0", host); err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +36,14 @@ func setup(t testing.TB, cfg Config) (*netns.NS, *Socket, backendtest.Path) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return host, s, backendtest.Path{
+	return nic, host, s, backendtest.Path{
 		Src: backendtest.Endpoint{MAC: ours, IP: netip.MustParseAddr("198.18.1.2")},
 		Dst: backendtest.Endpoint{MAC: backendtest.MAC(t, host, "nsb0"), IP: netip.MustParseAddr("198.18.1.1")},
 	}
 }
 
 func TestAFPacketAgainstKernel(t *testing.T) {
-	host, s, path := setup(t, Config{})
+	_, host, s, path := setup(t, Config{})
 	backendtest.Run(t, backendtest.Env{
 		Dev: s, MaxFrame: MaxFrame, Kernel: host, Path: path,
 		TxDropped: s.Stats.TxDropped.Load,
@@ -57,7 +59,7 @@ func TestAFPacketAgainstKernel(t *testing.T) {
 // More frames than TX slots in one Write: the ring wraps, kicks happen only when it is full
 // and at the end, and a frame too large for a slot is dropped and counted.
 func TestAFPacketTXRingWraps(t *testing.T) {
-	host, s, path := setup(t, Config{TxFrames: 8, TxFrameSize: 2048})
+	_, host, s, path := setup(t, Config{TxFrames: 8, TxFrameSize: 2048})
 	c, err := backendtest.ListenUDP(host, path.Dst.IP, 7100)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +94,7 @@ func TestAFPacketTXRingWraps(t *testing.T) {
 // With RxMinInterval, frames arriving every 2 ms are taken in few wakeups, none lost.
 func TestAFPacketRxMinInterval(t *testing.T) {
 	const gap = 25 * time.Millisecond
-	host, s, path := setup(t, Config{RxMinInterval: gap})
+	_, host, s, path := setup(t, Config{RxMinInterval: gap})
 	var c *net.UDPConn
 	if err := host.Do(func() (err error) {
 		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(path.Src.IP, 7200)))
@@ -130,7 +132,7 @@ func TestAFPacketRxMinInterval(t *testing.T) {
 
 // Close wakes a blocked Read with os.ErrClosed.
 func TestAFPacketClose(t *testing.T) {
-	_, s, _ := setup(t, Config{})
+	_, _, s, _ := setup(t, Config{})
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1))
@@ -145,5 +147,54 @@ func TestAFPacketClose(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Read did not return after Close")
+	}
+}
+
+// Link down wakes a waiting Read with ENETDOWN; after link up, frames arrive again.
+func TestAFPacketLinkDownAndUp(t *testing.T) {
+	nic, host, s, path := setup(t, Config{})
+	bufs, sizes, offs := [][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Read(bufs, sizes, offs)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := nic.IP("link", "set", "nsa0", "down"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, unix.ENETDOWN) {
+			t.Fatalf("Read at link down: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read did not return at link down")
+	}
+	if err := nic.IP("link", "set", "nsa0", "up"); err != nil {
+		t.Fatal(err)
+	}
+	var c *net.UDPConn
+	if err := host.Do(func() (err error) {
+		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(path.Src.IP, 7300)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		for i := 0; i < 50; i++ {
+			c.Write([]byte("up again"))
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for {
+		n, err := s.Read(bufs, sizes, offs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := backendtest.Parse(bufs[0][:sizes[0]], offs[0]); n == 1 && ok && p.DPort == 7300 {
+			return
+		}
 	}
 }

@@ -31,6 +31,6 @@ func BenchmarkAFPacket(b *testing.B) {
 }
 
 func env(b *testing.B) (*netns.NS, *Socket, backendtest.Env) {
-	host, s, path := setup(b, Config{})
+	_, host, s, path := setup(b, Config{})
 	return host, s, backendtest.Env{Dev: s, MaxFrame: MaxFrame, Kernel: host, Path: path, TxDropped: s.Stats.TxDropped.Load}
 }

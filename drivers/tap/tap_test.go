@@ -11,6 +11,7 @@ import (
 
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/testutil"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -39,6 +40,16 @@ func setup(t testing.TB) (*netns.NS, *Device, backendtest.Path) {
 
 func TestTAPAgainstKernel(t *testing.T) {
 	ns, d, path := setup(t)
+	testutil.RequireCommand(t, "ethtool")
+	k, err := ns.Exec("ethtool", "-k", "nstap0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tx-checksumming: on", "tx-tcp-segmentation: on", "tx-tcp6-segmentation: on"} {
+		if !strings.Contains(string(k), want) {
+			t.Errorf("ethtool -k nstap0 lacks %q", want)
+		}
+	}
 	backendtest.Run(t, backendtest.Env{
 		Dev: d, MaxFrame: MaxFrame, Kernel: ns, Path: path,
 		TxDropped: d.Stats.TxDropped.Load,
@@ -102,5 +113,28 @@ func TestTAPFromFileAndClose(t *testing.T) {
 	out, err := ns.Exec("ip", "-o", "link", "show", "type", "tun")
 	if err != nil || strings.Contains(string(out), "nstap0") {
 		t.Fatalf("TAP still there after the last close: %s %v", out, err)
+	}
+}
+
+// Deleting the TAP under a waiting Read ends the Read with an error instead of a hang.
+func TestTAPDeletedUnderRead(t *testing.T) {
+	ns, d, _ := setup(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := ns.IP("link", "del", "nstap0"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Read returned no error")
+		}
+		t.Logf("Read after delete: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read did not return after the TAP was deleted")
 	}
 }
