@@ -70,7 +70,9 @@ func (c *Config) defaults() {
 }
 
 // Stats are the socket's counters. Dropped frames are malformed ones: truncated in the ring,
-// a vnet header that does not fit its frame, a frame too large for a TX slot.
+// a vnet header that does not fit its frame, a frame too large for a TX slot. TxFrames counts
+// frames put into the TX ring; frames the kernel then refuses are skipped by it (PACKET_LOSS)
+// and not counted here. RxBursts and TxKicks count wakeups of Read and sendto calls.
 type Stats struct {
 	RxFrames, RxBytes, RxDropped, RxBlocks, RxBursts atomic.Uint64
 	TxFrames, TxBytes, TxDropped, TxKicks            atomic.Uint64

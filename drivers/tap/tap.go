@@ -80,7 +80,7 @@ type Device struct {
 // with IFF_VNET_HDR and TSO4/TSO6/checksum offloads, sets its MTU and brings it up. It needs
 // CAP_NET_ADMIN. A TAP it creates is not persistent: it disappears with the last descriptor.
 func Create(cfg Config) (*Device, error) {
-	var fd int
+	fd := -1
 	var name string
 	create := func() error {
 		var err error
@@ -109,7 +109,7 @@ func Create(cfg Config) (*Device, error) {
 		err = create()
 	}
 	if err != nil {
-		if fd > 0 {
+		if fd >= 0 {
 			unix.Close(fd)
 		}
 		return nil, err
