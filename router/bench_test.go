@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,33 @@ func BenchmarkForward(b *testing.B) {
 				// The machine is shared: CPU time of this thread is the steadier number.
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/frame")
 			})
+		}
+	}
+}
+
+// TestForwardingDoesNotAllocate checks the per-frame paths of established traffic: a link
+// state with NAT both ways, an <ip> rule and domain-local traffic.
+func TestForwardingDoesNotAllocate(t *testing.T) {
+	b, vm, _, up, _ := natBench(t)
+	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<icmp dst="0.0.0.0/0" domain="uplink"/>`,
+		`<icmp dst="0.0.0.0/0" domain="uplink"/><ip dst="198.18.9.0/24" domain="uplink"/>`, 1)))
+	bp := &benchPort{buf: make([]byte, 2048)}
+	up.port, vm.port = bp, bp
+	peer := b.r.Attach(Session{Label: "vm2", Kind: Nic, Port: bp})
+	b.send(vm, arpFrame(proto.ARPReply, peer.MAC(), ip4("10.0.1.3"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+	out := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, make([]byte, 100))
+	back := udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, make([]byte, 100))
+	direct := ethFrame(vm.MAC(), routerMACNic, proto.EtherTypeIPv4, ipPacket(47, ip4("10.0.1.2"), ip4("198.18.9.9"), make([]byte, 64)))
+	local := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.3"), 1, 2, make([]byte, 64))
+	b.send(vm, out)
+	for name, c := range map[string]struct {
+		from *Interface
+		f    []byte
+	}{"nat out": {vm, out}, "nat back": {up, back}, "ip rule": {vm, direct}, "domain-local": {vm, local}} {
+		sent := bp.sent
+		allocs := testing.AllocsPerRun(200, func() { b.r.Handle(c.from, c.f, packetstream.Offload{}, 0); b.r.Flush() })
+		if allocs != 0 || bp.sent == sent {
+			t.Errorf("%s: %.1f allocations per frame, %d sent", name, allocs, bp.sent-sent)
 		}
 	}
 }

@@ -170,3 +170,40 @@ func TestICMPErrorCarryingNATedFlow(t *testing.T) {
 		t.Fatal("unrelated ICMP error forwarded")
 	}
 }
+
+// A flood of new TCP, UDP and ICMP flows through NAT uses up the quotas and is refused and
+// counted, while an established ping keeps working.
+func TestFloodDoesNotStarveEstablishedFlow(t *testing.T) {
+	b, vm, vmp, up, upp := natBench(t)
+	ping := func(seq uint16) bool {
+		b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ICMPEchoRequest, 1, seq))
+		out := upp.take()
+		if len(out) != 1 {
+			return false
+		}
+		id := parse(t, out[0]).icmp.ID()
+		b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), proto.ICMPEchoReply, id, seq))
+		return len(vmp.take()) == 1
+	}
+	if !ping(1) {
+		t.Fatal("ping before the flood")
+	}
+	for k := 0; k < 3000; k++ {
+		dst := [4]byte{203, 0, byte(k >> 8), byte(k)}
+		b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, uint16(k), 80, proto.TCPSyn, 1, 0, nil))
+		b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, uint16(k), 53, nil))
+		b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, proto.ICMPEchoRequest, uint16(k+2), 1))
+		upp.take()
+		if k%100 == 0 && !ping(uint16(k)) {
+			t.Fatalf("ping lost during the flood at %d", k)
+		}
+	}
+	upp.take()
+	// Quotas 2/2/2: two TCP, two UDP and one more ICMP (the ping holds one) got through.
+	if got := b.r.Stats().NATRefused.Load(); got != 3*3000-5 {
+		t.Fatalf("refused %d, want %d", got, 3*3000-5)
+	}
+	if !ping(9999) {
+		t.Fatal("ping after the flood")
+	}
+}
