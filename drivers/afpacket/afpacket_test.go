@@ -18,8 +18,8 @@ import (
 // setup makes namespaces "nic" (veth nsa0, no address: the socket's side) and "host" (veth
 // nsb0 at 198.18.1.1/24 with the kernel stack), the host playing 198.18.1.2 behind nsa0.
 func setup(t testing.TB, cfg Config) (nic, host *netns.NS, s *Socket, path backendtest.Path) {
-	nic = netns.ForTest(t, "nic")
-	host = netns.ForTest(t, "host")
+	nic = backendtest.Namespace(t, "nic")
+	host = backendtest.Namespace(t, "host")
 	if err := netns.Veth("nsa0", nic, "nsb0", host); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ var ourMAC = net.HardwareAddr{0x02, 0, 0x5e, 0, 0, 2}
 
 // setup makes a namespace with TAP "nstap0" at 198.18.0.1/24, our host 198.18.0.2 behind it.
 func setup(t testing.TB) (*netns.NS, *Device, backendtest.Path) {
-	ns := netns.ForTest(t, "tap")
+	ns := backendtest.Namespace(t, "tap")
 	d, err := Create(Config{Name: "nstap0", MTU: 1500, NetNS: ns.File})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package netns creates, enters and deletes network namespaces and veth pairs, for root tests
-// and benchmarks of the Linux back ends. Everything it creates is deleted on Close, by a test's
-// cleanup, on SIGINT/SIGTERM/SIGHUP, and (for namespaces left by a killed process) by the next
+// and benchmarks of the Linux back ends (backendtest.Namespace ties one to a test), and enters
+// a namespace by descriptor for the back ends themselves (Do). Everything it creates is deleted
+// on Close, on SIGINT/SIGTERM/SIGHUP, and (for namespaces left by a killed process) by the next
 // process that creates one. Addresses are confined to 198.18.0.0/15, the benchmarking range.
 package netns
 
@@ -19,11 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/nicstack/nicstack/internal/testutil"
 )
 
 // namePrefix marks namespaces made by this package: "nst<pid>-<label><seq>", so a later process
@@ -81,23 +79,6 @@ func New(label string) (*NS, error) {
 		}
 	}
 	return n, nil
-}
-
-// ForTest creates a namespace deleted when t ends (also when it fails). It skips t unless root.
-func ForTest(t testing.TB, label string) *NS {
-	t.Helper()
-	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, "ip")
-	n, err := New(label)
-	if err != nil {
-		t.Fatalf("netns: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Errorf("netns: %v", err)
-		}
-	})
-	return n
 }
 
 // Close deletes the namespace and, with it, every interface in it.

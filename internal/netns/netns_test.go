@@ -5,11 +5,24 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nicstack/nicstack/internal/testutil"
 )
 
+// forTest is backendtest.Namespace, which this package cannot import.
+func forTest(t *testing.T, label string) *NS {
+	testutil.RequireRoot(t)
+	n, err := New(label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
 func TestVethAcrossNamespaces(t *testing.T) {
-	a := ForTest(t, "a")
-	b := ForTest(t, "b")
+	a := forTest(t, "a")
+	b := forTest(t, "b")
 	if err := Veth("va", a, "vb", b); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +53,7 @@ func TestVethAcrossNamespaces(t *testing.T) {
 }
 
 func TestAddrOutsideBenchRangeRefused(t *testing.T) {
-	a := ForTest(t, "r")
+	a := forTest(t, "r")
 	if err := a.AddrAdd("lo", "10.0.0.1/8"); err == nil {
 		t.Fatal("10.0.0.1/8 accepted")
 	}
@@ -50,7 +63,7 @@ func TestAddrOutsideBenchRangeRefused(t *testing.T) {
 }
 
 func TestCloseDeletesNamespace(t *testing.T) {
-	ForTest(t, "c0") // root check
+	testutil.RequireRoot(t)
 	a, err := New("c")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/internal/testutil"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -26,6 +27,24 @@ type Env struct {
 	Kernel    *netns.NS     // the namespace whose stack is the peer
 	Path      Path          // Src: the host the test plays behind Dev; Dst: the kernel's interface
 	TxDropped func() uint64 // the back end's count of frames dropped on write
+}
+
+// Namespace creates a namespace deleted when t ends (also when it fails). It skips t (fails it
+// under CI) unless root.
+func Namespace(t testing.TB, label string) *netns.NS {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "ip")
+	n, err := netns.New(label)
+	if err != nil {
+		t.Fatalf("netns: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("netns: %v", err)
+		}
+	})
+	return n
 }
 
 // MAC returns the hardware address of dev in namespace n.
