@@ -53,6 +53,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 	}
 	if ip.Fragmented() {
 		count(&r.stats.FragmentsSeen, 1)
+		count(&d.stats.DroppedFragmIPv4, 1)
 		if r.cfg.ICMPType3CodeOnFragm >= 0 {
 			r.sendICMPError(i, d, frame, ip, uint8(r.cfg.ICMPType3CodeOnFragm))
 		}

@@ -38,6 +38,9 @@ func (r *Router) Report() *config.Node {
 			attr(dn, "rx_bytes", u(d.stats.RxBytes.Load()))
 			attr(dn, "tx_bytes", u(d.stats.TxBytes.Load()))
 		}
+		if rc.DroppedFragmIPv4 {
+			attr(dn, "dropped_fragm_ipv4", u(d.stats.DroppedFragmIPv4.Load()))
+		}
 		if rc.Stats {
 			attr(dn, "dropped", u(d.stats.Dropped.Load()))
 			for p := range 3 {

@@ -25,6 +25,7 @@ type InterfaceStats struct {
 type DomainStats struct {
 	RxBytes, TxBytes atomic.Uint64
 	Dropped          atomic.Uint64
+	DroppedFragmIPv4 atomic.Uint64
 	LinksOpened      [3]atomic.Uint64
 	LinksDissolved   [3]atomic.Uint64
 	NATRefused       [3]atomic.Uint64

@@ -32,7 +32,6 @@ func NewIPv4(b []byte) (IPv4, bool) {
 
 func (p IPv4) HeaderLen() int          { return int(p[0]&15) * 4 }
 func (p IPv4) TotalLen() int           { return len(p) }
-func (p IPv4) TTL() uint8              { return p[8] }
 func (p IPv4) Protocol() uint8         { return p[9] }
 func (p IPv4) Checksum() uint16        { return binary.BigEndian.Uint16(p[10:]) }
 func (p IPv4) SetChecksum(c uint16)    { binary.BigEndian.PutUint16(p[10:], c) }

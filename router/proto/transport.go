@@ -52,9 +52,6 @@ func TCPAckNum(seg []byte) uint32 { return binary.BigEndian.Uint32(seg[8:]) }
 // TCPPayloadLen is the length of the segment's data.
 func TCPPayloadLen(seg []byte) int { return len(seg) - int(seg[12]>>4)*4 }
 
-// UDPLen is the UDP header length field.
-func UDPLen(seg []byte) int { return int(binary.BigEndian.Uint16(seg[4:])) }
-
 // ICMP types the router handles.
 const (
 	ICMPEchoReply   = 0
