@@ -15,10 +15,13 @@ var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac"
 // DefaultMAC is the permanent address when the config names none (locally administered).
 var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
 
-// ParseConfig reads the emulated NIC's <config> node into the parts of Config it sets; errors
-// name the attribute's file, line and column.
+// ParseConfig reads the emulated NIC's <config> node (nil: none) into the parts of Config it
+// sets; errors name the attribute's file, line and column.
 func ParseConfig(n *config.Node) (Config, error) {
 	c := Config{Model: Models[0], MAC: DefaultMAC}
+	if n == nil { // no <config> at all
+		n = &config.Node{Type: "config"}
+	}
 	if a, ok := n.Attr("model"); ok {
 		m, found := ModelByName(a.Value)
 		if !found {

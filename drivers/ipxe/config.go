@@ -57,9 +57,13 @@ func DefaultConfig() Config {
 	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, PhyReset: PhyResetAuto}
 }
 
-// ParseConfig reads a <config> node; errors name the attribute's file, line and column.
+// ParseConfig reads a <config> node (nil: none); errors name the attribute's file, line and
+// column.
 func ParseConfig(n *config.Node) (Config, error) {
 	c := DefaultConfig()
+	if n == nil { // no <config> at all
+		n = &config.Node{Type: "config"}
+	}
 	itr, err := n.Number("rx_irq_throttle", DefaultRxIrqThrottle)
 	if err != nil {
 		return c, err

@@ -1,0 +1,36 @@
+package ipxe_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/ipxe"
+)
+
+// Example wires the driver to an emulated NIC in one process, as the components will across
+// two: the device runs on its own goroutine, the driver's event loop services the interrupt
+// line and opens the Uplink session exactly while the link is up.
+func Example() {
+	dma := make([]byte, ipxe.DMASize)
+	irq := intel.NewChanIRQ()
+	hw, _ := intel.ParseConfig(nil) // defaults: 82574L, 02:00:00:00:00:01
+	hw.IRQ, hw.Autoneg = irq, time.Millisecond
+	dev, _ := intel.New(make([]byte, intel.RegisterPageSize), dma, hw)
+	stop := make(chan struct{})
+	defer close(stop)
+	go dev.Run(stop)
+
+	cfg := ipxe.DefaultConfig() // or ipxe.ParseConfig(<config> node)
+	var drv *ipxe.Driver
+	drv, _ = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: hw.Model.DeviceID}, cfg,
+		func(up bool, speed int) {
+			// open the Uplink session with drv.MAC() on up, close it on down
+			fmt.Println("link up:", up, speed, "Mbit/s, MAC", drv.MAC())
+		})
+	for up, _ := drv.Link(); !up; up, _ = drv.Link() {
+		<-irq
+		drv.HandleInterrupt() // in the component: also drv.Transmit on the router's signal
+	}
+	// Output: link up: true 1000 Mbit/s, MAC 02:00:00:00:00:01
+}
