@@ -245,6 +245,9 @@ func (r *Router) submit(i *Interface, buf []byte, off packetstream.Offload) {
 
 // emit sends a frame the router made itself out of interface i.
 func (r *Router) emit(i *Interface, frame []byte) {
+	if i.dom != nil && i.dom.m.VerbosePackets {
+		r.logPacket(i.dom, i, "snd", frame)
+	}
 	if buf := r.transmit(i, frame, packetstream.Offload{}); buf != nil {
 		r.submit(i, buf, packetstream.Offload{})
 	}
