@@ -75,17 +75,19 @@ func checkRoutes(sc *Scenario, st *Start) []error {
 	}
 	var out []error
 	for _, rule := range r.Rules {
-		if rule.Service == "" {
-			continue
-		}
 		for _, t := range rule.Targets {
+			if rule.Service == "" && t.Kind != TargetChild {
+				continue // which services <any-service> covers is known at run time only
+			}
 			switch t.Kind {
 			case TargetParent:
 				if !contains(sc.ParentProvides, rule.Service) {
 					out = append(out, config.Errorf(t.Pos, "%s: %s routes %s to the parent, which does not provide it (<parent-provides>)", which, t, rule.Service))
 				}
 			case TargetChild:
-				if c := sc.Start(t.Child); c != nil && !contains(c.Provides, rule.Service) {
+				if c := sc.Start(t.Child); c == nil {
+					out = append(out, config.Errorf(t.Pos, "%s: %s names a child no <start> has", which, t))
+				} else if !contains(c.Provides, rule.Service) {
 					out = append(out, config.Errorf(t.Pos, "%s: %s routes %s to %q, which does not provide it (<provides>)", which, t, rule.Service, t.Child))
 				}
 			case TargetAnyChild:

@@ -170,22 +170,6 @@ func FromNode(file string, root *config.Node) (*Scenario, error) {
 		}
 		sc.Starts = append(sc.Starts, s)
 	}
-	for _, s := range sc.Starts {
-		r := s.Route
-		if r == nil {
-			r = sc.DefaultRoute
-		}
-		if r == nil {
-			continue
-		}
-		for _, rule := range r.Rules {
-			for _, t := range rule.Targets {
-				if t.Kind == TargetChild && sc.Start(t.Child) == nil {
-					e.add(config.Errorf(t.Pos, "route of %q names <child name=%q>, which no <start> has", s.Name, t.Child))
-				}
-			}
-		}
-	}
 	if err := e.err(); err != nil {
 		return nil, err
 	}

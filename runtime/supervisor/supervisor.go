@@ -239,6 +239,7 @@ func (s *Supervisor) launch(c *child) {
 		s.failed(c, err)
 		return
 	}
+	t0 := time.Now()
 	p, err := launch(bin, s.opts.RunDir, c.place.CPUs, s.opts.Out, c.start.Name)
 	if err != nil {
 		s.failed(c, err)
@@ -256,7 +257,7 @@ func (s *Supervisor) launch(c *child) {
 		return
 	}
 	c.state = "running"
-	s.log.Debug(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin)
+	s.log.Debug(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", time.Since(t0))
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
 	go s.follow(evctx, c, life, p)
@@ -511,7 +512,9 @@ func (s *Supervisor) exited(c *child, life int) {
 	}
 	p := c.proc
 	c.proc = nil
+	t0 := time.Now()
 	c.exitCode = p.kill()
+	s.log.Debug(fmt.Sprintf("%s reaped", c.start.Name), "took", time.Since(t0))
 	c.state = "waiting"
 	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
 	if s.stopping {

@@ -13,7 +13,8 @@ import (
 
 // Client requests one session and keeps a window of numbered frames in flight through it,
 // checking every reply. Its counters tell tests what happened: "sent", "received",
-// "mismatches", "link_ups", "link_downs", and "first_reply_unix_ns", the wall-clock time of
+// "mismatches" (corrupted replies), "late" (replies to a window given up as lost), "link_ups",
+// "link_downs", and "first_reply_unix_ns", the wall-clock time of
 // the first reply after the session last came up.
 type Client struct {
 	c         *component.Component
@@ -21,7 +22,7 @@ type Client struct {
 	cfg       clientConfig
 	l         *loop
 
-	sent, received, mismatches, linkUps, linkDowns, firstReply *atomic.Uint64
+	sent, received, mismatches, late, linkUps, linkDowns, firstReply *atomic.Uint64
 }
 
 type clientConfig struct {
@@ -33,7 +34,7 @@ type clientConfig struct {
 // NewClient returns the client handler; it requests its session when first configured.
 func NewClient(c *component.Component) *Client {
 	return &Client{c: c,
-		sent: c.Counter("sent"), received: c.Counter("received"), mismatches: c.Counter("mismatches"),
+		sent: c.Counter("sent"), received: c.Counter("received"), mismatches: c.Counter("mismatches"), late: c.Counter("late"),
 		linkUps: c.Counter("link_ups"), linkDowns: c.Counter("link_downs"), firstReply: c.Counter("first_reply_unix_ns"),
 	}
 }
@@ -126,9 +127,12 @@ func (cl *Client) run(c *packetstream.Client, stop *atomic.Bool, w *packetstream
 			}
 			if in := c.RX.Payload(p); in != nil {
 				got := binary.LittleEndian.Uint64(in)
-				if !validFrame(in) || got < expect {
+				switch {
+				case !validFrame(in):
 					cl.mismatches.Add(1)
-				} else {
+				case got < expect:
+					cl.late.Add(1) // from a window given up as lost
+				default:
 					expect = got + 1
 					cl.received.Add(1)
 					if first {

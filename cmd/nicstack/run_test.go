@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// nicstackRun starts `nicstack run` on the test scenario with its own TMPDIR, status socket
+// and report file, and waits until frames flow.
+type nicstackRun struct {
+	cmd                 *exec.Cmd
+	tmp, socket, report string
+	metrics             string
+	bin                 string
+}
+
+func startNicstack(t *testing.T) *nicstackRun {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	bin := testutil.BinDir(t)
+	dir := t.TempDir()
+	r := &nicstackRun{bin: bin, tmp: filepath.Join(dir, "tmp"), socket: filepath.Join(dir, "status.sock"), report: filepath.Join(dir, "report.xml")}
+	os.Mkdir(r.tmp, 0o700)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.metrics = l.Addr().String()
+	l.Close()
+	r.cmd = exec.Command(filepath.Join(bin, "nicstack"), "run", "--socket", r.socket, "--report", r.report,
+		"--metrics", r.metrics, "../../deploy/test_echo.xml")
+	r.cmd.Env = append(os.Environ(), "TMPDIR="+r.tmp)
+	out, _ := os.Create(filepath.Join(dir, "out.log"))
+	r.cmd.Stdout, r.cmd.Stderr = out, out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("nicstack output:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := supervisor.QueryStatus(r.socket)
+		if err == nil && len(st.Components) == 2 && st.Components[1].Counters["received"] > 100 {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no frames flowing: %+v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *nicstackRun) pids(t *testing.T) []int {
+	st, err := supervisor.QueryStatus(r.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, c := range st.Components {
+		pids = append(pids, c.Pid)
+	}
+	return pids
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("component pid %d still runs", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func TestRunStatusMetricsAndCtrlC(t *testing.T) {
+	r := startNicstack(t)
+	out, err := exec.Command(filepath.Join(r.bin, "nicstack"), "status", "--socket", r.socket).CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"affinity space 4x2", "NAME", "CPUS", "test_echo", "test_client", `session 1 client Nic "client-uplink" link up`, "received "} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec.Command(filepath.Join(r.bin, "nicstack"), "status", "--socket", r.socket, "--json").Output()
+	var st supervisor.Status
+	if err != nil || json.Unmarshal(out, &st) != nil || len(st.Components) != 2 || st.Components[0].CPUs == "" {
+		t.Errorf("status --json: %v\n%s", err, out)
+	}
+	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_component_counter{component="test_client",name="received"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // one report
+	if b, err := os.ReadFile(r.report); err != nil || !strings.Contains(string(b), `<child name="test_echo"`) {
+		t.Errorf("state report: %v\n%s", err, b)
+	}
+
+	pids := r.pids(t)
+	r.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("nicstack run after Ctrl-C: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nicstack run did not stop on Ctrl-C")
+	}
+	waitGone(t, pids)
+	if ents, _ := os.ReadDir(r.tmp); len(ents) != 0 {
+		t.Errorf("the run left %d entries in its TMPDIR: %v", len(ents), ents)
+	}
+	if _, err := os.Stat(r.socket); !os.IsNotExist(err) {
+		t.Error("status socket left behind")
+	}
+}
+
+func TestComponentsDieWithTheSupervisor(t *testing.T) {
+	r := startNicstack(t)
+	pids := r.pids(t)
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	waitGone(t, pids) // Pdeathsig
+}
+
+func TestCheckCommand(t *testing.T) {
+	bin := testutil.BinDir(t)
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(text), 0o644)
+		return p
+	}
+	nicstack := func(args ...string) (string, error) {
+		out, err := exec.Command(filepath.Join(bin, "nicstack"), args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := nicstack("check", "../../deploy/test_echo.hid"); err != nil || !strings.Contains(out, "ok") {
+		t.Errorf("check of the shipped scenario: %v\n%s", err, out)
+	}
+	broken := write("broken.xml", `<config>
+<start name="test_echo" ram="1M"> <provides> <service name="Nic"/> </provides> </start>
+<start name="nic_drv"/>
+<start name="test_client"> <route> <service name="Uplink"> <child name="test_echo"/> </service> </route> </start>
+</config>`)
+	out, err := nicstack("check", broken)
+	for _, want := range []string{
+		broken + `:3:2: binary "nic_drv" of "nic_drv" not found in `,
+		broken + `:4:61: route of test_client: <child name="test_echo"/> routes Uplink to "test_echo", which does not provide it (<provides>)`,
+		"broken.xml: 2 problem(s)",
+	} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("check broken.xml lacks %q:\n%s", want, out)
+		}
+	}
+	cfg := write("client.hid", "config | window: 8 | sise: 1\n-\n")
+	out, err = nicstack("check", "--component", "test_client", cfg)
+	if err == nil || !strings.Contains(out, cfg+`:1:22: unknown attribute "sise" of <config>; did you mean size?`) {
+		t.Errorf("check --component: %v\n%s", err, out)
+	}
+}

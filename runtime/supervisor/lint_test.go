@@ -1,0 +1,117 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/nicstack/nicstack/runtime/component/testcomp"
+)
+
+func TestCheck(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"test_echo", "test_client"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, scenario string
+		want           []string
+	}{
+		{"good", `<config>
+<start name="test_echo"> <provides> <service name="Nic"/> </provides> </start>
+<start name="test_client"> <route> <any-service> <any-child/> </any-service> </route> </start>
+</config>`, nil},
+		{"syntax", "<config>\n<start name=\"x\">\n</config>", []string{"f.xml:3:"}},
+		{"unknown node and attribute", `<config>
+<start name="test_echo" rams="1M"> <provide/> </start>
+</config>`, []string{
+			`f.xml:2:25: unknown attribute "rams" of <start>; did you mean ram?`,
+			`f.xml:2:37: unknown node <provide> in <start>; did you mean provides?`,
+		}},
+		{"unknown binary", `<config>
+<start name="nic_drv"/>
+<start name="x"> <binary name="nope"/> </start>
+</config>`, []string{
+			`f.xml:2:2: binary "nic_drv" of "nic_drv" not found in ` + bin,
+			`f.xml:3:19: binary "nope" of "x" not found in ` + bin,
+		}},
+		{"route to nobody", `<config>
+<parent-provides> <service name="LOG"/> </parent-provides>
+<start name="test_echo"/>
+<start name="test_client"> <route>
+	<service name="Nic"> <child name="test_echo"/> </service>
+	<service name="Timer"> <parent/> </service>
+	<service name="Uplink"> <any-child/> </service>
+	<service name="Nic"> <child name="ghost"/> </service>
+</route> </start>
+</config>`, []string{
+			`f.xml:5:24: route of test_client: <child name="test_echo"/> routes Nic to "test_echo", which does not provide it (<provides>)`,
+			`f.xml:6:26: route of test_client: <parent/> routes Timer to the parent, which does not provide it (<parent-provides>)`,
+			`f.xml:7:27: route of test_client: <any-child/> for Uplink, but no child provides it`,
+			`f.xml:8:24: route of test_client: <child name="ghost"/> names a child no <start> has`,
+		}},
+		{"ambiguous any-child", `<config>
+<default-route> <service name="Nic"> <any-child/> </service> </default-route>
+<start name="test_echo"> <provides> <service name="Nic"/> </provides> </start>
+<start name="e2"> <binary name="test_echo"/> <provides> <service name="Nic"/> </provides> </start>
+<start name="test_client"/>
+</config>`, []string{
+			`f.xml:2:39: default-route (for test_client): <any-child/> for Nic is ambiguous: provided by test_echo, e2`,
+		}},
+		{"affinity outside the space", `<config>
+<affinity-space width="2" height="1"/>
+<start name="test_echo"> <affinity xpos="2" ypos="0"/> </start>
+<start name="test_client"> <affinity xpos="0" width="3"/> </start>
+</config>`, []string{
+			`f.xml:3:27: affinity (2,0) 1x1 of "test_echo" lies outside the affinity space 2x1`,
+			`f.xml:4:29: affinity (0,0) 3x1 of "test_client" lies outside the affinity space 2x1`,
+		}},
+		{"bad values and duplicates", `<config>
+<affinity-space width="0"/>
+<start name="test_echo" ram="lots"/>
+<start name="test_echo"/>
+<start/>
+</config>`, []string{
+			`f.xml:2:2: <affinity-space> 0x1: width and height must be 1 to 1024`,
+			`f.xml:3:25: attribute "ram" of <start>: "lots" is not a number (like 42, 0x2a, 16K, 10M, 1G)`,
+			`f.xml:4:2: <start name="test_echo"> is a duplicate of the one at f.xml:3:2`,
+			`f.xml:5:2: <start> needs a name`,
+		}},
+		{"component config against its schema", `<config>
+<start name="test_echo"> <config tag="1" tagg="2"/> </start>
+</config>`, []string{
+			`f.xml:2:42: unknown attribute "tagg" of <config>; did you mean tag?`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := Check("f.xml", []byte(tc.scenario), []string{bin})
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			if tc.want == nil && len(got) > 0 {
+				t.Fatalf("unexpected errors:\n%s", strings.Join(got, "\n"))
+			}
+			all := strings.Join(got, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("missing error %q\ngot:\n%s", w, all)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckComponent(t *testing.T) {
+	errs := CheckComponent("test_client", "c.hid", []byte("config | window: 8 | sise: 1\n-\n"))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `c.hid:1:22: unknown attribute "sise" of <config>; did you mean size?`) {
+		t.Errorf("got %v", errs)
+	}
+	errs = CheckComponent("nope", "c.hid", []byte("config\n-\n"))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `no config schema registered for component "nope" (known: `) {
+		t.Errorf("got %v", errs)
+	}
+}
