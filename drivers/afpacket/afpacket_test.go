@@ -198,3 +198,24 @@ func TestAFPacketLinkDownAndUp(t *testing.T) {
 		}
 	}
 }
+
+// A process without privileges sets up and drives a socket made by NewSocket, as packet_nic
+// will with the descriptor the supervisor hands over.
+func TestAFPacketUnprivilegedFromFile(t *testing.T) {
+	if backendtest.InChild() {
+		s, err := FromFile(os.NewFile(3, "afpacket"), Config{Interface: "nsa0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		backendtest.Echo(t, s, MaxFrame)
+		return
+	}
+	nic, host, _, path := setup(t, Config{})
+	f, err := NewSocket(nic.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	backendtest.RunUnprivileged(t, "TestAFPacketUnprivilegedFromFile", f)
+	backendtest.ExpectEcho(t, host, path)
+}

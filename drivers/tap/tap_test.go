@@ -138,3 +138,19 @@ func TestTAPDeletedUnderRead(t *testing.T) {
 		t.Fatal("Read did not return after the TAP was deleted")
 	}
 }
+
+// A process without privileges drives a TAP someone else created, as linux_nic will with the
+// descriptor the supervisor hands over.
+func TestTAPUnprivilegedFromFile(t *testing.T) {
+	if backendtest.InChild() {
+		d, err := FromFile(os.NewFile(3, "tap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		backendtest.Echo(t, d, MaxFrame)
+		return
+	}
+	ns, d, path := setup(t)
+	backendtest.RunUnprivileged(t, "TestTAPUnprivilegedFromFile", d.File())
+	backendtest.ExpectEcho(t, ns, path)
+}
