@@ -1,6 +1,7 @@
 package router
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nicstack/nicstack/router/proto"
@@ -164,5 +165,34 @@ func TestNicMACsAndChurn(t *testing.T) {
 	}
 	if len(b.r.ifs) != 0 || len(b.r.macs) != 0 || len(b.r.domains["default"].ifs) != 0 {
 		t.Fatal("detach leaks interfaces or MACs")
+	}
+}
+
+// <ip> rules route both ways only when both domains have one, and change nothing above
+// Ethernet.
+func TestIPRulesBothWays(t *testing.T) {
+	cfg := `<config>
+  <policy label="a" domain="a"/><policy label="b" domain="b"/>
+  <domain name="a" interface="10.0.1.1/24" use_arp="no"><ip dst="10.0.2.0/24" domain="b"/></domain>
+  <domain name="b" interface="10.0.2.1/24" use_arp="no">BACK</domain>
+</config>`
+	for _, back := range []bool{false, true} {
+		c := strings.Replace(cfg, "BACK", "", 1)
+		if back {
+			c = strings.Replace(cfg, "BACK", `<ip dst="10.0.1.0/24" domain="a"/>`, 1)
+		}
+		b := newBench(t, c)
+		a, ap := b.attach("a", Nic, proto.MAC{})
+		bi, bp := b.attach("b", Nic, proto.MAC{})
+		f := udpFrameT(a.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.2.2"), 1000, 2000, []byte("x"))
+		b.send(a, f)
+		out := bp.take()
+		if len(out) != 1 || string(out[0][proto.EthLen:]) != string(f[proto.EthLen:]) {
+			t.Fatal("<ip> rule changed the IP packet or did not route it")
+		}
+		b.send(bi, udpFrameT(bi.MAC(), routerMACNic, ip4("10.0.2.2"), ip4("10.0.1.2"), 2000, 1000, nil))
+		if got := len(ap.take()); (got == 1) != back {
+			t.Fatalf("reply with back rule %v: %d frames (an <ip> rule makes no link state)", back, got)
+		}
 	}
 }
