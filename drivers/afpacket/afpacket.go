@@ -304,14 +304,15 @@ func (s *Socket) KernelDrops() (uint64, error) {
 }
 
 // Read waits until the kernel hands over an RX block, then copies frames out of ready blocks
-// until none is left or bufs are full (the rest of a block waits for the next call). With
-// RxMinInterval it first sleeps out what is left of that interval since the last wakeup, while
-// frames gather in the ring, unless a block is still half read. Frame i
+// until none is left or bufs are full (the rest of a block waits for the next call). Frame i
 // lands in bufs[i][:sizes[i]] with its offload metadata in offs[i]; sizes and offs must be at
 // least as long as bufs, and a buffer of MaxFrame bytes holds any frame. Malformed frames are
-// counted in RxDropped and skipped. It returns at least one frame unless err is set. When the
-// link goes down or the interface disappears, a waiting Read returns ENETDOWN; a later Read
-// waits for frames again.
+// counted in RxDropped and skipped. It returns at least one frame unless err is set.
+//
+// With RxMinInterval, Read first sleeps out what is left of that interval since the last
+// wakeup (unless a block is half read), while frames gather in the ring. When the link goes
+// down or the interface disappears, a waiting Read returns ENETDOWN; a later Read waits for
+// frames again.
 func (s *Socket) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
 	if len(bufs) == 0 {
 		return 0, nil
