@@ -35,7 +35,7 @@ func bind(t testing.TB, st *Stack, src *packetstream.Source, snk *packetstream.S
 					break
 				}
 				pkts = append(pkts, p)
-				frames = append(frames, Frame{Data: snk.Payload(p), Offload: p.Offload})
+				frames = append(frames, Frame{Data: snk.Payload(p), Offload: p.Offload()})
 			}
 			if len(pkts) == 0 {
 				if err := w.Wait(); errors.Is(err, packetstream.ErrClosed) {
@@ -62,7 +62,7 @@ func bind(t testing.TB, st *Stack, src *packetstream.Source, snk *packetstream.S
 				break // bulk buffer full: drop the rest, as a NIC with a full ring would
 			}
 			copy(src.Payload(p), f.Data)
-			p.Offload = f.Offload
+			p = p.WithOffload(f.Offload)
 			if !src.TrySubmit(p) {
 				src.Release(p)
 				break
