@@ -33,13 +33,15 @@ func init() {
 // convertConfig parses file strictly and writes it to out in the syntax to. Each error goes to
 // errOut as FILE:LINE:COL: message; the returned error only says that there were some.
 func convertConfig(out, errOut io.Writer, in io.Reader, file, to string) error {
-	var data []byte
-	var err error
-	if file == "-" {
-		data, err = io.ReadAll(io.LimitReader(in, config.MaxSize+1))
-	} else {
-		data, err = os.ReadFile(file)
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
 	}
+	data, err := io.ReadAll(io.LimitReader(in, config.MaxSize+1)) // Parse refuses anything larger
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 type xmlOpen struct {
 	n        *Node
 	text     strings.Builder
-	textPos  Pos // first non-blank text, for the mixed-content error
 	nonBlank bool
+	textOff  int // of the first non-blank text, for the mixed-content error
 }
 
 type xmlParser struct {
@@ -30,6 +30,8 @@ type xmlParser struct {
 
 // xmlError aborts the parse; malformed XML has no run-time reading.
 type xmlError struct{ e *Error }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func parseXML(file string, data []byte, opts ParseOptions) (n *Node, warns []*Error, err error) {
 	if len(data) > MaxSize {
@@ -79,9 +81,8 @@ func (p *xmlParser) bad(off int, format string, args ...any) {
 
 func (p *xmlParser) eof() bool              { return p.i >= len(p.src) }
 func (p *xmlParser) has(prefix string) bool { return strings.HasPrefix(p.src[p.i:], prefix) }
-func (p *xmlParser) isSpace(c byte) bool    { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 func (p *xmlParser) skipSpace() {
-	for !p.eof() && p.isSpace(p.src[p.i]) {
+	for !p.eof() && isSpace(p.src[p.i]) {
 		p.i++
 	}
 }
@@ -261,13 +262,11 @@ func (p *xmlParser) endTag(top *xmlOpen) {
 	switch {
 	case len(top.n.Nodes) > 0 && top.nonBlank:
 		// Genode's tree has either sub-nodes or content; HID cannot write both.
-		p.bad(p.textOff(top.textPos), "<%s> has both text and sub-nodes; the text is dropped", top.n.Type)
+		p.bad(top.textOff, "<%s> has both text and sub-nodes; the text is dropped", top.n.Type)
 	case top.nonBlank:
 		top.n.Content = top.text.String()
 	}
 }
-
-func (p *xmlParser) textOff(pos Pos) int { return p.lines[pos.Line-1] + pos.Col - 1 }
 
 // text reads character data up to the next '<'.
 func (p *xmlParser) text(o *xmlOpen) {
@@ -288,7 +287,7 @@ func (p *xmlParser) addText(o *xmlOpen, off int, raw, s string) {
 	if !o.nonBlank {
 		if t := strings.TrimLeft(raw, " \t\r\n"); t != "" {
 			o.nonBlank = true
-			o.textPos = p.pos(off + len(raw) - len(t))
+			o.textOff = off + len(raw) - len(t)
 		}
 	}
 	o.text.WriteString(s)
