@@ -78,7 +78,8 @@ func (q *WriteQueue) Drain(apply func(off, v uint32)) (n int, corrupt bool) {
 }
 
 // PostedRegisters is the driver's MMIO access to a device in another process: the shared
-// register page, the write queue, and a doorbell that wakes the device after a write.
+// register page, the write queue, and a doorbell that wakes the device after a write. The
+// queue has one producer: use it from the driver's goroutine only.
 type PostedRegisters struct {
 	page   []byte
 	q      *WriteQueue
