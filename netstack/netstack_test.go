@@ -15,6 +15,13 @@ import (
 // the way two guests on one packet-stream session would see each other.
 func pair(t testing.TB, offloadA, offloadB bool) (a, b *Stack) {
 	t.Helper()
+	a, b = newPair(t, offloadA, offloadB)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func newPair(t testing.TB, offloadA, offloadB bool) (a, b *Stack) {
+	t.Helper()
 	var err error
 	var pa, pb *Stack
 	a, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offloadA, Address: netip.MustParsePrefix("198.18.0.1/24")},
@@ -28,7 +35,6 @@ func pair(t testing.TB, offloadA, offloadB bool) (a, b *Stack) {
 		t.Fatal(err)
 	}
 	pa, pb = a, b
-	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
 
