@@ -50,18 +50,19 @@ func (c Config) blocks() int { return c.BulkSize / BlockSize }
 // consumer's tail, the consumer's armed flag (it sleeps until the queue is non-empty) and the
 // producer's armed flag (it sleeps until the queue is non-full). The descriptor ring follows.
 const (
-	lineSize       = 128
-	offHead        = 0 * lineSize
-	offTail        = 1 * lineSize
-	offConsArmed   = 2 * lineSize
-	offProdArmed   = 3 * lineSize
-	queueHdrSize   = 4 * lineSize
-	descSize       = 32
-	pageSize       = 4096
-	bulkAlignment  = 64
-	descOffOffset  = 0  // uint64: frame offset from the region start
-	descOffSize    = 8  // uint32: frame size
-	descOffOffload = 16 // Offload, 10 bytes; the rest is reserved
+	lineSize      = 128
+	offHead       = 0 * lineSize
+	offTail       = 1 * lineSize
+	offConsArmed  = 2 * lineSize
+	offProdArmed  = 3 * lineSize
+	queueHdrSize  = 4 * lineSize
+	descSize      = 32
+	pageSize      = 4096
+	bulkAlignment = 64
+	descOffOffset = 0  // uint64: frame offset from the region start
+	descOffSize   = 8  // uint32: frame size
+	descOffGSO    = 16 // uint64: Offload packed as in Packet
+	descOffCsum   = 24 // uint16: Offload.CsumOffset; the rest is reserved
 )
 
 func (c Config) queueBytes() int { return queueHdrSize + c.QueueSize*descSize }

@@ -9,7 +9,7 @@
 // Region layout (Config fixes it; both sides must agree):
 //
 //	0                  submit queue: 4 x 128-byte lines (head, tail, two armed flags),
-//	                   then QueueSize descriptors of 32 bytes (offset, size, Offload)
+//	                   then QueueSize descriptors of 32 bytes (offset, size, offload metadata)
 //	after it           ack queue, the same
 //	64-byte aligned    bulk buffer, BulkSize bytes, in BlockSize blocks
 //

@@ -9,13 +9,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Packet names a frame in a stream's bulk buffer. A source gets it from Alloc and may set
-// Offload and lower Size before submitting; a sink gets it from TryGet and hands it back to
-// TryAck unchanged.
+// Packet names a frame in a stream's bulk buffer. A source gets it from Alloc, may lower Size
+// and attach offload metadata (WithOffload) before submitting; a sink gets it from TryGet,
+// reads Offload and hands it back to TryAck unchanged.
+//
+// The offload metadata is kept packed so that a Packet has four scalar fields: Go then keeps
+// it in registers, where a struct holding an Offload (six fields) would be spilled field by
+// field and copied whole, a store-forwarding stall that waits for every pending store to
+// shared memory.
 type Packet struct {
-	Offset  uint32 // from the start of the region
-	Size    uint32 // frame bytes
-	Offload Offload
+	Offset uint32 // from the start of the region
+	Size   uint32 // frame bytes
+	gso    uint64 // Flags<<56 | GSOType<<48 | HdrLen<<32 | GSOSize<<16 | CsumStart
+	csum   uint16 // CsumOffset
+}
+
+// Offload returns the packet's offload metadata.
+func (p Packet) Offload() Offload {
+	return Offload{Flags: uint8(p.gso >> 56), GSOType: uint8(p.gso >> 48), HdrLen: uint16(p.gso >> 32),
+		GSOSize: uint16(p.gso >> 16), CsumStart: uint16(p.gso), CsumOffset: p.csum}
+}
+
+// WithOffload returns p carrying o. (The packing order differs from Offload's memory layout on
+// purpose: the compiler would otherwise merge the field loads into one wide load.)
+func (p Packet) WithOffload(o Offload) Packet {
+	p.gso = uint64(o.Flags)<<56 | uint64(o.GSOType)<<48 | uint64(o.HdrLen)<<32 | uint64(o.GSOSize)<<16 | uint64(o.CsumStart)
+	p.csum = o.CsumOffset
+	return p
 }
 
 // Counters of one endpoint, for reports and benchmarks. The per-frame path adds to private

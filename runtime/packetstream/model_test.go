@@ -117,7 +117,7 @@ func TestStreamModel(t *testing.T) {
 					t.Fatalf("packet at %d allocated while in flight", p.Offset)
 				}
 				fill(b, seq)
-				p.Offload.GSOSize = uint16(seq)
+				p = p.WithOffload(Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
 				seq++
 				owned = append(owned, p)
 			},
@@ -136,7 +136,7 @@ func TestStreamModel(t *testing.T) {
 				}
 				if ok {
 					owned = owned[1:]
-					submitted = append(submitted, int(p.Offload.GSOSize))
+					submitted = append(submitted, int(p.Offload().GSOSize))
 					inFlightAt[p.Offset] = true
 					srcDirty = true
 				}
@@ -156,8 +156,8 @@ func TestStreamModel(t *testing.T) {
 				}
 				want := submitted[0]
 				submitted = submitted[1:]
-				if want != next || int(p.Offload.GSOSize) != int(uint16(next)) {
-					t.Fatalf("got frame %d (offload %d), want %d", want, p.Offload.GSOSize, next)
+				if want != next || int(p.Offload().GSOSize) != int(uint16(next)) {
+					t.Fatalf("got frame %d (offload %d), want %d", want, p.Offload().GSOSize, next)
 				}
 				if !check(snk.Payload(p), next) {
 					t.Fatalf("frame %d damaged", next)
@@ -196,11 +196,12 @@ func TestStreamModel(t *testing.T) {
 					t.Fatalf("GetAcked returned %+v, model has %v", p, acked)
 				}
 				acked = acked[1:]
+				srcDirty = true // the source's ack tail is published at its next Wakeup
 				delete(inFlightAt, p.Offset)
 				if rapid.Bool().Draw(t, "reuse") {
 					// An acknowledged packet is the source's again: refill and resubmit it.
 					fill(src.Payload(p), seq)
-					p.Offload.GSOSize = uint16(seq)
+					p = p.WithOffload(Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
 					seq++
 					owned = append(owned, p)
 				} else {

@@ -135,9 +135,10 @@ func receiveFrames(snk *Sink, p peerParams) error {
 	return nil
 }
 
-// sendFrames sends p.n frames through src in batches, refilling from acknowledgements.
+// sendFrames sends p.n frames through src in batches, refilling from acknowledgements, and
+// returns once all are acknowledged.
 func sendFrames(src *Source, w *Waiter, n, maxSize, batch int) error {
-	for sent := 0; sent < n; {
+	for sent := 0; sent < n || src.InFlight() > 0; {
 		for pk, ok := src.GetAcked(); ok; pk, ok = src.GetAcked() {
 			src.Release(pk)
 		}
@@ -155,9 +156,9 @@ func sendFrames(src *Source, w *Waiter, n, maxSize, batch int) error {
 			sent++
 		}
 		src.Wakeup()
-		if k == 0 {
+		if k == 0 && (sent < n || src.InFlight() > 0) {
 			if err := w.WaitUntil(time.Now().Add(stall)); err != nil {
-				return fmt.Errorf("after %d frames: %w", sent, err)
+				return fmt.Errorf("after %d frames, %d in flight, %d invalid acks: %w", sent, src.InFlight(), src.Counters().Invalid.Load(), err)
 			}
 		}
 	}

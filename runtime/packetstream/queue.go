@@ -31,27 +31,14 @@ func (q *ring) entry(i uint32) unsafe.Pointer {
 func descOff(e unsafe.Pointer) uint64    { return *(*uint64)(unsafe.Add(e, descOffOffset)) }
 func descSize32(e unsafe.Pointer) uint32 { return *(*uint32)(unsafe.Add(e, descOffSize)) }
 
-// descOffload reads the Offload as one 8-byte and one 2-byte load: a 10-byte struct copy from a
-// spilled value stalls store forwarding on x86.
-func descOffload(e unsafe.Pointer) Offload {
-	w := *(*uint64)(unsafe.Add(e, descOffOffload))
-	return Offload{Flags: uint8(w), GSOType: uint8(w >> 8), HdrLen: uint16(w >> 16), GSOSize: uint16(w >> 32),
-		CsumStart: uint16(w >> 48), CsumOffset: *(*uint16)(unsafe.Add(e, descOffOffload+8))}
-}
+func descGSO(e unsafe.Pointer) uint64  { return *(*uint64)(unsafe.Add(e, descOffGSO)) }
+func descCsum(e unsafe.Pointer) uint16 { return *(*uint16)(unsafe.Add(e, descOffCsum)) }
 
-// putDesc writes the Offload field by field: o arrives spilled field by field (Offload has
-// too many fields to live in registers), and one wide load across those narrow stores would
-// stall store forwarding.
-func putDesc(e unsafe.Pointer, off uint64, size uint32, o *Offload) {
+func putDesc(e unsafe.Pointer, off uint64, size uint32, gso uint64, csum uint16) {
 	*(*uint64)(unsafe.Add(e, descOffOffset)) = off
 	*(*uint32)(unsafe.Add(e, descOffSize)) = size
-	d := (*Offload)(unsafe.Add(e, descOffOffload))
-	d.Flags = o.Flags
-	d.GSOType = o.GSOType
-	d.HdrLen = o.HdrLen
-	d.GSOSize = o.GSOSize
-	d.CsumStart = o.CsumStart
-	d.CsumOffset = o.CsumOffset
+	*(*uint64)(unsafe.Add(e, descOffGSO)) = gso
+	*(*uint16)(unsafe.Add(e, descOffCsum)) = csum
 }
 
 // publishEvery is how many entries a side moves before it publishes its index on its own,
@@ -94,11 +81,11 @@ func (p *producer) space() bool {
 }
 
 // put writes d if there is space.
-func (p *producer) put(off uint64, size uint32, o *Offload) bool {
+func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 	if !p.space() {
 		return false
 	}
-	putDesc(p.entry(p.head), off, size, o)
+	putDesc(p.entry(p.head), off, size, gso, csum)
 	p.head++
 	if p.head-p.published >= p.every {
 		p.publish()

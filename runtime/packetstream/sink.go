@@ -65,15 +65,15 @@ func (s *Sink) TryGet() (Packet, bool) {
 	if e == nil {
 		return Packet{}, false
 	}
-	off, size, o := descOff(e), descSize32(e), descOffload(e)
+	off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), descCsum(e)
 	s.submit.advance()
 	if !s.valid(off, size) {
 		s.invalid++
-		return Packet{Offset: uint32(min(off, 1<<32-1)), Size: 0, Offload: o}, true
+		return Packet{Offset: uint32(min(off, 1<<32-1)), Size: 0, gso: gso, csum: csum}, true
 	}
 	s.frames++
 	s.bytes += uint64(size)
-	return Packet{Offset: uint32(off), Size: size, Offload: o}, true
+	return Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}, true
 }
 
 // Payload is the frame's bytes in place, or nil for an invalid descriptor. The source may not
@@ -89,7 +89,7 @@ func (s *Sink) Payload(p Packet) []byte {
 // TryAck hands p back to the source unless the ack queue is full. The source sees it at the
 // latest at the next Wakeup.
 func (s *Sink) TryAck(p Packet) bool {
-	if !s.ack.put(uint64(p.Offset), p.Size, &p.Offload) {
+	if !s.ack.put(uint64(p.Offset), p.Size, p.gso, p.csum) {
 		s.wantSpace = true
 		return false
 	}
@@ -158,15 +158,20 @@ func (s *Sink) Ack(p Packet) error {
 // Close unmaps the region and closes the endpoint's eventfds. No call may run concurrently.
 func (s *Sink) Close() error { return s.close() }
 
-// A Sink waits for packets always, and for ack space after it found the queue full.
+// A Sink waits for packets; after it found the ack queue full, for ack space only (packets it
+// cannot acknowledge are no reason to wake up).
 func (s *Sink) ready() bool {
-	return s.submit.avail() || (s.wantSpace && s.ack.space())
+	if s.wantSpace {
+		return s.ack.space()
+	}
+	return s.submit.avail()
 }
 
 func (s *Sink) arm() {
-	s.submit.consArmed.Store(1)
 	if s.wantSpace {
 		s.ack.prodArmed.Store(1)
+	} else {
+		s.submit.consArmed.Store(1)
 	}
 }
 

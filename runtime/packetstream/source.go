@@ -100,7 +100,7 @@ func (s *Source) owned(p Packet, what string) int {
 // p must come from Alloc (its Size may have been lowered) and not be submitted already.
 func (s *Source) TrySubmit(p Packet) bool {
 	b := s.owned(p, "submit")
-	if !s.submit.put(uint64(p.Offset), p.Size, &p.Offload) {
+	if !s.submit.put(uint64(p.Offset), p.Size, p.gso, p.csum) {
 		s.wantSpace = true
 		return false
 	}
@@ -122,7 +122,7 @@ func (s *Source) GetAcked() (Packet, bool) {
 		if e == nil {
 			return Packet{}, false
 		}
-		off, size, o := descOff(e), descSize32(e), descOffload(e)
+		off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), descCsum(e)
 		s.ack.advance()
 		b := s.block(off)
 		if b < 0 || s.alloc.block[b].state != blockSubmitted || size != s.alloc.block[b].size {
@@ -131,7 +131,7 @@ func (s *Source) GetAcked() (Packet, bool) {
 		}
 		s.alloc.block[b].state = blockOwned
 		s.inFlight--
-		return Packet{Offset: uint32(off), Size: size, Offload: o}, true
+		return Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}, true
 	}
 }
 

@@ -1,0 +1,52 @@
+package packetstream
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// A wait with nothing to wake it ends at its deadline, whatever the endpoint waits for.
+func TestWaitDeadline(t *testing.T) {
+	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	// Fill the ack queue so the sink also waits for ack space.
+	for i := 0; i < 2; i++ {
+		p, _ := src.Alloc(100)
+		src.TrySubmit(p)
+	}
+	src.Wakeup()
+	for i := 0; i < 2; i++ {
+		p, _ := snk.TryGet()
+		snk.TryAck(p)
+	}
+	snk.Wakeup()
+	if snk.CanAck() {
+		t.Fatal("ack queue not full")
+	}
+	for _, ep := range []Endpoint{snk, src} {
+		w, err := NewWaiter(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep == Endpoint(src) {
+			// The source has acknowledgements waiting: it must not sleep at all.
+			if err := w.WaitUntil(time.Now().Add(time.Second)); err != nil {
+				t.Fatalf("source with acks waiting: %v", err)
+			}
+			w.Close()
+			continue
+		}
+		start := time.Now()
+		err = w.WaitUntil(start.Add(200 * time.Millisecond))
+		if !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) > 5*time.Second {
+			t.Fatalf("wait returned %v after %v", err, time.Since(start))
+		}
+		w.Close()
+	}
+}
