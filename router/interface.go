@@ -24,12 +24,15 @@ func (k Kind) String() string {
 
 // Port is how the router reaches the outside of one interface; the component binds it to the
 // session's packet streams. The router calls it only from Handle, Flush, Tick, Attach,
-// Detach and Configure.
+// Detach and Configure. Every successful Alloc is followed by exactly one Submit of that
+// buffer before the next Alloc on the same port, so a port needs to remember one pending
+// packet only.
 type Port interface {
 	// Alloc reserves size bytes for a frame to the interface's client; false when the
-	// stream's queue or buffer is full (the router then drops and counts the frame).
+	// stream's submit queue or buffer is full (the router then drops and counts the frame).
+	// With a packet stream: CanSubmit, then Source.Alloc, then Source.Payload.
 	Alloc(size int) ([]byte, bool)
-	// Submit queues the buffer Alloc returned, filled.
+	// Submit queues the buffer Alloc returned, filled, with its offload metadata.
 	Submit(frame []byte, off packetstream.Offload)
 	// Flush wakes the peer once for everything submitted since the last Flush.
 	Flush()
