@@ -43,6 +43,9 @@ func (r *Router) resolve(d *domain, hop [4]byte) (macOrNone, bool) {
 // hold keeps the frame (unacknowledged) until hop's MAC is known in d, asking for it once per
 // ARP timeout.
 func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off packetstream.Offload, id uint64) Verdict {
+	if len(d.ifs) == 0 {
+		return r.drop(src, "destination domain has no interface")
+	}
 	if i.held >= maxHeldPerInterface {
 		count(&r.stats.HeldOverflow, 1)
 		return r.drop(src, "too many frames wait for ARP")
