@@ -13,10 +13,12 @@ type Frame struct {
 	Offload packetstream.Offload
 }
 
-// Outbound takes the stack's outgoing frames, in batches. Frame data is valid only during the
-// call: an implementation copies it (into a packet stream's bulk buffer, say). WriteFrames
-// returns how many frames it took, in order; the rest are dropped and TCP recovers. It is never
-// called concurrently with itself.
+// Outbound takes the stack's outgoing frames, in batches (up to 47 frames, gathered while the
+// previous batch was being written). Frame data is valid only during the call: an implementation
+// copies it (into a packet stream's bulk buffer, say) and signals its peer once per call.
+// WriteFrames returns how many frames it took, in order; the rest are dropped and TCP recovers.
+// It may block while its queue is full, which holds back the stack's transmit goroutine like
+// a full NIC ring. It is never called concurrently with itself.
 type Outbound interface {
 	WriteFrames(frames []Frame) int
 }

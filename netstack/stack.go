@@ -109,8 +109,10 @@ func tuneTCP(s *stack.Stack) error {
 	return nil
 }
 
-// DeliverFrames hands a batch of received frames to the stack. The stack copies what it keeps,
-// so the frames' memory may be reused (or acknowledged to a packet stream) once it returns.
+// DeliverFrames hands a batch of received frames to the stack; TCP and ACK processing happen in
+// gVisor's own goroutines, so it returns quickly. The stack copies what it keeps, so the frames'
+// memory may be reused (or acknowledged to a packet stream) once it returns. Concurrent calls
+// take turns.
 func (s *Stack) DeliverFrames(frames []Frame) { s.link.deliverBatch(frames) }
 
 // Stats returns the link's frame counters.
