@@ -61,6 +61,7 @@ func (r *Router) Configure(n *config.Node) []error {
 
 // inherit keeps state of the same domain in the previous config where it is still right.
 func (d *domain) inherit(o *domain) {
+	d.stats = o.stats
 	sameAddr := d.m.Interface == o.m.Interface
 	if sameAddr {
 		d.arp = o.arp

@@ -90,7 +90,7 @@ type domain struct {
 
 	dhcpServer *dhcpServer
 	dhcpClient *dhcpClient
-	stats      DomainStats
+	stats      *DomainStats // kept across reconfigurations of the same domain
 }
 
 type prefixMatch struct{ net, mask uint32 }
@@ -130,6 +130,7 @@ func newDomain(m *model.Domain) *domain {
 		arpAsked: map[[4]byte]time.Time{},
 		links:    map[flowKey]*side{},
 		quota:    map[string]*[3]int{},
+		stats:    &DomainStats{},
 	}
 	if m.Interface.IsValid() {
 		d.ip = newIPConfig(m.Interface, m.Gateway)
