@@ -468,3 +468,19 @@ func TestStopRemovesEverything(t *testing.T) {
 		t.Errorf("run folder %s left behind", runDir)
 	}
 }
+
+func TestStoppedHeartbeatRestarts(t *testing.T) {
+	scenario := strings.Replace(echoScenario, `<affinity-space width="2" height="1"/>`, `<affinity-space width="2" height="1"/><heartbeat rate_ms="50"/>`, 1)
+	scenario = strings.Replace(scenario, `<config tag="1"/>`, `<config tag="1"/><heartbeat/>`, 1)
+	r := startRun(t, scenario, nil)
+	r.waitFor("traffic", 20*time.Second, func() bool { return r.component("client").Counters["received"] >= 10 })
+	pid := r.component("echo").Pid
+	syscall.Kill(pid, syscall.SIGSTOP) // hung: no heartbeats answered
+	r.waitFor("a new echo with traffic", 20*time.Second, func() bool {
+		e := r.component("echo")
+		return e.Pid != pid && e.State == "running" && r.component("client").Counters["link_ups"] >= 2
+	})
+	if !strings.Contains(r.logs.String(), "echo missed 3 heartbeats; restarting it") {
+		t.Error("no log line for the missed heartbeats")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	controlpb "github.com/nicstack/nicstack/proto"
@@ -76,19 +77,56 @@ type RequestStatus struct {
 
 // cpuSample is the last CPU time read for a process, for the load since then.
 type cpuSample struct {
+	mu    sync.Mutex
 	pid   int
 	at    time.Time
 	ticks uint64
 }
 
-// Status asks the running supervisor for its state; false once the run has ended.
+// Status asks the running supervisor for its state; false once the run has ended. The
+// supervisor goroutine only takes the snapshot; the components are asked for their counters
+// from here, so a hung component delays this caller, never the supervisor.
 func (s *Supervisor) Status() (Status, bool) {
 	var st Status
-	ok := s.call(func() { st = s.status() })
-	return st, ok
+	var procs []*process
+	var samples []*cpuSample
+	ok := s.call(func() { st, procs, samples = s.status() })
+	if !ok {
+		return st, false
+	}
+	var wg sync.WaitGroup
+	for i := range st.Components {
+		if procs[i] == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(cs *ComponentStatus, p *process, sample *cpuSample) {
+			defer wg.Done()
+			cs.RSS, cs.CPULoad = procStats(p.pid, sample)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			reply, err := p.ctl.State(ctx, &controlpb.StateRequest{})
+			if err != nil {
+				return
+			}
+			cs.Counters = reply.GetCounters()
+			for _, ss := range reply.GetSessions() {
+				cs.Sessions = append(cs.Sessions, SessionStatus{
+					ID: ss.GetSessionId(), Role: strings.ToLower(ss.GetRole().String()), Service: ss.GetService(),
+					Label: ss.GetLabel(), LinkUp: ss.GetLinkUp(),
+					Sent: streamStatus(ss.GetSent()), Received: streamStatus(ss.GetReceived()),
+				})
+			}
+		}(&st.Components[i], procs[i], samples[i])
+	}
+	wg.Wait()
+	return st, true
 }
 
-func (s *Supervisor) status() Status {
+// status takes the supervisor's part of a status: each component and its process, if any.
+func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
+	var procs []*process
+	var samples []*cpuSample
 	st := Status{Pid: os.Getpid(), Scenario: s.path, Space: s.sc.Space.String(), Machine: s.topo.Space().String()}
 	for _, start := range s.sc.Starts {
 		c := s.children[start.Name]
@@ -100,23 +138,10 @@ func (s *Supervisor) status() Status {
 			Restarts: c.restarts, ExitCode: c.exitCode, Location: c.place.Virtual.String(),
 			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
 		}
-		if p := c.proc; p != nil {
-			cs.Pid = p.pid
-			cs.RSS, cs.CPULoad = procStats(p.pid, &c.cpu)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			reply, err := p.ctl.State(ctx, &controlpb.StateRequest{})
-			cancel()
-			if err == nil {
-				cs.Counters = reply.GetCounters()
-				for _, ss := range reply.GetSessions() {
-					cs.Sessions = append(cs.Sessions, SessionStatus{
-						ID: ss.GetSessionId(), Role: strings.ToLower(ss.GetRole().String()), Service: ss.GetService(),
-						Label: ss.GetLabel(), LinkUp: ss.GetLinkUp(),
-						Sent: streamStatus(ss.GetSent()), Received: streamStatus(ss.GetReceived()),
-					})
-				}
-			}
+		if c.proc != nil {
+			cs.Pid = c.proc.pid
 		}
+		procs, samples = append(procs, c.proc), append(samples, c.cpu)
 		for k, r := range s.requests {
 			if k.client != start.Name {
 				continue
@@ -136,7 +161,7 @@ func (s *Supervisor) status() Status {
 		sort.Slice(cs.Requests, func(i, j int) bool { return cs.Requests[i].Label < cs.Requests[j].Label })
 		st.Components = append(st.Components, cs)
 	}
-	return st
+	return st, procs, samples
 }
 
 func streamStatus(c *controlpb.StreamCounters) StreamStatus {
@@ -169,10 +194,12 @@ func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
 	ut, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
 	now, ticks := time.Now(), ut+st
+	prev.mu.Lock()
+	defer prev.mu.Unlock()
 	if prev.pid == pid && now.After(prev.at) {
 		load = float64(ticks-prev.ticks) / clockTicks / now.Sub(prev.at).Seconds() * 100
 	}
-	*prev = cpuSample{pid: pid, at: now, ticks: ticks}
+	prev.pid, prev.at, prev.ticks = pid, now, ticks
 	return rss, load
 }
 

@@ -83,7 +83,7 @@ type child struct {
 	backoff   time.Duration
 	announced map[string]bool
 	ramUsed   int
-	cpu       cpuSample
+	cpu       *cpuSample // shared with Status callers outside the supervisor goroutine
 }
 
 type reqKey struct {
@@ -190,7 +190,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.log.Info("note: " + note)
 	}
 	for _, st := range s.sc.Starts {
-		s.children[st.Name] = &child{start: st, backoff: s.opts.MinBackoff}
+		s.children[st.Name] = &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
 	}
 	for _, st := range s.sc.Starts {
 		s.launch(s.children[st.Name])
@@ -620,7 +620,7 @@ func (s *Supervisor) reload() {
 	for _, st := range sc.Starts {
 		c := s.children[st.Name]
 		if c == nil {
-			c = &child{start: st, backoff: s.opts.MinBackoff}
+			c = &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
 			s.children[st.Name] = c
 			s.launch(c)
 			continue
