@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -48,6 +49,9 @@ func init() {
 		jsonFile string
 		batch    int
 		cpus     string
+		queue    int
+		blocks   int
+		boost    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "stream",
@@ -63,7 +67,11 @@ func init() {
 			if err != nil {
 				return err
 			}
-			return benchStream(cmd, sizes, duration, runs, batch, pair, jsonFile)
+			base := packetstream.Config{QueueSize: queue, BulkSize: blocks * packetstream.BlockSize}
+			if err := base.Validate(); err != nil {
+				return err
+			}
+			return benchStream(cmd, streamBench{sizes, duration, runs, batch, pair, base, boost}, jsonFile)
 		},
 	}
 	cmd.Flags().IntSliceVar(&sizes, "sizes", []int{64, 1500, 65536}, "frame sizes in bytes")
@@ -71,6 +79,9 @@ func init() {
 	cmd.Flags().IntVar(&runs, "runs", 3, "runs per point; the median is reported")
 	cmd.Flags().StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
 	cmd.Flags().IntVar(&batch, "batch", 64, "frames per batch (one Wakeup each)")
+	cmd.Flags().IntVar(&queue, "queue", 1024, "entries per queue")
+	cmd.Flags().IntVar(&blocks, "blocks", 1024, "bulk buffer size in 1600-byte blocks (frames larger than a block get room for 64)")
+	cmd.Flags().BoolVar(&boost, "boost", true, "as root, run each peer in its own scheduling group at nice -20, so that other work on the machine does not share its CPU equally")
 	cmd.Flags().StringVar(&cpus, "cpus", "", "two CPUs for source and sink, e.g. 0,1 (default: the first two this process may use)")
 	benchCmd.AddCommand(cmd)
 
@@ -92,6 +103,7 @@ func init() {
 	f.IntVar(&peer.batch, "batch", 64, "frames per batch")
 	f.IntVar(&peer.cfg.QueueSize, "queue", 1024, "queue entries")
 	f.IntVar(&peer.cfg.BulkSize, "bulk", 1024*packetstream.BlockSize, "bulk buffer bytes")
+	f.BoolVar(&peer.boost, "boost", false, "raise this process's scheduling group to nice -20 (root)")
 	benchCmd.AddCommand(peerCmd)
 }
 
@@ -112,32 +124,45 @@ func benchCPUs(list string) (affinity.Set, error) {
 	return s[:2], nil
 }
 
-// streamConfig sizes the stream for a frame size: the default session, or for frames larger
-// than a block a buffer holding 64 of them.
-func streamConfig(size int) packetstream.Config {
-	cfg := packetstream.DefaultConfig()
+// streamConfig sizes the stream for a frame size: cfg, with the buffer grown to hold 64 frames
+// when they are larger than a block.
+func streamConfig(cfg packetstream.Config, size int) packetstream.Config {
 	if need := 64 * ((size + packetstream.FrameShift + packetstream.BlockSize - 1) / packetstream.BlockSize) * packetstream.BlockSize; need > cfg.BulkSize {
 		cfg.BulkSize = need
 	}
 	return cfg
 }
 
-func benchStream(cmd *cobra.Command, sizes []int, d time.Duration, runs, batch int, cpus affinity.Set, jsonFile string) error {
+// streamBench is one invocation's settings.
+type streamBench struct {
+	sizes []int
+	d     time.Duration
+	runs  int
+	batch int
+	cpus  affinity.Set
+	base  packetstream.Config
+	boost bool
+}
+
+func benchStream(cmd *cobra.Command, b streamBench, jsonFile string) error {
+	sizes, d, runs, batch, cpus, base := b.sizes, b.d, b.runs, b.batch, b.cpus, b.base
 	if runs < 1 {
 		return fmt.Errorf("--runs must be at least 1")
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "packet stream: source on cpu %d, sink on cpu %d, %s per point, %d runs, batch %d\n", cpus[0], cpus[1], d, runs, batch)
+	b.boost = b.boost && os.Geteuid() == 0
+	fmt.Fprintf(out, "packet stream: source on cpu %d, sink on cpu %d, %s per point, %d runs, batch %d, queues of %d, %d-byte buffer, boost %v\n",
+		cpus[0], cpus[1], d, runs, batch, base.QueueSize, base.BulkSize, b.boost)
 	type sample struct{ mpps, gbps, sig, ref float64 }
 	samples := make([][]sample, len(sizes))
 	for r := 0; r < runs; r++ {
-		ref, err := runPair(cpus, "ref", 16, d, batch, packetstream.DefaultConfig())
+		ref, err := runPair(b, "ref", 16, packetstream.DefaultConfig())
 		if err != nil {
 			return fmt.Errorf("reference ring: %w", err)
 		}
 		refMpps := float64(ref.sink.Frames) / ref.sink.Seconds / 1e6
 		for i, size := range sizes {
-			res, err := runPair(cpus, "stream", size, d, batch, streamConfig(size))
+			res, err := runPair(b, "stream", size, streamConfig(base, size))
 			if err != nil {
 				return fmt.Errorf("%d-byte frames: %w", size, err)
 			}
@@ -195,7 +220,7 @@ type pairResult struct{ source, sink peerResult }
 
 // runPair runs the two peer processes of one point: "stream" (source and sink over a packet
 // stream) or "ref" (producer and consumer over a bare ring), each pinned to its CPU.
-func runPair(cpus affinity.Set, kind string, size int, d time.Duration, batch int, cfg packetstream.Config) (pairResult, error) {
+func runPair(b streamBench, kind string, size int, cfg packetstream.Config) (pairResult, error) {
 	files, err := packetstream.NewStreamFiles(fmt.Sprintf("bench-%s-%d", kind, size), cfg)
 	if err != nil {
 		return pairResult{}, err
@@ -214,12 +239,14 @@ func runPair(cpus affinity.Set, kind string, size int, d time.Duration, batch in
 	var errs [2]bytes.Buffer
 	for i, role := range roles {
 		c := exec.Command(self, "bench", "stream-peer", "--role", role, "--size", strconv.Itoa(size),
-			"--time", d.String(), "--batch", strconv.Itoa(batch),
+			"--time", b.d.String(), "--batch", strconv.Itoa(b.batch), "--boost="+strconv.FormatBool(b.boost),
 			"--queue", strconv.Itoa(cfg.QueueSize), "--bulk", strconv.Itoa(cfg.BulkSize))
 		c.ExtraFiles = files.Files()
+		// Its own session, so that with --boost it gets its own scheduling group (autogroup).
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 		c.Stdout, c.Stderr = &outs[i], &errs[i]
 		// One CPU each: the peer's GOMAXPROCS follows its mask.
-		if err := affinity.Run(affinity.Set{cpus[i]}, c.Start); err != nil {
+		if err := affinity.Run(affinity.Set{b.cpus[i]}, c.Start); err != nil {
 			if i == 1 {
 				cmds[0].Process.Kill()
 				cmds[0].Wait()
@@ -229,7 +256,7 @@ func runPair(cpus affinity.Set, kind string, size int, d time.Duration, batch in
 		cmds[i] = c
 	}
 	var res [2]peerResult
-	timer := time.AfterFunc(d+30*time.Second, func() {
+	timer := time.AfterFunc(b.d+30*time.Second, func() {
 		for _, c := range cmds {
 			c.Process.Kill()
 		}

@@ -14,6 +14,7 @@ import (
 )
 
 type streamPeerArgs struct {
+	boost bool
 	role  string
 	size  int
 	time  time.Duration
@@ -41,6 +42,10 @@ func frameTemplate(size int) []byte {
 func runStreamPeer(a streamPeerArgs) peerResult {
 	if a.size < 8 {
 		return peerResult{Error: "frames must have at least 8 bytes"}
+	}
+	if a.boost {
+		// Best effort: without autogroups the write fails and the peer runs as it is.
+		os.WriteFile("/proc/self/autogroup", []byte("-20"), 0)
 	}
 	files, err := packetstream.StreamFilesFrom([]*os.File{os.NewFile(3, "mem"), os.NewFile(4, "to-sink"), os.NewFile(5, "to-source")}, a.cfg)
 	if err != nil {
