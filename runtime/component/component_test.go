@@ -1,0 +1,147 @@
+package component
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	controlpb "github.com/nicstack/nicstack/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+type recorder struct {
+	configs []string
+	opened  []*Session
+	closed  []uint64
+}
+
+func (r *recorder) Configure(cfg *config.Node) error {
+	r.configs = append(r.configs, cfg.String("tag", ""))
+	return nil
+}
+func (r *recorder) Open(s *Session) error { r.opened = append(r.opened, s); return nil }
+func (r *recorder) Close(s *Session)      { r.closed = append(r.closed, s.ID) }
+
+// socketPair returns the supervisor's and the component's ends of a control socket.
+func socketPair(t *testing.T) (ours, theirs *net.UnixConn) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "control")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.UnixConn)
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+func TestComponentSessions(t *testing.T) {
+	ours, theirs := socketPair(t)
+	rec := &recorder{}
+	c := New(slog.New(slog.DiscardHandler), func(*Component) (Handler, error) { return rec, nil })
+	go c.inbox.receive(theirs)
+	ctx := context.Background()
+
+	if _, err := c.Start(ctx, &controlpb.StartRequest{Name: "t", Config: &controlpb.Config{Text: `<config tag="1"/>`}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateConfig(ctx, &controlpb.Config{Text: "config | tag: 2\n-\n"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateConfig(ctx, &controlpb.Config{Text: `<config tag="3"`, Origin: "s.xml:7"})
+	if err == nil || !strings.Contains(err.Error(), "s.xml:7") {
+		t.Errorf("a broken config: %v, want an error naming its origin", err)
+	}
+	if strings.Join(rec.configs, ",") != "1,2" {
+		t.Errorf("configs delivered: %v", rec.configs)
+	}
+
+	cfg := packetstream.Config{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize}
+	files, err := packetstream.NewSessionFiles("test", cfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	if err := SendFiles(ours, 7, files.Files()); err != nil {
+		t.Fatal(err)
+	}
+	size := &controlpb.StreamSize{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize}
+	req := &controlpb.OpenSessionRequest{SessionId: 7, Role: controlpb.Role_SERVER, Service: "Nic", Label: "c -> x", Tx: size, Rx: size, Files: 6}
+	if _, err := c.OpenSession(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.opened) != 1 || rec.opened[0].Server == nil || rec.opened[0].Label != "c -> x" {
+		t.Fatalf("opened: %+v", rec.opened)
+	}
+
+	// A frame from the client side shows in the server's counters.
+	client, err := packetstream.OpenClient(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, _ := client.TX.Alloc(100)
+	client.TX.TrySubmit(p)
+	client.TX.Wakeup()
+	srv := rec.opened[0].Server
+	if _, ok := srv.TX.TryGet(); !ok {
+		t.Fatal("no frame at the server")
+	}
+	srv.TX.Wakeup()
+	c.Counter("interrupts").Add(3)
+	st, err := c.State(ctx, &controlpb.StateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sessions) != 1 || st.Sessions[0].Received.GetFrames() != 1 || st.Sessions[0].Received.GetBytes() != 100 || st.Counters["interrupts"] != 3 {
+		t.Errorf("state: %v", st)
+	}
+
+	// Files that do not match the request are refused, not used.
+	SendFiles(ours, 8, files.Files()[:3])
+	if _, err := c.OpenSession(ctx, &controlpb.OpenSessionRequest{SessionId: 8, Role: controlpb.Role_CLIENT, Tx: size, Rx: size, Files: 6}); err == nil {
+		t.Error("a session with 3 of 6 files opened")
+	}
+
+	c.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: 7})
+	if len(rec.closed) != 1 || rec.closed[0] != 7 {
+		t.Errorf("closed: %v", rec.closed)
+	}
+	if st, _ := c.State(ctx, &controlpb.StateRequest{}); len(st.Sessions) != 0 {
+		t.Errorf("sessions after close: %v", st.Sessions)
+	}
+}
+
+func TestEventQueueOrder(t *testing.T) {
+	c := New(slog.New(slog.DiscardHandler), nil)
+	c.Announce("Nic")
+	id := c.Request("Uplink", "x", nil, packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	c.Release(id)
+	var kinds []string
+	for i := 0; i < 3; i++ {
+		ev, ok := c.events.pop(nil, nil)
+		if !ok {
+			t.Fatal("queue ended")
+		}
+		kinds = append(kinds, strings.SplitN(ev.String(), ":", 2)[0])
+	}
+	if strings.Join(kinds, " ") != "announce request release" {
+		t.Errorf("events in order %v", kinds)
+	}
+	close(c.stopped)
+	if _, ok := c.events.pop(nil, c.stopped); ok {
+		t.Error("pop after stop returned an event")
+	}
+}
