@@ -588,7 +588,7 @@ func TestSessionUplink(t *testing.T) {
 			t.Fatal(err)
 		}
 		copy(router.RX.Payload(p), f)
-		p.Offload = o
+		p = p.WithOffload(o)
 		if !router.RX.TrySubmit(p) {
 			t.Fatal("router's submit queue full")
 		}

@@ -75,8 +75,8 @@ func (u *SessionUplink) Fetch(buf []byte) (n int, ok bool) {
 	}
 	payload := u.c.RX.Payload(p)
 	n = len(payload)
-	switch {
-	case p.Offload.GSOType != packetstream.GSONone || p.Offload.Flags&packetstream.OffloadNeedsCsum != 0:
+	switch o := p.Offload(); {
+	case o.GSOType != packetstream.GSONone || o.Flags&packetstream.OffloadNeedsCsum != 0:
 		u.Offloaded.Add(1)
 		n = len(buf) + 1
 	case n <= len(buf):
