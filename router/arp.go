@@ -47,7 +47,7 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 		return r.drop(src, "destination domain has no interface")
 	}
 	if i.held >= maxHeldPerInterface {
-		count(&r.stats.HeldOverflow, 1)
+		r.stats.HeldOverflow.add(1)
 		return r.drop(src, "too many frames wait for ARP")
 	}
 	i.held++
@@ -155,7 +155,7 @@ func (r *Router) expireWaiters() {
 	r.waiters = kept
 	for _, w := range late {
 		w.from.held--
-		count(&r.stats.ARPTimeouts, 1)
+		r.stats.ARPTimeouts.add(1)
 		r.drop(w.src, "no ARP reply")
 		w.from.port.Release(w.id)
 	}

@@ -84,6 +84,7 @@ func TestARPHeldBound(t *testing.T) {
 			held++
 		}
 	}
+	b.r.Flush()
 	if held != maxHeldPerInterface || b.r.Stats().HeldOverflow.Load() != 10 {
 		t.Fatalf("held %d, overflow %d", held, b.r.Stats().HeldOverflow.Load())
 	}

@@ -106,7 +106,7 @@ func (r *Router) carryOver(l *link) {
 	if !ok {
 		l.natPort = 0 // the old domains' port spaces are gone with them
 		l.owner.links--
-		count(&oc.stats.LinksDissolved[l.p], 1)
+		oc.stats.LinksDissolved[l.p].add(1)
 		if r.cfg.Verbose {
 			r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", oc.name,
 				"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", "no longer allowed by the config")

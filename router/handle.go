@@ -13,7 +13,7 @@ func (r *Router) handle(i *Interface, frame []byte, off packetstream.Offload, id
 	if d == nil {
 		return r.drop(nil, "interface has no domain")
 	}
-	count(&d.stats.RxBytes, uint64(len(frame)))
+	d.stats.RxBytes.add(uint64(len(frame)))
 	eth, ok := proto.NewEth(frame)
 	if !ok {
 		return r.drop(d, "frame shorter than an Ethernet header")
@@ -52,8 +52,8 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 		return r.drop(d, "domain has no IPv4 config yet")
 	}
 	if ip.Fragmented() {
-		count(&r.stats.FragmentsSeen, 1)
-		count(&d.stats.DroppedFragmIPv4, 1)
+		r.stats.FragmentsSeen.add(1)
+		d.stats.DroppedFragmIPv4.add(1)
 		if r.cfg.ICMPType3CodeOnFragm >= 0 {
 			r.sendICMPError(i, d, frame, ip, uint8(r.cfg.ICMPType3CodeOnFragm))
 		}

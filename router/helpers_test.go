@@ -82,8 +82,11 @@ func (b *bench) attach(label string, kind Kind, mac proto.MAC) (*Interface, *fak
 	return b.r.Attach(Session{Label: label, Kind: kind, MAC: mac, Port: p}), p
 }
 
+// send handles one frame as one batch: Handle, then Flush (which publishes counters).
 func (b *bench) send(i *Interface, f []byte) Verdict {
-	return b.r.Handle(i, f, packetstream.Offload{}, 0)
+	v := b.r.Handle(i, f, packetstream.Offload{}, 0)
+	b.r.Flush()
+	return v
 }
 
 func ip4(s string) [4]byte {

@@ -60,9 +60,10 @@ type Interface struct {
 	port      Port
 	dom       *domain
 	up        bool
-	dirty     bool
-	held      int // frames waiting for ARP
-	links     int // link states this interface opened
+	dirty     bool // submitted to since the last Flush
+	touched   bool // counters changed since the last publish
+	held      int  // frames waiting for ARP
+	links     int  // link states this interface opened
 	stats     InterfaceStats
 }
 
@@ -130,21 +131,11 @@ func (r *Router) allocMAC() uint16 {
 // it), the link states it opened and its DHCP leases are dissolved.
 func (r *Router) Detach(i *Interface) {
 	r.leave(i)
-	for k, j := range r.ifs {
-		if j == i {
-			r.ifs = append(r.ifs[:k], r.ifs[k+1:]...)
-			break
-		}
-	}
+	r.ifs = without(r.ifs, i)
 	delete(r.macs, i.macIndex)
-	if i.dirty {
-		for k, j := range r.dirty {
-			if j == i {
-				r.dirty = append(r.dirty[:k], r.dirty[k+1:]...)
-				break
-			}
-		}
-	}
+	i.stats.publish()
+	r.dirty = without(r.dirty, i)
+	r.touched = without(r.touched, i)
 }
 
 // assign puts i into the domain of its best policy (or of its <nic-client>).
@@ -192,12 +183,7 @@ func (r *Router) leave(i *Interface) {
 	if d == nil {
 		return
 	}
-	for k, j := range d.ifs {
-		if j == i {
-			d.ifs = append(d.ifs[:k], d.ifs[k+1:]...)
-			break
-		}
-	}
+	d.ifs = without(d.ifs, i)
 	if d.dhcpServer != nil {
 		d.dhcpServer.forget(i)
 	}
@@ -222,8 +208,8 @@ func (r *Router) setLink(i *Interface, up bool) {
 func (r *Router) transmit(i *Interface, frame []byte, off packetstream.Offload) []byte {
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
-		count(&r.stats.DroppedFull, 1)
-		count(&i.stats.DroppedFull, 1)
+		r.stats.DroppedFull.add(1)
+		i.stats.DroppedFull.add(1)
 		return nil
 	}
 	buf = buf[:len(frame)]
@@ -234,16 +220,17 @@ func (r *Router) transmit(i *Interface, frame []byte, off packetstream.Offload) 
 // submit hands a filled buffer to i's port and marks i for the next Flush.
 func (r *Router) submit(i *Interface, buf []byte, off packetstream.Offload) {
 	i.port.Submit(buf, off)
-	count(&r.stats.Sent, 1)
-	count(&i.stats.TxFrames, 1)
-	count(&i.stats.TxBytes, uint64(len(buf)))
+	r.stats.Sent.add(1)
+	i.stats.TxFrames.add(1)
+	i.stats.TxBytes.add(uint64(len(buf)))
 	if i.dom != nil {
-		count(&i.dom.stats.TxBytes, uint64(len(buf)))
+		i.dom.stats.TxBytes.add(uint64(len(buf)))
 	}
 	if !i.dirty {
 		i.dirty = true
 		r.dirty = append(r.dirty, i)
 	}
+	r.touchInterface(i)
 }
 
 // emit sends a frame the router made itself out of interface i.
@@ -254,4 +241,14 @@ func (r *Router) emit(i *Interface, frame []byte) {
 	if buf := r.transmit(i, frame, packetstream.Offload{}); buf != nil {
 		r.submit(i, buf, packetstream.Offload{})
 	}
+}
+
+// without removes i from list, keeping the order.
+func without(list []*Interface, i *Interface) []*Interface {
+	for k, j := range list {
+		if j == i {
+			return append(list[:k], list[k+1:]...)
+		}
+	}
+	return list
 }

@@ -89,7 +89,7 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	to.to.links[srv] = &l.sides[1]
 	r.links[l] = struct{}{}
 	owner.links++
-	count(&c.stats.LinksOpened[l.p], 1)
+	c.stats.LinksOpened[l.p].add(1)
 	if r.cfg.Verbose {
 		r.log.Info("new link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", to.to.name,
 			"client", addrPort(key.src, key.sport), "server", addrPort(srv.src, srv.sport), "nat_port", l.natPort)
@@ -98,8 +98,8 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 }
 
 func (r *Router) refuseNAT(c, at *domain, p int, why string) {
-	count(&r.stats.NATRefused, 1)
-	count(&at.stats.NATRefused[p], 1)
+	r.stats.NATRefused.add(1)
+	at.stats.NATRefused[p].add(1)
 	if c.m.VerbosePacketDrop || r.cfg.Verbose {
 		r.log.Info("NAT refused", "protocol", protoNames[p], "from", c.name, "at", at.name, "reason", why)
 	}
@@ -129,7 +129,7 @@ func (r *Router) dissolve(l *link, why string) {
 	l.freeNAT(c, s)
 	delete(r.links, l)
 	l.owner.links--
-	count(&c.stats.LinksDissolved[l.p], 1)
+	c.stats.LinksDissolved[l.p].add(1)
 	if r.cfg.Verbose {
 		r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", s.name,
 			"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", why)

@@ -180,3 +180,16 @@ func TestLinkStatesPerSessionBounded(t *testing.T) {
 		t.Fatal("link states outlive their session")
 	}
 }
+
+func TestCountersPublishedPerBatch(t *testing.T) {
+	b, vm, _, up, _ := natBench(t)
+	before := vm.Stats().RxFrames.Load()
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 2, nil), packetstream.Offload{}, 0)
+	if vm.Stats().RxFrames.Load() != before {
+		t.Fatal("counter visible before the batch ended")
+	}
+	b.r.Flush()
+	if vm.Stats().RxFrames.Load() != before+1 || up.Stats().TxFrames.Load() != 1 || b.r.Stats().Sent.Load() == 0 {
+		t.Fatal("counters not published by Flush")
+	}
+}

@@ -17,6 +17,7 @@ func (r *Router) Report() *config.Node {
 	if rc == nil {
 		return nil
 	}
+	r.publishAll()
 	root := &config.Node{Type: "state"}
 	for _, name := range sortedDomainNames(r.domains) {
 		d := r.domains[name]

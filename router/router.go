@@ -15,8 +15,8 @@
 //		r.Flush() // each destination's Port.Flush once: one wakeup per peer
 //	every second: r.Tick(); every r.ReportInterval() or when r.ReportTriggered(): r.Report()
 //
-// Only that goroutine may call the Router's methods; counters (Stats, Interface.Stats) are
-// atomics and may be read from anywhere. Forwarding a frame of an existing link state
+// Only that goroutine may call the Router's methods; counters (Stats, Interface.Stats) may be
+// read from anywhere and are published once per batch (Flush). Forwarding a frame of an existing link state
 // allocates nothing: the frame is copied once into the destination's buffer (Port.Alloc) and
 // rewritten there; a full destination drops and counts the frame.
 package router
@@ -66,7 +66,8 @@ type Router struct {
 	ifs     []*Interface
 	links   map[*link]struct{}
 	waiters []waiter
-	dirty   []*Interface
+	dirty   []*Interface // to Flush
+	touched []*Interface // to publish counters of
 	macs    map[uint16]bool
 	xid     uint32
 	stats   Stats
@@ -132,19 +133,22 @@ func (r *Router) Stats() *Stats { return &r.stats }
 // valid until then; they are never written.
 func (r *Router) Handle(i *Interface, frame []byte, off packetstream.Offload, id uint64) Verdict {
 	r.setNow()
-	count(&r.stats.Received, 1)
-	count(&i.stats.RxFrames, 1)
-	count(&i.stats.RxBytes, uint64(len(frame)))
+	r.touchInterface(i)
+	r.stats.Received.add(1)
+	i.stats.RxFrames.add(1)
+	i.stats.RxBytes.add(uint64(len(frame)))
 	return r.handle(i, frame, off, id)
 }
 
-// Flush wakes every interface that got frames since the last Flush, once.
+// Flush wakes every interface that got frames since the last Flush, once, and publishes the
+// counters.
 func (r *Router) Flush() {
 	for _, i := range r.dirty {
 		i.dirty = false
 		i.port.Flush()
 	}
 	r.dirty = r.dirty[:0]
+	r.publish()
 }
 
 // Tick runs the timeouts: idle and closed link states, ARP requests, DHCP offers, leases and
@@ -172,13 +176,14 @@ func (r *Router) Tick() {
 		}
 	}
 	r.Flush()
+	r.publishAll()
 }
 
 // drop counts a dropped frame and logs why when the domain asks for it.
 func (r *Router) drop(d *domain, why string) Verdict {
-	count(&r.stats.Dropped, 1)
+	r.stats.Dropped.add(1)
 	if d != nil {
-		count(&d.stats.Dropped, 1)
+		d.stats.Dropped.add(1)
 		if d.m.VerbosePacketDrop {
 			r.log.Info("drop packet", "domain", d.name, "reason", why)
 		}
