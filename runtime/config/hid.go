@@ -222,7 +222,7 @@ func (p *hidParser) node(body string, ln, col int, disabled bool) {
 	case tagAhead(v):
 		p.attr(v, ln, vcol)
 	default: // the shorthand for the name attribute
-		n.Attrs = append(n.Attrs, Attr{Name: "name", Value: v, Pos: p.pos(ln, vcol)})
+		appendAttr(n, Attr{Name: "name", Value: v, Pos: p.pos(ln, vcol)})
 	}
 }
 
@@ -310,7 +310,7 @@ func (p *hidParser) attr(s string, ln, col int) {
 		p.bad(pos, "duplicate attribute %q of <%s> (first at %d:%d)", tag, o.n.Type, a.Pos.Line, a.Pos.Col)
 		return
 	}
-	o.n.Attrs = append(o.n.Attrs, Attr{Name: tag, Value: v, Pos: pos})
+	appendAttr(o.n, Attr{Name: tag, Value: v, Pos: pos})
 }
 
 // content adds a ": " line at column col to the innermost open node.

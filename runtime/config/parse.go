@@ -153,6 +153,14 @@ func badByte(s string, ok func(c byte) bool) (int, string) {
 	return -1, ""
 }
 
+// appendAttr adds a to n, with room from the start for the few attributes a node usually has.
+func appendAttr(n *Node, a Attr) {
+	if n.Attrs == nil {
+		n.Attrs = make([]Attr, 0, 4)
+	}
+	n.Attrs = append(n.Attrs, a)
+}
+
 // ident reports the length of the HID identifier ([a-z][a-z0-9_-]*) at the start of s.
 func ident(s string) int {
 	n := 0

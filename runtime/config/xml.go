@@ -243,7 +243,7 @@ func (p *xmlParser) startTag() (n *Node, closed bool) {
 			p.bad(apos, "duplicate attribute %q of <%s> (first at %d:%d)", name, n.Type, a.Pos.Line, a.Pos.Col)
 			continue
 		}
-		n.Attrs = append(n.Attrs, Attr{Name: name, Value: v, Pos: p.pos(apos)})
+		appendAttr(n, Attr{Name: name, Value: v, Pos: p.pos(apos)})
 	}
 }
 
