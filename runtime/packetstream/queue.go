@@ -41,6 +41,10 @@ func putDesc(e unsafe.Pointer, off uint64, size uint32, gso uint64, csum uint16)
 	*(*uint16)(unsafe.Add(e, descOffCsum)) = csum
 }
 
+// publishBytes makes a side publish after this many frame bytes, whatever the count: large
+// frames then stream one by one instead of arriving in bursts.
+const publishBytes = 32 << 10
+
 // publishEvery is how many entries a side moves before it publishes its index on its own,
 // without waiting for Wakeup: often enough that a long batch streams, rarely enough that the
 // index line does not bounce between the CPUs for every frame.
@@ -56,6 +60,7 @@ type producer struct {
 	dirty     bool   // published since the consumer's armed flag was last checked
 	badTail   uint32 // the last invalid tail counted, to count each once
 	every     uint32
+	bytes     uint32 // frame bytes put since the last publish
 	invalid   uint64 // invalid tails seen
 }
 
@@ -87,7 +92,8 @@ func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 	}
 	putDesc(p.entry(p.head), off, size, gso, csum)
 	p.head++
-	if p.head-p.published >= p.every {
+	p.bytes += min(size, publishBytes)
+	if p.head-p.published >= p.every || p.bytes >= publishBytes {
 		p.publish()
 	}
 	return true
@@ -99,6 +105,7 @@ func (p *producer) publish() {
 		p.ring.head.Store(p.head)
 		p.published = p.head
 		p.dirty = true
+		p.bytes = 0
 	}
 }
 
