@@ -19,5 +19,5 @@ type Counters struct {
 	RXNoDescriptor atomic.Uint64 // frames dropped because no receive descriptor was free
 	RXDropped      atomic.Uint64 // frames dropped: link down, receiver off, filtered, too long or short
 	TXDropped      atomic.Uint64 // frames dropped: link down, too long, or with a bad descriptor
-	BadDescriptors atomic.Uint64 // descriptors, rings or register indices pointing outside DMA memory
+	BadDescriptors atomic.Uint64 // descriptors or rings outside DMA memory; a corrupt posted-write queue
 }
