@@ -83,6 +83,9 @@ func (s *Session) unmap() error {
 	return s.Server.Close()
 }
 
+// LogFormatEnv tells a component to log JSON ("json") instead of text lines.
+const LogFormatEnv = "NICSTACK_LOG_FORMAT"
+
 // filesTimeout bounds the wait for a session's files, which the supervisor sends before the
 // OpenSession call that names them.
 const filesTimeout = 5 * time.Second
@@ -132,8 +135,14 @@ func Main(newHandler func(*Component) (Handler, error)) {
 		fmt.Fprintf(os.Stderr, "%s is a nicstack component: start it from a scenario with `nicstack run`\n", os.Args[0])
 		os.Exit(2)
 	}
-	// Logs go to the process's real stderr, which the supervisor prefixes with the name.
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
+	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
+	// for JSON, tags with a "component" field).
+	var log *slog.Logger
+	if os.Getenv(LogFormatEnv) == "json" {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	} else {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
+	}
 	c := New(log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {

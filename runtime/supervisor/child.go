@@ -51,6 +51,9 @@ func launch(binary, socketDir string, cpus affinity.Set, out *Output, name strin
 	p.cmd.ExtraFiles = []*os.File{theirs} // fd 3 = component.ControlFD
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+socketDir)
+	if out.json {
+		p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"=json")
+	}
 	logs := out.Writer(name)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  component.Handshake,

@@ -27,6 +27,13 @@ func (o *Output) line(name string, text []byte) {
 		o.w.Write(append(append([]byte("["+name+"] "), text...), '\n'))
 		return
 	}
+	var obj map[string]any
+	if json.Unmarshal(text, &obj) == nil && obj != nil {
+		obj["component"] = name // a JSON line of a component: tag it
+		b, _ := json.Marshal(obj)
+		o.w.Write(append(b, '\n'))
+		return
+	}
 	b, _ := json.Marshal(struct {
 		Time      string `json:"time"`
 		Component string `json:"component"`

@@ -14,6 +14,7 @@ import (
 
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -131,7 +132,16 @@ func New(path string, opts Options) (*Supervisor, error) {
 			return nil, err
 		}
 	}
+	s.warnUnknown(sc)
 	return s, nil
+}
+
+// warnUnknown logs the nodes and attributes init does not know: errors for `nicstack check`,
+// warnings at run time, as in Genode.
+func (s *Supervisor) warnUnknown(sc *Scenario) {
+	for _, e := range config.Check(sc.Root, Schema) {
+		s.log.Warn(e.Error())
+	}
 }
 
 // binary finds a start's binary in the binary folders.
@@ -257,7 +267,7 @@ func (s *Supervisor) launch(c *child) {
 		return
 	}
 	c.state = "running"
-	s.log.Debug(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", time.Since(t0))
+	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", time.Since(t0))
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
 	go s.follow(evctx, c, life, p)
@@ -365,6 +375,10 @@ func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
 	r := &request{
 		key: reqKey{c.start.Name, req.GetRequestId()}, service: req.GetService(), label: req.GetLabel(),
 		args: req.GetArgs(), tx: component.StreamConfig(req.GetTx()), rx: component.StreamConfig(req.GetRx()),
+	}
+	if _, dup := s.requests[r.key]; dup {
+		s.log.Error(fmt.Sprintf("%s requested a session with id %d twice; the second request is ignored", c.start.Name, r.key.id))
+		return
 	}
 	s.requests[r.key] = r
 	for _, cfg := range []packetstream.Config{r.tx, r.rx} {
@@ -610,6 +624,7 @@ func (s *Supervisor) reload() {
 	}
 	old := s.sc
 	s.sc = sc
+	s.warnUnknown(sc)
 	for name, c := range s.children {
 		if sc.Start(name) == nil {
 			s.log.Info(fmt.Sprintf("%s removed from the scenario; stopping it", name))
