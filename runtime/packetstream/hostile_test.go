@@ -1,0 +1,94 @@
+package packetstream
+
+import (
+	"math"
+	"testing"
+)
+
+// Descriptors and indices a hostile peer can write, each checked and counted, never followed.
+func TestHostileDescriptors(t *testing.T) {
+	cfg := Config{QueueSize: 8, BulkSize: 8 * BlockSize}
+	src, snk, err := NewHeapStream(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	bulk := uint64(cfg.bulkStart())
+	q := newRing(snk.reg, cfg.submitQueue())
+	// A hostile source writes descriptors straight into the submit queue.
+	bad := []struct{ off, size uint64 }{
+		{0, 64},                              // the queue headers
+		{bulk - 1, 2},                        // straddles the bulk start
+		{bulk + uint64(cfg.BulkSize) - 1, 2}, // straddles the end
+		{math.MaxUint64 - 10, 64},            // the sum overflows
+		{bulk, 0},                            // no frame
+		{1 << 40, 1},                         // far outside
+	}
+	for i, d := range bad {
+		putDesc(q.entry(uint32(i)), d.off, uint32(d.size), 0, 0)
+	}
+	q.head.Store(uint32(len(bad)))
+	for i := range bad {
+		p, ok := snk.TryGet()
+		if !ok {
+			t.Fatalf("descriptor %d not delivered", i)
+		}
+		if snk.Payload(p) != nil {
+			t.Fatalf("descriptor %+v: payload returned", bad[i])
+		}
+		snk.TryAck(p)
+	}
+	snk.Wakeup()
+	if got := snk.Counters().Invalid.Load(); got != uint64(len(bad)) {
+		t.Fatalf("sink counted %d invalid, want %d", got, len(bad))
+	}
+	// The honest source gets those acknowledgements back and recognises none as its own.
+	if p, ok := src.GetAcked(); ok {
+		t.Fatalf("source took back %+v, which it never sent", p)
+	}
+	src.Wakeup()
+	if got := src.Counters().Invalid.Load(); got != uint64(len(bad)) {
+		t.Fatalf("source counted %d invalid acknowledgements, want %d", got, len(bad))
+	}
+
+	// A head that claims more entries than the queue holds reads as empty, counted once.
+	q.head.Store(uint32(len(bad)) + 1000)
+	for i := 0; i < 3; i++ {
+		if _, ok := snk.TryGet(); ok {
+			t.Fatal("got a packet past an impossible head")
+		}
+	}
+	snk.Wakeup()
+	if got := snk.Counters().Invalid.Load(); got != uint64(len(bad))+1 {
+		t.Fatalf("impossible head counted %d times", got-uint64(len(bad)))
+	}
+
+	// A hostile sink acknowledges a packet twice: the second is invalid.
+	src, snk, err = NewHeapStream(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	p, _ := src.Alloc(100)
+	src.TrySubmit(p)
+	src.Wakeup()
+	got, ok := snk.TryGet()
+	if !ok || got.Offset != p.Offset {
+		t.Fatalf("honest frame not delivered: %+v", got)
+	}
+	snk.TryAck(got)
+	snk.TryAck(got)
+	snk.Wakeup()
+	if a, ok := src.GetAcked(); !ok || a.Offset != p.Offset {
+		t.Fatal("first acknowledgement lost")
+	}
+	if _, ok := src.GetAcked(); ok {
+		t.Fatal("second acknowledgement of the same packet accepted")
+	}
+	src.Wakeup()
+	if src.InFlight() != 0 || src.Counters().Invalid.Load() != 1 {
+		t.Fatalf("in flight %d, invalid %d", src.InFlight(), src.Counters().Invalid.Load())
+	}
+}
