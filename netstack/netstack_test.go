@@ -129,6 +129,7 @@ func BenchmarkBackToBack(b *testing.B) {
 			b.ReportMetric(float64(n)*8/secs/1e9, "Gbit/s")
 			st := client.Stats()
 			b.ReportMetric(float64(st.TxBytes.Load())/float64(max(st.TxFrames.Load(), 1)), "B/frame")
+			b.ReportMetric(float64(client.s.Stats().TCP.Retransmits.Value()), "retransmits")
 		})
 	}
 }

@@ -167,6 +167,7 @@ func BenchmarkOverPacketStream(b *testing.B) {
 			b.ReportMetric(float64(n)*8/time.Since(start).Seconds()/1e9, "Gbit/s")
 			st := client.Stats()
 			b.ReportMetric(float64(st.TxBytes.Load())/float64(max(st.TxFrames.Load(), 1)), "B/frame")
+			b.ReportMetric(float64(client.s.Stats().TCP.Retransmits.Value()), "retransmits")
 			b.ReportMetric(float64(st.TxDropped.Load()), "dropped")
 		})
 	}
