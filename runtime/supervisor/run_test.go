@@ -484,3 +484,16 @@ func TestStoppedHeartbeatRestarts(t *testing.T) {
 		t.Error("no log line for the missed heartbeats")
 	}
 }
+
+func TestBrokenBinaryIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "broken"), []byte("#!/bin/sh\necho broken on purpose >&2\nexit 3\n"), 0o755)
+	r := startRun(t, `<config><start name="broken"/></config>`, func(o *Options) { o.BinDirs = append(o.BinDirs, dir) })
+	r.waitFor("retries", 20*time.Second, func() bool { return r.component("broken").Restarts >= 3 })
+	logs := r.logs.String()
+	for _, want := range []string{"[broken] broken on purpose", "broken: trying again in"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q", want)
+		}
+	}
+}

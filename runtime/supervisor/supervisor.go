@@ -578,7 +578,8 @@ func (s *Supervisor) failed(c *child, err error) {
 	if s.stopping {
 		return
 	}
-	wait := s.opts.MaxBackoff
+	wait := c.backoff
+	c.backoff = min(2*c.backoff, s.opts.MaxBackoff)
 	s.log.Warn(fmt.Sprintf("%s: trying again in %v", c.start.Name, wait))
 	s.restartAfter(c, wait)
 }
