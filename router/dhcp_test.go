@@ -179,6 +179,16 @@ func TestChainedRoutersDHCP(t *testing.T) {
 	if v, _ := offer.OptionIPv4(proto.OptDNSServer); v != ip4("10.0.5.53") {
 		t.Fatalf("dns_config_from not applied: %v", v)
 	}
+	// Detaching the last uplink ends the config; the next uplink asks again.
+	ra.r.Detach(aUp)
+	if up.ip.valid {
+		t.Fatal("config of a DHCP-client domain kept without interfaces")
+	}
+	aUp, aPort = ra.attach("up", Uplink, bSide.MAC())
+	pump()
+	if !up.ip.valid || !aUp.LinkUp() {
+		t.Fatal("no config after the uplink came back")
+	}
 	// At half the lease (60 s) A renews and keeps its config and link states.
 	rb.clock.advance(31 * time.Second)
 	ra.r.Tick()

@@ -188,6 +188,13 @@ func (r *Router) leave(i *Interface) {
 		d.dhcpServer.forget(i)
 	}
 	i.dom = nil
+	if d.dhcpClient != nil && len(d.ifs) == 0 {
+		// The next interface may lead to another network: ask again then.
+		d.dhcpClient.state = clientIdle
+		if d.ip.valid {
+			r.setIPConfig(d, ipConfig{})
+		}
+	}
 	if r.cfg.VerboseDomainState {
 		r.log.Info("interface leaves domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
 	}
