@@ -203,6 +203,10 @@ func TestCrossProcess(t *testing.T) {
 		{"exhausted buffers", peerParams{cfg: Config{QueueSize: 256, BulkSize: 6 * BlockSize}, n: 20000, maxSize: 3 * BlockSize, batch: 32, slowEvery: 2000}},
 		{"64 KiB frames", peerParams{cfg: Config{QueueSize: 64, BulkSize: 200 * BlockSize}, n: 3000, maxSize: 65536, batch: 16}},
 	} {
+		if raceEnabled || testing.Short() {
+			// The race detector cannot see the mapping anyway; it only slows both sides down.
+			tc.p.n /= 5
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			files, err := NewStreamFiles("test", tc.p.cfg)
 			if err != nil {
@@ -343,7 +347,7 @@ func echoClient(c *Client, p peerParams) error {
 func TestHandoffMillion(t *testing.T) {
 	n, budget := 1000000, 20*time.Second
 	if raceEnabled || testing.Short() {
-		n = 200000
+		n, budget = 200000, 8*time.Second
 	}
 	cfg := Config{QueueSize: 4, BulkSize: 4 * BlockSize}
 	files, err := NewStreamFiles("handoff", cfg)
