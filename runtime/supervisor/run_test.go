@@ -497,3 +497,16 @@ func TestBrokenBinaryIsRetried(t *testing.T) {
 		}
 	}
 }
+
+func TestServerReportsLinkState(t *testing.T) {
+	r := startRun(t, echoScenario, nil)
+	peerLink := func() uint64 { return r.component("client").Counters["peer_link"] }
+	r.waitFor("link up", 20*time.Second, func() bool { return peerLink() == 1 })
+	r.rewrite(`<config tag="1"/>`, `<config tag="1" link="no"/>`)
+	r.waitFor("the server's link down at the client", 10*time.Second, func() bool { return peerLink() == 0 })
+	if c := r.component("client"); len(c.Sessions) != 1 || c.Sessions[0].LinkUp {
+		t.Errorf("client session: %+v", c.Sessions)
+	}
+	r.rewrite(`link="no"`, `link="yes"`)
+	r.waitFor("link up again", 10*time.Second, func() bool { return peerLink() == 1 })
+}

@@ -463,6 +463,8 @@ func (s *Supervisor) open(r *request) {
 		Files: uint32(len(files.Files())),
 	}
 	give := func(c *child, role controlpb.Role) error {
+		// A component that stopped reading its control socket must not block the supervisor.
+		c.proc.sock.SetWriteDeadline(time.Now().Add(s.opts.CallTimeout))
 		if err := component.SendFiles(c.proc.sock, id, files.Files()); err != nil {
 			return err
 		}

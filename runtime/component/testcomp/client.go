@@ -14,7 +14,7 @@ import (
 // Client requests one session and keeps a window of numbered frames in flight through it,
 // checking every reply. Its counters tell tests what happened: "sent", "received",
 // "mismatches" (corrupted replies), "late" (replies to a window given up as lost), "link_ups",
-// "link_downs", and "first_reply_unix_ns", the wall-clock time of
+// "link_downs", "peer_link" (the link state its server reports, 1 for up), and "first_reply_unix_ns", the wall-clock time of
 // the first reply after the session last came up.
 type Client struct {
 	c         *component.Component
@@ -22,7 +22,7 @@ type Client struct {
 	cfg       clientConfig
 	l         *loop
 
-	sent, received, mismatches, late, linkUps, linkDowns, firstReply *atomic.Uint64
+	sent, received, mismatches, late, linkUps, linkDowns, peerLink, firstReply *atomic.Uint64
 }
 
 type clientConfig struct {
@@ -35,7 +35,7 @@ type clientConfig struct {
 func NewClient(c *component.Component) *Client {
 	return &Client{c: c,
 		sent: c.Counter("sent"), received: c.Counter("received"), mismatches: c.Counter("mismatches"), late: c.Counter("late"),
-		linkUps: c.Counter("link_ups"), linkDowns: c.Counter("link_downs"), firstReply: c.Counter("first_reply_unix_ns"),
+		linkUps: c.Counter("link_ups"), linkDowns: c.Counter("link_downs"), peerLink: c.Counter("peer_link"), firstReply: c.Counter("first_reply_unix_ns"),
 	}
 }
 
@@ -89,8 +89,19 @@ func (cl *Client) Open(s *component.Session) error {
 	}
 	cl.l = l
 	cl.linkUps.Add(1)
+	cl.peerLink.Store(1)
 	cl.c.Log.Info("link up", "session", s.ID, "label", s.Label)
 	return nil
+}
+
+// Link records the link state the server reports.
+func (cl *Client) Link(s *component.Session, up bool) {
+	v := uint64(0)
+	if up {
+		v = 1
+	}
+	cl.peerLink.Store(v)
+	cl.c.Log.Info("server reports link", "session", s.ID, "up", up)
 }
 
 func (cl *Client) Close(s *component.Session) {

@@ -14,8 +14,8 @@ import (
 )
 
 // EchoSchema is test_echo's config: tag is any number, shown as the counter "tag" so tests
-// see a live config change arrive.
-var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service"}}
+// see a live config change arrive; link (yes/no) is the link state it reports to its clients.
+var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service", "link"}}
 
 // ClientSchema is test_client's config.
 var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size"}}
@@ -32,14 +32,15 @@ type Echo struct {
 	configs *atomic.Uint64
 	drops   *atomic.Uint64
 	loops   map[uint64]*loop
-	// announce is the component's Announce, called with the configured service name.
-	announce func(string)
+	link    bool
+	// c is the component, for announcing the service and reporting link state.
+	c *component.Component
 }
 
 // NewEcho returns the echo handler; it announces service (from <config service>, default
 // "Nic") when first configured.
 func NewEcho(c *component.Component) *Echo {
-	return &Echo{log: c.Log, tag: c.Counter("tag"), configs: c.Counter("configs"), drops: c.Counter("echo_drops"), loops: map[uint64]*loop{}, announce: c.Announce}
+	return &Echo{log: c.Log, tag: c.Counter("tag"), configs: c.Counter("configs"), drops: c.Counter("echo_drops"), loops: map[uint64]*loop{}, c: c}
 }
 
 func (e *Echo) Configure(cfg *config.Node) error {
@@ -50,10 +51,19 @@ func (e *Echo) Configure(cfg *config.Node) error {
 	if err != nil {
 		return err
 	}
+	link, err := cfg.Bool("link", true)
+	if err != nil {
+		return err
+	}
 	if e.configs.Add(1) == 1 {
-		e.announce(cfg.String("service", "Nic"))
+		e.c.Announce(cfg.String("service", "Nic"))
+	} else if link != e.link {
+		for _, l := range e.loops {
+			e.c.ReportLink(l.session, link)
+		}
 	}
 	e.tag.Store(tag)
+	e.link = link
 	return nil
 }
 
@@ -62,7 +72,11 @@ func (e *Echo) Open(s *component.Session) error {
 	if err != nil {
 		return err
 	}
+	l.session = s
 	e.loops[s.ID] = l
+	if !e.link {
+		e.c.ReportLink(s, false)
+	}
 	e.log.Info("session opened", "id", s.ID, "label", s.Label)
 	return nil
 }
@@ -112,9 +126,10 @@ func (e *Echo) serve(srv *packetstream.Server, stop *atomic.Bool, w *packetstrea
 
 // loop is one session's goroutine, stopped before the session is unmapped.
 type loop struct {
-	halt atomic.Bool
-	w    *packetstream.Waiter
-	done sync.WaitGroup
+	session *component.Session
+	halt    atomic.Bool
+	w       *packetstream.Waiter
+	done    sync.WaitGroup
 }
 
 func startLoop(run func(*atomic.Bool, *packetstream.Waiter), eps ...packetstream.Endpoint) (*loop, error) {
