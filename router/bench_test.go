@@ -51,7 +51,9 @@ func BenchmarkForward(b *testing.B) {
     <nat domain="client" udp-ports="100"/>
   </domain>
 </config>`
-	for _, mode := range []string{"udp-forward", "nat"} {
+	// nat-64flows sends round-robin over 64 flows, so that every frame misses the
+	// last-lookup shortcut and takes the hash map.
+	for _, mode := range []string{"udp-forward", "nat", "nat-64flows"} {
 		for _, size := range []int{64, 1500} {
 			b.Run(fmt.Sprintf("%s/%d", mode, size), func(b *testing.B) {
 				r := New(Options{Clock: &fakeClock{t: time.Unix(1, 0)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -62,16 +64,25 @@ func BenchmarkForward(b *testing.B) {
 				client := r.Attach(Session{Label: "client", Kind: Nic, Port: cp})
 				server := r.Attach(Session{Label: "server", Kind: Nic, Port: sp})
 				payload := make([]byte, size-proto.EthLen-20-8)
-				var f []byte
-				if mode == "nat" {
-					r.Handle(server, arpFrame(proto.ARPReply, macGateway, ip4("10.0.2.254"), routerMACNic, ip4("10.0.2.1"), routerMACNic), packetstream.Offload{}, 0)
-					f = udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.5.5"), 5000, 9, payload)
-				} else {
+				var frames [][]byte
+				if mode == "udp-forward" {
 					r.Handle(server, arpFrame(proto.ARPReply, server.MAC(), ip4("10.0.2.2"), routerMACNic, ip4("10.0.2.1"), routerMACNic), packetstream.Offload{}, 0)
-					f = udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), 5000, 7, payload)
+					frames = append(frames, udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), 5000, 7, payload))
+				} else {
+					r.Handle(server, arpFrame(proto.ARPReply, macGateway, ip4("10.0.2.254"), routerMACNic, ip4("10.0.2.1"), routerMACNic), packetstream.Offload{}, 0)
+					flows := 1
+					if mode == "nat-64flows" {
+						flows = 64
+					}
+					for k := 0; k < flows; k++ {
+						frames = append(frames, udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.5.5"), uint16(5000+k), 9, payload))
+					}
 				}
-				if r.Handle(client, f, packetstream.Offload{}, 0) != Done || sp.sent != 1 {
-					b.Fatal("setup frame not forwarded")
+				for _, f := range frames {
+					r.Handle(client, f, packetstream.Offload{}, 0)
+				}
+				if sp.sent != len(frames) {
+					b.Fatal("setup frames not forwarded")
 				}
 				max := r.MaxPacketsPerSignal()
 				b.SetBytes(int64(size))
@@ -81,15 +92,15 @@ func BenchmarkForward(b *testing.B) {
 				cpu0 := threadCPU(b)
 				b.ResetTimer()
 				for k := 0; k < b.N; k++ {
-					r.Handle(client, f, packetstream.Offload{}, 0)
+					r.Handle(client, frames[k%len(frames)], packetstream.Offload{}, 0)
 					if k%max == max-1 {
 						r.Flush()
 					}
 				}
 				b.StopTimer()
 				cpu := threadCPU(b) - cpu0
-				if sp.sent != b.N+1 {
-					b.Fatalf("sent %d of %d", sp.sent, b.N+1)
+				if sp.sent != b.N+len(frames) {
+					b.Fatalf("sent %d of %d", sp.sent, b.N+len(frames))
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/frame")
 				// The machine is shared: CPU time of this thread is the steadier number.

@@ -85,6 +85,9 @@ type domain struct {
 	arpAsked map[[4]byte]time.Time // requests sent and not yet timed out
 
 	links map[flowKey]*side
+	// last is the side the previous lookup found: bulk transfers hit it frame after frame
+	// and skip hashing the key.
+	last  *side
 	ports [3]nat.Ports
 	quota map[string]*[3]int // NAT ports in use here per translated domain
 

@@ -120,6 +120,11 @@ func (l *link) freeNAT(c, s *domain) {
 // dissolve removes a link state.
 func (r *Router) dissolve(l *link, why string) {
 	c, s := l.sides[0].dom, l.sides[1].dom
+	for _, d := range [2]*domain{c, s} {
+		if d.last != nil && d.last.l == l {
+			d.last = nil
+		}
+	}
 	if c.links[l.sides[0].key] == &l.sides[0] {
 		delete(c.links, l.sides[0].key)
 	}
@@ -147,9 +152,12 @@ func (r *Router) expired(l *link) bool {
 
 // lookup returns the live link side for key in d, dissolving an expired one it meets.
 func (r *Router) lookup(d *domain, key flowKey) *side {
-	s := d.links[key]
-	if s == nil {
-		return nil
+	s := d.last
+	if s == nil || s.key != key {
+		if s = d.links[key]; s == nil {
+			return nil
+		}
+		d.last = s
 	}
 	if r.expired(s.l) {
 		r.dissolve(s.l, "timeout")
