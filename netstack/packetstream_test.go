@@ -14,8 +14,9 @@ import (
 )
 
 // bind connects a stack to one side of a packet-stream session the way a component would: the
-// Outbound copies each batch into the source's bulk buffer and signals once; a goroutine takes
-// batches from the sink, delivers them, acknowledges them and signals once.
+// Outbound copies each batch into the source's bulk buffer and signals once (more often only
+// when it must wait); a goroutine takes batches from the sink, delivers them, acknowledges them
+// and signals once.
 func bind(t testing.TB, st *Stack, src *packetstream.Source, snk *packetstream.Sink) Outbound {
 	t.Helper()
 	w, err := packetstream.NewWaiter(snk)
@@ -51,26 +52,37 @@ func bind(t testing.TB, st *Stack, src *packetstream.Source, snk *packetstream.S
 		}
 	}()
 	t.Cleanup(func() { w.Close(); <-done })
+	// Back-pressure rather than drops: when the bulk buffer or the submit queue is full, publish
+	// what is queued and wait for the peer's acknowledgements, as a NIC's full TX ring would.
 	return OutboundFunc(func(frames []Frame) int {
 		for p, ok := src.GetAcked(); ok; p, ok = src.GetAcked() {
 			src.Release(p)
 		}
-		n := 0
-		for _, f := range frames {
+		for i, f := range frames {
 			p, err := src.Alloc(len(f.Data))
+			for errors.Is(err, packetstream.ErrExhausted) && src.InFlight() > 0 {
+				src.Wakeup()
+				var acked packetstream.Packet
+				if acked, err = src.WaitAcked(); err != nil {
+					return i
+				}
+				src.Release(acked)
+				p, err = src.Alloc(len(f.Data))
+			}
 			if err != nil {
-				break // bulk buffer full: drop the rest, as a NIC with a full ring would
+				return i
 			}
 			copy(src.Payload(p), f.Data)
 			p = p.WithOffload(f.Offload)
-			if !src.TrySubmit(p) {
-				src.Release(p)
-				break
+			if !src.TrySubmit(p) { // queue full: Submit publishes and waits for room
+				if err := src.Submit(p); err != nil {
+					src.Release(p)
+					return i
+				}
 			}
-			n++
 		}
 		src.Wakeup()
-		return n
+		return len(frames)
 	})
 }
 
