@@ -226,3 +226,67 @@ func dhcpType(t *testing.T, f []byte) uint8 {
 	}
 	return m.MessageType()
 }
+
+// TestSculptShapeBehindDHCP runs Genode's usual Sculpt config: the uplink domain is a DHCP
+// client with NAT for the default domain, whose DHCP server takes DNS from the uplink. A VM
+// gets an address and DNS, and its traffic leaves translated to the DHCP-assigned address.
+func TestSculptShapeBehindDHCP(t *testing.T) {
+	lan := newBench(t, `<config>
+  <default-policy domain="lan"/>
+  <domain name="lan" interface="198.18.7.1/24">
+    <dhcp-server ip_first="198.18.7.100" ip_last="198.18.7.110"><dns-server ip="198.18.7.53"/></dhcp-server>
+  </domain>
+</config>`)
+	sculpt := newBench(t, `<config verbose_domain_state="yes">
+  <default-policy domain="default"/>
+  <policy label="nic_drv -> " domain="uplink"/>
+  <domain name="uplink">
+    <nat domain="default" tcp-ports="1000" udp-ports="1000" icmp-ids="1000"/>
+  </domain>
+  <domain name="default" interface="10.0.1.1/24">
+    <dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.253" dns_config_from="uplink"/>
+    <tcp dst="0.0.0.0/0"><permit-any domain="uplink"/></tcp>
+    <udp dst="0.0.0.0/0"><permit-any domain="uplink"/></udp>
+    <icmp dst="0.0.0.0/0" domain="uplink"/>
+  </domain>
+</config>`)
+	sculpt.r.clock = lan.clock
+	wire, wirePort := lan.attach("sculpt", Nic, proto.MAC{})
+	up, upPort := sculpt.attach("nic_drv -> ", Uplink, wire.MAC())
+	vm, vmPort := sculpt.attach("vm", Nic, proto.MAC{})
+	pump := func() {
+		for k := 0; k < 4; k++ {
+			for _, f := range upPort.take() {
+				lan.send(wire, f)
+			}
+			for _, f := range wirePort.take() {
+				sculpt.send(up, f)
+			}
+		}
+	}
+	pump()
+	if !up.LinkUp() {
+		t.Fatal("uplink not configured by DHCP")
+	}
+	sculpt.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 1, [4]byte{}))
+	offer := dhcpReplyOf(t, vmPort)
+	if d, _ := offer.OptionIPv4(proto.OptDNSServer); d != ip4("198.18.7.53") || offer.YIAddr() != ip4("10.0.1.2") {
+		t.Fatalf("VM offer %v with DNS %v", offer.YIAddr(), d)
+	}
+	// The VM's DNS query leaves with the uplink's DHCP address; the LAN router forwards it
+	// domain-locally toward the DNS server after ARP.
+	sculpt.send(vm, arpFrame(proto.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+	sculpt.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.7.53"), 3333, 53, []byte("q")))
+	out := upPort.take()
+	if len(out) != 1 || parse(t, out[0]).arp == nil {
+		t.Fatal("no ARP request for the DNS server on the uplink")
+	}
+	sculpt.send(up, arpFrame(proto.ARPReply, macServer, ip4("198.18.7.53"), wire.MAC(), ip4("198.18.7.100"), wire.MAC()))
+	out = upPort.take()
+	if len(out) != 1 {
+		t.Fatal("held DNS query not sent after ARP")
+	}
+	if p := parse(t, out[0]); p.src() != ip4("198.18.7.100") || p.sport < 49152 || p.eth.Dst() != macServer {
+		t.Fatalf("query left as %v:%d to %s", p.src(), p.sport, p.eth.Dst())
+	}
+}
