@@ -193,7 +193,7 @@ func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off packetstr
 			continue
 		}
 		sent = true
-		buf := r.transmit(o, frame, off)
+		buf := r.transmit(o, frame)
 		if buf == nil {
 			continue
 		}

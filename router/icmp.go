@@ -90,7 +90,7 @@ func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off packetstre
 		if out == i {
 			continue
 		}
-		buf := r.transmit(out, frame, off)
+		buf := r.transmit(out, frame)
 		if buf == nil {
 			continue
 		}

@@ -212,7 +212,7 @@ func (r *Router) setLink(i *Interface, up bool) {
 
 // transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
 // full destination drops the frame and counts it; nothing waits.
-func (r *Router) transmit(i *Interface, frame []byte, off packetstream.Offload) []byte {
+func (r *Router) transmit(i *Interface, frame []byte) []byte {
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
 		r.stats.DroppedFull.add(1)
@@ -245,7 +245,7 @@ func (r *Router) emit(i *Interface, frame []byte) {
 	if i.dom != nil && i.dom.m.VerbosePackets {
 		r.logPacket(i.dom, i, "snd", frame)
 	}
-	if buf := r.transmit(i, frame, packetstream.Offload{}); buf != nil {
+	if buf := r.transmit(i, frame); buf != nil {
 		r.submit(i, buf, packetstream.Offload{})
 	}
 }
