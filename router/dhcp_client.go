@@ -31,7 +31,7 @@ const (
 )
 
 // interfaceAdded starts discovery when the domain gets its first interface.
-func (c *dhcpClient) interfaceAdded(r *Router, d *domain, i *Interface) {
+func (c *dhcpClient) interfaceAdded(r *Router, d *domain) {
 	if c.state == clientIdle {
 		c.discover(r, d)
 	}

@@ -84,7 +84,7 @@ func (s *dhcpServer) dns(r *Router) ([]netip.Addr, string, bool) {
 
 // serveDHCP answers DISCOVER with OFFER, REQUEST with ACK or NAK, and frees on RELEASE and
 // DECLINE.
-func (r *Router) serveDHCP(i *Interface, d *domain, frame []byte, ip proto.IPv4) {
+func (r *Router) serveDHCP(i *Interface, d *domain, ip proto.IPv4) {
 	s := d.dhcpServer
 	msg, ok := proto.NewDHCP(ip.Payload()[8:])
 	if !ok || msg.Op() != 1 {

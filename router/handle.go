@@ -40,7 +40,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 		ports := proto.Ports(ip.Payload())
 		toRouter := ip.Dst() == [4]byte{255, 255, 255, 255} || (d.ip.valid && ip.Dst() == d.ip.addr)
 		if ports.Dst() == proto.DHCPServerPort && d.dhcpServer != nil && toRouter {
-			r.serveDHCP(i, d, frame, ip)
+			r.serveDHCP(i, d, ip)
 			return Done
 		}
 		if ports.Dst() == proto.DHCPClientPort && d.dhcpClient != nil {
@@ -82,13 +82,13 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 		switch m.Type() {
 		case proto.ICMPEchoRequest, proto.ICMPEchoReply:
 			if dst == d.ip.addr && m.Type() == proto.ICMPEchoRequest && d.m.ICMPEchoServer {
-				r.echoReply(i, d, frame)
+				r.echoReply(i, frame)
 				return Done
 			}
 			key := flowKey{src: src, dst: dst, sport: m.ID(), dport: m.ID(), proto: proto.ProtoICMP}
 			return r.routeFlow(i, d, frame, off, id, key, nil, m.Type() == proto.ICMPEchoRequest)
 		case proto.ICMPDestUnreach:
-			if v, ok := r.icmpError(i, d, frame, off, id, ip, m); ok {
+			if v, ok := r.icmpError(i, d, frame, off, id, m); ok {
 				return v
 			}
 		}

@@ -8,7 +8,7 @@ import (
 )
 
 // echoReply answers an ICMP echo request to the router's address, back out of interface i.
-func (r *Router) echoReply(i *Interface, d *domain, frame []byte) {
+func (r *Router) echoReply(i *Interface, frame []byte) {
 	ip := proto.IPv4(frame[proto.EthLen:])
 	b := make([]byte, proto.EthLen+ip.TotalLen())
 	copy(b, frame[:len(b)])
@@ -50,7 +50,7 @@ func (r *Router) sendICMPError(i *Interface, d *domain, frame []byte, ip proto.I
 // the link's other side, with the outer and the embedded headers translated as the link
 // translates. False when no link state knows the embedded packet (the caller goes on with
 // <ip> rules).
-func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, ip proto.IPv4, m proto.ICMP) (Verdict, bool) {
+func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, m proto.ICMP) (Verdict, bool) {
 	inner := m.Body()
 	if len(inner) < 28 || inner[0]>>4 != 4 || int(inner[0]&15)*4 < 20 || len(inner) < int(inner[0]&15)*4+8 {
 		return 0, false

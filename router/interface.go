@@ -159,7 +159,7 @@ func (r *Router) assign(i *Interface) {
 	}
 	r.setLink(i, d.ip.valid)
 	if d.dhcpClient != nil {
-		d.dhcpClient.interfaceAdded(r, d, i)
+		d.dhcpClient.interfaceAdded(r, d)
 	}
 }
 
