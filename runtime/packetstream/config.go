@@ -56,16 +56,20 @@ const (
 	offConsArmed  = 2 * lineSize
 	offProdArmed  = 3 * lineSize
 	queueHdrSize  = 4 * lineSize
-	descSize      = 32
+	descSize      = 16
 	pageSize      = 4096
 	bulkAlignment = 64
-	descOffOffset = 0  // uint64: frame offset from the region start
-	descOffSize   = 8  // uint32: frame size
-	descOffGSO    = 16 // uint64: Offload packed as in Packet
-	descOffCsum   = 24 // uint16: Offload.CsumOffset; the rest is reserved
+	descOffOffset = 0 // uint32: frame offset from the region start
+	descOffSize   = 4 // uint32: frame size
+	descOffGSO    = 8 // uint64: Offload packed as in Packet but for CsumOffset
+	csumSize      = 2 // Offload.CsumOffset, in an array after the descriptors
 )
 
-func (c Config) queueBytes() int { return queueHdrSize + c.QueueSize*descSize }
+// queueBytes: the header, the descriptors, then their CsumOffsets (kept apart so that four
+// descriptors share a 64-byte line), rounded to whole lines.
+func (c Config) queueBytes() int {
+	return (queueHdrSize + c.QueueSize*(descSize+csumSize) + lineSize - 1) &^ (lineSize - 1)
+}
 
 // submitQueue, ackQueue and bulkStart are byte offsets into the region.
 func (c Config) submitQueue() int { return 0 }

@@ -9,7 +9,8 @@
 // Region layout (Config fixes it; both sides must agree):
 //
 //	0                  submit queue: 4 x 128-byte lines (head, tail, two armed flags),
-//	                   then QueueSize descriptors of 32 bytes (offset, size, offload metadata)
+//	                   then QueueSize descriptors of 16 bytes (offset, size, offload
+//	                   metadata) and QueueSize checksum offsets of 2 bytes
 //	after it           ack queue, the same
 //	64-byte aligned    bulk buffer, BulkSize bytes, in BlockSize blocks
 //

@@ -26,7 +26,7 @@ func TestHostileDescriptors(t *testing.T) {
 		{1 << 40, 1},                         // far outside
 	}
 	for i, d := range bad {
-		putDesc(q.entry(uint32(i)), d.off, uint32(d.size), 0, 0)
+		q.putDesc(uint32(i), d.off, uint32(d.size), 0, 0)
 	}
 	q.head.Store(uint32(len(bad)))
 	for i := range bad {

@@ -10,7 +10,7 @@ import (
 type ring struct {
 	head, tail           *atomic.Uint32
 	consArmed, prodArmed *atomic.Uint32
-	entries              unsafe.Pointer
+	entries, csums       unsafe.Pointer
 	mask, size           uint32
 }
 
@@ -19,7 +19,7 @@ func newRing(r *region, at int) ring {
 	return ring{
 		head: r.u32(at + offHead), tail: r.u32(at + offTail),
 		consArmed: r.u32(at + offConsArmed), prodArmed: r.u32(at + offProdArmed),
-		entries: r.ptr(at + queueHdrSize), mask: n - 1, size: n,
+		entries: r.ptr(at + queueHdrSize), csums: r.ptr(at + queueHdrSize + int(n)*descSize), mask: n - 1, size: n,
 	}
 }
 
@@ -27,18 +27,22 @@ func (q *ring) entry(i uint32) unsafe.Pointer {
 	return unsafe.Add(q.entries, uintptr(i&q.mask)*descSize)
 }
 
+func (q *ring) csum(i uint32) *uint16 {
+	return (*uint16)(unsafe.Add(q.csums, uintptr(i&q.mask)*csumSize))
+}
+
 // Descriptor fields of an entry; each is read once into a local, never twice.
-func descOff(e unsafe.Pointer) uint64    { return *(*uint64)(unsafe.Add(e, descOffOffset)) }
+func descOff(e unsafe.Pointer) uint64    { return uint64(*(*uint32)(unsafe.Add(e, descOffOffset))) }
 func descSize32(e unsafe.Pointer) uint32 { return *(*uint32)(unsafe.Add(e, descOffSize)) }
+func descGSO(e unsafe.Pointer) uint64    { return *(*uint64)(unsafe.Add(e, descOffGSO)) }
 
-func descGSO(e unsafe.Pointer) uint64  { return *(*uint64)(unsafe.Add(e, descOffGSO)) }
-func descCsum(e unsafe.Pointer) uint16 { return *(*uint16)(unsafe.Add(e, descOffCsum)) }
-
-func putDesc(e unsafe.Pointer, off uint64, size uint32, gso uint64, csum uint16) {
-	*(*uint64)(unsafe.Add(e, descOffOffset)) = off
+// putDesc writes entry i; off is a region offset, below 4 GiB.
+func (q *ring) putDesc(i uint32, off uint64, size uint32, gso uint64, csum uint16) {
+	e := q.entry(i)
+	*(*uint32)(unsafe.Add(e, descOffOffset)) = uint32(off)
 	*(*uint32)(unsafe.Add(e, descOffSize)) = size
 	*(*uint64)(unsafe.Add(e, descOffGSO)) = gso
-	*(*uint16)(unsafe.Add(e, descOffCsum)) = csum
+	*q.csum(i) = csum
 }
 
 // publishBytes makes a side publish after this many frame bytes, whatever the count: large
@@ -90,7 +94,7 @@ func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 	if !p.space() {
 		return false
 	}
-	putDesc(p.entry(p.head), off, size, gso, csum)
+	p.putDesc(p.head, off, size, gso, csum)
 	p.head++
 	p.bytes += min(size, publishBytes)
 	if p.head-p.published >= p.every || p.bytes >= publishBytes {
@@ -142,8 +146,8 @@ func (c *consumer) avail() bool {
 	return h != c.tail
 }
 
-// peek returns the next entry, or nil. The caller copies each field out once, then calls
-// advance (which may publish the tail, handing the entry back to the producer).
+// peek returns the next entry, or nil. The caller copies each field (and csum(tail)) out once,
+// then calls advance (which may publish the tail, handing the entry back to the producer).
 func (c *consumer) peek() unsafe.Pointer {
 	if c.head == c.tail && !c.avail() {
 		return nil

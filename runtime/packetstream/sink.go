@@ -59,17 +59,17 @@ func (s *Sink) valid(off uint64, size uint32) bool {
 
 // TryGet returns the next submitted packet. A descriptor that points outside the bulk buffer is
 // counted as invalid and still returned, so that it is acknowledged like any other; Payload
-// returns nil for it. An offset beyond 32 bits is invalid too (Offset cannot hold it).
+// returns nil for it.
 func (s *Sink) TryGet() (Packet, bool) {
 	e := s.submit.peek()
 	if e == nil {
 		return Packet{}, false
 	}
-	off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), descCsum(e)
+	off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), *s.submit.csum(s.submit.tail)
 	s.submit.advance()
 	if !s.valid(off, size) {
 		s.invalid++
-		return Packet{Offset: uint32(min(off, 1<<32-1)), Size: 0, gso: gso, csum: csum}, true
+		return Packet{Offset: uint32(off), Size: 0, gso: gso, csum: csum}, true
 	}
 	s.frames++
 	s.bytes += uint64(size)

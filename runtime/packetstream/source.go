@@ -122,7 +122,7 @@ func (s *Source) GetAcked() (Packet, bool) {
 		if e == nil {
 			return Packet{}, false
 		}
-		off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), descCsum(e)
+		off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), *s.ack.csum(s.ack.tail)
 		s.ack.advance()
 		b := s.block(off)
 		if b < 0 || s.alloc.block[b].state != blockSubmitted || size != s.alloc.block[b].size {
