@@ -70,14 +70,22 @@ type endpoint struct {
 	received uint64
 }
 
-// newEndpoint takes ownership of in and out.
-func newEndpoint(reg *region, in, out int) (*endpoint, error) {
+// newEndpoint takes ownership of reg, in and out (and releases them if it fails), and gives
+// the endpoint its own Waiter over ep for the eager calls.
+func newEndpoint(reg *region, in, out int, ep func(*endpoint) Endpoint) (*endpoint, error) {
+	e := &endpoint{reg: reg, in: in, out: out}
 	for _, fd := range []int{in, out} {
 		if err := unix.SetNonblock(fd, true); err != nil {
-			return nil, err
+			e.close()
+			return nil, fmt.Errorf("packetstream: %w", err)
 		}
 	}
-	return &endpoint{reg: reg, in: in, out: out}, nil
+	var err error
+	if e.own, err = NewWaiter(ep(e)); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
 }
 
 // dupFile duplicates f's descriptor (close-on-exec) without touching f's blocking mode.
@@ -125,7 +133,7 @@ func (e *endpoint) close() error {
 	return errors.Join(err, unix.Close(e.in), unix.Close(e.out), e.reg.unmap())
 }
 
-// openEndpoints dups the stream's eventfds for one side: the source waits on ToSource and
+// openFds dups the stream's eventfds for one side: the source waits on ToSource and
 // signals ToSink, the sink the other way round.
 func openFds(f *StreamFiles, source bool) (in, out int, err error) {
 	a, b := f.ToSource, f.ToSink

@@ -83,6 +83,8 @@ func NewHeapStream(cfg Config) (*Source, *Sink, error) {
 	}
 	src, err := newSource(reg, fds[1], fds[0])
 	if err != nil {
+		unix.Close(fds[2])
+		unix.Close(fds[3])
 		return nil, nil, err
 	}
 	snk, err := newSink(reg, fds[2], fds[3])

@@ -28,18 +28,15 @@ func OpenSink(f *StreamFiles) (*Sink, error) {
 }
 
 func newSink(reg *region, in, out int) (*Sink, error) {
-	e, err := newEndpoint(reg, in, out)
-	if err != nil {
-		return nil, err
-	}
 	s := &Sink{
-		endpoint:  e,
 		submit:    newConsumer(newRing(reg, reg.cfg.submitQueue())),
 		ack:       newProducer(newRing(reg, reg.cfg.ackQueue())),
 		bulkStart: uint64(reg.cfg.bulkStart()),
 		bulkEnd:   uint64(reg.cfg.bulkStart() + reg.cfg.BulkSize),
 	}
-	if e.own, err = NewWaiter(s); err != nil {
+	var err error
+	s.endpoint, err = newEndpoint(reg, in, out, func(e *endpoint) Endpoint { s.endpoint = e; return s })
+	if err != nil {
 		return nil, err
 	}
 	return s, nil

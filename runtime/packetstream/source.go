@@ -33,19 +33,16 @@ func OpenSource(f *StreamFiles) (*Source, error) {
 }
 
 func newSource(reg *region, in, out int) (*Source, error) {
-	e, err := newEndpoint(reg, in, out)
-	if err != nil {
-		return nil, err
-	}
 	s := &Source{
-		endpoint:  e,
 		submit:    newProducer(newRing(reg, reg.cfg.submitQueue())),
 		ack:       newConsumer(newRing(reg, reg.cfg.ackQueue())),
 		alloc:     newAllocator(reg.cfg.blocks()),
 		bulkStart: uint64(reg.cfg.bulkStart()),
 		maxFrame:  reg.cfg.MaxFrame(),
 	}
-	if e.own, err = NewWaiter(s); err != nil {
+	var err error
+	s.endpoint, err = newEndpoint(reg, in, out, func(e *endpoint) Endpoint { s.endpoint = e; return s })
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
