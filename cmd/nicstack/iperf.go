@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -18,19 +16,7 @@ import (
 )
 
 func init() {
-	var (
-		server   bool
-		client   string
-		port     int
-		seconds  float64
-		reverse  bool
-		parallel int
-		jsonOut  bool
-		oneOff   bool
-		length   int
-		interval float64
-		bind     string
-	)
+	var c iperf.Command
 	cmd := &cobra.Command{
 		Use:   "iperf (-s | -c HOST) [flags]",
 		Short: "Measure TCP throughput; speaks iperf3's protocol both ways",
@@ -38,39 +24,19 @@ func init() {
 			"can measure against `nicstack iperf -s`, and `nicstack iperf -c` against a real iperf3 server.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if server == (client != "") {
-				return errors.New("iperf: give exactly one of -s and -c HOST")
+			if err := c.Check(); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
-			every := time.Duration(interval * float64(time.Second))
-			if server {
-				return runIperfServer(ctx, out, net.JoinHostPort(bind, strconv.Itoa(port)), oneOff, jsonOut, every)
+			if c.Server {
+				return runIperfServer(ctx, out, c.ListenAddress(), c.OneOff, c.JSON, c.IntervalDuration())
 			}
-			cfg := iperf.ClientConfig{
-				Server:    net.JoinHostPort(client, strconv.Itoa(port)),
-				Duration:  time.Duration(seconds * float64(time.Second)),
-				Reverse:   reverse,
-				Parallel:  parallel,
-				BlockSize: length,
-				Interval:  every,
-			}
-			return runIperfClient(ctx, out, cfg, jsonOut)
+			return runIperfClient(ctx, out, c.ClientConfig(iperf.Kernel), c.JSON)
 		},
 	}
-	f := cmd.Flags()
-	f.BoolVarP(&server, "server", "s", false, "run as a server")
-	f.StringVarP(&client, "client", "c", "", "run as a client of the server at `HOST`")
-	f.IntVarP(&port, "port", "p", 5201, "server port")
-	f.Float64VarP(&seconds, "time", "t", 10, "seconds to transmit")
-	f.BoolVarP(&reverse, "reverse", "R", false, "reverse: the server sends, the client receives")
-	f.IntVarP(&parallel, "parallel", "P", 1, "number of parallel streams")
-	f.BoolVarP(&jsonOut, "json", "J", false, "print results as iperf3-style JSON")
-	f.BoolVarP(&oneOff, "one-off", "1", false, "server: handle one test, then exit")
-	f.IntVarP(&length, "length", "l", iperf.DefaultBlockSize, "bytes per read or write")
-	f.Float64VarP(&interval, "interval", "i", 1, "seconds between periodic reports")
-	f.StringVarP(&bind, "bind", "B", "", "server: address to listen on")
+	c.AddFlags(cmd.Flags())
 	root.AddCommand(cmd)
 }
 
