@@ -40,7 +40,11 @@ func init() {
 }
 
 func printStatus(out io.Writer, st supervisor.Status) {
-	fmt.Fprintf(out, "supervisor pid %d, %s, affinity space %s on a %s machine\n\n", st.Pid, st.Scenario, st.Space, st.Machine)
+	fmt.Fprintf(out, "supervisor pid %d, %s, affinity space %s on a %s machine\n", st.Pid, st.Scenario, st.Space, st.Machine)
+	if st.Note != "" {
+		fmt.Fprintf(out, "note: %s\n", st.Note)
+	}
+	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tPID\tSTATE\tRESTARTS\tCPUS\tCPU%\tRSS\tSESSION RAM\tSESSIONS")
 	for _, c := range st.Components {

@@ -21,6 +21,7 @@ type Status struct {
 	Scenario   string            `json:"scenario"`
 	Space      string            `json:"affinity_space"`
 	Machine    string            `json:"machine_space"`
+	Note       string            `json:"note,omitempty"` // how the space maps when the two differ
 	Components []ComponentStatus `json:"components"`
 }
 
@@ -127,7 +128,7 @@ func (s *Supervisor) Status() (Status, bool) {
 func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 	var procs []*process
 	var samples []*cpuSample
-	st := Status{Pid: os.Getpid(), Scenario: s.path, Space: s.sc.Space.String(), Machine: s.topo.Space().String()}
+	st := Status{Pid: os.Getpid(), Scenario: s.path, Space: s.sc.Space.String(), Machine: s.topo.Space().String(), Note: ScaleNote(s.sc.Space, s.topo)}
 	for _, start := range s.sc.Starts {
 		c := s.children[start.Name]
 		if c == nil {

@@ -157,6 +157,7 @@ func (cl *Client) run(c *packetstream.Client, stop *atomic.Bool, w *packetstream
 		}
 		now := time.Now()
 		if seq-expect >= uint64(cfg.window) && now.Sub(last) > lostAfter {
+			cl.c.Log.Warn("no reply; giving the window up", "waited", now.Sub(last), "unacked", c.TX.InFlight(), "replies_waiting", c.RX.PacketAvail(), "seq", seq)
 			expect, last = seq, now // the window was lost (its server went away): start anew
 		}
 		for seq-expect < uint64(cfg.window) && !now.Before(next) {
