@@ -115,8 +115,11 @@ func (*Empty) Descriptor() ([]byte, []int) {
 type Config struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	// Where the text came from, "file:line" of the <config> node, for error messages.
-	Origin        string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// The file name the text's positions refer to, for error messages.
+	Origin string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// When set, text is the whole scenario and the config is the <config> of the <start> of
+	// this name, so that errors name the scenario's own lines and columns.
+	Start         string `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +164,13 @@ func (x *Config) GetText() string {
 func (x *Config) GetOrigin() string {
 	if x != nil {
 		return x.Origin
+	}
+	return ""
+}
+
+func (x *Config) GetStart() string {
+	if x != nil {
+		return x.Start
 	}
 	return ""
 }
@@ -1294,10 +1304,11 @@ var File_control_proto protoreflect.FileDescriptor
 const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\rcontrol.proto\x12\x13nicstack.control.v1\"\a\n" +
-	"\x05Empty\"4\n" +
+	"\x05Empty\"J\n" +
 	"\x06Config\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
-	"\x06origin\x18\x02 \x01(\tR\x06origin\"k\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\tR\x05start\"k\n" +
 	"\fStartRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\x06config\x18\x02 \x01(\v2\x1b.nicstack.control.v1.ConfigR\x06config\x12\x12\n" +

@@ -255,10 +255,24 @@ func parseConfig(name string, cfg *controlpb.Config) (*config.Node, error) {
 	if origin == "" {
 		origin = name + " config"
 	}
+	empty := &config.Node{Type: "config"}
 	if cfg.GetText() == "" {
-		return &config.Node{Type: "config"}, nil
+		return empty, nil
 	}
-	return config.Parse(origin, []byte(cfg.GetText()))
+	n, err := config.Parse(origin, []byte(cfg.GetText()))
+	if err != nil || cfg.GetStart() == "" {
+		return n, err
+	}
+	// A whole scenario: take this component's <config>, positions as in the scenario.
+	for _, st := range n.Subs("start") {
+		if st.Name() == cfg.GetStart() {
+			if c := st.Sub("config"); c != nil {
+				return c, nil
+			}
+			return empty, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no <start name=%q>", origin, cfg.GetStart())
 }
 
 func (c *Component) Start(_ context.Context, req *controlpb.StartRequest) (*controlpb.StartReply, error) {

@@ -418,8 +418,16 @@ func TestLiveConfigUpdate(t *testing.T) {
 	if e.Pid != pid || e.Restarts != 0 || e.Counters["configs"] != 2 {
 		t.Errorf("config update restarted the echo or was not delivered once: %+v", e)
 	}
+	// A config the component rejects keeps its old one; the error names the scenario's line.
+	r.rewrite(`tag="42"`, `tag="x"`)
+	r.waitFor("the rejection", 10*time.Second, func() bool {
+		return strings.Contains(r.logs.String(), `echo rejected its new config (keeps the old one): `)
+	})
+	if logs := r.logs.String(); !strings.Contains(logs, `scenario.xml:7:11: attribute \"tag\" of <config>: \"x\" is not a number`) {
+		t.Errorf("the rejection does not name the scenario's line:\n%s", logs)
+	}
 	// A broken scenario keeps the running one.
-	r.rewrite(`tag="42"`, `tag="42"><oops`)
+	r.rewrite(`tag="x"`, `tag="42"><oops`)
 	r.waitFor("the broken file noticed", 10*time.Second, func() bool {
 		return strings.Contains(r.logs.String(), "scenario changed but is broken; keeping the running one")
 	})

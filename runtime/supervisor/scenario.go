@@ -22,6 +22,7 @@ type Scenario struct {
 	Report         *config.Node
 	Starts         []*Start
 	Root           *config.Node
+	Data           []byte // the file as read, handed to components with their start's name
 }
 
 // Start is one <start> node.
@@ -99,7 +100,11 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	return FromNode(file, root)
+	sc, err := FromNode(file, root)
+	if sc != nil {
+		sc.Data = data
+	}
+	return sc, err
 }
 
 // errs collects errors in document order.

@@ -260,7 +260,7 @@ func (s *Supervisor) launch(c *child) {
 	p.watchExit(func() { s.post(func() { s.exited(c, life) }) })
 	ctx, cancel := s.ctx()
 	defer cancel()
-	req := &controlpb.StartRequest{Name: c.start.Name, Cpus: c.place.CPUs.String(), Config: configText(c.start)}
+	req := &controlpb.StartRequest{Name: c.start.Name, Cpus: c.place.CPUs.String(), Config: configText(s.sc, c.start)}
 	if _, err := p.ctl.Start(ctx, req); err != nil {
 		s.log.Error(fmt.Sprintf("%s did not start: %v", c.start.Name, err))
 		p.kill() // reported through watchExit
@@ -279,11 +279,13 @@ func (s *Supervisor) launch(c *child) {
 	// when the announcement comes.
 }
 
-func configText(st *Start) *controlpb.Config {
+// configText hands a component the whole scenario with its start's name, so that errors in
+// its config name the scenario's lines and columns.
+func configText(sc *Scenario, st *Start) *controlpb.Config {
 	if st.Config == nil {
 		return &controlpb.Config{}
 	}
-	return &controlpb.Config{Text: string(st.Config.XML()), Origin: fmt.Sprintf("<config> of %s at %s", st.Name, st.Config.Pos)}
+	return &controlpb.Config{Text: string(sc.Data), Origin: sc.File, Start: st.Name}
 }
 
 // follow forwards the component's events to the supervisor goroutine.
@@ -657,7 +659,7 @@ func (s *Supervisor) reload() {
 			s.launch(c)
 		case !sameConfig(prev, st) && c.proc != nil && c.state == "running":
 			ctx, cancel := s.ctx()
-			_, err := c.proc.ctl.UpdateConfig(ctx, configText(st))
+			_, err := c.proc.ctl.UpdateConfig(ctx, configText(sc, st))
 			cancel()
 			if err != nil {
 				s.log.Error(fmt.Sprintf("%s rejected its new config (keeps the old one): %v", st.Name, err))
