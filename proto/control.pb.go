@@ -117,9 +117,10 @@ type Config struct {
 	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
 	// The file name the text's positions refer to, for error messages.
 	Origin string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
-	// When set, text is the whole scenario and the config is the <config> of the <start> of
-	// this name, so that errors name the scenario's own lines and columns.
-	Start         string `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
+	// Where each node and attribute stood in the origin file, in document order (a node, then
+	// its attributes, then its sub-nodes), so that errors name the scenario's own lines and
+	// columns although the text was re-emitted. Empty: positions are the text's own.
+	Positions     []*Position `protobuf:"bytes,3,rep,name=positions,proto3" json:"positions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,11 +169,63 @@ func (x *Config) GetOrigin() string {
 	return ""
 }
 
-func (x *Config) GetStart() string {
+func (x *Config) GetPositions() []*Position {
 	if x != nil {
-		return x.Start
+		return x.Positions
 	}
-	return ""
+	return nil
+}
+
+type Position struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Line          uint32                 `protobuf:"varint,1,opt,name=line,proto3" json:"line,omitempty"`
+	Col           uint32                 `protobuf:"varint,2,opt,name=col,proto3" json:"col,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Position) Reset() {
+	*x = Position{}
+	mi := &file_control_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Position) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Position) ProtoMessage() {}
+
+func (x *Position) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Position.ProtoReflect.Descriptor instead.
+func (*Position) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Position) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *Position) GetCol() uint32 {
+	if x != nil {
+		return x.Col
+	}
+	return 0
 }
 
 type StartRequest struct {
@@ -187,7 +240,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +252,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +265,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{2}
+	return file_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartRequest) GetName() string {
@@ -244,7 +297,7 @@ type StartReply struct {
 
 func (x *StartReply) Reset() {
 	*x = StartReply{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +309,7 @@ func (x *StartReply) String() string {
 func (*StartReply) ProtoMessage() {}
 
 func (x *StartReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +322,7 @@ func (x *StartReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartReply.ProtoReflect.Descriptor instead.
 func (*StartReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{4}
 }
 
 type EventsRequest struct {
@@ -280,7 +333,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +345,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +358,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 type Event struct {
@@ -323,7 +376,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +388,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +401,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Event) GetKind() isEvent_Kind {
@@ -432,7 +485,7 @@ type Announce struct {
 
 func (x *Announce) Reset() {
 	*x = Announce{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +497,7 @@ func (x *Announce) String() string {
 func (*Announce) ProtoMessage() {}
 
 func (x *Announce) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +510,7 @@ func (x *Announce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Announce.ProtoReflect.Descriptor instead.
 func (*Announce) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Announce) GetService() string {
@@ -478,7 +531,7 @@ type StreamSize struct {
 
 func (x *StreamSize) Reset() {
 	*x = StreamSize{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +543,7 @@ func (x *StreamSize) String() string {
 func (*StreamSize) ProtoMessage() {}
 
 func (x *StreamSize) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +556,7 @@ func (x *StreamSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSize.ProtoReflect.Descriptor instead.
 func (*StreamSize) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StreamSize) GetQueueSize() uint32 {
@@ -536,7 +589,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +601,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +614,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionRequest) GetRequestId() uint64 {
@@ -615,7 +668,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +680,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +693,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionRelease) GetRequestId() uint64 {
@@ -660,7 +713,7 @@ type LinkStateReport struct {
 
 func (x *LinkStateReport) Reset() {
 	*x = LinkStateReport{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +725,7 @@ func (x *LinkStateReport) String() string {
 func (*LinkStateReport) ProtoMessage() {}
 
 func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +738,7 @@ func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateReport.ProtoReflect.Descriptor instead.
 func (*LinkStateReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LinkStateReport) GetSessionId() uint64 {
@@ -722,7 +775,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +787,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +800,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpenSessionRequest) GetSessionId() uint64 {
@@ -823,7 +876,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +888,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +901,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CloseSessionRequest) GetSessionId() uint64 {
@@ -875,7 +928,7 @@ type LinkStateRequest struct {
 
 func (x *LinkStateRequest) Reset() {
 	*x = LinkStateRequest{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +940,7 @@ func (x *LinkStateRequest) String() string {
 func (*LinkStateRequest) ProtoMessage() {}
 
 func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +953,7 @@ func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateRequest.ProtoReflect.Descriptor instead.
 func (*LinkStateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LinkStateRequest) GetSessionId() uint64 {
@@ -925,7 +978,7 @@ type StateRequest struct {
 
 func (x *StateRequest) Reset() {
 	*x = StateRequest{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +990,7 @@ func (x *StateRequest) String() string {
 func (*StateRequest) ProtoMessage() {}
 
 func (x *StateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1003,7 @@ func (x *StateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
 func (*StateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 type StreamCounters struct {
@@ -966,7 +1019,7 @@ type StreamCounters struct {
 
 func (x *StreamCounters) Reset() {
 	*x = StreamCounters{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1031,7 @@ func (x *StreamCounters) String() string {
 func (*StreamCounters) ProtoMessage() {}
 
 func (x *StreamCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1044,7 @@ func (x *StreamCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCounters.ProtoReflect.Descriptor instead.
 func (*StreamCounters) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamCounters) GetFrames() uint64 {
@@ -1045,7 +1098,7 @@ type SessionState struct {
 
 func (x *SessionState) Reset() {
 	*x = SessionState{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1110,7 @@ func (x *SessionState) String() string {
 func (*SessionState) ProtoMessage() {}
 
 func (x *SessionState) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1123,7 @@ func (x *SessionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
 func (*SessionState) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionState) GetSessionId() uint64 {
@@ -1133,7 +1186,7 @@ type StateReply struct {
 
 func (x *StateReply) Reset() {
 	*x = StateReply{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1198,7 @@ func (x *StateReply) String() string {
 func (*StateReply) ProtoMessage() {}
 
 func (x *StateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1211,7 @@ func (x *StateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReply.ProtoReflect.Descriptor instead.
 func (*StateReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StateReply) GetSessions() []*SessionState {
@@ -1184,7 +1237,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1249,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1262,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeartbeatRequest) GetSeq() uint64 {
@@ -1228,7 +1281,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1293,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1306,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatReply) GetSeq() uint64 {
@@ -1271,7 +1324,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1336,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1349,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{20}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1304,11 +1357,14 @@ var File_control_proto protoreflect.FileDescriptor
 const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\rcontrol.proto\x12\x13nicstack.control.v1\"\a\n" +
-	"\x05Empty\"J\n" +
+	"\x05Empty\"q\n" +
 	"\x06Config\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
-	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x14\n" +
-	"\x05start\x18\x03 \x01(\tR\x05start\"k\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12;\n" +
+	"\tpositions\x18\x03 \x03(\v2\x1d.nicstack.control.v1.PositionR\tpositions\"0\n" +
+	"\bPosition\x12\x12\n" +
+	"\x04line\x18\x01 \x01(\rR\x04line\x12\x10\n" +
+	"\x03col\x18\x02 \x01(\rR\x03col\"k\n" +
 	"\fStartRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\x06config\x18\x02 \x01(\v2\x1b.nicstack.control.v1.ConfigR\x06config\x12\x12\n" +
@@ -1429,75 +1485,77 @@ func file_control_proto_rawDescGZIP() []byte {
 }
 
 var file_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_control_proto_goTypes = []any{
 	(Role)(0),                   // 0: nicstack.control.v1.Role
 	(*Empty)(nil),               // 1: nicstack.control.v1.Empty
 	(*Config)(nil),              // 2: nicstack.control.v1.Config
-	(*StartRequest)(nil),        // 3: nicstack.control.v1.StartRequest
-	(*StartReply)(nil),          // 4: nicstack.control.v1.StartReply
-	(*EventsRequest)(nil),       // 5: nicstack.control.v1.EventsRequest
-	(*Event)(nil),               // 6: nicstack.control.v1.Event
-	(*Announce)(nil),            // 7: nicstack.control.v1.Announce
-	(*StreamSize)(nil),          // 8: nicstack.control.v1.StreamSize
-	(*SessionRequest)(nil),      // 9: nicstack.control.v1.SessionRequest
-	(*SessionRelease)(nil),      // 10: nicstack.control.v1.SessionRelease
-	(*LinkStateReport)(nil),     // 11: nicstack.control.v1.LinkStateReport
-	(*OpenSessionRequest)(nil),  // 12: nicstack.control.v1.OpenSessionRequest
-	(*CloseSessionRequest)(nil), // 13: nicstack.control.v1.CloseSessionRequest
-	(*LinkStateRequest)(nil),    // 14: nicstack.control.v1.LinkStateRequest
-	(*StateRequest)(nil),        // 15: nicstack.control.v1.StateRequest
-	(*StreamCounters)(nil),      // 16: nicstack.control.v1.StreamCounters
-	(*SessionState)(nil),        // 17: nicstack.control.v1.SessionState
-	(*StateReply)(nil),          // 18: nicstack.control.v1.StateReply
-	(*HeartbeatRequest)(nil),    // 19: nicstack.control.v1.HeartbeatRequest
-	(*HeartbeatReply)(nil),      // 20: nicstack.control.v1.HeartbeatReply
-	(*StopRequest)(nil),         // 21: nicstack.control.v1.StopRequest
-	nil,                         // 22: nicstack.control.v1.SessionRequest.ArgsEntry
-	nil,                         // 23: nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	nil,                         // 24: nicstack.control.v1.StateReply.CountersEntry
+	(*Position)(nil),            // 3: nicstack.control.v1.Position
+	(*StartRequest)(nil),        // 4: nicstack.control.v1.StartRequest
+	(*StartReply)(nil),          // 5: nicstack.control.v1.StartReply
+	(*EventsRequest)(nil),       // 6: nicstack.control.v1.EventsRequest
+	(*Event)(nil),               // 7: nicstack.control.v1.Event
+	(*Announce)(nil),            // 8: nicstack.control.v1.Announce
+	(*StreamSize)(nil),          // 9: nicstack.control.v1.StreamSize
+	(*SessionRequest)(nil),      // 10: nicstack.control.v1.SessionRequest
+	(*SessionRelease)(nil),      // 11: nicstack.control.v1.SessionRelease
+	(*LinkStateReport)(nil),     // 12: nicstack.control.v1.LinkStateReport
+	(*OpenSessionRequest)(nil),  // 13: nicstack.control.v1.OpenSessionRequest
+	(*CloseSessionRequest)(nil), // 14: nicstack.control.v1.CloseSessionRequest
+	(*LinkStateRequest)(nil),    // 15: nicstack.control.v1.LinkStateRequest
+	(*StateRequest)(nil),        // 16: nicstack.control.v1.StateRequest
+	(*StreamCounters)(nil),      // 17: nicstack.control.v1.StreamCounters
+	(*SessionState)(nil),        // 18: nicstack.control.v1.SessionState
+	(*StateReply)(nil),          // 19: nicstack.control.v1.StateReply
+	(*HeartbeatRequest)(nil),    // 20: nicstack.control.v1.HeartbeatRequest
+	(*HeartbeatReply)(nil),      // 21: nicstack.control.v1.HeartbeatReply
+	(*StopRequest)(nil),         // 22: nicstack.control.v1.StopRequest
+	nil,                         // 23: nicstack.control.v1.SessionRequest.ArgsEntry
+	nil,                         // 24: nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	nil,                         // 25: nicstack.control.v1.StateReply.CountersEntry
 }
 var file_control_proto_depIdxs = []int32{
-	2,  // 0: nicstack.control.v1.StartRequest.config:type_name -> nicstack.control.v1.Config
-	7,  // 1: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
-	9,  // 2: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
-	10, // 3: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
-	11, // 4: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
-	22, // 5: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
-	8,  // 6: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	8,  // 7: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	0,  // 8: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
-	23, // 9: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	8,  // 10: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	8,  // 11: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	0,  // 12: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
-	16, // 13: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
-	16, // 14: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
-	17, // 15: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
-	24, // 16: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
-	3,  // 17: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
-	5,  // 18: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
-	2,  // 19: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
-	12, // 20: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
-	13, // 21: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
-	14, // 22: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
-	15, // 23: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
-	19, // 24: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
-	21, // 25: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
-	4,  // 26: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
-	6,  // 27: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
-	1,  // 28: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
-	1,  // 29: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
-	1,  // 30: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
-	1,  // 31: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
-	18, // 32: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
-	20, // 33: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
-	1,  // 34: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
-	26, // [26:35] is the sub-list for method output_type
-	17, // [17:26] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 0: nicstack.control.v1.Config.positions:type_name -> nicstack.control.v1.Position
+	2,  // 1: nicstack.control.v1.StartRequest.config:type_name -> nicstack.control.v1.Config
+	8,  // 2: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
+	10, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
+	11, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
+	12, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
+	23, // 6: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
+	9,  // 7: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	9,  // 8: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	0,  // 9: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
+	24, // 10: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	9,  // 11: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	9,  // 12: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	0,  // 13: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
+	17, // 14: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
+	17, // 15: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
+	18, // 16: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
+	25, // 17: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
+	4,  // 18: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
+	6,  // 19: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
+	2,  // 20: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
+	13, // 21: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
+	14, // 22: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
+	15, // 23: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
+	16, // 24: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
+	20, // 25: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
+	22, // 26: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
+	5,  // 27: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
+	7,  // 28: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
+	1,  // 29: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
+	1,  // 30: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
+	1,  // 31: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
+	1,  // 32: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
+	19, // 33: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
+	21, // 34: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
+	1,  // 35: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1505,7 +1563,7 @@ func file_control_proto_init() {
 	if File_control_proto != nil {
 		return
 	}
-	file_control_proto_msgTypes[5].OneofWrappers = []any{
+	file_control_proto_msgTypes[6].OneofWrappers = []any{
 		(*Event_Announce)(nil),
 		(*Event_Request)(nil),
 		(*Event_Release)(nil),
@@ -1517,7 +1575,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -145,3 +145,20 @@ func TestEventQueueOrder(t *testing.T) {
 		t.Error("pop after stop returned an event")
 	}
 }
+
+func TestConfigKeepsScenarioPositions(t *testing.T) {
+	scenario := "config\n+ start r\n  + config | verbose: yes\n    x domain off\n    + domain uplink | interface: 10.0.0.1/24\n      + nat | tcp-ports: lots\n-\n"
+	root, err := config.Parse("s.hid", []byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := root.Sub("start").Sub("config")
+	n, err := parseConfig("r", &controlpb.Config{Text: string(cfg.XML()), Origin: "s.hid", Positions: Positions(cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.Sub("domain").Sub("nat").Number("tcp-ports", 0)
+	if err == nil || !strings.HasPrefix(err.Error(), `s.hid:6:15: attribute "tcp-ports"`) {
+		t.Errorf("error %v does not name the scenario's position", err)
+	}
+}

@@ -22,7 +22,6 @@ type Scenario struct {
 	Report         *config.Node
 	Starts         []*Start
 	Root           *config.Node
-	Data           []byte // the file as read, handed to components with their start's name
 }
 
 // Start is one <start> node.
@@ -100,11 +99,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := FromNode(file, root)
-	if sc != nil {
-		sc.Data = data
-	}
-	return sc, err
+	return FromNode(file, root)
 }
 
 // errs collects errors in document order.

@@ -279,13 +279,13 @@ func (s *Supervisor) launch(c *child) {
 	// when the announcement comes.
 }
 
-// configText hands a component the whole scenario with its start's name, so that errors in
-// its config name the scenario's lines and columns.
+// configText hands a component its <config> (and nothing else of the scenario) with the
+// positions the nodes had in the scenario, so that its errors name the scenario's lines.
 func configText(sc *Scenario, st *Start) *controlpb.Config {
 	if st.Config == nil {
 		return &controlpb.Config{}
 	}
-	return &controlpb.Config{Text: string(sc.Data), Origin: sc.File, Start: st.Name}
+	return &controlpb.Config{Text: string(st.Config.XML()), Origin: sc.File, Positions: component.Positions(st.Config)}
 }
 
 // follow forwards the component's events to the supervisor goroutine.
