@@ -50,3 +50,27 @@ func TestWaitDeadline(t *testing.T) {
 		w.Close()
 	}
 }
+
+// Wake from another goroutine ends a wait; Close ends one with ErrClosed.
+func TestWakeAndClose(t *testing.T) {
+	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	w, err := NewWaiter(snk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Spin = 0
+	time.AfterFunc(50*time.Millisecond, w.Wake)
+	if err := w.WaitUntil(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatalf("woken wait: %v", err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { w.Close() })
+	if err := w.WaitUntil(time.Now().Add(10 * time.Second)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("wait on a closed waiter: %v", err)
+	}
+	w.Wake() // after Close: nothing happens
+}

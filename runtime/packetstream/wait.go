@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,8 +50,11 @@ type Waiter struct {
 	eps    []Endpoint
 	epoll  *os.File // non-blocking epoll fd, registered with the netpoller
 	rc     syscall.RawConn
-	wake   int // eventfd for Wake
+	wakeMu sync.Mutex // Wake against Close: never write to a closed (and maybe reused) fd
+	wake   int        // eventfd for Wake; -1 once closed
+	wakeID int32      // its number as epoll reports it
 	woken  atomic.Bool
+	closed atomic.Bool
 	events [8]unix.EpollEvent
 	poll   func(fd uintptr) bool
 	err    error
@@ -72,7 +76,7 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 		unix.Close(wake)
 		return nil, err
 	}
-	w := &Waiter{Spin: DefaultSpin, wake: wake, epoll: os.NewFile(uintptr(epfd), "packetstream-waiter")}
+	w := &Waiter{Spin: DefaultSpin, wake: wake, wakeID: int32(wake), epoll: os.NewFile(uintptr(epfd), "packetstream-waiter")}
 	if w.rc, err = w.epoll.SyscallConn(); err != nil {
 		w.Close()
 		return nil, err
@@ -127,14 +131,24 @@ func (w *Waiter) Remove(e Endpoint) error {
 func (w *Waiter) Wake() {
 	if !w.woken.Swap(true) {
 		var one = [8]byte{1}
-		unix.Write(w.wake, one[:])
+		w.wakeMu.Lock()
+		if w.wake >= 0 {
+			unix.Write(w.wake, one[:])
+		}
+		w.wakeMu.Unlock()
 	}
 }
 
 // Close ends the Waiter; a Wait in progress returns ErrClosed.
 func (w *Waiter) Close() error {
+	w.closed.Store(true)
 	err := w.epoll.Close()
-	unix.Close(w.wake)
+	w.wakeMu.Lock()
+	if w.wake >= 0 {
+		unix.Close(w.wake)
+		w.wake = -1
+	}
+	w.wakeMu.Unlock()
 	return err
 }
 
@@ -193,10 +207,10 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	switch {
 	case err == nil:
 		return nil
+	case w.closed.Load():
+		return ErrClosed
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return os.ErrDeadlineExceeded
-	case errors.Is(err, os.ErrClosed):
-		return ErrClosed
 	}
 	return err
 }
@@ -224,7 +238,7 @@ func (w *Waiter) pollOnce(epfd uintptr) bool {
 	}
 	for _, ev := range w.events[:n] {
 		fd := int(ev.Fd)
-		if fd == w.wake {
+		if ev.Fd == w.wakeID {
 			var b [8]byte
 			unix.Read(fd, b[:])
 			continue
