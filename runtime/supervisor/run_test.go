@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // run is a supervisor running a scenario written to a temporary file, with the test
@@ -126,6 +127,9 @@ func (r *run) rewrite(from, to string) {
 	}
 }
 
+// testStream is test_client's default stream geometry (queue_size 64, bulk_size 64 blocks).
+var testStream = packetstream.Config{QueueSize: 64, BulkSize: 64 * packetstream.BlockSize}
+
 const echoScenario = `<config>
 	<affinity-space width="2" height="1"/>
 	<start name="echo" ram="1M" version="1">
@@ -155,8 +159,8 @@ func TestFramesThroughRoutedSession(t *testing.T) {
 	if len(client.Requests) != 1 || client.Requests[0].State != "open" || client.Requests[0].Server != "echo" {
 		t.Errorf("client requests: %+v", client.Requests)
 	}
-	if got, want := client.RAMUsed, uint64(2*(64*16+64*1600)); got < want {
-		t.Errorf("client pays %d bytes of session ram, want at least %d", got, want)
+	if got, want := client.RAMUsed, uint64(2*testStream.RegionSize()); got != want {
+		t.Errorf("client pays %d bytes of session ram, want %d", got, want)
 	}
 	if echo.RAMUsed != 0 {
 		t.Errorf("the server pays %d bytes; the client should", echo.RAMUsed)
@@ -278,13 +282,14 @@ func TestRouting(t *testing.T) {
 		}
 		return true
 	})
+	region := testStream.RegionSize() // test_client's default session geometry
 	for _, tc := range []struct{ client, state, server, reason string }{
 		{"first", "open", "b", ""},
 		{"fallthrough", "open", "a", ""},
 		{"defaulted", "open", "u", ""},
 		{"ambiguous", "denied", "", "<any-child/> is ambiguous"},
 		{"own-route", "denied", "", "no rule matches"}, // its own route has no Uplink; default-route is not used
-		{"poor", "denied", "", `needs 221184 bytes of session buffers (tx 110592 + rx 110592), but ram=102400 of "poor" has 102400 left; raise its ram`},
+		{"poor", "denied", "", fmt.Sprintf(`needs %d bytes of session buffers (tx %d + rx %d), but ram=102400 of "poor" has 102400 left; raise its ram`, 2*region, region, region)},
 	} {
 		got := request(tc.client)
 		if got.State != tc.state || got.Server != tc.server || !strings.Contains(got.Reason, tc.reason) {
