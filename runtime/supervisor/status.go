@@ -199,9 +199,29 @@ func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
 	defer prev.mu.Unlock()
 	if prev.pid == pid && now.After(prev.at) {
 		load = float64(ticks-prev.ticks) / clockTicks / now.Sub(prev.at).Seconds() * 100
+	} else if len(f) > 19 {
+		// First look at this process: the load since it started (field 22, in ticks since boot).
+		start, _ := strconv.ParseUint(f[19], 10, 64)
+		if up := uptime(); up > float64(start)/clockTicks {
+			load = float64(ticks) / clockTicks / (up - float64(start)/clockTicks) * 100
+		}
 	}
 	prev.pid, prev.at, prev.ticks = pid, now, ticks
 	return rss, load
+}
+
+// uptime is the seconds since boot, from /proc/uptime.
+func uptime() float64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // ServeStatus answers status queries on a Unix socket at path until ctx ends: each
