@@ -2,6 +2,8 @@ package packetstream
 
 import (
 	"fmt"
+
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"strconv"
@@ -386,7 +388,12 @@ func TestHandoffMillion(t *testing.T) {
 				return
 			}
 			if err := w.WaitUntil(time.Now().Add(stall)); err != nil {
-				t.Fatalf("handoff %d: no acknowledgement: %v", i, err)
+				c := src.Counters()
+				var b [8]byte
+				n, rerr := unix.Read(src.in, b[:])
+				t.Fatalf("handoff %d: no acknowledgement: %v (in flight %d, invalid %d; ack queue head %d tail %d (ours %d), armed %d; signals sent %d, received %d; pending read %d %v %v)",
+					i, err, src.InFlight(), c.Invalid.Load()+src.ack.invalid, src.ack.ring.head.Load(), src.ack.ring.tail.Load(), src.ack.tail,
+					src.ack.consArmed.Load(), c.SignalsSent.Load(), c.SignalsReceived.Load(), n, b, rerr)
 			}
 		}
 	}
@@ -435,7 +442,9 @@ func handoffSink(snk *Sink) error {
 				break
 			}
 			if err := w.WaitUntil(time.Now().Add(stall)); err != nil {
-				return fmt.Errorf("handoff %d: no packet: %w", i, err)
+				c := snk.Counters()
+				return fmt.Errorf("handoff %d: no packet: %w (signals sent %d received %d; submit head %d ours %d; ack head %d)", i, err,
+					c.SignalsSent.Load(), c.SignalsReceived.Load(), snk.submit.ring.head.Load(), snk.submit.tail, snk.ack.head)
 			}
 		}
 	}

@@ -103,10 +103,12 @@ func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 	return true
 }
 
-// publish stores head (a full barrier on amd64: atomic stores are XCHG).
+// publish stores head with a full barrier, which the armed-flag protocol needs (see Waiter).
+// It is a Swap, not a Store: both are XCHG on amd64, but under the race detector a Store is
+// only a release store, which lets the following load of the armed flag pass it.
 func (p *producer) publish() {
 	if p.head != p.published {
-		p.ring.head.Store(p.head)
+		p.ring.head.Swap(p.head)
 		p.published = p.head
 		p.dirty = true
 		p.bytes = 0
@@ -164,7 +166,7 @@ func (c *consumer) advance() {
 
 func (c *consumer) publish() {
 	if c.tail != c.published {
-		c.ring.tail.Store(c.tail)
+		c.ring.tail.Swap(c.tail) // a full barrier, as in producer.publish
 		c.published = c.tail
 		c.dirty = true
 	}

@@ -166,9 +166,9 @@ func (s *Sink) ready() bool {
 
 func (s *Sink) arm() {
 	if s.wantSpace {
-		s.ack.prodArmed.Store(1)
+		s.ack.prodArmed.Swap(1)
 	} else {
-		s.submit.consArmed.Store(1)
+		s.submit.consArmed.Swap(1)
 	}
 }
 

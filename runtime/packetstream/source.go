@@ -212,10 +212,10 @@ func (s *Source) ready() bool {
 
 func (s *Source) arm() {
 	if s.inFlight > 0 {
-		s.ack.consArmed.Store(1)
+		s.ack.consArmed.Swap(1)
 	}
 	if s.wantSpace {
-		s.submit.prodArmed.Store(1)
+		s.submit.prodArmed.Swap(1)
 	}
 }
 

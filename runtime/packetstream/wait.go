@@ -1,12 +1,10 @@
 package packetstream
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,13 +30,18 @@ const shortSleep = 50 * time.Microsecond
 
 // Waiter lets one goroutine wait on several endpoints at once (a router serves many sessions):
 // it spins briefly, then arms each endpoint's flag in shared memory, checks once more, and
-// sleeps in an epoll instance that the Go netpoller watches, so the sleeping goroutine holds
-// no P and no thread. A Waiter is used by one goroutine; only Wake may be called from others.
+// sleeps in epoll_wait on its own epoll instance. That is a blocking system call, so the Go
+// scheduler hands the goroutine's P to other goroutines while it sleeps (a pinned component
+// with GOMAXPROCS 1 keeps serving its control plane); only the thread waits, and a signal
+// wakes it directly rather than through the netpoller. A Waiter is used by one goroutine;
+// Wake and Close may be called from others.
 //
 // The no-lost-wakeup argument: the sleeper stores its armed flag and then loads the queue
-// index; the peer stores the index and then loads the flag. Go's atomic stores are full
-// barriers, so at least one of them sees the other's store: either the sleeper sees the work
-// and does not block, or the peer sees the flag and signals.
+// index; the peer stores the index and then loads the flag. Both stores are atomic swaps,
+// full barriers (a plain atomic Store is one on amd64, but not under the race detector, which
+// makes it a release store), so at least one of them sees the other's store: either the sleeper sees the work
+// and does not block, or the peer sees the flag and signals, and the eventfd keeps the signal
+// until the sleeper's epoll_wait collects it.
 type Waiter struct {
 	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. A waiter
 	// whose sleeps keep ending by a signal within shortSleep polls up to 8 times longer (a
@@ -48,16 +51,14 @@ type Waiter struct {
 	more int // extra polls learned from short sleeps
 
 	eps    []Endpoint
-	epoll  *os.File // non-blocking epoll fd, registered with the netpoller
-	rc     syscall.RawConn
+	epfd   int
+	waitMu sync.Mutex // held while blocked; Close takes it before closing the fds
 	wakeMu sync.Mutex // Wake against Close: never write to a closed (and maybe reused) fd
-	wake   int        // eventfd for Wake; -1 once closed
+	wake   int        // eventfd for Wake and Close; -1 once closed
 	wakeID int32      // its number as epoll reports it
 	woken  atomic.Bool
 	closed atomic.Bool
 	events [8]unix.EpollEvent
-	poll   func(fd uintptr) bool
-	err    error
 }
 
 // NewWaiter returns a Waiter over eps.
@@ -71,17 +72,7 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("packetstream waiter: eventfd: %w", err)
 	}
-	if err := unix.SetNonblock(epfd, true); err != nil {
-		unix.Close(epfd)
-		unix.Close(wake)
-		return nil, err
-	}
-	w := &Waiter{Spin: DefaultSpin, wake: wake, wakeID: int32(wake), epoll: os.NewFile(uintptr(epfd), "packetstream-waiter")}
-	if w.rc, err = w.epoll.SyscallConn(); err != nil {
-		w.Close()
-		return nil, err
-	}
-	w.poll = w.pollOnce
+	w := &Waiter{Spin: DefaultSpin, epfd: epfd, wake: wake, wakeID: int32(wake)}
 	if err := w.ctl(unix.EPOLL_CTL_ADD, wake); err != nil {
 		w.Close()
 		return nil, err
@@ -96,12 +87,8 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 }
 
 func (w *Waiter) ctl(op, fd int) error {
-	var err error
-	cerr := w.rc.Control(func(epfd uintptr) {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		err = unix.EpollCtl(int(epfd), op, fd, &ev)
-	})
-	if err = errors.Join(cerr, err); err != nil {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(w.epfd, op, fd, &ev); err != nil {
 		return fmt.Errorf("packetstream waiter: epoll_ctl: %w", err)
 	}
 	return nil
@@ -130,26 +117,32 @@ func (w *Waiter) Remove(e Endpoint) error {
 // Wake makes the current or next Wait return; any goroutine may call it.
 func (w *Waiter) Wake() {
 	if !w.woken.Swap(true) {
-		var one = [8]byte{1}
-		w.wakeMu.Lock()
-		if w.wake >= 0 {
-			unix.Write(w.wake, one[:])
-		}
-		w.wakeMu.Unlock()
+		w.kick()
 	}
+}
+
+func (w *Waiter) kick() {
+	var one = [8]byte{1}
+	w.wakeMu.Lock()
+	if w.wake >= 0 {
+		unix.Write(w.wake, one[:])
+	}
+	w.wakeMu.Unlock()
 }
 
 // Close ends the Waiter; a Wait in progress returns ErrClosed.
 func (w *Waiter) Close() error {
-	w.closed.Store(true)
-	err := w.epoll.Close()
-	w.wakeMu.Lock()
-	if w.wake >= 0 {
-		unix.Close(w.wake)
-		w.wake = -1
+	if w.closed.Swap(true) {
+		return nil
 	}
+	w.kick()
+	w.waitMu.Lock()
+	defer w.waitMu.Unlock()
+	w.wakeMu.Lock()
+	unix.Close(w.wake)
+	w.wake = -1
 	w.wakeMu.Unlock()
-	return err
+	return unix.Close(w.epfd)
 }
 
 func (w *Waiter) anyReady() bool {
@@ -188,29 +181,13 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	for _, e := range w.eps {
 		e.base().ctr.Sleeps.Add(1)
 	}
-	if err := w.epoll.SetReadDeadline(deadline); err != nil {
-		w.disarm()
-		return ErrClosed
-	}
-	w.err = nil
 	slept := time.Now()
-	err := w.rc.Read(w.poll)
+	err := w.block(deadline)
 	w.disarm()
 	if err == nil && time.Since(slept) < shortSleep {
 		w.more = min(2*w.more+w.Spin, 7*w.Spin)
 	} else {
 		w.more = 0
-	}
-	if err == nil {
-		err = w.err
-	}
-	switch {
-	case err == nil:
-		return nil
-	case w.closed.Load():
-		return ErrClosed
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return os.ErrDeadlineExceeded
 	}
 	return err
 }
@@ -222,32 +199,44 @@ func (w *Waiter) disarm() {
 	w.woken.Store(false)
 }
 
-// pollOnce runs in the netpoller's read loop: false means "nothing yet, park until the epoll
-// fd becomes readable".
-func (w *Waiter) pollOnce(epfd uintptr) bool {
-	n, err := unix.EpollWait(int(epfd), w.events[:], 0)
-	if err != nil {
-		if err == unix.EINTR {
-			return false
+// block sleeps in epoll_wait until an eventfd fires, then resets the ones that did.
+func (w *Waiter) block(deadline time.Time) error {
+	w.waitMu.Lock()
+	defer w.waitMu.Unlock()
+	for {
+		if w.closed.Load() {
+			return ErrClosed
 		}
-		w.err = fmt.Errorf("packetstream waiter: epoll_wait: %w", err)
-		return true
-	}
-	if n == 0 {
-		return false
-	}
-	for _, ev := range w.events[:n] {
-		fd := int(ev.Fd)
-		if ev.Fd == w.wakeID {
-			var b [8]byte
-			unix.Read(fd, b[:])
+		timeout := -1
+		if !deadline.IsZero() {
+			d := time.Until(deadline)
+			if d <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			timeout = int((d + time.Millisecond - 1) / time.Millisecond)
+		}
+		n, err := unix.EpollWait(w.epfd, w.events[:], timeout)
+		if err == unix.EINTR || (err == nil && n == 0) {
 			continue
 		}
-		for _, e := range w.eps {
-			if e.base().in == fd {
-				e.base().drain()
+		if err != nil {
+			return fmt.Errorf("packetstream waiter: epoll_wait: %w", err)
+		}
+		if w.closed.Load() {
+			return ErrClosed
+		}
+		for _, ev := range w.events[:n] {
+			if ev.Fd == w.wakeID {
+				var b [8]byte
+				unix.Read(int(ev.Fd), b[:])
+				continue
+			}
+			for _, e := range w.eps {
+				if e.base().in == int(ev.Fd) {
+					e.base().drain()
+				}
 			}
 		}
+		return nil
 	}
-	return true
 }
