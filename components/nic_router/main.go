@@ -1,0 +1,16 @@
+// Command nic_router is Genode's NIC router as a nicstack component: it serves Uplink
+// sessions (drivers, which pass their MAC as the session argument mac) and Nic sessions
+// (applications, VMs), opens the <nic-client> sessions of its config, and routes frames
+// between them by its config (package router), in one event loop (package router/port).
+package main
+
+import (
+	"github.com/nicstack/nicstack/router/port"
+	"github.com/nicstack/nicstack/runtime/component"
+)
+
+func main() {
+	component.Main(func(c *component.Component) (component.Handler, error) {
+		return port.NewHandler(c)
+	})
+}

@@ -1,0 +1,88 @@
+package nicperf
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+func init() { component.RegisterSchema("nic_perf", Schema) }
+
+// Handler is the nic_perf component: a Nic client (or, with service="Nic", a Nic server) that
+// runs a Perf on each of its sessions. A config change applies to sessions opened later.
+type Handler struct {
+	c          *component.Component
+	ctr        *Counters
+	cfg        Config
+	configured bool
+	runs       map[uint64]*run
+}
+
+type run struct {
+	stop atomic.Bool
+	w    *packetstream.Waiter
+	done sync.WaitGroup
+}
+
+// NewHandler returns the handler; it requests or announces its session when first configured.
+func NewHandler(c *component.Component) *Handler {
+	return &Handler{c: c, ctr: NewCounters(c.Counter), runs: map[uint64]*run{}}
+}
+
+func (h *Handler) Configure(n *config.Node) error {
+	cfg, warnings, err := ParseConfig(n)
+	for _, w := range warnings {
+		h.c.Log.Warn("config", "err", w)
+	}
+	if err != nil {
+		return err
+	}
+	first := !h.configured
+	h.cfg, h.configured = cfg, true
+	if !first {
+		return nil
+	}
+	if cfg.Service != "" {
+		h.c.Announce(cfg.Service)
+		return nil
+	}
+	stream := packetstream.Config{QueueSize: cfg.QueueSize, BulkSize: cfg.BulkSize}
+	h.c.Request("Nic", cfg.Label, nil, stream, stream)
+	return nil
+}
+
+func (h *Handler) Open(s *component.Session) error {
+	out, in := s.Client.TX, s.Client.RX
+	if s.Server != nil {
+		out, in = s.Server.RX, s.Server.TX
+	}
+	w, err := packetstream.NewWaiter(out, in)
+	if err != nil {
+		return err
+	}
+	r := &run{w: w}
+	p := New(h.cfg, h.ctr, h.c.Log.With("session", s.Label))
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		p.Run(out, in, w, &r.stop)
+	}()
+	h.runs[s.ID] = r
+	h.c.Log.Info("session up", "label", s.Label, "tx", h.cfg.TX, "size", h.cfg.Size, "rate", h.cfg.Rate)
+	return nil
+}
+
+func (h *Handler) Close(s *component.Session) {
+	r := h.runs[s.ID]
+	if r == nil {
+		return
+	}
+	delete(h.runs, s.ID)
+	r.stop.Store(true)
+	r.w.Wake()
+	r.done.Wait()
+	r.w.Close()
+}

@@ -1,0 +1,106 @@
+package nicperf
+
+import (
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Schema is nic_perf's <config>.
+var Schema = &config.Schema{Type: "config", Attrs: []string{
+	"service", "label", "mac", "ip", "tx", "protocol", "dst_ip", "dst_mac", "src_port", "dst_port",
+	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size",
+}}
+
+// Config is what one nic_perf does.
+type Config struct {
+	Service string // "Nic": serve sessions (the peer of a direct run); "": be a Nic client
+	Label   string // the client session's label
+	MAC     proto.MAC
+	IP      [4]byte // answered for ARP and ICMP echo; the generator's source address
+	TX      bool    // generate frames
+	ICMP    bool    // generate ICMP echo requests instead of UDP
+	DstIP   [4]byte
+	DstMAC  proto.MAC // default: the router's MAC toward Nic clients
+	SrcPort uint16    // UDP source port, or the ICMP echo id
+	DstPort uint16
+	Size    int           // Ethernet frame bytes
+	Rate    uint64        // frames per second, 0: as fast as the stream takes them
+	Period  time.Duration // how often rates are logged (0: never)
+	// Duration: how long the generator sends (0: forever).
+	Duration time.Duration
+	// Stream geometry of a client session.
+	QueueSize, BulkSize int
+}
+
+// minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
+const minSize = proto.EthLen + 20 + 8
+
+// ParseConfig reads a <config>; unknown attributes are returned as warnings in errs along
+// with real errors, which make cfg unusable (err != nil).
+func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
+	for _, w := range config.Check(n, Schema) {
+		warnings = append(warnings, w)
+	}
+	cfg = Config{Service: n.String("service", ""), Label: n.String("label", "")}
+	if cfg.MAC, err = mac(n, "mac", proto.MAC{2, 0, 0, 0, 0, 1}); err != nil {
+		return
+	}
+	if cfg.DstMAC, err = mac(n, "dst_mac", proto.MAC{2, 2, 2, 2, 2, 0}); err != nil {
+		return
+	}
+	if cfg.IP, err = ip(n, "ip", [4]byte{10, 0, 1, 2}); err != nil {
+		return
+	}
+	if cfg.DstIP, err = ip(n, "dst_ip", [4]byte{10, 0, 2, 2}); err != nil {
+		return
+	}
+	if cfg.TX, err = n.Bool("tx", false); err != nil {
+		return
+	}
+	switch p := n.String("protocol", "udp"); p {
+	case "udp":
+	case "icmp":
+		cfg.ICMP = true
+	default:
+		a, _ := n.Attr("protocol")
+		return cfg, warnings, config.Errorf(a.Pos, "protocol=%q: want udp or icmp", p)
+	}
+	var v uint64
+	num := func(name string, def, lo, hi uint64) uint64 {
+		if err != nil {
+			return 0
+		}
+		if v, err = n.Number(name, def); err == nil && (v < lo || v > hi) {
+			a, _ := n.Attr(name)
+			err = config.Errorf(a.Pos, "%s=%d is not in [%d, %d]", name, v, lo, hi)
+		}
+		return v
+	}
+	cfg.SrcPort = uint16(num("src_port", 49152, 1, 65535))
+	cfg.DstPort = uint16(num("dst_port", 12345, 1, 65535))
+	cfg.Size = int(num("size", 1500, minSize, 9000))
+	cfg.Rate = num("rate", 0, 0, 1<<32)
+	cfg.Duration = time.Duration(num("duration_ms", 0, 0, 1<<32)) * time.Millisecond
+	cfg.Period = time.Duration(num("period_ms", 1000, 0, 1<<32)) * time.Millisecond
+	cfg.QueueSize = int(num("queue_size", 1024, 2, 1<<16))
+	cfg.BulkSize = int(num("bulk_size", 1024*1600, 1600, 1<<30))
+	return cfg, warnings, err
+}
+
+func mac(n *config.Node, name string, def proto.MAC) (proto.MAC, error) {
+	hw, ok, err := n.MAC(name)
+	if err != nil || !ok {
+		return def, err
+	}
+	return proto.MAC(hw), nil
+}
+
+func ip(n *config.Node, name string, def [4]byte) ([4]byte, error) {
+	a, ok, err := n.IPv4(name)
+	if err != nil || !ok {
+		return def, err
+	}
+	return a.As4(), nil
+}

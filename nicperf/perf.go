@@ -1,0 +1,295 @@
+// Package nicperf is nic_perf's logic, Genode's packet-stream test tool: on one Nic session it
+// generates UDP (or ICMP echo) frames at a configured rate, size and destination, counts what
+// it receives, and answers ARP and ICMP echo for its own address so that a router can reach
+// it. The nic_perf component runs a Perf per session; tests run it over heap sessions.
+package nicperf
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Counters of one nic_perf; every field is also a component counter of the same name.
+type Counters struct {
+	TxFrames, TxBytes *atomic.Uint64 // generated frames submitted
+	TxFull            *atomic.Uint64 // times the stream had no room for the next frame
+	RxFrames, RxBytes *atomic.Uint64 // UDP frames and ICMP echo replies received
+	Answers           *atomic.Uint64 // ARP and ICMP echo requests answered
+	Other             *atomic.Uint64 // frames received that are none of the above
+}
+
+// NewCounters makes the counters with get (the component's c.Counter), or privately.
+func NewCounters(get func(string) *atomic.Uint64) *Counters {
+	if get == nil {
+		get = func(string) *atomic.Uint64 { return new(atomic.Uint64) }
+	}
+	return &Counters{
+		TxFrames: get("tx_frames"), TxBytes: get("tx_bytes"), TxFull: get("tx_full"),
+		RxFrames: get("rx_frames"), RxBytes: get("rx_bytes"), Answers: get("answers"), Other: get("rx_other"),
+	}
+}
+
+// Perf is one session's generator and sink.
+type Perf struct {
+	cfg      Config
+	ctr      *Counters
+	log      *slog.Logger
+	template []byte
+	seq      uint16
+	pending  packetstream.Packet // an answer being written
+	// Per-batch counts, added to ctr once per round.
+	txFrames, txBytes, txFull, rxFrames, rxBytes, answers, other uint64
+}
+
+// New returns a Perf for cfg.
+func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
+	p := &Perf{cfg: cfg, ctr: ctr, log: log}
+	p.template = p.frame()
+	return p
+}
+
+// frame builds the frame the generator sends (copied for every frame).
+func (p *Perf) frame() []byte {
+	c := p.cfg
+	b := make([]byte, c.Size)
+	e := proto.Eth(b)
+	e.SetDst(c.DstMAC)
+	e.SetSrc(c.MAC)
+	e.SetType(proto.EtherTypeIPv4)
+	ip := b[proto.EthLen:]
+	l4 := ip[20:]
+	for i := 8; i < len(l4); i++ {
+		l4[i] = byte(i)
+	}
+	if c.ICMP {
+		proto.PutIPv4(ip, len(ip), proto.ProtoICMP, c.IP, c.DstIP)
+		l4[0] = proto.ICMPEchoRequest
+		binary.BigEndian.PutUint16(l4[4:], c.SrcPort)
+		proto.ICMP(l4).UpdateChecksum()
+		return b
+	}
+	proto.PutIPv4(ip, len(ip), proto.ProtoUDP, c.IP, c.DstIP)
+	proto.Ports(l4).SetSrc(c.SrcPort)
+	proto.Ports(l4).SetDst(c.DstPort)
+	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
+	binary.BigEndian.PutUint16(l4[6:], proto.Checksum(l4, proto.PseudoSum(c.IP, c.DstIP, proto.ProtoUDP, len(l4))))
+	return b
+}
+
+// batch bounds the frames received or generated per round, as max_packets_per_signal does.
+const batch = 64
+
+// Run serves the session until stop is set: out is where it sends, in where it receives; w
+// waits on both.
+func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstream.Waiter, stop *atomic.Bool) {
+	start := time.Now()
+	var sent uint64
+	nextLog := start.Add(p.cfg.Period)
+	var last [3]uint64 // tx frames, rx frames, rx bytes at the last log
+	for !stop.Load() {
+		busy := false
+		for {
+			pk, ok := out.GetAcked()
+			if !ok {
+				break
+			}
+			out.Release(pk)
+			busy = true
+		}
+		for n := 0; n < batch && in.CanAck(); n++ {
+			pk, ok := in.TryGet()
+			if !ok {
+				break
+			}
+			busy = true
+			if b := in.Payload(pk); b != nil {
+				p.receive(out, b)
+			}
+			in.TryAck(pk)
+		}
+		now := time.Now()
+		var due time.Time // when the generator wants to run again (zero: when the stream has room)
+		if p.cfg.TX && (p.cfg.Duration == 0 || now.Sub(start) < p.cfg.Duration) {
+			want := uint64(batch)
+			if p.cfg.Rate > 0 {
+				allowed := uint64(now.Sub(start).Seconds() * float64(p.cfg.Rate))
+				want = min(allowed-min(allowed, sent), batch)
+				if want == 0 {
+					due = start.Add(time.Duration(float64(sent+1) / float64(p.cfg.Rate) * float64(time.Second)))
+				}
+			}
+			k := p.send(out, want)
+			sent += k
+			busy = busy || k > 0
+		}
+		out.Wakeup()
+		in.Wakeup()
+		p.publish()
+		if p.cfg.Period > 0 && !now.Before(nextLog) {
+			tx, rx, rxb := p.ctr.TxFrames.Load(), p.ctr.RxFrames.Load(), p.ctr.RxBytes.Load()
+			if tx != last[0] || rx != last[1] {
+				sec := (p.cfg.Period + now.Sub(nextLog)).Seconds()
+				p.log.Info("rates", "tx_fps", rate(tx-last[0], sec), "rx_fps", rate(rx-last[1], sec),
+					"rx_mbit_s", rate(8*(rxb-last[2]), sec)/1e6, "tx_total", tx, "rx_total", rx)
+				last = [3]uint64{tx, rx, rxb}
+			}
+			nextLog = now.Add(p.cfg.Period)
+		}
+		if !busy {
+			deadline := nextLog
+			if !due.IsZero() && (p.cfg.Period == 0 || due.Before(deadline)) {
+				deadline = due
+			}
+			if p.cfg.Period == 0 && due.IsZero() {
+				deadline = now.Add(time.Second)
+			}
+			w.WaitUntil(deadline)
+		}
+	}
+	p.publish()
+}
+
+func rate(n uint64, sec float64) uint64 { return uint64(float64(n) / sec) }
+
+// send submits up to want generated frames; it stops when the stream is full.
+func (p *Perf) send(out *packetstream.Source, want uint64) uint64 {
+	var k uint64
+	for ; k < want; k++ {
+		if !out.CanSubmit() {
+			p.txFull++
+			break
+		}
+		pk, err := out.Alloc(len(p.template))
+		if err != nil {
+			p.txFull++
+			break
+		}
+		b := out.Payload(pk)
+		copy(b, p.template)
+		if p.cfg.ICMP {
+			p.seq++
+			m := proto.ICMP(b[proto.EthLen+20:])
+			binary.BigEndian.PutUint16(m[6:], p.seq)
+			m.SetChecksum(proto.Adjust(m.Checksum(), 0, p.seq))
+		}
+		out.TrySubmit(pk)
+		p.txFrames++
+		p.txBytes += uint64(len(b))
+	}
+	return k
+}
+
+// receive counts a frame and answers ARP and ICMP echo requests for our address.
+func (p *Perf) receive(out *packetstream.Source, b []byte) {
+	e, ok := proto.NewEth(b)
+	if !ok {
+		p.other++
+		return
+	}
+	switch e.Type() {
+	case proto.EtherTypeARP:
+		if a, ok := proto.NewARP(e.Payload()); ok && a.Op() == proto.ARPRequest && a.TargetIP() == p.cfg.IP {
+			p.answerARP(out, a)
+			return
+		}
+	case proto.EtherTypeIPv4:
+		ip, ok := proto.NewIPv4(e.Payload())
+		if !ok {
+			break
+		}
+		switch ip.Protocol() {
+		case proto.ProtoUDP:
+			p.rxFrames++
+			p.rxBytes += uint64(len(b))
+			return
+		case proto.ProtoICMP:
+			m := proto.ICMP(ip.Payload())
+			if len(m) < proto.ICMPLen {
+				break
+			}
+			switch {
+			case m.Type() == proto.ICMPEchoReply:
+				p.rxFrames++
+				p.rxBytes += uint64(len(b))
+				return
+			case m.Type() == proto.ICMPEchoRequest && ip.Dst() == p.cfg.IP:
+				p.answerEcho(out, e, ip)
+				return
+			}
+		}
+	}
+	p.other++
+}
+
+func (p *Perf) answerARP(out *packetstream.Source, a proto.ARP) {
+	buf := p.reply(out, proto.EthLen+proto.ARPLen)
+	if buf == nil {
+		return
+	}
+	e := proto.Eth(buf)
+	e.SetDst(a.SenderMAC())
+	e.SetSrc(p.cfg.MAC)
+	e.SetType(proto.EtherTypeARP)
+	proto.PutARP(e.Payload(), proto.ARPReply, p.cfg.MAC, p.cfg.IP, a.SenderMAC(), a.SenderIP())
+	p.submitReply(out)
+}
+
+func (p *Perf) answerEcho(out *packetstream.Source, in proto.Eth, ip proto.IPv4) {
+	n := proto.EthLen + ip.TotalLen()
+	buf := p.reply(out, n)
+	if buf == nil {
+		return
+	}
+	copy(buf, in[:n])
+	e := proto.Eth(buf)
+	e.SetDst(in.Src())
+	e.SetSrc(p.cfg.MAC)
+	rip := proto.IPv4(e.Payload())
+	src, dst := ip.Src(), ip.Dst()
+	rip.SetSrc(dst)
+	rip.SetDst(src)
+	m := proto.ICMP(rip.Payload())
+	m[0] = proto.ICMPEchoReply
+	m.UpdateChecksum()
+	p.submitReply(out)
+}
+
+// reply allocates an answer; nil when the stream is full (the request is dropped).
+func (p *Perf) reply(out *packetstream.Source, n int) []byte {
+	if !out.CanSubmit() {
+		return nil
+	}
+	pk, err := out.Alloc(n)
+	if err != nil {
+		return nil
+	}
+	p.pending = pk
+	return out.Payload(pk)
+}
+
+func (p *Perf) submitReply(out *packetstream.Source) {
+	out.TrySubmit(p.pending)
+	p.answers++
+}
+
+func (p *Perf) publish() {
+	c := p.ctr
+	add := func(ctr *atomic.Uint64, n *uint64) {
+		if *n != 0 {
+			ctr.Add(*n)
+			*n = 0
+		}
+	}
+	add(c.TxFrames, &p.txFrames)
+	add(c.TxBytes, &p.txBytes)
+	add(c.TxFull, &p.txFull)
+	add(c.RxFrames, &p.rxFrames)
+	add(c.RxBytes, &p.rxBytes)
+	add(c.Answers, &p.answers)
+	add(c.Other, &p.other)
+}

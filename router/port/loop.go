@@ -1,0 +1,277 @@
+package port
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nicstack/nicstack/router"
+	"github.com/nicstack/nicstack/router/model"
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Options for NewLoop.
+type Options struct {
+	Log *slog.Logger // default: slog.Default()
+	// Counter returns the named counter the loop keeps current (the component's c.Counter);
+	// nil: counters are kept privately.
+	Counter func(name string) *atomic.Uint64
+	// Report receives the router's <report> every interval or trigger (nil: none is made).
+	Report func(*config.Node)
+}
+
+// Loop runs a router over packet-stream sessions on one goroutine. Attach, Detach and
+// Configure may be called from any goroutine; they run between two rounds of the loop.
+type Loop struct {
+	r      *router.Router
+	w      *packetstream.Waiter
+	log    *slog.Logger
+	report func(*config.Node)
+	ifs    []*Attachment
+
+	mu      sync.Mutex
+	ops     []func()
+	running bool // Run has begun; until then calls run at once
+	stop    atomic.Bool
+	done    chan struct{}
+
+	ctr counters
+}
+
+// Attachment is one session attached to a Loop.
+type Attachment struct {
+	ifc  *router.Interface
+	port *Port
+}
+
+// Interface is the router's interface of the attachment; read its counters only.
+func (a *Attachment) Interface() *router.Interface { return a.ifc }
+
+// counters are what the loop exposes, copied from the router's every counterEvery.
+type counters struct {
+	received, sent, dropped, droppedFull, natRefused, arpTimeouts, heldOverflow, interfaces, rounds, sleeps *atomic.Uint64
+	nRounds, nSleeps                                                                                        uint64
+}
+
+func (c *counters) init(get func(string) *atomic.Uint64) {
+	if get == nil {
+		get = func(string) *atomic.Uint64 { return new(atomic.Uint64) }
+	}
+	c.received, c.sent, c.dropped = get("frames_received"), get("frames_sent"), get("dropped")
+	c.droppedFull, c.natRefused = get("dropped_full"), get("nat_refused")
+	c.arpTimeouts, c.heldOverflow = get("arp_timeouts"), get("held_overflow")
+	c.interfaces, c.rounds, c.sleeps = get("interfaces"), get("rounds"), get("sleeps")
+}
+
+// counterEvery is how often counters are copied out and timers checked while traffic flows.
+const counterEvery = 100 * time.Millisecond
+
+// NewLoop returns a loop around a new router with an empty config; Run runs it.
+func NewLoop(opt Options) (*Loop, error) {
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	w, err := packetstream.NewWaiter()
+	if err != nil {
+		return nil, err
+	}
+	l := &Loop{
+		r: router.New(router.Options{Log: opt.Log}), w: w, log: opt.Log, report: opt.Report,
+		done: make(chan struct{}),
+	}
+	l.ctr.init(opt.Counter)
+	return l, nil
+}
+
+// do runs fn on the loop's goroutine between two rounds and waits for it. Before Run and
+// after Stop it runs fn at once (nothing else touches the router then).
+func (l *Loop) do(fn func()) {
+	ran := make(chan struct{})
+	l.mu.Lock()
+	if !l.running {
+		defer l.mu.Unlock()
+		fn()
+		return
+	}
+	if l.stop.Load() {
+		l.mu.Unlock()
+		<-l.done
+		fn()
+		return
+	}
+	l.ops = append(l.ops, func() { fn(); close(ran) })
+	l.mu.Unlock()
+	l.w.Wake()
+	<-ran
+}
+
+func (l *Loop) runOps() {
+	l.mu.Lock()
+	ops := l.ops
+	l.ops = nil
+	l.mu.Unlock()
+	for _, op := range ops {
+		op()
+	}
+}
+
+// Configure applies a <config> and returns its problems (the router runs with what is valid).
+func (l *Loop) Configure(n *config.Node) (errs []error) {
+	l.do(func() { errs = l.r.Configure(n) })
+	return errs
+}
+
+// NicClients is the <nic-client> list of the current config.
+func (l *Loop) NicClients() (ncs []model.NicClient) {
+	l.do(func() { ncs = append(ncs, l.r.NicClients()...) })
+	return ncs
+}
+
+// Attach adds a session: the router sends on out and receives from in; link (may be nil)
+// carries the link state to the session's client. mac is the router's MAC on an Uplink or
+// nic-client session.
+func (l *Loop) Attach(label string, kind router.Kind, mac proto.MAC, out *packetstream.Source, in *packetstream.Sink, link func(bool)) (*Attachment, error) {
+	a := &Attachment{port: NewPort(out, in, link)}
+	var err error
+	l.do(func() {
+		if err = l.w.Add(in); err != nil {
+			return
+		}
+		if err = l.w.Add(out); err != nil {
+			l.w.Remove(in)
+			return
+		}
+		a.ifc = l.r.Attach(router.Session{Label: label, Kind: kind, MAC: mac, Port: a.port})
+		l.ifs = append(l.ifs, a)
+		l.ctr.interfaces.Store(uint64(len(l.ifs)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Detach removes a session; once it returns the loop no longer touches its streams.
+func (l *Loop) Detach(a *Attachment) {
+	l.do(func() {
+		for k, x := range l.ifs {
+			if x == a {
+				l.ifs = append(l.ifs[:k], l.ifs[k+1:]...)
+				break
+			}
+		}
+		l.r.Detach(a.ifc)
+		l.w.Remove(a.port.in)
+		l.w.Remove(a.port.out)
+		l.ctr.interfaces.Store(uint64(len(l.ifs)))
+	})
+}
+
+// Stats are the router's counters (readable from any goroutine).
+func (l *Loop) Stats() *router.Stats { return l.r.Stats() }
+
+// Run runs rounds until Stop.
+func (l *Loop) Run() {
+	defer close(l.done)
+	l.mu.Lock()
+	l.running = true
+	l.mu.Unlock()
+	now := time.Now()
+	nextCounters, nextTick, nextReport := now.Add(counterEvery), now.Add(time.Second), time.Time{}
+	for !l.stop.Load() {
+		l.runOps()
+		busy := l.round()
+		now := time.Now()
+		if !now.Before(nextCounters) {
+			nextCounters = now.Add(counterEvery)
+			l.copyCounters()
+		}
+		if !now.Before(nextTick) {
+			nextTick = now.Add(time.Second)
+			l.r.Tick()
+		}
+		if iv := l.r.ReportInterval(); iv > 0 && l.report != nil {
+			if nextReport.IsZero() || nextReport.Sub(now) > iv {
+				nextReport = now.Add(iv)
+			}
+			if l.r.ReportTriggered() || !now.Before(nextReport) {
+				nextReport = now.Add(iv)
+				l.report(l.r.Report())
+			}
+		}
+		if !busy {
+			l.ctr.nSleeps++
+			l.w.WaitUntil(nextCounters)
+		}
+	}
+	l.copyCounters()
+}
+
+// Stop ends Run and waits for it; the loop does nothing more afterwards.
+func (l *Loop) Stop() {
+	l.mu.Lock()
+	l.stop.Store(true)
+	running := l.running
+	l.mu.Unlock()
+	if !running {
+		return
+	}
+	l.w.Wake()
+	<-l.done
+	l.runOps() // calls queued before the stop still return
+}
+
+// Close releases the loop's waiter, after Stop.
+func (l *Loop) Close() error { return l.w.Close() }
+
+// round is Genode's batching: per interface, release what its client acknowledged, then
+// handle at most max_packets_per_signal frames; then wake every peer once. It reports whether
+// anything happened.
+func (l *Loop) round() bool {
+	l.ctr.nRounds++
+	max := l.r.MaxPacketsPerSignal()
+	busy := false
+	for _, a := range l.ifs {
+		p := a.port
+		if p.reclaim() {
+			busy = true
+		}
+		if len(p.acks) > 0 {
+			p.retryAcks()
+		}
+		for n := 0; (max == 0 || n < max) && p.in.CanAck(); n++ {
+			pk, ok := p.in.TryGet()
+			if !ok {
+				break
+			}
+			busy = true
+			b := p.in.Payload(pk)
+			if b == nil || l.r.Handle(a.ifc, b, pk.Offload(), frameID(pk)) == router.Done {
+				p.in.TryAck(pk)
+			}
+		}
+	}
+	l.r.Flush()
+	for _, a := range l.ifs {
+		a.port.in.Wakeup()
+		a.port.out.Wakeup()
+	}
+	return busy
+}
+
+func (l *Loop) copyCounters() {
+	s := l.r.Stats()
+	c := &l.ctr
+	c.received.Store(s.Received.Load())
+	c.sent.Store(s.Sent.Load())
+	c.dropped.Store(s.Dropped.Load())
+	c.droppedFull.Store(s.DroppedFull.Load())
+	c.natRefused.Store(s.NATRefused.Load())
+	c.arpTimeouts.Store(s.ARPTimeouts.Load())
+	c.heldOverflow.Store(s.HeldOverflow.Load())
+	c.rounds.Store(c.nRounds)
+	c.sleeps.Store(c.nSleeps)
+}

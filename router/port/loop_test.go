@@ -1,0 +1,143 @@
+package port
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/nicperf"
+	"github.com/nicstack/nicstack/router"
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+const twoDomains = `<config>
+	<policy label="tx" domain="a"/>
+	<policy label_prefix="rx" domain="b"/>
+	<domain name="a" interface="10.0.1.1/24">
+		<udp dst="10.0.2.0/24"> <permit-any domain="b"/> </udp>
+	</domain>
+	<domain name="b" interface="10.0.2.1/24"/>
+</config>`
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func startLoop(t *testing.T, cfg string) *Loop {
+	t.Helper()
+	l, err := NewLoop(Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := config.ParseXML("test", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := l.Configure(n); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	go l.Run()
+	t.Cleanup(func() { l.Stop(); l.Close() })
+	return l
+}
+
+// peer is a heap session attached to the loop with a nic_perf on its client end.
+type peer struct {
+	cl   *packetstream.Client
+	srv  *packetstream.Server
+	a    *Attachment
+	ctr  *nicperf.Counters
+	stop atomic.Bool
+	w    *packetstream.Waiter
+	done sync.WaitGroup
+}
+
+func small() packetstream.Config {
+	return packetstream.Config{QueueSize: 64, BulkSize: 64 * packetstream.BlockSize}
+}
+
+func attachPeer(t *testing.T, l *Loop, label string, cfg *nicperf.Config) *peer {
+	t.Helper()
+	cl, srv, err := packetstream.NewHeapSession(small(), small())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{cl: cl, srv: srv, ctr: nicperf.NewCounters(nil)}
+	if p.a, err = l.Attach(label, router.Nic, proto.MAC{}, srv.RX, srv.TX, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg != nil {
+		if p.w, err = packetstream.NewWaiter(cl.TX, cl.RX); err != nil {
+			t.Fatal(err)
+		}
+		perf := nicperf.New(*cfg, p.ctr, quiet)
+		p.done.Add(1)
+		go func() { defer p.done.Done(); perf.Run(cl.TX, cl.RX, p.w, &p.stop) }()
+	}
+	t.Cleanup(func() { p.close(l) })
+	return p
+}
+
+func (p *peer) close(l *Loop) {
+	if p.a == nil {
+		return
+	}
+	if p.w != nil {
+		p.stop.Store(true)
+		p.w.Wake()
+		p.done.Wait()
+		p.w.Close()
+	}
+	l.Detach(p.a)
+	p.a = nil
+	p.cl.Close()
+	p.srv.Close()
+}
+
+func perfConfig(ip, dst [4]byte, tx bool) *nicperf.Config {
+	return &nicperf.Config{MAC: proto.MAC{2, 0, 0, 0, 0, ip[3]}, IP: ip, TX: tx, DstIP: dst,
+		DstMAC: proto.MAC{2, 2, 2, 2, 2, 0}, SrcPort: 40000, DstPort: 12345, Size: 128, Rate: 20000}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLoopForwardsUDPBetweenDomains(t *testing.T) {
+	l := startLoop(t, twoDomains)
+	rx := attachPeer(t, l, "rx", perfConfig([4]byte{10, 0, 2, 2}, [4]byte{}, false))
+	attachPeer(t, l, "tx", perfConfig([4]byte{10, 0, 1, 2}, [4]byte{10, 0, 2, 2}, true))
+	waitFor(t, "1000 frames through the router", func() bool { return rx.ctr.RxFrames.Load() >= 1000 })
+	if rx.ctr.Answers.Load() == 0 {
+		t.Error("the receiver answered no ARP request")
+	}
+}
+
+// A client that stops taking and acknowledging frames fills its queue: frames to it are
+// dropped and counted, and forwarding to others goes on.
+func TestLoopDeafClientDoesNotStallOthers(t *testing.T) {
+	l := startLoop(t, twoDomains)
+	rx := attachPeer(t, l, "rx", perfConfig([4]byte{10, 0, 2, 2}, [4]byte{}, false))
+	deaf := attachPeer(t, l, "rx-deaf", perfConfig([4]byte{10, 0, 2, 3}, [4]byte{}, false))
+	attachPeer(t, l, "tx", perfConfig([4]byte{10, 0, 1, 2}, [4]byte{10, 0, 2, 2}, true))
+	toDeaf := perfConfig([4]byte{10, 0, 1, 3}, [4]byte{10, 0, 2, 3}, true)
+	toDeaf.SrcPort++
+	attachPeer(t, l, "tx", toDeaf)
+	waitFor(t, "frames to the client that turns deaf", func() bool { return deaf.ctr.RxFrames.Load() >= 100 })
+	deaf.stop.Store(true) // its session stays attached; nobody reads it any more
+	deaf.w.Wake()
+	deaf.done.Wait()
+	waitFor(t, "drops at the deaf client", func() bool { return l.Stats().DroppedFull.Load() > 0 })
+	base := rx.ctr.RxFrames.Load()
+	waitFor(t, "1000 more frames to the other client", func() bool { return rx.ctr.RxFrames.Load() >= base+1000 })
+}

@@ -1,0 +1,100 @@
+// Package port binds the router library to packet streams: Port is a router.Port over one
+// session's two streams, and Loop is nic_router's event loop over every session, with the
+// batching of router's package comment. Tests drive a Loop over heap sessions; the
+// nic_router component drives one over the sessions the supervisor hands it.
+package port
+
+import (
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Port is the router's side of one session: it sends on out (the server's RX, or a
+// nic-client's TX) and receives from in.
+type Port struct {
+	out     *packetstream.Source
+	in      *packetstream.Sink
+	link    func(up bool)
+	pending packetstream.Packet   // allocated, not yet submitted
+	acks    []packetstream.Packet // held frames released while the ack queue was full
+}
+
+// NewPort returns a port over out and in; link (may be nil) tells the session's client its
+// link state.
+func NewPort(out *packetstream.Source, in *packetstream.Sink, link func(up bool)) *Port {
+	return &Port{out: out, in: in, link: link, acks: make([]packetstream.Packet, 0, 16)}
+}
+
+// Alloc reserves a frame in out's bulk buffer; false when its submit queue or buffer is full.
+func (p *Port) Alloc(size int) ([]byte, bool) {
+	if !p.out.CanSubmit() {
+		return nil, false
+	}
+	pk, err := p.out.Alloc(size)
+	if err != nil {
+		p.reclaim() // acks may have arrived since the round began
+		if pk, err = p.out.Alloc(size); err != nil {
+			return nil, false
+		}
+	}
+	p.pending = pk
+	return p.out.Payload(pk), true
+}
+
+// Submit queues the frame Alloc returned; Alloc checked the queue has room.
+func (p *Port) Submit(frame []byte, off packetstream.Offload) {
+	pk := p.pending
+	pk.Size = uint32(len(frame))
+	if off != (packetstream.Offload{}) {
+		pk = pk.WithOffload(off)
+	}
+	if !p.out.TrySubmit(pk) {
+		p.out.Release(pk)
+	}
+}
+
+// Flush publishes and wakes the peer once.
+func (p *Port) Flush() { p.out.Wakeup() }
+
+// Release acknowledges a frame the router held; id is frameID of its packet.
+func (p *Port) Release(id uint64) {
+	pk := packetstream.Packet{Offset: uint32(id >> 32), Size: uint32(id)}
+	if !p.in.TryAck(pk) {
+		p.acks = append(p.acks, pk)
+	}
+}
+
+// LinkState passes the router's link state to the session's client.
+func (p *Port) LinkState(up bool) {
+	if p.link != nil {
+		p.link(up)
+	}
+}
+
+// frameID is the id the router gives back through Release: enough to acknowledge the packet
+// (the source checks offset and size only).
+func frameID(pk packetstream.Packet) uint64 { return uint64(pk.Offset)<<32 | uint64(pk.Size) }
+
+// reclaim frees what the peer acknowledged of our frames.
+func (p *Port) reclaim() bool {
+	any := false
+	for {
+		pk, ok := p.out.GetAcked()
+		if !ok {
+			return any
+		}
+		p.out.Release(pk)
+		any = true
+	}
+}
+
+// retryAcks acknowledges held frames whose Release found the ack queue full.
+func (p *Port) retryAcks() {
+	n := 0
+	for _, pk := range p.acks {
+		if !p.in.TryAck(pk) {
+			break
+		}
+		n++
+	}
+	p.acks = append(p.acks[:0], p.acks[n:]...)
+}
