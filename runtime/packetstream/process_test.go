@@ -348,8 +348,11 @@ func echoClient(c *Client, p peerParams) error {
 // two trips through the scheduler, so the run also ends when its time budget is spent, with a note.
 func TestHandoffMillion(t *testing.T) {
 	n, budget := 1000000, 20*time.Second
-	if raceEnabled || testing.Short() {
-		n, budget = 200000, 8*time.Second
+	if raceEnabled {
+		budget = 15 * time.Second
+	}
+	if testing.Short() {
+		n = 200000
 	}
 	cfg := Config{QueueSize: 4, BulkSize: 4 * BlockSize}
 	files, err := NewStreamFiles("handoff", cfg)
