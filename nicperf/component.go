@@ -55,9 +55,12 @@ func (h *Handler) Configure(n *config.Node) error {
 }
 
 func (h *Handler) Open(s *component.Session) error {
-	out, in := s.Client.TX, s.Client.RX
+	var out *packetstream.Source
+	var in *packetstream.Sink
 	if s.Server != nil {
 		out, in = s.Server.RX, s.Server.TX
+	} else {
+		out, in = s.Client.TX, s.Client.RX
 	}
 	w, err := packetstream.NewWaiter(out, in)
 	if err != nil {

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	_ "github.com/nicstack/nicstack/nicperf"     // registers nic_perf's schema for check
+	_ "github.com/nicstack/nicstack/router/port" // registers nic_router's schema for check
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// routerPoint is one frame size and routing mode, as printed and written by --json.
+type routerPoint struct {
+	FrameBytes int     `json:"frame_bytes"`
+	Mode       string  `json:"mode"` // udp-forward or nat
+	RoutedMpps float64 `json:"routed_mpps"`
+	DirectMpps float64 `json:"direct_mpps"`
+	Ratio      float64 `json:"ratio"`      // routed / direct
+	RouterCPU  float64 `json:"router_cpu"` // percent of one CPU
+	RoutedGbps float64 `json:"routed_gbps"`
+	DirectGbps float64 `json:"direct_gbps"`
+	Runs       int     `json:"runs"`
+}
+
+// routerModes are the scenarios of one frame size: the direct reference first.
+var routerModes = []string{"direct", "udp-forward", "nat"}
+
+func init() {
+	var (
+		sizes    []int
+		duration time.Duration
+		runs     int
+		jsonFile string
+		binDir   string
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "nic_perf -> nic_router -> nic_perf against nic_perf -> nic_perf, three processes",
+		Long: "router runs Genode's nic_perf router test: one nic_perf sends UDP as fast as its stream takes\n" +
+			"it, through nic_router (a udp-forward rule, then NAT) to a second nic_perf that counts what\n" +
+			"arrives; in the same run the two nic_perfs are connected directly as the reference. On two\n" +
+			"CPUs the router has the second CPU to itself and both nic_perfs share the first; directly\n" +
+			"connected, each nic_perf has a CPU. Each point is measured --runs times (consecutive windows\n" +
+			"of --time after a warm-up); the table shows the medians.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchRouter(cmd.OutOrStdout(), sizes, duration, runs, binDirs(binDir), jsonFile, verbose)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&sizes, "sizes", []int{64, 1500}, "Ethernet frame sizes in bytes")
+	f.DurationVar(&duration, "time", 2*time.Second, "measuring time per point and run")
+	f.IntVar(&runs, "runs", 3, "runs per point; the median is reported")
+	f.StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
+	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
+	f.BoolVarP(&verbose, "verbose", "v", false, "show the components' logs")
+	benchCmd.AddCommand(cmd)
+}
+
+// routerSample is one measuring window.
+type routerSample struct{ mpps, gbps, cpu float64 }
+
+func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []string, jsonFile string, verbose bool) error {
+	if runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", runs)
+	}
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+	var points []routerPoint
+	for _, size := range sizes {
+		med := map[string]routerSample{}
+		for _, mode := range routerModes {
+			samples, err := measureRouter(mode, size, d, runs, bins, verbose)
+			if err != nil {
+				return fmt.Errorf("%s, %d bytes: %w", mode, size, err)
+			}
+			for _, s := range samples {
+				fmt.Fprintf(out, "%5d B  %-11s  %7.3f Mpps  %6.2f Gbit/s  router CPU %3.0f%%\n", size, mode, s.mpps, s.gbps, s.cpu)
+			}
+			med[mode] = routerSample{
+				mpps: median(samples, func(s routerSample) float64 { return s.mpps }),
+				gbps: median(samples, func(s routerSample) float64 { return s.gbps }),
+				cpu:  median(samples, func(s routerSample) float64 { return s.cpu }),
+			}
+		}
+		direct := med["direct"]
+		for _, mode := range routerModes[1:] {
+			m := med[mode]
+			p := routerPoint{FrameBytes: size, Mode: mode, RoutedMpps: m.mpps, DirectMpps: direct.mpps,
+				RouterCPU: m.cpu, RoutedGbps: m.gbps, DirectGbps: direct.gbps, Runs: runs}
+			if direct.mpps > 0 {
+				p.Ratio = m.mpps / direct.mpps
+			}
+			points = append(points, p)
+		}
+	}
+	fmt.Fprintf(out, "\nmedians of %d runs of %v:\n", runs, d)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "frame B\tmode\trouted Mpps\trouted Gbit/s\tdirect Mpps\tdirect Gbit/s\trouted/direct\trouter CPU %\t")
+	for _, p := range points {
+		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.2f\t%.3f\t%.2f\t%.2f\t%.0f\t\n", p.FrameBytes, p.Mode, p.RoutedMpps, p.RoutedGbps, p.DirectMpps, p.DirectGbps, p.Ratio, p.RouterCPU)
+	}
+	tw.Flush()
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+	if jsonFile != "" {
+		b, err := json.MarshalIndent(points, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonFile, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+func median(xs []routerSample, f func(routerSample) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// measureRouter runs one scenario and measures what reaches the receiving nic_perf.
+func measureRouter(mode string, size int, d time.Duration, runs int, bins []string, verbose bool) ([]routerSample, error) {
+	dir, err := os.MkdirTemp("", "nicstack-bench-router-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "scenario.xml")
+	if err := os.WriteFile(path, []byte(RouterBenchScenario(mode, size)), 0o644); err != nil {
+		return nil, err
+	}
+	var logs io.Writer = io.Discard
+	if verbose {
+		logs = os.Stderr
+	}
+	s, err := supervisor.New(path, supervisor.Options{BinDirs: bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	rx := func() (frames uint64, cpu float64, ok bool) {
+		st, alive := s.Status()
+		if !alive {
+			return 0, 0, false
+		}
+		for _, c := range st.Components {
+			switch c.Name {
+			case "nic_perf_rx":
+				frames, ok = c.Counters["rx_frames"], true
+			case "nic_router":
+				cpu = c.CPULoad
+			}
+		}
+		return frames, cpu, ok
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n, _, ok := rx()
+		if ok && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no frame reached nic_perf_rx within 15 s (run with -v for the logs)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // warm-up: ARP resolved, spinning settled
+	var out []routerSample
+	n0, _, _ := rx()
+	t0 := time.Now()
+	for range runs {
+		time.Sleep(d)
+		n1, cpu, ok := rx()
+		t1 := time.Now()
+		if !ok {
+			return nil, fmt.Errorf("the scenario ended")
+		}
+		fps := float64(n1-n0) / t1.Sub(t0).Seconds()
+		out = append(out, routerSample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cpu})
+		n0, t0 = n1, t1
+	}
+	return out, nil
+}
+
+// RouterBenchScenario is the scenario of one bench point: "direct" connects the two nic_perfs,
+// "udp-forward" and "nat" put nic_router between them, as Genode's nic_perf router test does.
+func RouterBenchScenario(mode string, size int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `<config>
+	<parent-provides> <service name="LOG"/> </parent-provides>
+	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
+	<default caps="100" ram="64M"/>
+	<affinity-space width="2" height="1"/>
+`)
+	dst, rxService := "10.0.2.2", ""
+	switch mode {
+	case "direct":
+		rxService = ` service="Nic"`
+		b.WriteString(`	<start name="nic_perf_rx"> <binary name="nic_perf"/> <affinity xpos="1" ypos="0"/>
+		<provides> <service name="Nic"/> </provides>
+`)
+	case "udp-forward", "nat":
+		rule := `<udp-forward port="12345" domain="rx" to="10.0.2.2"/>`
+		nat := ""
+		if mode == "udp-forward" {
+			dst = "10.0.1.1"
+		} else {
+			rule = `<udp dst="10.0.2.0/24"> <permit-any domain="rx"/> </udp>`
+			nat = `<nat domain="tx" udp-ports="1000"/>`
+		}
+		fmt.Fprintf(&b, `	<start name="nic_router"> <affinity xpos="1" ypos="0"/>
+		<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
+		<config>
+			<policy label_prefix="nic_perf_tx" domain="tx"/>
+			<policy label_prefix="nic_perf_rx" domain="rx"/>
+			<domain name="tx" interface="10.0.1.1/24"> %s </domain>
+			<domain name="rx" interface="10.0.2.1/24"> %s </domain>
+		</config>
+	</start>
+	<start name="nic_perf_rx"> <binary name="nic_perf"/> <affinity xpos="0" ypos="0"/>
+`, rule, nat)
+	default:
+		panic("bench router: unknown mode " + mode)
+	}
+	fmt.Fprintf(&b, `		<config ip="10.0.2.2"%s period_ms="0"/>
+	</start>
+	<start name="nic_perf_tx"> <binary name="nic_perf"/> <affinity xpos="0" ypos="0"/>
+		<config tx="yes" ip="10.0.1.2" dst_ip="%s" dst_port="12345" size="%d" period_ms="0"/>
+	</start>
+</config>
+`, rxService, dst, size)
+	return b.String()
+}
