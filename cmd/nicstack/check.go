@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	_ "github.com/nicstack/nicstack/router/port"                // registers nic_router's config schema
 	_ "github.com/nicstack/nicstack/runtime/component/testcomp" // registers the test components' schemas
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
