@@ -50,7 +50,11 @@ func (h *Handler) Configure(n *config.Node) error {
 		return nil
 	}
 	stream := packetstream.Config{QueueSize: cfg.QueueSize, BulkSize: cfg.BulkSize}
-	h.c.Request("Nic", cfg.Label, nil, stream, stream)
+	var args map[string]string
+	if cfg.Session == "Uplink" {
+		args = map[string]string{"mac": cfg.UplinkMAC.String()}
+	}
+	h.c.Request(cfg.Session, cfg.Label, args, stream, stream)
 	return nil
 }
 

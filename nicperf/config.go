@@ -9,7 +9,7 @@ import (
 
 // Schema is nic_perf's <config>.
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"service", "label", "mac", "ip", "tx", "protocol", "dst_ip", "dst_mac", "src_port", "dst_port",
+	"service", "session", "uplink_mac", "label", "mac", "flows", "ip", "tx", "protocol", "dst_ip", "dst_mac", "src_port", "dst_port",
 	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size",
 }}
 
@@ -17,6 +17,10 @@ var Schema = &config.Schema{Type: "config", Attrs: []string{
 type Config struct {
 	Service string // "Nic": serve sessions (the peer of a direct run); "": be a Nic client
 	Label   string // the client session's label
+	// Session is the service a client requests: "Nic", or "Uplink" to stand in for a driver
+	// (UplinkMAC is then the driver's MAC, the router's identity on that wire).
+	Session   string
+	UplinkMAC proto.MAC
 	MAC     proto.MAC
 	IP      [4]byte // answered for ARP and ICMP echo; the generator's source address
 	TX      bool    // generate frames
@@ -24,6 +28,7 @@ type Config struct {
 	DstIP   [4]byte
 	DstMAC  proto.MAC // default: the router's MAC toward Nic clients
 	SrcPort uint16    // UDP source port, or the ICMP echo id
+	Flows   int       // frames cycle through this many source ports (ids) from SrcPort
 	DstPort uint16
 	Size    int           // Ethernet frame bytes
 	Rate    uint64        // frames per second, 0: as fast as the stream takes them
@@ -43,7 +48,14 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	for _, w := range config.Check(n, Schema) {
 		warnings = append(warnings, w)
 	}
-	cfg = Config{Service: n.String("service", ""), Label: n.String("label", "")}
+	cfg = Config{Service: n.String("service", ""), Label: n.String("label", ""), Session: n.String("session", "Nic")}
+	if cfg.Session != "Nic" && cfg.Session != "Uplink" {
+		a, _ := n.Attr("session")
+		return cfg, warnings, config.Errorf(a.Pos, "session=%q: want Nic or Uplink", cfg.Session)
+	}
+	if cfg.UplinkMAC, err = mac(n, "uplink_mac", proto.MAC{2, 0, 0, 0, 0, 0xfe}); err != nil {
+		return
+	}
 	if cfg.MAC, err = mac(n, "mac", proto.MAC{2, 0, 0, 0, 0, 1}); err != nil {
 		return
 	}
@@ -80,6 +92,7 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	}
 	cfg.SrcPort = uint16(num("src_port", 49152, 1, 65535))
 	cfg.DstPort = uint16(num("dst_port", 12345, 1, 65535))
+	cfg.Flows = int(num("flows", 1, 1, 65535))
 	cfg.Size = int(num("size", 1500, minSize, 9000))
 	cfg.Rate = num("rate", 0, 0, 1<<32)
 	cfg.Duration = time.Duration(num("duration_ms", 0, 0, 1<<32)) * time.Millisecond

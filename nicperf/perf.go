@@ -41,6 +41,7 @@ type Perf struct {
 	log      *slog.Logger
 	template []byte
 	seq      uint16
+	flow     int // index of the next frame's source port
 	pending  packetstream.Packet // an answer being written
 	// Per-batch counts, added to ctr once per round.
 	txFrames, txBytes, txFull, rxFrames, rxBytes, answers, other uint64
@@ -171,17 +172,34 @@ func (p *Perf) send(out *packetstream.Source, want uint64) uint64 {
 		}
 		b := out.Payload(pk)
 		copy(b, p.template)
+		l4 := b[proto.EthLen+20:]
 		if p.cfg.ICMP {
 			p.seq++
-			m := proto.ICMP(b[proto.EthLen+20:])
+			m := proto.ICMP(l4)
 			binary.BigEndian.PutUint16(m[6:], p.seq)
 			m.SetChecksum(proto.Adjust(m.Checksum(), 0, p.seq))
+		}
+		if p.cfg.Flows > 1 {
+			p.setFlow(l4)
 		}
 		out.TrySubmit(pk)
 		p.txFrames++
 		p.txBytes += uint64(len(b))
 	}
 	return k
+}
+
+// setFlow gives the frame the next source port (ICMP: echo id) of the configured flows.
+func (p *Perf) setFlow(l4 []byte) {
+	port := p.cfg.SrcPort + uint16(p.flow)
+	p.flow = (p.flow + 1) % p.cfg.Flows
+	if p.cfg.ICMP {
+		proto.ICMP(l4).SetID(port)
+		return
+	}
+	sum := binary.BigEndian.Uint16(l4[6:])
+	binary.BigEndian.PutUint16(l4[6:], proto.Adjust(sum, p.cfg.SrcPort, port))
+	proto.Ports(l4).SetSrc(port)
 }
 
 // receive counts a frame and answers ARP and ICMP echo requests for our address.

@@ -165,6 +165,9 @@ func measureRouter(mode string, size int, d time.Duration, runs int, bins []stri
 			return 0, 0, false
 		}
 		for _, c := range st.Components {
+			if verbose {
+				fmt.Fprintf(os.Stderr, "%s: CPU %.0f%%, %v\n", c.Name, c.CPULoad, c.Counters)
+			}
 			switch c.Name {
 			case "nic_perf_rx":
 				frames, ok = c.Counters["rx_frames"], true

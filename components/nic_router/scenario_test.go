@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// Scenario tests: the deploy/ scenarios with real nic_router and nic_perf processes.
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+type scenario struct {
+	t    *testing.T
+	s    *supervisor.Supervisor
+	path string
+}
+
+func binDir(t *testing.T) string {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_perf")
+	return filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_router"))
+}
+
+// run starts deploy/name, edited by the replacements (old, new pairs), until the test ends.
+func run(t *testing.T, name string, replace ...string) *scenario {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for i := 0; i+1 < len(replace); i += 2 {
+		if !strings.Contains(text, replace[i]) {
+			t.Fatalf("%s has no %q", name, replace[i])
+		}
+		text = strings.ReplaceAll(text, replace[i], replace[i+1])
+	}
+	sc := &scenario{t: t, path: filepath.Join(t.TempDir(), name)}
+	if err := os.WriteFile(sc.path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	sc.s, err = supervisor.New(sc.path, supervisor.Options{
+		BinDirs: []string{binDir(t)}, Out: supervisor.NewOutput(logs, false),
+		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 50 * time.Millisecond,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
+			t.Logf("supervisor output:\n%s", logs.String())
+		}
+	})
+	return sc
+}
+
+// counter reads a component's counter (0 while it is not running).
+func (sc *scenario) counter(component, name string) uint64 {
+	st, ok := sc.s.Status()
+	if !ok {
+		sc.t.Fatal("the scenario ended")
+	}
+	for _, c := range st.Components {
+		if c.Name == component {
+			return c.Counters[name]
+		}
+	}
+	sc.t.Fatalf("no component %q", component)
+	return 0
+}
+
+// waitCounter waits until a counter reaches at least min; start-up is slow on a loaded machine.
+func (sc *scenario) waitCounter(component, name string, min uint64) uint64 {
+	sc.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := sc.counter(component, name)
+		if v >= min {
+			return v
+		}
+		if time.Now().After(deadline) {
+			sc.t.Fatalf("%s's %s is %d, waited for %d", component, name, v, min)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (sc *scenario) rewrite(from, to string) {
+	sc.t.Helper()
+	b, err := os.ReadFile(sc.path)
+	if err != nil {
+		sc.t.Fatal(err)
+	}
+	if !strings.Contains(string(b), from) {
+		sc.t.Fatalf("scenario has no %q", from)
+	}
+	if err := os.WriteFile(sc.path, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+		sc.t.Fatal(err)
+	}
+}
+
+func TestUDPBetweenDomains(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "router.state")
+	sc := run(t, "router_udp.xml", "/tmp/nicstack-router_udp.state", report)
+	sc.waitCounter("rx", "rx_frames", 2000)
+	sc.waitCounter("rx", "answers", 1) // the router asked for 10.0.2.2
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(report)
+		if strings.Contains(string(b), "domain b") && strings.Contains(string(b), "rx_bytes") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state report at %s: %q", report, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const udpRule = `<udp dst="10.0.2.0/24"> <permit-any domain="b"/> </udp>`
+
+// A config change that keeps the route loses no frame; one that removes it stops the flow
+// (the link state is dissolved, frames dropped); restoring it resumes the flow.
+func TestReconfigureWhileTrafficRuns(t *testing.T) {
+	sc := run(t, "router_udp.xml")
+	sc.waitCounter("rx", "rx_frames", 1000)
+	dropped := sc.counter("nic_router", "dropped") + sc.counter("nic_router", "dropped_full")
+	for k := 0; k < 3; k++ {
+		sc.rewrite(`<domain name="b" interface="10.0.2.1/24"/>`,
+			`<domain name="b" interface="10.0.2.1/24"/> <domain name="c`+string(rune('0'+k))+`" interface="10.0.3.1/24"/>`)
+		time.Sleep(300 * time.Millisecond)
+	}
+	base := sc.counter("rx", "rx_frames")
+	sc.waitCounter("rx", "rx_frames", base+1000)
+	if now := sc.counter("nic_router", "dropped") + sc.counter("nic_router", "dropped_full"); now != dropped {
+		t.Errorf("reconfigurations that keep the route dropped %d frames", now-dropped)
+	}
+
+	sc.rewrite(udpRule, "")
+	sc.waitCounter("nic_router", "dropped", dropped+1000)
+	stalled := sc.counter("rx", "rx_frames")
+	time.Sleep(200 * time.Millisecond)
+	if n := sc.counter("rx", "rx_frames"); n > stalled+50 { // frames in flight at most
+		t.Errorf("%d frames arrived after the route was removed", n-stalled)
+	}
+	sc.rewrite(`<domain name="a" interface="10.0.1.1/24">`, `<domain name="a" interface="10.0.1.1/24">`+udpRule)
+	sc.waitCounter("rx", "rx_frames", stalled+1000)
+}
+
+// NAT with udp-ports="3": of the 4 flows, one is refused and counted; pings pass the NAT.
+func TestNATQuotaAndPing(t *testing.T) {
+	sc := run(t, "router_nat.xml")
+	sc.waitCounter("nic_router", "nat_refused", 1)
+	sc.waitCounter("host", "rx_frames", 300)
+	sc.waitCounter("ping", "rx_frames", 5) // echo replies
+	// Every frame of the refused flow is dropped: about a quarter of what tx sends.
+	tx, rx := sc.counter("tx", "tx_frames"), sc.counter("host", "rx_frames")
+	if rx > tx*4/5 {
+		t.Errorf("host received %d of %d frames: the 4th flow was not refused", rx, tx)
+	}
+}
+
+// The Sculpt-shaped config: `nicstack check --component nic_router` accepts it in both
+// syntaxes, and a scenario embedding it routes a ping and UDP through its NAT.
+func TestSculptConfig(t *testing.T) {
+	nicstack := filepath.Join(testutil.BinDir(t), "nicstack")
+	for _, f := range []string{"nic_router.xml", "nic_router.hid"} {
+		out, err := exec.Command(nicstack, "check", "--component", "nic_router", filepath.Join("..", "..", "runtime", "config", "testdata", f)).CombinedOutput()
+		if err != nil {
+			t.Errorf("check %s: %v\n%s", f, err, out)
+		}
+	}
+	sc := run(t, "router_sculpt.xml")
+	sc.waitCounter("vm", "rx_frames", 5)        // echo replies through NAT
+	sc.waitCounter("nic_drv", "rx_frames", 300) // UDP to port 53 through NAT
+	sc.waitCounter("nic_drv", "answers", 5)     // ARP and echo
+}
