@@ -21,18 +21,18 @@ type Config struct {
 	// (UplinkMAC is then the driver's MAC, the router's identity on that wire).
 	Session   string
 	UplinkMAC proto.MAC
-	MAC     proto.MAC
-	IP      [4]byte // answered for ARP and ICMP echo; the generator's source address
-	TX      bool    // generate frames
-	ICMP    bool    // generate ICMP echo requests instead of UDP
-	DstIP   [4]byte
-	DstMAC  proto.MAC // default: the router's MAC toward Nic clients
-	SrcPort uint16    // UDP source port, or the ICMP echo id
-	Flows   int       // frames cycle through this many source ports (ids) from SrcPort
-	DstPort uint16
-	Size    int           // Ethernet frame bytes
-	Rate    uint64        // frames per second, 0: as fast as the stream takes them
-	Period  time.Duration // how often rates are logged (0: never)
+	MAC       proto.MAC
+	IP        [4]byte // answered for ARP and ICMP echo; the generator's source address
+	TX        bool    // generate frames
+	ICMP      bool    // generate ICMP echo requests instead of UDP
+	DstIP     [4]byte
+	DstMAC    proto.MAC // default: the router's MAC toward Nic clients
+	SrcPort   uint16    // UDP source port, or the ICMP echo id
+	Flows     int       // frames cycle through this many source ports (ids) from SrcPort
+	DstPort   uint16
+	Size      int           // Ethernet frame bytes
+	Rate      uint64        // frames per second, 0: as fast as the stream takes them
+	Period    time.Duration // how often rates are logged (0: never)
 	// Duration: how long the generator sends (0: forever).
 	Duration time.Duration
 	// Stream geometry of a client session.

@@ -41,7 +41,7 @@ type Perf struct {
 	log      *slog.Logger
 	template []byte
 	seq      uint16
-	flow     int // index of the next frame's source port
+	flow     int                 // index of the next frame's source port
 	pending  packetstream.Packet // an answer being written
 	// Per-batch counts, added to ctr once per round.
 	txFrames, txBytes, txFull, rxFrames, rxBytes, answers, other uint64
