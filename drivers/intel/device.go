@@ -49,6 +49,8 @@ type Config struct {
 	// driver calls Write32 directly). Poll applies them; whoever reads the doorbell eventfd
 	// calls Kick.
 	Posted *WriteQueue
+	// Counters: nil, the device's own (NewCounters(nil)).
+	Counters *Counters
 }
 
 // DefaultAutoneg is how long the PHY negotiates. Real copper PHYs take 1-3 s; the model is
@@ -73,7 +75,7 @@ type Device struct {
 	irq   IRQ
 	wire  Wire
 	mac   [6]byte
-	cnt   Counters
+	cnt   *Counters
 	kick  chan struct{}
 	// posted register writes and the function that applies them (made once: no allocation
 	// per poll)
@@ -128,7 +130,10 @@ func New(regs, dma []byte, cfg Config) (*Device, error) {
 		model: cfg.Model, regs: regs[:RegisterPageSize], dma: dma, clock: cfg.Clock,
 		irq: cfg.IRQ, wire: cfg.Wire, kick: make(chan struct{}, 1),
 		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, carrier: true,
-		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame),
+		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame), cnt: cfg.Counters,
+	}
+	if d.cnt == nil {
+		d.cnt = NewCounters(nil)
 	}
 	copy(d.mac[:], cfg.MAC)
 	d.posted, d.apply, d.spinWait = cfg.Posted, d.Write32, cfg.SpinWait
@@ -152,7 +157,7 @@ func New(regs, dma []byte, cfg Config) (*Device, error) {
 func (d *Device) Model() Model { return d.model }
 
 // Counters are the device's counters.
-func (d *Device) Counters() *Counters { return &d.cnt }
+func (d *Device) Counters() *Counters { return d.cnt }
 
 // reg is the register at off, accessed atomically: with shared memory the driver's process
 // reads the page directly.
@@ -359,11 +364,11 @@ func (d *Device) evaluate(now time.Duration) {
 }
 
 func (d *Device) countCauses(causes uint32) {
-	for _, c := range []struct {
+	for _, c := range [...]struct {
 		bit uint32
 		n   *atomic.Uint64
-	}{{IntTXDW, &d.cnt.IntTXDW}, {IntTXQE, &d.cnt.IntTXQE}, {IntLSC, &d.cnt.IntLSC},
-		{IntRXT0, &d.cnt.IntRXT0}, {IntRXO, &d.cnt.IntRXO}} {
+	}{{IntTXDW, d.cnt.IntTXDW}, {IntTXQE, d.cnt.IntTXQE}, {IntLSC, d.cnt.IntLSC},
+		{IntRXT0, d.cnt.IntRXT0}, {IntRXO, d.cnt.IntRXO}} {
 		if causes&c.bit != 0 {
 			c.n.Add(1)
 		}

@@ -26,8 +26,9 @@ type MMIO interface {
 // Device is what the device session hands the driver.
 type Device struct {
 	Regs     MMIO
-	DMA      []byte // DMA memory of at least DMASize bytes; bus addresses are offsets into it
-	DeviceID uint16 // PCI device ID
+	DMA      []byte    // DMA memory of at least DMASize bytes; bus addresses are offsets into it
+	DeviceID uint16    // PCI device ID
+	Counters *Counters // where the driver counts; nil: counters of its own
 }
 
 // Uplink is the router side of the driver: the Uplink session while the link is up.
@@ -60,22 +61,38 @@ const (
 	DMASize = rxBufs + RingSize*BufSize
 )
 
-// Counters are what the driver counts from its side.
+// Counters are what the driver counts from its side. The fields point to counters the caller
+// may own (a component's named counters), so they outlive one opened device.
 type Counters struct {
-	Interrupts         atomic.Uint64 // interrupt handler runs
-	TDTWrites          atomic.Uint64 // TX doorbells
-	RDTWrites          atomic.Uint64
-	TXFrames           atomic.Uint64
-	TXBytes            atomic.Uint64
-	RXFrames           atomic.Uint64
-	RXBytes            atomic.Uint64
-	RXBursts           atomic.Uint64 // signals to the router
-	TXBatches          atomic.Uint64 // wakeups to the router
-	RXDropped          atomic.Uint64 // no session, session full, or a descriptor with errors
-	TXDropped          atomic.Uint64 // frames too long for a buffer
-	TXRingFull         atomic.Uint64 // times the router had more than the ring took
-	LinkChanges        atomic.Uint64
-	SpuriousInterrupts atomic.Uint64 // ICR read zero
+	Interrupts         *atomic.Uint64 // interrupt handler runs
+	TDTWrites          *atomic.Uint64 // TX doorbells
+	RDTWrites          *atomic.Uint64
+	TXFrames           *atomic.Uint64
+	TXBytes            *atomic.Uint64
+	RXFrames           *atomic.Uint64
+	RXBytes            *atomic.Uint64
+	RXBursts           *atomic.Uint64 // signals to the router
+	TXBatches          *atomic.Uint64 // wakeups to the router
+	RXDropped          *atomic.Uint64 // no session, session full, or a descriptor with errors
+	TXDropped          *atomic.Uint64 // frames too long for a buffer
+	TXRingFull         *atomic.Uint64 // times the router had more than the ring took
+	LinkChanges        *atomic.Uint64
+	SpuriousInterrupts *atomic.Uint64 // ICR read zero
+}
+
+// NewCounters makes counters whose storage get returns by name (component.Component.Counter);
+// nil get: counters of their own.
+func NewCounters(get func(name string) *atomic.Uint64) *Counters {
+	if get == nil {
+		get = func(string) *atomic.Uint64 { return new(atomic.Uint64) }
+	}
+	return &Counters{
+		Interrupts: get("interrupts"), TDTWrites: get("tdt_writes"), RDTWrites: get("rdt_writes"),
+		TXFrames: get("tx_frames"), TXBytes: get("tx_bytes"), RXFrames: get("rx_frames"), RXBytes: get("rx_bytes"),
+		RXBursts: get("rx_bursts"), TXBatches: get("tx_batches"), RXDropped: get("rx_dropped"),
+		TXDropped: get("tx_dropped"), TXRingFull: get("tx_ring_full"), LinkChanges: get("link_changes"),
+		SpuriousInterrupts: get("spurious_interrupts"),
+	}
 }
 
 // Driver drives one device. It is not safe for concurrent use: the component calls Open,
@@ -90,7 +107,7 @@ type Driver struct {
 	mac    net.HardwareAddr
 	link   bool
 	speed  int
-	cnt    Counters
+	cnt    *Counters
 
 	rxNext         uint32 // next RX descriptor the device fills
 	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
@@ -114,7 +131,10 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if cfg.RxIrqThrottle > 0xffff {
 		return nil, fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
 	}
-	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink}
+	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters}
+	if d.cnt == nil {
+		d.cnt = NewCounters(nil)
+	}
 	if err := d.reset(); err != nil {
 		return nil, err
 	}
@@ -232,7 +252,11 @@ func (d *Driver) Link() (up bool, speedMbit int) { return d.link, d.speed }
 func (d *Driver) Config() Config { return d.cfg }
 
 // Counters are the driver's counters.
-func (d *Driver) Counters() *Counters { return &d.cnt }
+func (d *Driver) Counters() *Counters { return d.cnt }
+
+// TXStalled reports that the router had more frames than the TX ring took; the interrupt
+// handler resumes them, so the component need not wait on the router meanwhile.
+func (d *Driver) TXStalled() bool { return d.txStalled }
 
 // SetUplink binds the router's session (nil while it is closed).
 func (d *Driver) SetUplink(u Uplink) {
