@@ -1,0 +1,267 @@
+// Package linuxnic is the NIC driver for real Linux interfaces: it binds a Linux back end (a
+// TAP device of drivers/tap, an AF_PACKET socket of drivers/afpacket) to the client end of an
+// Uplink session, as Genode's Linux-hosted NIC driver does.
+//
+// Wire to router: one goroutine for the device's lifetime takes a burst from the device (the
+// TAP read until empty, or the AF_PACKET blocks ready at one wakeup), copies each frame with
+// its offload metadata into the session's TX stream and signals the router once per burst. A
+// full stream, or no session, drops and counts. Router to wire: one goroutine per session takes
+// a batch from the RX stream, hands it to the device in place (one TAP writev per frame, one
+// AF_PACKET kick per batch) and acknowledges the batch with one wakeup. Super-frames up to
+// 64 KiB pass whole both ways with their offload metadata.
+package linuxnic
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	ps "github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Device is the batch API of the back ends (tap.Device, afpacket.Socket).
+type Device interface {
+	Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error)
+	Write(bufs [][]byte, offs []ps.Offload) (int, error)
+}
+
+// Burst bounds the frames taken per read and per write. A read buffer holds the largest frame,
+// so the read side keeps Burst x MaxFrame bytes (2 MiB).
+const Burst = 32
+
+// MaxFrame is the largest frame the back ends hand out (a 64 KiB GSO packet with its headers).
+const MaxFrame = 65536 + 256
+
+// Stats are the driver's own counters; the device counts what it read and wrote.
+type Stats struct {
+	RxFrames  atomic.Uint64 // frames passed to the router
+	RxBytes   atomic.Uint64
+	RxBursts  atomic.Uint64 // wakeups of the router: at most one per burst
+	RxDropped atomic.Uint64 // frames the session had no room for (queue or buffer full, too large)
+	RxNoLink  atomic.Uint64 // frames read while no session was open
+	TxFrames  atomic.Uint64 // frames from the router handed to the device
+	TxBytes   atomic.Uint64
+	TxBatches atomic.Uint64 // device writes, each acknowledged with one wakeup
+	TxDropped atomic.Uint64 // invalid descriptors from the router, frames a failed write lost
+}
+
+// NIC drives one device. Run reads the wire; Attach and Detach bind it to a session.
+type NIC struct {
+	Stats Stats
+
+	dev Device
+
+	mu  sync.Mutex // held while a burst goes to the session; Attach and Detach take it
+	out *ps.Source // the session's TX stream, nil while detached
+	tx  *txLoop
+
+	bufs  [][]byte
+	sizes []int
+	offs  []ps.Offload
+}
+
+// New returns a NIC over dev, detached.
+func New(dev Device) *NIC {
+	n := &NIC{dev: dev, bufs: make([][]byte, Burst), sizes: make([]int, Burst), offs: make([]ps.Offload, Burst)}
+	for i := range n.bufs {
+		n.bufs[i] = make([]byte, MaxFrame)
+	}
+	return n
+}
+
+// Run reads bursts from the wire until Read fails, and returns that error (closing the device
+// ends it). An error transient says may pass (the interface went down) is reported to it and
+// reading goes on; transient may be nil.
+func (n *NIC) Run(transient func(error) bool) error {
+	for {
+		k, err := n.dev.Read(n.bufs, n.sizes, n.offs)
+		if k > 0 {
+			n.deliver(k)
+		}
+		if err != nil && (transient == nil || !transient(err)) {
+			return err
+		}
+	}
+}
+
+// deliver copies k frames into the session and signals the router once.
+func (n *NIC) deliver(k int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.out
+	if out == nil {
+		n.Stats.RxNoLink.Add(uint64(k))
+		return
+	}
+	reclaim(out)
+	var frames, bytes, dropped uint64
+	for i := 0; i < k; i++ {
+		frame := n.bufs[i][:n.sizes[i]]
+		p, err := out.Alloc(len(frame))
+		if errors.Is(err, ps.ErrExhausted) && reclaim(out) {
+			p, err = out.Alloc(len(frame))
+		}
+		if err != nil {
+			dropped++
+			continue
+		}
+		copy(out.Payload(p), frame)
+		if o := n.offs[i]; o != (ps.Offload{}) {
+			p = p.WithOffload(o)
+		}
+		if !out.TrySubmit(p) {
+			out.Release(p)
+			dropped++
+			continue
+		}
+		frames++
+		bytes += uint64(len(frame))
+	}
+	out.Wakeup()
+	n.Stats.RxBursts.Add(1)
+	n.Stats.RxFrames.Add(frames)
+	n.Stats.RxBytes.Add(bytes)
+	if dropped > 0 {
+		n.Stats.RxDropped.Add(dropped)
+	}
+}
+
+// reclaim frees what the router acknowledged and reports whether there was any.
+func reclaim(out *ps.Source) bool {
+	any := false
+	for {
+		p, ok := out.GetAcked()
+		if !ok {
+			return any
+		}
+		out.Release(p)
+		any = true
+	}
+}
+
+// Attach binds the NIC to an opened Uplink session (its client end): "link up". A NIC serves
+// one session at a time; Attach detaches the previous one.
+func (n *NIC) Attach(c *ps.Client) error {
+	n.Detach()
+	t, err := startTX(n, c.RX)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.out, n.tx = c.TX, t
+	n.mu.Unlock()
+	return nil
+}
+
+// Detach unbinds the session; once it returns, the NIC no longer touches the session's memory.
+func (n *NIC) Detach() {
+	n.mu.Lock()
+	t := n.tx
+	n.out, n.tx = nil, nil
+	n.mu.Unlock()
+	if t != nil {
+		t.stop()
+	}
+}
+
+// txLoop moves the router's frames to the wire for one session.
+type txLoop struct {
+	n    *NIC
+	in   *ps.Sink
+	w    *ps.Waiter
+	halt atomic.Bool
+	done chan struct{}
+
+	pkts   []ps.Packet
+	frames [][]byte
+	offs   []ps.Offload
+	unack  []ps.Packet // taken and handled, not yet acknowledged (ack queue was full)
+}
+
+func startTX(n *NIC, in *ps.Sink) (*txLoop, error) {
+	w, err := ps.NewWaiter(in)
+	if err != nil {
+		return nil, err
+	}
+	t := &txLoop{n: n, in: in, w: w, done: make(chan struct{}),
+		pkts: make([]ps.Packet, 0, Burst), frames: make([][]byte, 0, Burst), offs: make([]ps.Offload, 0, Burst),
+		unack: make([]ps.Packet, 0, Burst)}
+	go t.run()
+	return t, nil
+}
+
+func (t *txLoop) stop() {
+	t.halt.Store(true)
+	t.w.Wake()
+	<-t.done
+	t.w.Close()
+}
+
+func (t *txLoop) run() {
+	defer close(t.done)
+	for !t.halt.Load() {
+		if !t.ack() || !t.batch() {
+			t.w.Wait()
+		}
+	}
+}
+
+// ack acknowledges what a full ack queue held back; false while some remain.
+func (t *txLoop) ack() bool {
+	i := 0
+	for ; i < len(t.unack) && t.in.TryAck(t.unack[i]); i++ {
+	}
+	if i > 0 {
+		t.unack = append(t.unack[:0], t.unack[i:]...)
+		t.in.Wakeup()
+	}
+	return len(t.unack) == 0
+}
+
+// batch takes up to Burst frames from the router, writes them, and acknowledges them with one
+// wakeup; false when there was nothing to take.
+func (t *txLoop) batch() bool {
+	t.pkts, t.frames, t.offs = t.pkts[:0], t.frames[:0], t.offs[:0]
+	var invalid uint64
+	for len(t.pkts) < Burst {
+		p, ok := t.in.TryGet()
+		if !ok {
+			break
+		}
+		t.pkts = append(t.pkts, p)
+		frame := t.in.Payload(p)
+		if frame == nil {
+			invalid++
+			continue
+		}
+		t.frames = append(t.frames, frame)
+		t.offs = append(t.offs, p.Offload())
+	}
+	if len(t.pkts) == 0 {
+		return false
+	}
+	// The device reads the frames in place; the router may not touch them before the ack.
+	written, err := t.n.dev.Write(t.frames, t.offs)
+	if err != nil {
+		invalid += uint64(len(t.frames) - written)
+	}
+	var bytes uint64
+	for _, f := range t.frames[:written] {
+		bytes += uint64(len(f))
+	}
+	st := &t.n.Stats
+	st.TxBatches.Add(1)
+	st.TxFrames.Add(uint64(written))
+	st.TxBytes.Add(bytes)
+	if invalid > 0 {
+		st.TxDropped.Add(invalid)
+	}
+	for i, p := range t.pkts {
+		if !t.in.TryAck(p) {
+			t.unack = append(t.unack, t.pkts[i:]...)
+			break
+		}
+	}
+	t.in.Wakeup()
+	return true
+}
