@@ -3,6 +3,7 @@ package port
 import (
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +141,33 @@ func TestLoopDeafClientDoesNotStallOthers(t *testing.T) {
 	waitFor(t, "drops at the deaf client", func() bool { return l.Stats().DroppedFull.Load() > 0 })
 	base := rx.ctr.RxFrames.Load()
 	waitFor(t, "1000 more frames to the other client", func() bool { return rx.ctr.RxFrames.Load() >= base+1000 })
+}
+
+// A hundred and fifty Nic sessions opened and closed while traffic runs leave nothing behind: the
+// interface count and the open file descriptors return to where they were.
+func TestLoopSessionChurn(t *testing.T) {
+	l := startLoop(t, twoDomains)
+	rx := attachPeer(t, l, "rx", perfConfig([4]byte{10, 0, 2, 2}, [4]byte{}, false))
+	attachPeer(t, l, "tx", perfConfig([4]byte{10, 0, 1, 2}, [4]byte{10, 0, 2, 2}, true))
+	waitFor(t, "traffic", func() bool { return rx.ctr.RxFrames.Load() >= 100 })
+	fds := openFDs(t)
+	for range 150 {
+		attachPeer(t, l, "tx", nil).close(l)
+	}
+	if n := l.ctr.interfaces.Load(); n != 2 {
+		t.Errorf("%d interfaces after the churn, want 2", n)
+	}
+	if n := openFDs(t); n > fds {
+		t.Errorf("%d open file descriptors after the churn, %d before", n, fds)
+	}
+	base := rx.ctr.RxFrames.Load()
+	waitFor(t, "traffic after the churn", func() bool { return rx.ctr.RxFrames.Load() >= base+100 })
+}
+
+func openFDs(t *testing.T) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
 }
