@@ -27,6 +27,7 @@ type Options struct {
 // Configure may be called from any goroutine; they run between two rounds of the loop.
 type Loop struct {
 	r      *router.Router
+	clock  roundClock
 	w      *packetstream.Waiter
 	log    *slog.Logger
 	report func(*config.Node)
@@ -66,6 +67,12 @@ func (c *counters) init(get func(string) *atomic.Uint64) {
 	c.interfaces, c.rounds, c.sleeps = get("interfaces"), get("rounds"), get("sleeps")
 }
 
+// roundClock is the router's clock: the time read once per round, so that frames do not each
+// read it (a clock read costs as much as routing a frame here).
+type roundClock struct{ now time.Time }
+
+func (c *roundClock) Now() time.Time { return c.now }
+
 // counterEvery is how often counters are copied out and timers checked while traffic flows.
 const counterEvery = 100 * time.Millisecond
 
@@ -78,10 +85,9 @@ func NewLoop(opt Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{
-		r: router.New(router.Options{Log: opt.Log}), w: w, log: opt.Log, report: opt.Report,
-		done: make(chan struct{}),
-	}
+	l := &Loop{w: w, log: opt.Log, report: opt.Report, done: make(chan struct{})}
+	l.clock.now = time.Now()
+	l.r = router.New(router.Options{Clock: &l.clock, Log: opt.Log})
 	l.ctr.init(opt.Counter)
 	return l, nil
 }
@@ -93,12 +99,14 @@ func (l *Loop) do(fn func()) {
 	l.mu.Lock()
 	if !l.running {
 		defer l.mu.Unlock()
+		l.clock.now = time.Now()
 		fn()
 		return
 	}
 	if l.stop.Load() {
 		l.mu.Unlock()
 		<-l.done
+		l.clock.now = time.Now()
 		fn()
 		return
 	}
@@ -182,9 +190,10 @@ func (l *Loop) Run() {
 	now := time.Now()
 	nextCounters, nextTick, nextReport := now.Add(counterEvery), now.Add(time.Second), time.Time{}
 	for !l.stop.Load() {
+		now := time.Now()
+		l.clock.now = now
 		l.runOps()
 		busy := l.round()
-		now := time.Now()
 		if !now.Before(nextCounters) {
 			nextCounters = now.Add(counterEvery)
 			l.copyCounters()
