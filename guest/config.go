@@ -1,0 +1,118 @@
+package guest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Schema is the <config> of the vm and remote_host components:
+//
+//	<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>          vm, DHCP
+//	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
+//	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
+var Schema = &config.Schema{Type: "config", Attrs: []string{
+	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "report",
+	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec",
+}}
+
+// Config is one guest.
+type Config struct {
+	Guest   string // "embedded" or "netns"
+	MTU     int
+	Offload bool // embedded: send TSO super-frames; netns: the TAP's offloads
+	MAC     net.HardwareAddr
+	// Address is the embedded stack's static address; invalid: ask the session's DHCP server.
+	Address netip.Prefix
+	Gateway netip.Addr
+	Iperf   *iperf.Command // nil: no test
+	Report  string         // file the iperf report is written to as JSON
+	// Session is the service requested: "Nic", or "Uplink" to sit where a driver would, with
+	// UplinkMAC as the router's identity on that wire.
+	Session   string
+	Label     string
+	UplinkMAC net.HardwareAddr
+	// The netns guest: the namespace the supervisor makes, the TAP's Linux-side address and
+	// default route, and a command run in the namespace once the TAP is up.
+	Netns      string
+	TapAddress string
+	TapGateway string
+	Exec       string
+}
+
+// ParseConfig reads a guest's <config>; name (the component's) seeds the default MAC.
+func ParseConfig(n *config.Node, name string) (Config, []*config.Error, error) {
+	warnings := config.Check(n, Schema)
+	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
+		Report: n.String("report", ""), Netns: n.String("netns", name), TapAddress: n.String("tap_address", ""),
+		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", "")}
+	if c.Guest != "embedded" && c.Guest != "netns" {
+		a, _ := n.Attr("guest")
+		return c, warnings, config.Errorf(a.Pos, "guest=%q: expected embedded or netns", c.Guest)
+	}
+	if c.Session != "Nic" && c.Session != "Uplink" {
+		a, _ := n.Attr("session")
+		return c, warnings, config.Errorf(a.Pos, "session=%q: expected Nic or Uplink", c.Session)
+	}
+	mtu, err := n.Number("mtu", 1500)
+	if err != nil {
+		return c, warnings, err
+	}
+	if mtu < 576 || mtu > 65000 {
+		a, _ := n.Attr("mtu")
+		return c, warnings, config.Errorf(a.Pos, "mtu=%d is out of range (576..65000)", mtu)
+	}
+	c.MTU = int(mtu)
+	if c.Offload, err = n.Bool("offload", c.Guest == "netns"); err != nil {
+		return c, warnings, err
+	}
+	mac, ok, err := n.MAC("mac")
+	if err != nil {
+		return c, warnings, err
+	}
+	if !ok {
+		mac = defaultMAC(name)
+	}
+	c.MAC = mac
+	if c.Address, _, err = n.Prefix("address"); err != nil {
+		return c, warnings, err
+	}
+	if c.Gateway, _, err = n.IPv4("gateway"); err != nil {
+		return c, warnings, err
+	}
+	if c.Session == "Uplink" {
+		if c.UplinkMAC, ok, err = n.MAC("uplink_mac"); err != nil {
+			return c, warnings, err
+		}
+		if !ok {
+			return c, warnings, config.Errorf(n.Pos, "session=\"Uplink\" needs uplink_mac (the router's MAC on the wire)")
+		}
+	}
+	if a, ok := n.Attr("iperf"); ok {
+		if c.Iperf, err = iperf.ParseCommand(strings.Fields(a.Value)); err != nil {
+			return c, warnings, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
+		}
+	}
+	if c.Guest == "netns" && c.TapAddress == "" {
+		return c, warnings, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
+	}
+	return c, warnings, nil
+}
+
+// defaultMAC is a locally administered address from the component's name, so that guests of
+// one scenario differ without configuring one.
+func defaultMAC(name string) net.HardwareAddr {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	s := h.Sum32()
+	return net.HardwareAddr{0x02, 0x4e, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("guest=%s mac=%s mtu=%d offload=%v", c.Guest, c.MAC, c.MTU, c.Offload)
+}

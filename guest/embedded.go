@@ -1,0 +1,264 @@
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/netstack"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+func init() {
+	component.RegisterSchema("vm", Schema)
+	component.RegisterSchema("remote_host", Schema)
+}
+
+// Counters the embedded guest reports; the bench reads them through the supervisor's status.
+type Counters struct {
+	Leases  *atomic.Uint64 // DHCP leases obtained
+	Tests   *atomic.Uint64 // iperf tests finished (as client or server)
+	Errors  *atomic.Uint64 // iperf tests that failed
+	Bps     *atomic.Uint64 // receiver-side bits per second of the last test
+	Bytes   *atomic.Uint64 // bytes the receiver counted in the last test
+	Seconds *atomic.Uint64 // the last test's duration in milliseconds
+}
+
+// NewCounters makes the counters with get (the component's c.Counter).
+func NewCounters(get func(string) *atomic.Uint64) *Counters {
+	return &Counters{Leases: get("dhcp_leases"), Tests: get("iperf_tests"), Errors: get("iperf_errors"),
+		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms")}
+}
+
+// Record counts a finished test.
+func (c *Counters) Record(rep *iperf.Report) {
+	if rep.Error != "" {
+		c.Errors.Add(1)
+	}
+	r := rep.End.SumReceived
+	c.Bps.Store(uint64(r.BitsPerSecond))
+	c.Bytes.Store(r.Bytes)
+	c.Seconds.Store(uint64(r.Seconds * 1000))
+	c.Tests.Add(1)
+}
+
+// Host is an embedded guest: a netstack host on one session, with a static address or one
+// from DHCP, running iperf as its config says. It is the Go API the component wraps: tests
+// attach it to heap sessions with Attach.
+type Host struct {
+	cfg  Config
+	log  logger
+	ctr  *Counters
+	st   *netstack.Stack
+	port atomic.Pointer[Port]
+
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+type logger interface {
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+// NewHost builds the stack and starts the guest's work (DHCP, then iperf), which waits for a
+// session to be attached.
+func NewHost(cfg Config, ctr *Counters, log logger) (*Host, error) {
+	h := &Host{cfg: cfg, log: log, ctr: ctr}
+	st, err := netstack.New(netstack.Config{MAC: cfg.MAC, MTU: cfg.MTU, Offload: cfg.Offload, Address: cfg.Address, Gateway: cfg.Gateway},
+		netstack.OutboundFunc(h.writeFrames))
+	if err != nil {
+		return nil, err
+	}
+	h.st = st
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done.Add(1)
+	go func() {
+		defer h.done.Done()
+		h.run(ctx)
+	}()
+	return h, nil
+}
+
+// Stack is the host's stack.
+func (h *Host) Stack() *netstack.Stack { return h.st }
+
+func (h *Host) writeFrames(frames []netstack.Frame) int {
+	p := h.port.Load()
+	if p == nil {
+		return 0 // no link: dropped, as on a cable pulled out
+	}
+	return p.WriteFrames(frames)
+}
+
+// Attach binds the host to a session's streams (link up).
+func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
+	p, err := NewPort(out, in, h.st.DeliverFrames)
+	if err != nil {
+		return err
+	}
+	if old := h.port.Swap(p); old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// Detach unbinds the session (link down); it is not touched once Detach returns.
+func (h *Host) Detach() {
+	if p := h.port.Swap(nil); p != nil {
+		p.Close()
+	}
+}
+
+// Close stops the guest's work and its stack.
+func (h *Host) Close() {
+	h.cancel()
+	h.Detach()
+	h.st.Close()
+	h.done.Wait()
+}
+
+// clientRetry bounds how long a client tries to reach its server (it may start later).
+const clientRetry = 60 * time.Second
+
+func (h *Host) run(ctx context.Context) {
+	if !h.cfg.Address.IsValid() {
+		lease, err := h.st.RunDHCP(ctx)
+		if err != nil {
+			return // closed before a lease came
+		}
+		h.ctr.Leases.Add(1)
+		h.log.Info("dhcp lease", "address", lease.Address, "gateway", lease.Gateway, "lease", lease.Duration)
+		h.done.Add(1)
+		go func() {
+			defer h.done.Done()
+			if err := h.st.KeepLease(ctx, lease); err != nil && ctx.Err() == nil {
+				h.log.Warn("dhcp lease lost", "err", err)
+			}
+		}()
+	}
+	cmd := h.cfg.Iperf
+	switch {
+	case cmd == nil:
+	case cmd.Server:
+		ln, err := h.st.Listen("tcp", cmd.ListenAddress())
+		if err != nil {
+			h.log.Warn("iperf server", "err", err)
+			return
+		}
+		h.log.Info("iperf server listening", "address", cmd.ListenAddress())
+		srv := &iperf.Server{Interval: cmd.IntervalDuration(), OneOff: cmd.OneOff, OnReport: h.report,
+			Logf: func(f string, a ...any) { h.log.Info(fmt.Sprintf(f, a...)) }}
+		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
+			h.log.Warn("iperf server", "err", err)
+		}
+	default:
+		deadline := time.Now().Add(clientRetry)
+		for ctx.Err() == nil {
+			rep, err := iperf.RunClient(ctx, cmd.ClientConfig(h.st))
+			if err == nil || rep != nil || time.Now().After(deadline) {
+				if rep == nil {
+					rep = &iperf.Report{Error: err.Error()}
+				}
+				h.report(rep)
+				return
+			}
+			h.log.Info("iperf server not reachable yet", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// report logs a finished test, counts it and writes the JSON file the config names.
+func (h *Host) report(rep *iperf.Report) {
+	h.ctr.Record(rep)
+	r := rep.End.SumReceived
+	h.log.Info("iperf result", "mbit_per_s", fmt.Sprintf("%.1f", r.BitsPerSecond/1e6), "bytes", r.Bytes,
+		"seconds", fmt.Sprintf("%.2f", r.Seconds), "error", rep.Error)
+	if h.cfg.Report == "" && !(h.cfg.Iperf != nil && h.cfg.Iperf.JSON) {
+		return
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		h.log.Warn("iperf report", "err", err)
+		return
+	}
+	if h.cfg.Report == "" {
+		fmt.Fprintf(os.Stderr, "%s\n", b) // -J: the JSON goes to the log, as iperf3 prints it
+		return
+	}
+	tmp := h.cfg.Report + ".tmp"
+	if err = os.WriteFile(tmp, append(b, '\n'), 0o644); err == nil {
+		err = os.Rename(tmp, h.cfg.Report)
+	}
+	if err != nil {
+		h.log.Warn("iperf report", "file", h.cfg.Report, "err", err)
+	}
+}
+
+// Embedded is the component handler of an embedded guest (remote_host, and vm with
+// guest="embedded"): it requests its one session when first configured and attaches the
+// host to it whenever it is up. Later config changes are logged and wait for a restart.
+type Embedded struct {
+	c    *component.Component
+	host *Host
+}
+
+// NewEmbedded returns the handler.
+func NewEmbedded(c *component.Component) *Embedded { return &Embedded{c: c} }
+
+func (e *Embedded) Configure(n *config.Node) error {
+	if e.host != nil {
+		e.c.Log.Warn("config changed: the guest keeps its config until it restarts")
+		return nil
+	}
+	cfg, warnings, err := ParseConfig(n, e.c.Name)
+	for _, w := range warnings {
+		e.c.Log.Warn("config", "err", w)
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.Guest != "embedded" {
+		return fmt.Errorf("guest=%q is not an embedded guest", cfg.Guest)
+	}
+	if e.host, err = NewHost(cfg, NewCounters(e.c.Counter), e.c.Log); err != nil {
+		return err
+	}
+	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address)
+	e.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	return nil
+}
+
+// sessionArgs are the request's arguments: an Uplink client names the MAC of the wire's end.
+func sessionArgs(cfg Config) map[string]string {
+	if cfg.Session != "Uplink" {
+		return nil
+	}
+	return map[string]string{"mac": cfg.UplinkMAC.String()}
+}
+
+func (e *Embedded) Open(s *component.Session) error {
+	if s.Client == nil {
+		return errors.New("the embedded guest serves no sessions")
+	}
+	e.c.Log.Info("link up", "session", s.ID, "label", s.Label)
+	return e.host.Attach(s.Client.TX, s.Client.RX)
+}
+
+func (e *Embedded) Close(s *component.Session) {
+	e.host.Detach()
+	e.c.Log.Info("link down", "session", s.ID)
+}

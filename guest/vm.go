@@ -1,0 +1,30 @@
+package guest
+
+import (
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// VM is the vm component's handler: its first config's guest attribute picks the guest,
+// which stays for the component's life.
+type VM struct {
+	c *component.Component
+	component.Handler
+}
+
+// NewVM returns the handler.
+func NewVM(c *component.Component) *VM { return &VM{c: c} }
+
+func (v *VM) Configure(n *config.Node) error {
+	if v.Handler == nil {
+		switch g := n.String("guest", "embedded"); g {
+		case "embedded":
+			v.Handler = NewEmbedded(v.c)
+		default:
+			a, _ := n.Attr("guest")
+			return config.Errorf(a.Pos, "guest=%q: expected embedded or netns", g)
+		}
+	}
+	return v.Handler.Configure(n)
+}
+
