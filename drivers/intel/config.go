@@ -9,8 +9,11 @@ import (
 
 // ConfigSchema is what the emulated NIC's <config> may hold, for config.Check:
 //
-//	<config model="i217-LM" mac="02:00:00:00:00:01" partner_speed="1000" autoneg_ms="20"/>
-var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms"}}
+//	<config model="i217-LM" mac="02:00:00:00:00:01" partner_speed="1000" autoneg_ms="20"
+//	        carrier="yes" spin_us="0"/>
+//
+// carrier="no" pulls the cable (live); spin_us is Config.SpinWait.
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms", "carrier", "spin_us"}}
 
 // DefaultMAC is the permanent address when the config names none (locally administered).
 var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
@@ -46,6 +49,14 @@ func ParseConfig(n *config.Node) (Config, error) {
 	}
 	c.PartnerSpeed = int(speed)
 	if c.Autoneg, err = n.Duration("autoneg_ms", time.Millisecond, DefaultAutoneg); err != nil {
+		return c, err
+	}
+	carrier, err := n.Bool("carrier", true)
+	if err != nil {
+		return c, err
+	}
+	c.NoCarrier = !carrier
+	if c.SpinWait, err = n.Duration("spin_us", time.Microsecond, 0); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -41,6 +41,7 @@ type Config struct {
 	Wire         Wire             // nil: transmitted frames are counted only
 	Autoneg      time.Duration    // how long auto-negotiation takes; 0: DefaultAutoneg
 	PartnerSpeed int              // the link partner's best speed in Mbit/s; 0: 1000
+	NoCarrier    bool             // the cable starts pulled (SetCarrier plugs it in)
 	// SpinWait: Run busy-waits for deadlines closer than this instead of sleeping, since a
 	// loaded kernel wakes short sleeps up to ~1 ms late and ITR intervals are 166 µs. The
 	// model stands for hardware, so its spinning is charged to the hardware. 0: always sleep.
@@ -129,7 +130,7 @@ func New(regs, dma []byte, cfg Config) (*Device, error) {
 	d := &Device{
 		model: cfg.Model, regs: regs[:RegisterPageSize], dma: dma, clock: cfg.Clock,
 		irq: cfg.IRQ, wire: cfg.Wire, kick: make(chan struct{}, 1),
-		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, carrier: true,
+		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, carrier: !cfg.NoCarrier,
 		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame), cnt: cfg.Counters,
 	}
 	if d.cnt == nil {

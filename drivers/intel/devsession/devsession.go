@@ -1,0 +1,166 @@
+// Package devsession is the layout of the "Platform" device session between the emulated NIC's
+// process and its driver, and the mapping of its files on either side. The session carries, in
+// this order: an MMIO memfd (the register page, the posted-write queue, a PCI config space), the
+// DMA memfd, the interrupt eventfd (device to driver) and the doorbell eventfd (driver to
+// device, as a hypervisor's ioeventfd).
+package devsession
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/drivers/intel"
+)
+
+const (
+	// ConfigSpaceSize is the PCI config space stand-in after the write queue: vendor ID at 0,
+	// device ID at 2, written by the device's process, read by the driver to pick its quirks.
+	ConfigSpaceSize = 4096
+	// MMIOSize is the first memfd's size.
+	MMIOSize = intel.RegisterPageSize + intel.WriteQueueSize + ConfigSpaceSize
+	// Eventfds is the number of eventfds: interrupt, doorbell.
+	Eventfds = 2
+	// VendorIntel is the PCI vendor ID the model reports.
+	VendorIntel = 0x8086
+)
+
+// Mems are the memfd sizes of a session whose DMA memory is dmaSize bytes.
+func Mems(dmaSize int) []int { return []int{MMIOSize, dmaSize} }
+
+// Mem is one side's mapping of a device session.
+type Mem struct {
+	Regs   []byte // the register page
+	Queue  *intel.WriteQueue
+	Config []byte // the PCI config space
+	DMA    []byte
+	// IRQ and Doorbell are this side's duplicates of the eventfds, blocking, closed by Close.
+	IRQ, Doorbell intel.Eventfd
+	mmio          []byte
+}
+
+// Map maps a session's files (checked against the layout: they come from another process
+// through the supervisor). The caller keeps the files; the mappings and eventfds outlive them
+// until Close.
+func Map(files []*os.File) (*Mem, error) {
+	if len(files) != 2+Eventfds {
+		return nil, fmt.Errorf("device session: %d files, want 2 memfds and %d eventfds", len(files), Eventfds)
+	}
+	m := &Mem{IRQ: -1, Doorbell: -1}
+	var err error
+	if m.mmio, err = mapFile(files[0], MMIOSize); err != nil {
+		return nil, err
+	}
+	if m.DMA, err = mapFile(files[1], 0); err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.Regs = m.mmio[:intel.RegisterPageSize]
+	m.Config = m.mmio[intel.RegisterPageSize+intel.WriteQueueSize:]
+	if m.Queue, err = intel.NewWriteQueue(m.mmio[intel.RegisterPageSize : intel.RegisterPageSize+intel.WriteQueueSize]); err != nil {
+		m.Close()
+		return nil, err
+	}
+	for i, fd := range []*intel.Eventfd{&m.IRQ, &m.Doorbell} {
+		if *fd, err = dupEventfd(files[2+i]); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// mapFile maps a whole memfd of exactly size bytes (0: any non-empty size).
+func mapFile(f *os.File, size int) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("device session: %s: %w", f.Name(), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size <= 0 || size != 0 && st.Size != int64(size) {
+		return nil, fmt.Errorf("device session: %s is %d bytes, want a memfd of %d", f.Name(), st.Size, size)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("device session: mapping %s: %w", f.Name(), err)
+	}
+	return mem, nil
+}
+
+// dupEventfd duplicates an eventfd and makes it blocking: its reader sleeps in read.
+func dupEventfd(f *os.File) (intel.Eventfd, error) {
+	link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if link != "anon_inode:[eventfd]" {
+		return -1, fmt.Errorf("device session: %s is not an eventfd", f.Name())
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("device session: %s: %w", f.Name(), err)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("device session: %s: %w", f.Name(), err)
+	}
+	return intel.Eventfd(fd), nil
+}
+
+// Close unmaps the memory and closes the eventfds; nothing may use them afterwards.
+func (m *Mem) Close() error {
+	var errs []error
+	for _, b := range [][]byte{m.mmio, m.DMA} {
+		if b != nil {
+			errs = append(errs, unix.Munmap(b))
+		}
+	}
+	for _, fd := range []intel.Eventfd{m.IRQ, m.Doorbell} {
+		if fd >= 0 {
+			errs = append(errs, unix.Close(int(fd)))
+		}
+	}
+	m.mmio, m.DMA, m.IRQ, m.Doorbell = nil, nil, -1, -1
+	return errors.Join(errs...)
+}
+
+// SetPCIID writes the vendor and device ID (the device's side).
+func (m *Mem) SetPCIID(vendor, device uint16) {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&m.Config[0])), uint32(vendor)|uint32(device)<<16)
+}
+
+// PCIID reads the vendor and device ID (the driver's side).
+func (m *Mem) PCIID() (vendor, device uint16) {
+	v := atomic.LoadUint32((*uint32)(unsafe.Pointer(&m.Config[0])))
+	return uint16(v), uint16(v >> 16)
+}
+
+// NewFiles creates a session's files as the supervisor does, for tests and the benchmark's
+// own harness: memfds of Mems(dmaSize), then the eventfds.
+func NewFiles(dmaSize int) ([]*os.File, error) {
+	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
+	for i, size := range Mems(dmaSize) {
+		fd, err := unix.MemfdCreate(fmt.Sprintf("nic-mem%d", i), unix.MFD_CLOEXEC)
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), fmt.Sprintf("nic-mem%d", i)))
+		if err := unix.Ftruncate(fd, int64(size)); err != nil {
+			return fail(err)
+		}
+	}
+	for _, name := range []string{"nic-irq", "nic-doorbell"} {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), name))
+	}
+	return files, nil
+}

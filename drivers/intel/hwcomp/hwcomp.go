@@ -1,0 +1,286 @@
+// Package hwcomp is the emulated NIC as a process: it runs one intel.Device on the memory of
+// the Platform device session its driver opens (register page, posted-write queue, DMA memory,
+// doorbell and interrupt eventfds), and connects the device's wire to a Nic session served to
+// the far end, the cable's other end. The link partner is there while that session is open and
+// the config does not pull the cable.
+package hwcomp
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Counters are the wire's own counts, beside the device's.
+type Counters struct {
+	WireTXDropped *atomic.Uint64 // frames sent while the far end had no room or was not there
+	WireRXInvalid *atomic.Uint64 // invalid descriptors from the far end
+}
+
+// NewCounters makes the wire counters with storage from get (nil: their own).
+func NewCounters(get func(string) *atomic.Uint64) *Counters {
+	if get == nil {
+		get = func(string) *atomic.Uint64 { return new(atomic.Uint64) }
+	}
+	return &Counters{WireTXDropped: get("wire_tx_dropped"), WireRXInvalid: get("wire_rx_invalid")}
+}
+
+// NIC is the emulated NIC's process state. Its methods may be called from any goroutine.
+type NIC struct {
+	devCnt *intel.Counters
+	cnt    *Counters
+
+	mu      sync.RWMutex // guards dev against CloseDevice; the receive path holds it shared
+	cfg     intel.Config
+	dev     *intel.Device
+	mem     *devsession.Mem
+	stopDev chan struct{}
+	devDone sync.WaitGroup
+
+	wire     *wire
+	wireDone sync.WaitGroup
+}
+
+// New makes the NIC with no device yet; its counters go to devCnt and cnt.
+func New(cfg intel.Config, devCnt *intel.Counters, cnt *Counters) *NIC {
+	return &NIC{cfg: cfg, devCnt: devCnt, cnt: cnt}
+}
+
+// carrier is whether the link partner is there; mu held.
+func (n *NIC) carrier() bool { return !n.cfg.NoCarrier && n.wire != nil }
+
+// Configure applies a new config: the cable at once, the rest (model, MAC, PHY) from the next
+// device session on, as a new card would.
+func (n *NIC) Configure(cfg intel.Config) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cfg = cfg
+	if n.dev != nil {
+		n.dev.SetCarrier(n.carrier())
+	}
+}
+
+// OpenDevice brings the device up on a Platform session's files: out of power-on reset, its
+// PHY negotiating if the cable is in.
+func (n *NIC) OpenDevice(files []*os.File) error {
+	mem, err := devsession.Map(files)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.dev != nil {
+		mem.Close()
+		return errors.New("emulated NIC: a driver already has the device")
+	}
+	cfg := n.cfg
+	cfg.IRQ, cfg.Posted, cfg.Counters = mem.IRQ, mem.Queue, n.devCnt
+	cfg.Wire = (*wireOut)(n)
+	cfg.NoCarrier = !n.carrier()
+	dev, err := intel.New(mem.Regs, mem.DMA, cfg)
+	if err != nil {
+		mem.Close()
+		return err
+	}
+	mem.SetPCIID(devsession.VendorIntel, cfg.Model.DeviceID)
+	n.dev, n.mem, n.stopDev = dev, mem, make(chan struct{})
+	var stopped atomic.Bool
+	n.devDone.Go(func() { dev.Run(n.stopDev) })
+	n.devDone.Go(func() { // the hypervisor's ioeventfd: a doorbell write wakes the device
+		for mem.Doorbell.Wait() == nil && !stopped.Load() {
+			dev.Kick()
+		}
+	})
+	n.devDone.Go(func() {
+		<-n.stopDev
+		stopped.Store(true)
+		mem.Doorbell.Raise()
+	})
+	return nil
+}
+
+// CloseDevice stops the device and unmaps the session; the driver went away.
+func (n *NIC) CloseDevice() {
+	n.mu.Lock()
+	mem, stop := n.mem, n.stopDev
+	n.dev, n.mem = nil, nil // the receive path lets go of it
+	n.mu.Unlock()
+	if mem == nil {
+		return
+	}
+	close(stop) // not under mu: the device's goroutine transmits, which reads the wire under mu
+	n.devDone.Wait()
+	mem.Close()
+}
+
+// Device is the running device, or nil (tests).
+func (n *NIC) Device() *intel.Device {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.dev
+}
+
+// wire is the far end's Nic session: frames the device sends go out on its RX stream, frames
+// the far end sends arrive on its TX stream.
+type wire struct {
+	srv  *packetstream.Server
+	w    *packetstream.Waiter
+	stop atomic.Bool
+	txMu sync.Mutex // Transmit (the device's goroutine) against DetachWire
+}
+
+// AttachWire plugs the far end's Nic session in and starts clocking its frames in.
+func (n *NIC) AttachWire(srv *packetstream.Server) error {
+	w, err := packetstream.NewWaiter(srv.TX)
+	if err != nil {
+		return err
+	}
+	w.Spin = 0 // the device paces the wire: no point polling between its bursts
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.wire != nil {
+		w.Close()
+		return errors.New("emulated NIC: the cable is already plugged into another session")
+	}
+	n.wire = &wire{srv: srv, w: w}
+	wr := n.wire
+	n.wireDone.Go(func() { n.receiveLoop(wr) })
+	if n.dev != nil {
+		n.dev.SetCarrier(n.carrier())
+	}
+	return nil
+}
+
+// DetachWire unplugs the far end; it returns once nothing touches the session any more.
+func (n *NIC) DetachWire() {
+	n.mu.Lock()
+	wr := n.wire
+	if wr == nil {
+		n.mu.Unlock()
+		return
+	}
+	n.wire = nil
+	if n.dev != nil {
+		n.dev.SetCarrier(false)
+	}
+	n.mu.Unlock()
+	wr.stop.Store(true)
+	wr.w.Wake()
+	n.wireDone.Wait()
+	wr.txMu.Lock() // a Transmit in progress ends
+	wr.srv = nil
+	wr.txMu.Unlock()
+	wr.w.Close()
+}
+
+// wireOut is the NIC as the device's intel.Wire.
+type wireOut NIC
+
+// Transmit puts frames on the wire: copied to the far end's session, dropped when it has no
+// room (a wire does not wait), with one signal per batch.
+func (o *wireOut) Transmit(frames [][]byte) {
+	n := (*NIC)(o)
+	n.mu.RLock()
+	wr := n.wire
+	n.mu.RUnlock()
+	if wr == nil {
+		n.cnt.WireTXDropped.Add(uint64(len(frames)))
+		return
+	}
+	wr.txMu.Lock()
+	defer wr.txMu.Unlock()
+	if wr.srv == nil {
+		n.cnt.WireTXDropped.Add(uint64(len(frames)))
+		return
+	}
+	src := wr.srv.RX
+	for {
+		p, ok := src.GetAcked()
+		if !ok {
+			break
+		}
+		src.Release(p)
+	}
+	for _, f := range frames {
+		p, err := src.Alloc(len(f))
+		if err != nil {
+			n.cnt.WireTXDropped.Add(1)
+			continue
+		}
+		copy(src.Payload(p), f)
+		if !src.TrySubmit(p) {
+			src.Release(p)
+			n.cnt.WireTXDropped.Add(1)
+		}
+	}
+	src.Wakeup()
+}
+
+// rxBatch is how many frames from the far end go to the device at once.
+const rxBatch = 64
+
+// receiveLoop clocks the far end's frames into the device at the link rate: frames the wire
+// has not carried yet stay unacknowledged, so the far end is held back as a real link would.
+func (n *NIC) receiveLoop(wr *wire) {
+	sink := wr.srv.TX
+	var pkts [rxBatch]packetstream.Packet
+	var frames [rxBatch][]byte
+	for !wr.stop.Load() {
+		k := 0
+		for k < rxBatch && sink.CanAck() {
+			p, ok := sink.TryGet()
+			if !ok {
+				break
+			}
+			if b := sink.Payload(p); b != nil {
+				pkts[k], frames[k] = p, b
+				k++
+			} else {
+				n.cnt.WireRXInvalid.Add(1)
+				sink.TryAck(p)
+			}
+		}
+		if k == 0 {
+			sink.Wakeup()
+			wr.w.Wait()
+			continue
+		}
+		for done := 0; done < k && !wr.stop.Load(); {
+			n.mu.RLock()
+			taken := k - done
+			if n.dev != nil {
+				taken = n.dev.Receive(frames[done:k])
+			} // else: no driver, the device is off: the frames fall off the wire
+			wait := time.Duration(0)
+			if done+taken < k {
+				wait = n.dev.ReceiveWait()
+			}
+			n.mu.RUnlock()
+			done += taken
+			if wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		ackAll(sink, pkts[:k], &wr.stop)
+	}
+}
+
+// ackAll acknowledges what the device took, waiting for room in the ack queue (the far end
+// releases acknowledgements at its pace) unless the wire is being unplugged.
+func ackAll(sink *packetstream.Sink, pkts []packetstream.Packet, stop *atomic.Bool) {
+	for len(pkts) > 0 && !stop.Load() {
+		if sink.TryAck(pkts[0]) {
+			pkts = pkts[1:]
+			continue
+		}
+		sink.Wakeup()
+		time.Sleep(50 * time.Microsecond)
+	}
+	sink.Wakeup()
+}

@@ -1,0 +1,272 @@
+// Package nicdrv is the driver component's event loops around ipxe.Driver: the device comes
+// from a Platform device session (register page reached through posted writes and a doorbell,
+// DMA memory, an interrupt eventfd), frames go to and come from the router's Uplink session,
+// which the component holds exactly while the link is up. The interrupt loop runs the
+// interrupt handler; the uplink loop transmits what the router queued. They take turns on the
+// driver, which is single-threaded.
+package nicdrv
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// LinkFunc hears the link go up (with the MAC from RAL/RAH, for the Uplink session's
+// arguments) and down; it must not block (it runs in the interrupt loop).
+type LinkFunc func(up bool, speedMbit int, mac net.HardwareAddr)
+
+// Port is the driver with its event loops. Its methods may be called from any goroutine.
+type Port struct {
+	cnt    *ipxe.Counters
+	onLink LinkFunc
+
+	mu     sync.Mutex // the driver's turn: interrupt loop, uplink loop, config and sessions
+	cfg    ipxe.Config
+	drv    *ipxe.Driver
+	mem    *devsession.Mem
+	irq    *loop
+	up     *ipxe.SessionUplink
+	upLoop *loop
+	resume chan struct{} // the interrupt handler made room in a TX ring that was full
+}
+
+// loop is one goroutine of the port and how to stop it.
+type loop struct {
+	stop atomic.Bool
+	wake func()
+	done sync.WaitGroup
+}
+
+func (l *loop) end() {
+	l.stop.Store(true)
+	l.wake()
+	l.done.Wait()
+}
+
+// New makes the port with no device yet.
+func New(cfg ipxe.Config, cnt *ipxe.Counters, onLink LinkFunc) *Port {
+	return &Port{cfg: cfg, cnt: cnt, onLink: onLink, resume: make(chan struct{}, 1)}
+}
+
+// pciIDWait bounds the wait for the device's process to fill in the PCI IDs.
+const pciIDWait = time.Second
+
+// OpenDevice maps a Platform session, opens the driver (reset, rings, ITR, interrupt mask)
+// and starts the interrupt loop. A link already up is reported at once.
+func (p *Port) OpenDevice(files []*os.File) error {
+	mem, err := devsession.Map(files)
+	if err != nil {
+		return err
+	}
+	vendor, device := mem.PCIID()
+	for deadline := time.Now().Add(pciIDWait); vendor == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		vendor, device = mem.PCIID()
+	}
+	if vendor != devsession.VendorIntel {
+		mem.Close()
+		return fmt.Errorf("ipxe_nic: device has PCI vendor %#04x, not Intel", vendor)
+	}
+	if len(mem.DMA) < ipxe.DMASize {
+		mem.Close()
+		return fmt.Errorf("ipxe_nic: device session has %d bytes of DMA memory, the driver needs %d", len(mem.DMA), ipxe.DMASize)
+	}
+	regs, err := intel.NewPostedRegisters(mem.Regs, mem.Queue, mem.Doorbell.Raise)
+	if err != nil {
+		mem.Close()
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drv != nil {
+		mem.Close()
+		return errors.New("ipxe_nic: the driver already drives a device")
+	}
+	drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: mem.DMA, DeviceID: device, Counters: p.cnt}, p.cfg, p.linkChanged)
+	if err != nil {
+		mem.Close()
+		return err
+	}
+	if p.up != nil {
+		drv.SetUplink(p.up)
+	}
+	p.drv, p.mem = drv, mem
+	p.irq = &loop{wake: mem.IRQ.Raise}
+	p.irq.done.Go(func() { p.interruptLoop(drv, mem.IRQ, p.irq) })
+	if up, speed := drv.Link(); up {
+		p.linkChanged(up, speed)
+	}
+	return nil
+}
+
+// CloseDevice stops the interrupt loop and unmaps the session: the device went away, so its
+// registers are not touched any more. The link counts as down.
+func (p *Port) CloseDevice() {
+	p.mu.Lock()
+	irq, mem, drv := p.irq, p.mem, p.drv
+	p.mu.Unlock()
+	if drv == nil {
+		return
+	}
+	irq.end() // takes the driver's turn: not under mu
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if up, _ := drv.Link(); up {
+		p.linkChanged(false, 0)
+	}
+	p.drv, p.mem, p.irq = nil, nil, nil
+	mem.Close()
+}
+
+// linkChanged runs with mu held, from the interrupt handler or OpenDevice.
+func (p *Port) linkChanged(up bool, speed int) {
+	if !up && p.drv != nil {
+		p.drv.SetUplink(nil) // frames are dropped until the session comes back
+	}
+	if p.onLink != nil {
+		var mac net.HardwareAddr
+		if p.drv != nil {
+			mac = p.drv.MAC()
+		}
+		p.onLink(up, speed, mac)
+	}
+}
+
+// interruptLoop waits on the interrupt eventfd and runs the handler; when the handler made
+// room for a TX backlog it tells the uplink loop.
+func (p *Port) interruptLoop(drv *ipxe.Driver, irq intel.Eventfd, l *loop) {
+	for irq.Wait() == nil && !l.stop.Load() {
+		p.mu.Lock()
+		drv.HandleInterrupt()
+		stalled := drv.TXStalled()
+		p.mu.Unlock()
+		if !stalled {
+			select {
+			case p.resume <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Configure applies a config at once (a new ITR is written to the device).
+func (p *Port) Configure(cfg ipxe.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drv != nil {
+		if err := p.drv.Configure(cfg); err != nil {
+			return err
+		}
+	}
+	p.cfg = cfg
+	return nil
+}
+
+// AttachUplink binds the router's Uplink session and starts the uplink loop.
+func (p *Port) AttachUplink(c *packetstream.Client) error {
+	w, err := packetstream.NewWaiter(c.RX)
+	if err != nil {
+		return err
+	}
+	w.Spin = 0 // interrupt-driven: the driver's CPU time is what throttling saves
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.up != nil {
+		w.Close()
+		return errors.New("ipxe_nic: an Uplink session is already open")
+	}
+	p.up = ipxe.NewSessionUplink(c)
+	if p.drv != nil {
+		if up, _ := p.drv.Link(); up {
+			p.drv.SetUplink(p.up)
+		}
+	}
+	l := &loop{wake: w.Wake}
+	p.upLoop = l
+	l.done.Go(func() {
+		defer w.Close()
+		p.uplinkLoop(w, l)
+	})
+	return nil
+}
+
+// DetachUplink stops the uplink loop and unbinds the session; it returns once nothing
+// touches it.
+func (p *Port) DetachUplink() {
+	p.mu.Lock()
+	l := p.upLoop
+	p.upLoop = nil
+	p.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.end()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drv != nil {
+		p.drv.SetUplink(nil)
+	}
+	p.up = nil
+}
+
+// uplinkLoop transmits what the router queues; while the TX ring is full it leaves the
+// backlog to the interrupt handler and waits for it to make room.
+func (p *Port) uplinkLoop(w *packetstream.Waiter, l *loop) {
+	for !l.stop.Load() {
+		p.mu.Lock()
+		stalled := false
+		if p.drv != nil {
+			p.drv.Transmit()
+			stalled = p.drv.TXStalled()
+		}
+		p.mu.Unlock()
+		if !stalled {
+			w.Wait()
+			continue
+		}
+		select { // Wake from end() lands in the Waiter; poll it now and then
+		case <-p.resume:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// MAC is the device's address (nil without a device).
+func (p *Port) MAC() net.HardwareAddr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drv == nil {
+		return nil
+	}
+	return p.drv.MAC()
+}
+
+// TrackCPU stores the process's CPU time in microseconds in ctr every interval until stop
+// closes: the driver's cost, read with the other counters.
+func TrackCPU(ctr *atomic.Uint64, interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var ru unix.Rusage
+		if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+			ctr.Store(uint64(ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000))
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
