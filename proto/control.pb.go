@@ -573,23 +573,80 @@ func (x *StreamSize) GetBulkSize() uint32 {
 	return 0
 }
 
-// SessionRequest asks for a session. The request id is the component's own; the supervisor
-// answers with OpenSession carrying it, or logs the denial.
-type SessionRequest struct {
+// DeviceSpec is the geometry of a device session (one that is not a packet stream): the byte
+// sizes of its shared-memory regions (sealed memfds) and how many eventfds it has. Its files
+// go over the control socket in that order: the memfds, then the eventfds.
+type DeviceSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Service       string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
-	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
-	Args          map[string]string      `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Tx            *StreamSize            `protobuf:"bytes,5,opt,name=tx,proto3" json:"tx,omitempty"`
-	Rx            *StreamSize            `protobuf:"bytes,6,opt,name=rx,proto3" json:"rx,omitempty"`
+	Mems          []uint64               `protobuf:"varint,1,rep,packed,name=mems,proto3" json:"mems,omitempty"`
+	Eventfds      uint32                 `protobuf:"varint,2,opt,name=eventfds,proto3" json:"eventfds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceSpec) Reset() {
+	*x = DeviceSpec{}
+	mi := &file_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceSpec) ProtoMessage() {}
+
+func (x *DeviceSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceSpec.ProtoReflect.Descriptor instead.
+func (*DeviceSpec) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeviceSpec) GetMems() []uint64 {
+	if x != nil {
+		return x.Mems
+	}
+	return nil
+}
+
+func (x *DeviceSpec) GetEventfds() uint32 {
+	if x != nil {
+		return x.Eventfds
+	}
+	return 0
+}
+
+// SessionRequest asks for a session. The request id is the component's own; the supervisor
+// answers with OpenSession carrying it, or with Denied.
+type SessionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Service   string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	Label     string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	Args      map[string]string      `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Tx        *StreamSize            `protobuf:"bytes,5,opt,name=tx,proto3" json:"tx,omitempty"`
+	Rx        *StreamSize            `protobuf:"bytes,6,opt,name=rx,proto3" json:"rx,omitempty"`
+	// Set for a device session; tx and rx are then unused.
+	Device        *DeviceSpec `protobuf:"bytes,7,opt,name=device,proto3" json:"device,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +658,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +671,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionRequest) GetRequestId() uint64 {
@@ -659,6 +716,13 @@ func (x *SessionRequest) GetRx() *StreamSize {
 	return nil
 }
 
+func (x *SessionRequest) GetDevice() *DeviceSpec {
+	if x != nil {
+		return x.Device
+	}
+	return nil
+}
+
 type SessionRelease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -668,7 +732,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +744,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +757,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionRelease) GetRequestId() uint64 {
@@ -713,7 +777,7 @@ type LinkStateReport struct {
 
 func (x *LinkStateReport) Reset() {
 	*x = LinkStateReport{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +789,7 @@ func (x *LinkStateReport) String() string {
 func (*LinkStateReport) ProtoMessage() {}
 
 func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +802,7 @@ func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateReport.ProtoReflect.Descriptor instead.
 func (*LinkStateReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LinkStateReport) GetSessionId() uint64 {
@@ -768,14 +832,16 @@ type OpenSessionRequest struct {
 	Tx    *StreamSize       `protobuf:"bytes,7,opt,name=tx,proto3" json:"tx,omitempty"`
 	Rx    *StreamSize       `protobuf:"bytes,8,opt,name=rx,proto3" json:"rx,omitempty"`
 	// How many files went over the control socket for this session.
-	Files         uint32 `protobuf:"varint,9,opt,name=files,proto3" json:"files,omitempty"`
+	Files uint32 `protobuf:"varint,9,opt,name=files,proto3" json:"files,omitempty"`
+	// Set for a device session; tx and rx are then unused.
+	Device        *DeviceSpec `protobuf:"bytes,10,opt,name=device,proto3" json:"device,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +853,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +866,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpenSessionRequest) GetSessionId() uint64 {
@@ -866,6 +932,65 @@ func (x *OpenSessionRequest) GetFiles() uint32 {
 	return 0
 }
 
+func (x *OpenSessionRequest) GetDevice() *DeviceSpec {
+	if x != nil {
+		return x.Device
+	}
+	return nil
+}
+
+type DeniedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeniedRequest) Reset() {
+	*x = DeniedRequest{}
+	mi := &file_control_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeniedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeniedRequest) ProtoMessage() {}
+
+func (x *DeniedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeniedRequest.ProtoReflect.Descriptor instead.
+func (*DeniedRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeniedRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *DeniedRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type CloseSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -876,7 +1001,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1013,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1026,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CloseSessionRequest) GetSessionId() uint64 {
@@ -928,7 +1053,7 @@ type LinkStateRequest struct {
 
 func (x *LinkStateRequest) Reset() {
 	*x = LinkStateRequest{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1065,7 @@ func (x *LinkStateRequest) String() string {
 func (*LinkStateRequest) ProtoMessage() {}
 
 func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1078,7 @@ func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateRequest.ProtoReflect.Descriptor instead.
 func (*LinkStateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LinkStateRequest) GetSessionId() uint64 {
@@ -978,7 +1103,7 @@ type StateRequest struct {
 
 func (x *StateRequest) Reset() {
 	*x = StateRequest{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1115,7 @@ func (x *StateRequest) String() string {
 func (*StateRequest) ProtoMessage() {}
 
 func (x *StateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1128,7 @@ func (x *StateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
 func (*StateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 type StreamCounters struct {
@@ -1019,7 +1144,7 @@ type StreamCounters struct {
 
 func (x *StreamCounters) Reset() {
 	*x = StreamCounters{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1156,7 @@ func (x *StreamCounters) String() string {
 func (*StreamCounters) ProtoMessage() {}
 
 func (x *StreamCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1169,7 @@ func (x *StreamCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCounters.ProtoReflect.Descriptor instead.
 func (*StreamCounters) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamCounters) GetFrames() uint64 {
@@ -1098,7 +1223,7 @@ type SessionState struct {
 
 func (x *SessionState) Reset() {
 	*x = SessionState{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1235,7 @@ func (x *SessionState) String() string {
 func (*SessionState) ProtoMessage() {}
 
 func (x *SessionState) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1248,7 @@ func (x *SessionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
 func (*SessionState) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionState) GetSessionId() uint64 {
@@ -1186,7 +1311,7 @@ type StateReply struct {
 
 func (x *StateReply) Reset() {
 	*x = StateReply{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1323,7 @@ func (x *StateReply) String() string {
 func (*StateReply) ProtoMessage() {}
 
 func (x *StateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1336,7 @@ func (x *StateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReply.ProtoReflect.Descriptor instead.
 func (*StateReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StateReply) GetSessions() []*SessionState {
@@ -1237,7 +1362,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1374,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1387,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatRequest) GetSeq() uint64 {
@@ -1281,7 +1406,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1418,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1431,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{20}
+	return file_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatReply) GetSeq() uint64 {
@@ -1324,7 +1449,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1461,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1474,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{21}
+	return file_control_proto_rawDescGZIP(), []int{23}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1385,7 +1510,11 @@ const file_control_proto_rawDesc = "" +
 	"StreamSize\x12\x1d\n" +
 	"\n" +
 	"queue_size\x18\x01 \x01(\rR\tqueueSize\x12\x1b\n" +
-	"\tbulk_size\x18\x02 \x01(\rR\bbulkSize\"\xbd\x02\n" +
+	"\tbulk_size\x18\x02 \x01(\rR\bbulkSize\"<\n" +
+	"\n" +
+	"DeviceSpec\x12\x12\n" +
+	"\x04mems\x18\x01 \x03(\x04R\x04mems\x12\x1a\n" +
+	"\beventfds\x18\x02 \x01(\rR\beventfds\"\xf6\x02\n" +
 	"\x0eSessionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x18\n" +
@@ -1393,7 +1522,8 @@ const file_control_proto_rawDesc = "" +
 	"\x05label\x18\x03 \x01(\tR\x05label\x12A\n" +
 	"\x04args\x18\x04 \x03(\v2-.nicstack.control.v1.SessionRequest.ArgsEntryR\x04args\x12/\n" +
 	"\x02tx\x18\x05 \x01(\v2\x1f.nicstack.control.v1.StreamSizeR\x02tx\x12/\n" +
-	"\x02rx\x18\x06 \x01(\v2\x1f.nicstack.control.v1.StreamSizeR\x02rx\x1a7\n" +
+	"\x02rx\x18\x06 \x01(\v2\x1f.nicstack.control.v1.StreamSizeR\x02rx\x127\n" +
+	"\x06device\x18\a \x01(\v2\x1f.nicstack.control.v1.DeviceSpecR\x06device\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
@@ -1403,7 +1533,7 @@ const file_control_proto_rawDesc = "" +
 	"\x0fLinkStateReport\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x0e\n" +
-	"\x02up\x18\x02 \x01(\bR\x02up\"\xa9\x03\n" +
+	"\x02up\x18\x02 \x01(\bR\x02up\"\xe2\x03\n" +
 	"\x12OpenSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1d\n" +
@@ -1415,10 +1545,16 @@ const file_control_proto_rawDesc = "" +
 	"\x04args\x18\x06 \x03(\v21.nicstack.control.v1.OpenSessionRequest.ArgsEntryR\x04args\x12/\n" +
 	"\x02tx\x18\a \x01(\v2\x1f.nicstack.control.v1.StreamSizeR\x02tx\x12/\n" +
 	"\x02rx\x18\b \x01(\v2\x1f.nicstack.control.v1.StreamSizeR\x02rx\x12\x14\n" +
-	"\x05files\x18\t \x01(\rR\x05files\x1a7\n" +
+	"\x05files\x18\t \x01(\rR\x05files\x127\n" +
+	"\x06device\x18\n" +
+	" \x01(\v2\x1f.nicstack.control.v1.DeviceSpecR\x06device\x1a7\n" +
 	"\tArgsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\rDeniedRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"L\n" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
@@ -1460,14 +1596,15 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\x06CLIENT\x10\x01\x12\n" +
 	"\n" +
-	"\x06SERVER\x10\x022\xd3\x05\n" +
+	"\x06SERVER\x10\x022\x9d\x06\n" +
 	"\tComponent\x12K\n" +
 	"\x05Start\x12!.nicstack.control.v1.StartRequest\x1a\x1f.nicstack.control.v1.StartReply\x12J\n" +
 	"\x06Events\x12\".nicstack.control.v1.EventsRequest\x1a\x1a.nicstack.control.v1.Event0\x01\x12G\n" +
 	"\fUpdateConfig\x12\x1b.nicstack.control.v1.Config\x1a\x1a.nicstack.control.v1.Empty\x12R\n" +
 	"\vOpenSession\x12'.nicstack.control.v1.OpenSessionRequest\x1a\x1a.nicstack.control.v1.Empty\x12T\n" +
 	"\fCloseSession\x12(.nicstack.control.v1.CloseSessionRequest\x1a\x1a.nicstack.control.v1.Empty\x12N\n" +
-	"\tLinkState\x12%.nicstack.control.v1.LinkStateRequest\x1a\x1a.nicstack.control.v1.Empty\x12K\n" +
+	"\tLinkState\x12%.nicstack.control.v1.LinkStateRequest\x1a\x1a.nicstack.control.v1.Empty\x12H\n" +
+	"\x06Denied\x12\".nicstack.control.v1.DeniedRequest\x1a\x1a.nicstack.control.v1.Empty\x12K\n" +
 	"\x05State\x12!.nicstack.control.v1.StateRequest\x1a\x1f.nicstack.control.v1.StateReply\x12W\n" +
 	"\tHeartbeat\x12%.nicstack.control.v1.HeartbeatRequest\x1a#.nicstack.control.v1.HeartbeatReply\x12D\n" +
 	"\x04Stop\x12 .nicstack.control.v1.StopRequest\x1a\x1a.nicstack.control.v1.EmptyB.Z,github.com/nicstack/nicstack/proto;controlpbb\x06proto3"
@@ -1485,7 +1622,7 @@ func file_control_proto_rawDescGZIP() []byte {
 }
 
 var file_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_control_proto_goTypes = []any{
 	(Role)(0),                   // 0: nicstack.control.v1.Role
 	(*Empty)(nil),               // 1: nicstack.control.v1.Empty
@@ -1497,65 +1634,71 @@ var file_control_proto_goTypes = []any{
 	(*Event)(nil),               // 7: nicstack.control.v1.Event
 	(*Announce)(nil),            // 8: nicstack.control.v1.Announce
 	(*StreamSize)(nil),          // 9: nicstack.control.v1.StreamSize
-	(*SessionRequest)(nil),      // 10: nicstack.control.v1.SessionRequest
-	(*SessionRelease)(nil),      // 11: nicstack.control.v1.SessionRelease
-	(*LinkStateReport)(nil),     // 12: nicstack.control.v1.LinkStateReport
-	(*OpenSessionRequest)(nil),  // 13: nicstack.control.v1.OpenSessionRequest
-	(*CloseSessionRequest)(nil), // 14: nicstack.control.v1.CloseSessionRequest
-	(*LinkStateRequest)(nil),    // 15: nicstack.control.v1.LinkStateRequest
-	(*StateRequest)(nil),        // 16: nicstack.control.v1.StateRequest
-	(*StreamCounters)(nil),      // 17: nicstack.control.v1.StreamCounters
-	(*SessionState)(nil),        // 18: nicstack.control.v1.SessionState
-	(*StateReply)(nil),          // 19: nicstack.control.v1.StateReply
-	(*HeartbeatRequest)(nil),    // 20: nicstack.control.v1.HeartbeatRequest
-	(*HeartbeatReply)(nil),      // 21: nicstack.control.v1.HeartbeatReply
-	(*StopRequest)(nil),         // 22: nicstack.control.v1.StopRequest
-	nil,                         // 23: nicstack.control.v1.SessionRequest.ArgsEntry
-	nil,                         // 24: nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	nil,                         // 25: nicstack.control.v1.StateReply.CountersEntry
+	(*DeviceSpec)(nil),          // 10: nicstack.control.v1.DeviceSpec
+	(*SessionRequest)(nil),      // 11: nicstack.control.v1.SessionRequest
+	(*SessionRelease)(nil),      // 12: nicstack.control.v1.SessionRelease
+	(*LinkStateReport)(nil),     // 13: nicstack.control.v1.LinkStateReport
+	(*OpenSessionRequest)(nil),  // 14: nicstack.control.v1.OpenSessionRequest
+	(*DeniedRequest)(nil),       // 15: nicstack.control.v1.DeniedRequest
+	(*CloseSessionRequest)(nil), // 16: nicstack.control.v1.CloseSessionRequest
+	(*LinkStateRequest)(nil),    // 17: nicstack.control.v1.LinkStateRequest
+	(*StateRequest)(nil),        // 18: nicstack.control.v1.StateRequest
+	(*StreamCounters)(nil),      // 19: nicstack.control.v1.StreamCounters
+	(*SessionState)(nil),        // 20: nicstack.control.v1.SessionState
+	(*StateReply)(nil),          // 21: nicstack.control.v1.StateReply
+	(*HeartbeatRequest)(nil),    // 22: nicstack.control.v1.HeartbeatRequest
+	(*HeartbeatReply)(nil),      // 23: nicstack.control.v1.HeartbeatReply
+	(*StopRequest)(nil),         // 24: nicstack.control.v1.StopRequest
+	nil,                         // 25: nicstack.control.v1.SessionRequest.ArgsEntry
+	nil,                         // 26: nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	nil,                         // 27: nicstack.control.v1.StateReply.CountersEntry
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: nicstack.control.v1.Config.positions:type_name -> nicstack.control.v1.Position
 	2,  // 1: nicstack.control.v1.StartRequest.config:type_name -> nicstack.control.v1.Config
 	8,  // 2: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
-	10, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
-	11, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
-	12, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
-	23, // 6: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
+	11, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
+	12, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
+	13, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
+	25, // 6: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
 	9,  // 7: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
 	9,  // 8: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	0,  // 9: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
-	24, // 10: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	9,  // 11: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	9,  // 12: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	0,  // 13: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
-	17, // 14: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
-	17, // 15: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
-	18, // 16: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
-	25, // 17: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
-	4,  // 18: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
-	6,  // 19: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
-	2,  // 20: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
-	13, // 21: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
-	14, // 22: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
-	15, // 23: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
-	16, // 24: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
-	20, // 25: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
-	22, // 26: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
-	5,  // 27: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
-	7,  // 28: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
-	1,  // 29: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
-	1,  // 30: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
-	1,  // 31: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
-	1,  // 32: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
-	19, // 33: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
-	21, // 34: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
-	1,  // 35: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	10, // 9: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
+	0,  // 10: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
+	26, // 11: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	9,  // 12: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	9,  // 13: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	10, // 14: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
+	0,  // 15: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
+	19, // 16: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
+	19, // 17: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
+	20, // 18: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
+	27, // 19: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
+	4,  // 20: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
+	6,  // 21: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
+	2,  // 22: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
+	14, // 23: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
+	16, // 24: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
+	17, // 25: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
+	15, // 26: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
+	18, // 27: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
+	22, // 28: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
+	24, // 29: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
+	5,  // 30: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
+	7,  // 31: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
+	1,  // 32: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
+	1,  // 33: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
+	1,  // 34: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
+	1,  // 35: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
+	1,  // 36: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
+	21, // 37: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
+	23, // 38: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
+	1,  // 39: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1575,7 +1718,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

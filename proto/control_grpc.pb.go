@@ -30,6 +30,7 @@ const (
 	Component_OpenSession_FullMethodName  = "/nicstack.control.v1.Component/OpenSession"
 	Component_CloseSession_FullMethodName = "/nicstack.control.v1.Component/CloseSession"
 	Component_LinkState_FullMethodName    = "/nicstack.control.v1.Component/LinkState"
+	Component_Denied_FullMethodName       = "/nicstack.control.v1.Component/Denied"
 	Component_State_FullMethodName        = "/nicstack.control.v1.Component/State"
 	Component_Heartbeat_FullMethodName    = "/nicstack.control.v1.Component/Heartbeat"
 	Component_Stop_FullMethodName         = "/nicstack.control.v1.Component/Stop"
@@ -52,6 +53,8 @@ type ComponentClient interface {
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*Empty, error)
 	// LinkState tells a session's client the link state its server reported.
 	LinkState(ctx context.Context, in *LinkStateRequest, opts ...grpc.CallOption) (*Empty, error)
+	// Denied tells a component that one of its session requests will not be served, and why.
+	Denied(ctx context.Context, in *DeniedRequest, opts ...grpc.CallOption) (*Empty, error)
 	// State returns the component's counters.
 	State(ctx context.Context, in *StateRequest, opts ...grpc.CallOption) (*StateReply, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatReply, error)
@@ -136,6 +139,16 @@ func (c *componentClient) LinkState(ctx context.Context, in *LinkStateRequest, o
 	return out, nil
 }
 
+func (c *componentClient) Denied(ctx context.Context, in *DeniedRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Component_Denied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *componentClient) State(ctx context.Context, in *StateRequest, opts ...grpc.CallOption) (*StateReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StateReply)
@@ -183,6 +196,8 @@ type ComponentServer interface {
 	CloseSession(context.Context, *CloseSessionRequest) (*Empty, error)
 	// LinkState tells a session's client the link state its server reported.
 	LinkState(context.Context, *LinkStateRequest) (*Empty, error)
+	// Denied tells a component that one of its session requests will not be served, and why.
+	Denied(context.Context, *DeniedRequest) (*Empty, error)
 	// State returns the component's counters.
 	State(context.Context, *StateRequest) (*StateReply, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatReply, error)
@@ -215,6 +230,9 @@ func (UnimplementedComponentServer) CloseSession(context.Context, *CloseSessionR
 }
 func (UnimplementedComponentServer) LinkState(context.Context, *LinkStateRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method LinkState not implemented")
+}
+func (UnimplementedComponentServer) Denied(context.Context, *DeniedRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Denied not implemented")
 }
 func (UnimplementedComponentServer) State(context.Context, *StateRequest) (*StateReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method State not implemented")
@@ -347,6 +365,24 @@ func _Component_LinkState_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Component_Denied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeniedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ComponentServer).Denied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Component_Denied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ComponentServer).Denied(ctx, req.(*DeniedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Component_State_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StateRequest)
 	if err := dec(in); err != nil {
@@ -427,6 +463,10 @@ var Component_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LinkState",
 			Handler:    _Component_LinkState_Handler,
+		},
+		{
+			MethodName: "Denied",
+			Handler:    _Component_Denied_Handler,
 		},
 		{
 			MethodName: "State",

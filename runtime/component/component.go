@@ -46,10 +46,25 @@ type Handler interface {
 	Close(s *Session)
 }
 
+// DenyHandler is implemented by handlers that want to know when a session they requested will
+// not be served (no route, too little ram, a parent service that failed). The reason is also
+// logged.
+type DenyHandler interface {
+	Denied(request uint64, reason string)
+}
+
 // LinkHandler is implemented by handlers that care about the link state a session's server
 // reports (a driver's cable, say) beyond the session being open.
 type LinkHandler interface {
 	Link(s *Session, up bool)
+}
+
+// DeviceSpec is the geometry of a device session: a session that is not a packet stream but
+// shared memory and eventfds whose use the two sides agree on (an emulated NIC's register
+// page, DMA memory, doorbell and interrupt, say).
+type DeviceSpec struct {
+	Mems     []int // byte sizes of shared-memory regions (memfds, sealed to that size)
+	Eventfds int   // number of eventfds
 }
 
 // Session is one open session as this component sees it.
@@ -59,28 +74,60 @@ type Session struct {
 	Service string
 	Label   string // as the server sees it: "client -> label", or the route's rewrite
 	Args    map[string]string
-	Client  *packetstream.Client // set when this component is the session's client
-	Server  *packetstream.Server // set when this component serves the session
+	Client  *packetstream.Client // set when this component is a packet-stream session's client
+	Server  *packetstream.Server // set when this component serves a packet-stream session
+	Role    Role
+	// Device sessions (Client and Server nil): both sides get the same files, the memfds in
+	// Spec.Mems order, then the eventfds. A parent service's session carries what the service
+	// says (a TAP, a packet socket). The files are closed right after Handler.Close returns;
+	// a handler that needs one longer keeps a duplicate.
+	Files []*os.File
+	Spec  DeviceSpec
 
 	linkUp atomic.Bool
 }
+
+// Role says which side of a session this component is.
+type Role int
+
+const (
+	Client Role = iota + 1
+	Server
+)
+
+// Device reports whether s is a device session (no packet stream).
+func (s *Session) Device() bool { return s.Client == nil && s.Server == nil }
 
 // LinkUp reports the link state last reported by the session's server (up when opened).
 func (s *Session) LinkUp() bool { return s.linkUp.Load() }
 
 // counters returns what this side sends and receives.
+// counters returns what this side sends and receives; nil for a device session, whose traffic
+// only its handler sees.
 func (s *Session) counters() (sent, received *packetstream.Counters) {
-	if s.Client != nil {
+	switch {
+	case s.Client != nil:
 		return s.Client.TX.Counters(), s.Client.RX.Counters()
+	case s.Server != nil:
+		return s.Server.RX.Counters(), s.Server.TX.Counters()
 	}
-	return s.Server.RX.Counters(), s.Server.TX.Counters()
+	return nil, nil
 }
 
 func (s *Session) unmap() error {
-	if s.Client != nil {
+	switch {
+	case s.Client != nil:
 		return s.Client.Close()
+	case s.Server != nil:
+		return s.Server.Close()
 	}
-	return s.Server.Close()
+	var first error
+	for _, f := range s.Files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // LogFormatEnv tells a component to log JSON ("json") instead of text lines.
@@ -214,7 +261,7 @@ func (c *Component) Announce(service string) {
 
 // Request asks the supervisor for a session and returns the request's id. The session arrives
 // through Handler.Open once routed and its server is up, again after each time its server
-// came back; a denial is logged by the supervisor.
+// came back; a denial comes through DenyHandler.
 func (c *Component) Request(service, label string, args map[string]string, tx, rx packetstream.Config) uint64 {
 	id := c.nextRequest.Add(1)
 	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
@@ -222,6 +269,35 @@ func (c *Component) Request(service, label string, args map[string]string, tx, r
 		Tx: streamSize(tx), Rx: streamSize(rx),
 	}}})
 	return id
+}
+
+// RequestDevice asks for a device session and returns the request's id: one served by another
+// component that announced service, or a service the supervisor provides itself (routed to
+// <parent/>: "Tap", "Packet"; spec is then empty). The client pays sum(spec.Mems) from its
+// ram quota. The session arrives through Handler.Open as Request's do.
+func (c *Component) RequestDevice(service, label string, args map[string]string, spec DeviceSpec) uint64 {
+	id := c.nextRequest.Add(1)
+	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
+		RequestId: id, Service: service, Label: label, Args: args, Device: DeviceSpecProto(spec),
+	}}})
+	return id
+}
+
+// DeviceSpecProto and DeviceSpecFrom convert a DeviceSpec to and from the control protocol.
+func DeviceSpecProto(s DeviceSpec) *controlpb.DeviceSpec {
+	p := &controlpb.DeviceSpec{Eventfds: uint32(s.Eventfds)}
+	for _, m := range s.Mems {
+		p.Mems = append(p.Mems, uint64(m))
+	}
+	return p
+}
+
+func DeviceSpecFrom(p *controlpb.DeviceSpec) DeviceSpec {
+	s := DeviceSpec{Eventfds: int(p.GetEventfds())}
+	for _, m := range p.GetMems() {
+		s.Mems = append(s.Mems, int(m))
+	}
+	return s
 }
 
 // Release gives up the session of request id.
@@ -361,32 +437,32 @@ func (c *Component) Events(_ *controlpb.EventsRequest, stream controlpb.Componen
 
 func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionRequest) (*controlpb.Empty, error) {
 	id := req.GetSessionId()
-	files, err := c.inbox.take(id, int(req.GetFiles()), filesTimeout)
-	if err != nil {
-		return nil, err
-	}
-	sf, err := packetstream.SessionFilesFrom(files, StreamConfig(req.GetTx()), StreamConfig(req.GetRx()))
-	if err != nil {
-		closeAll(files)
-		return nil, fmt.Errorf("session %d: %w", id, err)
-	}
-	defer sf.Close() // the mappings and duplicated eventfds outlive the received files
 	s := &Session{ID: id, Request: req.GetRequestId(), Service: req.GetService(), Label: req.GetLabel(), Args: req.GetArgs()}
 	switch req.GetRole() {
 	case controlpb.Role_CLIENT:
-		s.Client, err = packetstream.OpenClient(sf)
+		s.Role = Client
 	case controlpb.Role_SERVER:
-		s.Server, err = packetstream.OpenServer(sf)
+		s.Role = Server
 	default:
-		err = fmt.Errorf("no role")
+		return nil, fmt.Errorf("session %d: no role", id)
 	}
-	if err != nil {
+	var files []*os.File
+	if n := int(req.GetFiles()); n > 0 {
+		var err error
+		if files, err = c.inbox.take(id, n, filesTimeout); err != nil {
+			return nil, err
+		}
+	}
+	if req.GetDevice() != nil {
+		s.Files, s.Spec = files, DeviceSpecFrom(req.GetDevice())
+	} else if err := openStream(s, files, req); err != nil {
 		return nil, fmt.Errorf("session %d: %w", id, err)
 	}
 	s.linkUp.Store(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.started(); err == nil {
+	err := c.started()
+	if err == nil {
 		if old, ok := c.sessions[id]; ok {
 			c.close(old)
 		}
@@ -397,6 +473,22 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 	}
 	s.unmap()
 	return nil, fmt.Errorf("session %d (%s %q): %w", id, s.Service, s.Label, err)
+}
+
+// openStream maps a packet-stream session's files as s's side of the stream.
+func openStream(s *Session, files []*os.File, req *controlpb.OpenSessionRequest) error {
+	sf, err := packetstream.SessionFilesFrom(files, StreamConfig(req.GetTx()), StreamConfig(req.GetRx()))
+	if err != nil {
+		closeAll(files)
+		return err
+	}
+	defer sf.Close() // the mappings and duplicated eventfds outlive the received files
+	if s.Role == Client {
+		s.Client, err = packetstream.OpenClient(sf)
+	} else {
+		s.Server, err = packetstream.OpenServer(sf)
+	}
+	return err
 }
 
 // close runs with mu held.
@@ -432,13 +524,26 @@ func (c *Component) LinkState(_ context.Context, req *controlpb.LinkStateRequest
 	return &controlpb.Empty{}, nil
 }
 
+func (c *Component) Denied(_ context.Context, req *controlpb.DeniedRequest) (*controlpb.Empty, error) {
+	c.Log.Warn("session request denied", "request", req.GetRequestId(), "reason", req.GetReason())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.started(); err != nil {
+		return nil, err
+	}
+	if dh, ok := c.h.(DenyHandler); ok {
+		dh.Denied(req.GetRequestId(), req.GetReason())
+	}
+	return &controlpb.Empty{}, nil
+}
+
 func (c *Component) State(context.Context, *controlpb.StateRequest) (*controlpb.StateReply, error) {
 	reply := &controlpb.StateReply{Counters: map[string]uint64{}}
 	c.mu.Lock()
 	for _, s := range c.sessions {
 		sent, received := s.counters()
 		role := controlpb.Role_SERVER
-		if s.Client != nil {
+		if s.Role == Client {
 			role = controlpb.Role_CLIENT
 		}
 		reply.Sessions = append(reply.Sessions, &controlpb.SessionState{
@@ -457,6 +562,9 @@ func (c *Component) State(context.Context, *controlpb.StateRequest) (*controlpb.
 }
 
 func streamCounters(c *packetstream.Counters) *controlpb.StreamCounters {
+	if c == nil {
+		return &controlpb.StreamCounters{}
+	}
 	return &controlpb.StreamCounters{
 		Frames: c.Frames.Load(), Bytes: c.Bytes.Load(), Drops: c.Invalid.Load(),
 		SignalsSent: c.SignalsSent.Load(), SignalsReceived: c.SignalsReceived.Load(),

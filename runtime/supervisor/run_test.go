@@ -523,3 +523,52 @@ func TestServerReportsLinkState(t *testing.T) {
 	r.rewrite(`link="no"`, `link="yes"`)
 	r.waitFor("link up again", 10*time.Second, func() bool { return peerLink() == 1 })
 }
+
+const deviceScenario = `<config>
+	<start name="platform" ram="1M">
+		<binary name="test_echo"/>
+		<provides> <service name="Platform"/> </provides>
+		<config service="Platform"/>
+	</start>
+	<start name="driver" ram="1M">
+		<binary name="test_client"/>
+		<route> <service name="Platform"> <child name="platform"/> </service> </route>
+		<config service="Platform" device="yes"/>
+	</start>
+	<start name="poor" ram="1K">
+		<binary name="test_client"/>
+		<route> <service name="Platform"> <child name="platform"/> </service> </route>
+		<config service="Platform" device="yes"/>
+	</start>
+</config>`
+
+// TestDeviceSession: the page the driver writes is the one the platform reads and answers
+// in, both eventfds signal, the driver pays for the page, a server restart hands fresh files,
+// and a client without the ram is told so.
+func TestDeviceSession(t *testing.T) {
+	r := startRun(t, deviceScenario, nil)
+	driver := func() ComponentStatus { return r.component("driver") }
+	r.waitFor("100 device exchanges", 20*time.Second, func() bool { return driver().Counters["device_rounds"] >= 100 })
+	d := driver()
+	if d.Counters["mismatches"] != 0 {
+		t.Errorf("%d answers did not match", d.Counters["mismatches"])
+	}
+	if d.RAMUsed != 4096 {
+		t.Errorf("driver pays %d bytes, want the page's 4096", d.RAMUsed)
+	}
+	if len(d.Sessions) != 1 || d.Sessions[0].Service != "Platform" || d.Sessions[0].Role != "client" {
+		t.Errorf("driver sessions: %+v", d.Sessions)
+	}
+	syscall.Kill(r.component("platform").Pid, syscall.SIGKILL)
+	r.waitFor("100 more exchanges with the restarted platform", 20*time.Second, func() bool {
+		d := driver()
+		return d.Counters["device_rounds"] >= 200 && d.Counters["link_downs"] == 1 && d.Counters["link_ups"] == 2
+	})
+	r.waitFor("the denial at the poor client", 20*time.Second, func() bool { return r.component("poor").Counters["denied"] == 1 })
+	if p := r.component("poor"); len(p.Requests) != 1 || !strings.Contains(p.Requests[0].Reason, `needs 4096 bytes of device memory (1 regions), but ram=1024`) {
+		t.Errorf("poor requests: %+v", p.Requests)
+	}
+	if d := driver(); d.Counters["mismatches"] != 0 || d.Counters["denied"] != 0 {
+		t.Errorf("driver counters after the restart: %v", d.Counters)
+	}
+}

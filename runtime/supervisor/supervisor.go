@@ -100,6 +100,7 @@ type request struct {
 	label     string
 	args      map[string]string
 	tx, rx    packetstream.Config
+	device    *component.DeviceSpec // set for a device session (tx and rx unused)
 	decision  *Decision
 	denied    string
 	session   uint64
@@ -383,22 +384,28 @@ func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
 		return
 	}
 	s.requests[r.key] = r
-	for _, cfg := range []packetstream.Config{r.tx, r.rx} {
-		if err := cfg.Validate(); err != nil {
-			r.denied = fmt.Sprintf("session sizes: %v", err)
-			s.log.Error(fmt.Sprintf("session %s %q of %s denied: %s", r.service, r.label, c.start.Name, r.denied))
+	if d := req.GetDevice(); d != nil {
+		spec := component.DeviceSpecFrom(d)
+		r.device = &spec
+		if err := checkDeviceSpec(spec); err != nil {
+			s.deny(r, err.Error())
 			return
+		}
+	} else {
+		for _, cfg := range []packetstream.Config{r.tx, r.rx} {
+			if err := cfg.Validate(); err != nil {
+				s.deny(r, fmt.Sprintf("session sizes: %v", err))
+				return
+			}
 		}
 	}
 	d, err := s.sc.Resolve(c.start, r.service, r.label)
 	if err != nil {
-		r.denied = err.Error()
-		s.log.Error(err.Error())
+		s.deny(r, err.Error())
 		return
 	}
 	if d.Parent {
-		r.denied = fmt.Sprintf("routed to the parent, but the supervisor serves no %s sessions itself", r.service)
-		s.log.Error(fmt.Sprintf("session %s %q of %s denied: %s", r.service, r.label, c.start.Name, r.denied))
+		s.deny(r, fmt.Sprintf("routed to the parent, but the supervisor serves no %s sessions itself", r.service))
 		return
 	}
 	r.decision = d
@@ -407,6 +414,19 @@ func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
 	}
 	s.log.Debug(fmt.Sprintf("session %s %q of %s routed to %s as %q", r.service, r.label, c.start.Name, d.Server, d.Label))
 	s.open(r)
+}
+
+// deny refuses r for good and tells its client why.
+func (s *Supervisor) deny(r *request, reason string) {
+	r.denied, r.decision = reason, nil
+	s.log.Error(fmt.Sprintf("session %s %q of %s denied: %s", r.service, r.label, r.key.client, reason))
+	if cl := s.children[r.key.client]; cl != nil && cl.proc != nil {
+		ctx, cancel := s.ctx()
+		defer cancel()
+		if _, err := cl.proc.ctl.Denied(ctx, &controlpb.DeniedRequest{RequestId: r.key.id, Reason: reason}); err != nil {
+			s.log.Debug(fmt.Sprintf("telling %s of the denial: %v", r.key.client, err))
+		}
+	}
 }
 
 // openWaiting opens every routed request whose server has become ready.
@@ -441,34 +461,41 @@ func (s *Supervisor) open(r *request) {
 		}
 		return
 	}
-	need := r.tx.RegionSize() + r.rx.RegionSize()
+	need, what := r.tx.RegionSize()+r.rx.RegionSize(), fmt.Sprintf("session buffers (tx %d + rx %d)", r.tx.RegionSize(), r.rx.RegionSize())
+	if r.device != nil {
+		need, what = deviceRAM(*r.device), fmt.Sprintf("device memory (%d regions)", len(r.device.Mems))
+	}
 	if q := cl.start.RAM; q != 0 && uint64(cl.ramUsed+need) > q {
-		r.denied = fmt.Sprintf("%s: session %s %q needs %d bytes of session buffers (tx %d + rx %d), but ram=%d of %q has %d left; raise its ram",
-			cl.start.Node.Pos, r.service, r.label, need, r.tx.RegionSize(), r.rx.RegionSize(), q, r.key.client, int(q)-cl.ramUsed)
-		s.log.Error(r.denied)
-		r.decision = nil
+		s.deny(r, fmt.Sprintf("%s: session %s %q needs %d bytes of %s, but ram=%d of %q has %d left; raise its ram",
+			cl.start.Node.Pos, r.service, r.label, need, what, q, r.key.client, int(q)-cl.ramUsed))
 		return
 	}
 	s.nextID++
 	id := s.nextID
 	r.openedAt = time.Now()
-	files, err := packetstream.NewSessionFiles(fmt.Sprintf("%s->%s#%d", r.key.client, srv.start.Name, id), r.tx, r.rx)
+	files, err := s.sessionFiles(r, fmt.Sprintf("%s->%s#%d", r.key.client, srv.start.Name, id))
 	if err != nil {
 		s.log.Error(fmt.Sprintf("session %s of %s: %v", r.service, r.key.client, err))
 		return
 	}
-	defer files.Close() // both sides hold their own copies once sent
+	defer closeFiles(files) // both sides hold their own copies once sent
 	base := &controlpb.OpenSessionRequest{
 		SessionId: id, RequestId: r.key.id, Service: r.service, Label: r.decision.Label, Args: r.args,
-		Tx:    &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize)},
-		Rx:    &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)},
-		Files: uint32(len(files.Files())),
+		Files: uint32(len(files)),
+	}
+	if r.device != nil {
+		base.Device = component.DeviceSpecProto(*r.device)
+	} else {
+		base.Tx = &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize)}
+		base.Rx = &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)}
 	}
 	give := func(c *child, role controlpb.Role) error {
-		// A component that stopped reading its control socket must not block the supervisor.
-		c.proc.sock.SetWriteDeadline(time.Now().Add(s.opts.CallTimeout))
-		if err := component.SendFiles(c.proc.sock, id, files.Files()); err != nil {
-			return err
+		if len(files) > 0 {
+			// A component that stopped reading its control socket must not block the supervisor.
+			c.proc.sock.SetWriteDeadline(time.Now().Add(s.opts.CallTimeout))
+			if err := component.SendFiles(c.proc.sock, id, files); err != nil {
+				return err
+			}
 		}
 		req := proto.Clone(base).(*controlpb.OpenSessionRequest)
 		req.Role = role
@@ -489,6 +516,18 @@ func (s *Supervisor) open(r *request) {
 	r.session, r.linkUp, r.ram, r.waitNoted = id, true, need, false
 	cl.ramUsed += need
 	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at %s (link up)", id, r.service, r.label, r.key.client, srv.start.Name), "took", time.Since(r.openedAt))
+}
+
+// sessionFiles creates the files both sides of r's new session get.
+func (s *Supervisor) sessionFiles(r *request, name string) ([]*os.File, error) {
+	if r.device != nil {
+		return newDeviceFiles(name, *r.device)
+	}
+	sf, err := packetstream.NewSessionFiles(name, r.tx, r.rx)
+	if err != nil {
+		return nil, err
+	}
+	return sf.Files(), nil
 }
 
 func (s *Supervisor) closeAt(c *child, id uint64, reason string) {

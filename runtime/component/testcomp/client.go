@@ -14,15 +14,17 @@ import (
 // Client requests one session and keeps a window of numbered frames in flight through it,
 // checking every reply. Its counters tell tests what happened: "sent", "received",
 // "mismatches" (corrupted replies), "late" (replies to a window given up as lost), "link_ups",
-// "link_downs", "peer_link" (the link state its server reports, 1 for up), and "first_reply_unix_ns", the wall-clock time of
-// the first reply after the session last came up.
+// "link_downs", "peer_link" (the link state its server reports, 1 for up), "first_reply_unix_ns", the wall-clock time of
+// the first reply after the session last came up, "device_rounds" (exchanges over a device
+// session) and "denied" (requests the supervisor refused).
 type Client struct {
 	c         *component.Component
 	requested bool
 	cfg       clientConfig
 	l         *loop
+	device    *device
 
-	sent, received, mismatches, late, linkUps, linkDowns, peerLink, firstReply *atomic.Uint64
+	sent, received, mismatches, late, linkUps, linkDowns, peerLink, firstReply, deviceRounds, denied *atomic.Uint64
 }
 
 type clientConfig struct {
@@ -36,6 +38,7 @@ func NewClient(c *component.Component) *Client {
 	return &Client{c: c,
 		sent: c.Counter("sent"), received: c.Counter("received"), mismatches: c.Counter("mismatches"), late: c.Counter("late"),
 		linkUps: c.Counter("link_ups"), linkDowns: c.Counter("link_downs"), peerLink: c.Counter("peer_link"), firstReply: c.Counter("first_reply_unix_ns"),
+		deviceRounds: c.Counter("device_rounds"), denied: c.Counter("denied"),
 	}
 }
 
@@ -77,12 +80,27 @@ func (cl *Client) Configure(cfg *config.Node) error {
 	if stream.BulkSize, err = num("bulk_size", 64*packetstream.BlockSize); err != nil {
 		return err
 	}
+	device, err := cfg.Bool("device", false)
+	if err != nil {
+		return err
+	}
 	cl.cfg, cl.requested = cc, true
+	if device {
+		cl.c.RequestDevice(cfg.String("service", "Nic"), cfg.String("label", ""), nil, DeviceSpec)
+		return nil
+	}
 	cl.c.Request(cfg.String("service", "Nic"), cfg.String("label", ""), nil, stream, stream)
 	return nil
 }
 
 func (cl *Client) Open(s *component.Session) error {
+	if s.Device() {
+		if err := cl.useDevice(s); err != nil {
+			return err
+		}
+		cl.linkUps.Add(1)
+		return nil
+	}
 	l, err := startLoop(func(stop *atomic.Bool, w *packetstream.Waiter) { cl.run(s.Client, stop, w) }, s.Client.TX, s.Client.RX)
 	if err != nil {
 		return err
@@ -104,10 +122,17 @@ func (cl *Client) Link(s *component.Session, up bool) {
 	cl.c.Log.Info("server reports link", "session", s.ID, "up", up)
 }
 
+// Denied counts refusals; the supervisor has logged the reason.
+func (cl *Client) Denied(uint64, string) { cl.denied.Add(1) }
+
 func (cl *Client) Close(s *component.Session) {
 	if cl.l != nil {
 		cl.l.stop()
 		cl.l = nil
+	}
+	if cl.device != nil {
+		cl.device.close()
+		cl.device = nil
 	}
 	cl.linkDowns.Add(1)
 	cl.c.Log.Info("link down", "session", s.ID)

@@ -15,10 +15,12 @@ import (
 
 // EchoSchema is test_echo's config: tag is any number, shown as the counter "tag" so tests
 // see a live config change arrive; link (yes/no) is the link state it reports to its clients.
+// Device sessions (DeviceSpec) routed to it are served as the test device.
 var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service", "link"}}
 
 // ClientSchema is test_client's config.
-var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size"}}
+// device="yes" requests a device session (DeviceSpec) instead of a packet stream.
+var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size", "device"}}
 
 func init() {
 	component.RegisterSchema("test_echo", EchoSchema)
@@ -32,6 +34,7 @@ type Echo struct {
 	configs *atomic.Uint64
 	drops   *atomic.Uint64
 	loops   map[uint64]*loop
+	devices map[uint64]*device
 	link    bool
 	// c is the component, for announcing the service and reporting link state.
 	c *component.Component
@@ -40,7 +43,7 @@ type Echo struct {
 // NewEcho returns the echo handler; it announces service (from <config service>, default
 // "Nic") when first configured.
 func NewEcho(c *component.Component) *Echo {
-	return &Echo{log: c.Log, tag: c.Counter("tag"), configs: c.Counter("configs"), drops: c.Counter("echo_drops"), loops: map[uint64]*loop{}, c: c}
+	return &Echo{log: c.Log, tag: c.Counter("tag"), configs: c.Counter("configs"), drops: c.Counter("echo_drops"), loops: map[uint64]*loop{}, devices: map[uint64]*device{}, c: c}
 }
 
 func (e *Echo) Configure(cfg *config.Node) error {
@@ -68,6 +71,9 @@ func (e *Echo) Configure(cfg *config.Node) error {
 }
 
 func (e *Echo) Open(s *component.Session) error {
+	if s.Device() {
+		return e.serveDevice(s)
+	}
 	l, err := startLoop(func(stop *atomic.Bool, w *packetstream.Waiter) { e.serve(s.Server, stop, w) }, s.Server.TX, s.Server.RX)
 	if err != nil {
 		return err
@@ -85,6 +91,10 @@ func (e *Echo) Close(s *component.Session) {
 	if l := e.loops[s.ID]; l != nil {
 		l.stop()
 		delete(e.loops, s.ID)
+	}
+	if d := e.devices[s.ID]; d != nil {
+		d.close()
+		delete(e.devices, s.ID)
 	}
 }
 
