@@ -70,6 +70,7 @@ func (h *Handler) Open(s *component.Session) error {
 	if err != nil {
 		return err
 	}
+	w.Spin = h.cfg.Spin
 	r := &run{w: w}
 	p := New(h.cfg, h.ctr, h.c.Log.With("session", s.Label))
 	r.done.Add(1)

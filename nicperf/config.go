@@ -5,12 +5,13 @@ import (
 
 	"github.com/nicstack/nicstack/router/proto"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // Schema is nic_perf's <config>.
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"service", "session", "uplink_mac", "label", "mac", "flows", "ip", "tx", "protocol", "dst_ip", "dst_mac", "src_port", "dst_port",
-	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size",
+	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size", "spin",
 }}
 
 // Config is what one nic_perf does.
@@ -37,6 +38,9 @@ type Config struct {
 	Duration time.Duration
 	// Stream geometry of a client session.
 	QueueSize, BulkSize int
+	// Spin is how many polls a wait starts with before it sleeps (packetstream.Waiter.Spin):
+	// 0 for a nic_perf that shares its CPU, where spinning only keeps its peer from running.
+	Spin int
 }
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
@@ -99,6 +103,7 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	cfg.Period = time.Duration(num("period_ms", 1000, 0, 1<<32)) * time.Millisecond
 	cfg.QueueSize = int(num("queue_size", 1024, 2, 1<<16))
 	cfg.BulkSize = int(num("bulk_size", 1024*1600, 1600, 1<<30))
+	cfg.Spin = int(num("spin", packetstream.DefaultSpin, 0, 1<<24))
 	return cfg, warnings, err
 }
 

@@ -43,6 +43,8 @@ type Perf struct {
 	seq      uint16
 	flow     int                 // index of the next frame's source port
 	pending  packetstream.Packet // an answer being written
+	start    time.Time           // of the generator
+	sent     uint64              // generated frames since start
 	// Per-batch counts, added to ctr once per round.
 	txFrames, txBytes, txFull, rxFrames, rxBytes, answers, other uint64
 }
@@ -88,49 +90,12 @@ const batch = 64
 // Run serves the session until stop is set: out is where it sends, in where it receives; w
 // waits on both.
 func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstream.Waiter, stop *atomic.Bool) {
-	start := time.Now()
-	var sent uint64
-	nextLog := start.Add(p.cfg.Period)
+	p.start = time.Now()
+	nextLog := p.start.Add(p.cfg.Period)
 	var last [3]uint64 // tx frames, rx frames, rx bytes at the last log
 	for !stop.Load() {
-		busy := false
-		for {
-			pk, ok := out.GetAcked()
-			if !ok {
-				break
-			}
-			out.Release(pk)
-			busy = true
-		}
-		for n := 0; n < batch && in.CanAck(); n++ {
-			pk, ok := in.TryGet()
-			if !ok {
-				break
-			}
-			busy = true
-			if b := in.Payload(pk); b != nil {
-				p.receive(out, b)
-			}
-			in.TryAck(pk)
-		}
 		now := time.Now()
-		var due time.Time // when the generator wants to run again (zero: when the stream has room)
-		if p.cfg.TX && (p.cfg.Duration == 0 || now.Sub(start) < p.cfg.Duration) {
-			want := uint64(batch)
-			if p.cfg.Rate > 0 {
-				allowed := uint64(now.Sub(start).Seconds() * float64(p.cfg.Rate))
-				want = min(allowed-min(allowed, sent), batch)
-				if want == 0 {
-					due = start.Add(time.Duration(float64(sent+1) / float64(p.cfg.Rate) * float64(time.Second)))
-				}
-			}
-			k := p.send(out, want)
-			sent += k
-			busy = busy || k > 0
-		}
-		out.Wakeup()
-		in.Wakeup()
-		p.publish()
+		busy, due := p.Step(out, in, now)
 		if p.cfg.Period > 0 && !now.Before(nextLog) {
 			tx, rx, rxb := p.ctr.TxFrames.Load(), p.ctr.RxFrames.Load(), p.ctr.RxBytes.Load()
 			if tx != last[0] || rx != last[1] {
@@ -142,17 +107,61 @@ func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstr
 			nextLog = now.Add(p.cfg.Period)
 		}
 		if !busy {
-			deadline := nextLog
-			if !due.IsZero() && (p.cfg.Period == 0 || due.Before(deadline)) {
-				deadline = due
+			deadline := now.Add(time.Second)
+			if p.cfg.Period > 0 {
+				deadline = nextLog
 			}
-			if p.cfg.Period == 0 && due.IsZero() {
-				deadline = now.Add(time.Second)
+			if !due.IsZero() && due.Before(deadline) {
+				deadline = due
 			}
 			w.WaitUntil(deadline)
 		}
 	}
+}
+
+// Step is one round at time now: take back acknowledged frames, receive a batch, generate a
+// batch, publish. It reports whether anything happened and, when the rate holds the
+// generator back, when it wants to send next.
+func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Time) (busy bool, due time.Time) {
+	if p.start.IsZero() {
+		p.start = now
+	}
+	for {
+		pk, ok := out.GetAcked()
+		if !ok {
+			break
+		}
+		out.Release(pk)
+		busy = true
+	}
+	for n := 0; n < batch && in.CanAck(); n++ {
+		pk, ok := in.TryGet()
+		if !ok {
+			break
+		}
+		busy = true
+		if b := in.Payload(pk); b != nil {
+			p.receive(out, b)
+		}
+		in.TryAck(pk)
+	}
+	if p.cfg.TX && (p.cfg.Duration == 0 || now.Sub(p.start) < p.cfg.Duration) {
+		want := uint64(batch)
+		if p.cfg.Rate > 0 {
+			allowed := uint64(now.Sub(p.start).Seconds() * float64(p.cfg.Rate))
+			want = min(allowed-min(allowed, p.sent), batch)
+			if want == 0 {
+				due = p.start.Add(time.Duration(float64(p.sent+1) / float64(p.cfg.Rate) * float64(time.Second)))
+			}
+		}
+		k := p.send(out, want)
+		p.sent += k
+		busy = busy || k > 0
+	}
+	out.Wakeup()
+	in.Wakeup()
 	p.publish()
+	return busy, due
 }
 
 func rate(n uint64, sec float64) uint64 { return uint64(float64(n) / sec) }
