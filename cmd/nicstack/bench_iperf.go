@@ -1,0 +1,439 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	_ "github.com/nicstack/nicstack/guest" // registers the vm's and remote_host's schemas for check
+	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// iperfPoint is one point of the matrix, as printed and written by --json. The driver's
+// settings are null when the scenario has no ipxe_nic.
+type iperfPoint struct {
+	RxIrqThrottle *int               `json:"rx_irq_throttle"`
+	TxBatch       *bool              `json:"tx_batch"`
+	Mbps          float64            `json:"mbps"` // receiver side, as iperf reports it
+	CPU           map[string]float64 `json:"cpu"`  // percent of one CPU per component, while traffic flowed
+	IrqsPerS      float64            `json:"irqs_per_s"`
+	TxIrqs        uint64             `json:"tx_irqs"`
+	DoorbellsPerK float64            `json:"doorbells_per_kframe"`
+	SignalsPerK   float64            `json:"signals_per_kframe"`
+	Seconds       float64            `json:"seconds"` // measured traffic time
+	Error         string             `json:"error,omitempty"`
+}
+
+// The components the bench recognizes by their binary.
+const (
+	driverBinary   = "ipxe_nic"
+	hardwareBinary = "intel_nic_hw"
+	routerBinary   = "nic_router"
+)
+
+type iperfBenchOptions struct {
+	throttles []int
+	batches   []string
+	duration  time.Duration
+	reverse   bool
+	jsonFile  string
+	plotFile  string
+	compare   []string
+	bins      []string
+	verbose   bool
+}
+
+func init() {
+	var o iperfBenchOptions
+	var binDir string
+	cmd := &cobra.Command{
+		Use:   "iperf SCENARIO",
+		Short: "Run an iperf scenario once per driver setting: throughput against each component's CPU",
+		Long: "iperf runs SCENARIO once per point of the matrix --rx-irq-throttle x --tx-batch, patching the\n" +
+			"<config> of its ipxe_nic driver, and the iperf test of its guests (the <config iperf=\"-c ...\"> of a\n" +
+			"vm) to --time and --reverse. For each point it reports the guests' iperf result, the CPU load of\n" +
+			"every component while traffic flowed (from /proc; the emulated hardware is its own component),\n" +
+			"the emulated NIC's interrupts and doorbells and the packet streams' signals per 1000 frames.\n" +
+			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
+			"--compare pasta with pasta, in the same invocation, and prints the ratios.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			o.bins = binDirs(binDir)
+			return benchIperf(ctx, cmd.OutOrStdout(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.throttles, "rx-irq-throttle", []int{0, 651, 5580}, "the driver's rx_irq_throttle values (ITR, 256 ns units)")
+	f.StringSliceVar(&o.batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
+	f.DurationVar(&o.duration, "time", 10*time.Second, "iperf test time per point")
+	f.BoolVar(&o.reverse, "reverse", true, "the far end sends to the guest (iperf3 -R)")
+	f.StringVar(&o.jsonFile, "json", "", "also write the points to this file as JSON")
+	f.StringVar(&o.plotFile, "plot", "", "draw throughput and CPU against the throttle value into this PNG")
+	f.StringSliceVar(&o.compare, "compare", nil, "also measure the reference paths: kernel, pasta")
+	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "show the components' logs")
+	benchCmd.AddCommand(cmd)
+}
+
+func benchIperf(ctx context.Context, out io.Writer, path string, o iperfBenchOptions) error {
+	sc, err := loadIperfScenario(path)
+	if err != nil {
+		return err
+	}
+	for _, c := range o.compare {
+		if c != "kernel" && c != "pasta" {
+			return fmt.Errorf("--compare %q: expected kernel or pasta", c)
+		}
+	}
+	batches := make([]bool, len(o.batches))
+	for i, b := range o.batches {
+		switch b {
+		case "yes", "true":
+			batches[i] = true
+		case "no", "false":
+		default:
+			return fmt.Errorf("--tx-batch %q: expected yes or no", b)
+		}
+	}
+	type setting struct {
+		itr   *int
+		batch *bool
+	}
+	var matrix []setting
+	if sc.driver == nil {
+		fmt.Fprintf(out, "%s has no %s: one run, the driver matrix does not apply\n", path, driverBinary)
+		matrix = []setting{{}}
+	} else {
+		for i := range o.throttles {
+			for j := range batches {
+				matrix = append(matrix, setting{&o.throttles[i], &batches[j]})
+			}
+		}
+	}
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+	bar := progressbar.NewOptions(len(matrix)*int(o.duration.Seconds()+1),
+		progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("bench iperf"),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	var points []iperfPoint
+	for _, m := range matrix {
+		text, err := sc.patch(m.itr, m.batch, o.duration, o.reverse)
+		if err != nil {
+			return err
+		}
+		if m.itr != nil {
+			bar.Describe(fmt.Sprintf("rx_irq_throttle=%d tx_batch=%v", *m.itr, *m.batch))
+		}
+		p, err := measureIperf(ctx, text, sc, o, bar)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			p.Error = err.Error()
+			fmt.Fprintf(os.Stderr, "\npoint failed: %v\n", err)
+		}
+		p.RxIrqThrottle, p.TxBatch = m.itr, m.batch
+		points = append(points, p)
+	}
+	bar.Finish()
+	writeIperfTable(out, points, sc)
+	refs := map[string]float64{}
+	for _, c := range o.compare {
+		mbps, err := referenceIperf(ctx, c, o.duration, o.reverse)
+		if err != nil {
+			fmt.Fprintf(out, "--compare %s: %v\n", c, err)
+			continue
+		}
+		refs[c] = mbps
+	}
+	writeIperfComparison(out, points, refs)
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+	if o.jsonFile != "" {
+		if err := writeIperfPoints(o.jsonFile, points); err != nil {
+			return err
+		}
+	}
+	if o.plotFile != "" {
+		if err := plotIperf(o.plotFile, points); err != nil {
+			return err
+		}
+	}
+	for _, p := range points {
+		if p.Error != "" {
+			return errors.New("some points failed (see the table)")
+		}
+	}
+	return nil
+}
+
+// iperfScenario is the parsed scenario with the nodes the bench patches and reads.
+type iperfScenario struct {
+	root    *config.Node
+	driver  *config.Node      // the ipxe_nic's <config>, nil without one
+	roles   map[string]string // binary -> start name, for the table's columns
+	clients []*config.Node    // the <config iperf="-c ..."> of the guests that measure
+	names   []string          // the clients' start names
+}
+
+func startBinary(st *config.Node) string {
+	if b := st.Sub("binary"); b != nil {
+		return b.Name()
+	}
+	return st.Name()
+}
+
+func loadIperfScenario(path string) (*iperfScenario, error) {
+	root, err := config.ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc := &iperfScenario{root: root, roles: map[string]string{}}
+	for _, st := range root.Subs("start") {
+		sc.roles[startBinary(st)] = st.Name()
+		cfg := st.Sub("config")
+		if startBinary(st) == driverBinary {
+			if cfg == nil {
+				cfg = &config.Node{Type: "config", Pos: st.Pos}
+				st.Nodes = append(st.Nodes, cfg)
+			}
+			sc.driver = cfg
+		}
+		if cfg == nil {
+			continue
+		}
+		if a, ok := cfg.Attr("iperf"); ok {
+			cmd, err := iperf.ParseCommand(strings.Fields(a.Value))
+			if err != nil {
+				return nil, config.Errorf(a.Pos, "%v", err)
+			}
+			if !cmd.Server {
+				sc.clients = append(sc.clients, cfg)
+				sc.names = append(sc.names, st.Name())
+			}
+		}
+	}
+	if len(sc.clients) == 0 {
+		return nil, fmt.Errorf("%s: no guest runs an iperf client (<config iperf=\"-c HOST ...\"/>)", path)
+	}
+	return sc, nil
+}
+
+func setAttr(n *config.Node, name, value string) {
+	for i := range n.Attrs {
+		if n.Attrs[i].Name == name {
+			n.Attrs[i].Value = value
+			return
+		}
+	}
+	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
+}
+
+// patch returns the scenario of one point as XML.
+func (sc *iperfScenario) patch(itr *int, batch *bool, d time.Duration, reverse bool) ([]byte, error) {
+	if sc.driver != nil {
+		setAttr(sc.driver, "rx_irq_throttle", strconv.Itoa(*itr))
+		setAttr(sc.driver, "tx_batch", map[bool]string{false: "no", true: "yes"}[*batch])
+	}
+	for _, cfg := range sc.clients {
+		a, _ := cfg.Attr("iperf")
+		cmd, err := iperf.ParseCommand(strings.Fields(a.Value))
+		if err != nil {
+			return nil, err
+		}
+		cmd.Time, cmd.Reverse = d.Seconds(), reverse
+		setAttr(cfg, "iperf", clientCommand(cmd))
+	}
+	return sc.root.XML(), nil
+}
+
+// clientCommand writes an iperf client command line back.
+func clientCommand(c *iperf.Command) string {
+	s := fmt.Sprintf("-c %s -p %d -t %g -P %d -l %d", c.Client, c.Port, c.Time, c.Parallel, c.Length)
+	if c.Reverse {
+		s += " -R"
+	}
+	return s
+}
+
+// sample is what one status tells the bench.
+type sample struct {
+	at       time.Time
+	status   supervisor.Status
+	traffic  uint64 // bytes through the clients' sessions
+	finished int    // clients whose test ended
+	mbps     float64
+}
+
+func (sc *iperfScenario) read(st supervisor.Status) sample {
+	sm := sample{at: time.Now(), status: st}
+	for _, c := range st.Components {
+		for _, name := range sc.names {
+			if c.Name != name {
+				continue
+			}
+			for _, ss := range c.Sessions {
+				sm.traffic += ss.Sent.Bytes + ss.Received.Bytes
+			}
+			if c.Counters["iperf_tests"] > 0 {
+				sm.finished++
+				sm.mbps += float64(c.Counters["iperf_bits_per_second"]) / 1e6
+			}
+		}
+	}
+	return sm
+}
+
+// activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
+const activeBytes = 1 << 20
+
+func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBenchOptions, bar *progressbar.ProgressBar) (iperfPoint, error) {
+	p := iperfPoint{CPU: map[string]float64{}}
+	dir, err := os.MkdirTemp("", "nicstack-bench-iperf-")
+	if err != nil {
+		return p, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "scenario.xml")
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		return p, err
+	}
+	var logs io.Writer = io.Discard
+	if o.verbose {
+		logs = os.Stderr
+	}
+	s, err := supervisor.New(path, supervisor.Options{BinDirs: o.bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+	if err != nil {
+		return p, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+
+	var acc counterDeltas
+	deadline := time.Now().Add(o.duration + 60*time.Second)
+	prev := sample{at: time.Now()}
+	progress := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case err := <-done:
+			done <- err
+			return p, fmt.Errorf("the scenario ended early: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		st, ok := s.Status()
+		if !ok {
+			continue
+		}
+		cur := sc.read(st)
+		if cur.traffic-prev.traffic >= activeBytes && prev.status.Components != nil {
+			acc.add(prev, cur)
+			if n := int(acc.seconds); n > progress {
+				bar.Add(n - progress)
+				progress = n
+			}
+		}
+		prev = cur
+		if cur.finished == len(sc.names) {
+			p.Mbps = cur.mbps
+			break
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("the iperf test did not finish within %v (run with -v for the logs)", o.duration+60*time.Second)
+		}
+	}
+	bar.Add(int(o.duration.Seconds()+1) - progress)
+	acc.fill(&p)
+	return p, nil
+}
+
+// counterDeltas sums what changed over the intervals in which traffic flowed.
+type counterDeltas struct {
+	seconds     float64
+	cpuSeconds  map[string]float64 // percent-seconds per component
+	irqs, txIrq uint64
+	doorbells   uint64
+	hwFrames    uint64
+	signals     uint64
+	frames      uint64
+}
+
+func (a *counterDeltas) add(prev, cur sample) {
+	dt := cur.at.Sub(prev.at).Seconds()
+	a.seconds += dt
+	if a.cpuSeconds == nil {
+		a.cpuSeconds = map[string]float64{}
+	}
+	before := map[string]supervisor.ComponentStatus{}
+	for _, c := range prev.status.Components {
+		before[c.Name] = c
+	}
+	for _, c := range cur.status.Components {
+		a.cpuSeconds[c.Name] += c.CPULoad * dt
+		b := before[c.Name]
+		delta := func(name string) uint64 {
+			if c.Counters[name] < b.Counters[name] {
+				return 0 // restarted
+			}
+			return c.Counters[name] - b.Counters[name]
+		}
+		if filepath.Base(c.Binary) == hardwareBinary {
+			a.irqs += delta("interrupts")
+			a.txIrq += delta("irq_txdw") + delta("irq_txqe")
+			a.doorbells += delta("doorbells")
+			a.hwFrames += delta("tx_frames") + delta("rx_frames")
+		}
+		var sig0, fr0 uint64
+		for _, ss := range b.Sessions {
+			sig0 += ss.Sent.SignalsSent + ss.Received.SignalsSent
+			fr0 += ss.Sent.Frames
+		}
+		var sig1, fr1 uint64
+		for _, ss := range c.Sessions {
+			sig1 += ss.Sent.SignalsSent + ss.Received.SignalsSent
+			fr1 += ss.Sent.Frames
+		}
+		if sig1 >= sig0 && fr1 >= fr0 {
+			a.signals += sig1 - sig0
+			a.frames += fr1 - fr0
+		}
+	}
+}
+
+func (a *counterDeltas) fill(p *iperfPoint) {
+	p.Seconds = a.seconds
+	if a.seconds == 0 {
+		return
+	}
+	for name, cs := range a.cpuSeconds {
+		p.CPU[name] = cs / a.seconds
+	}
+	p.IrqsPerS = float64(a.irqs) / a.seconds
+	p.TxIrqs = a.txIrq
+	if a.hwFrames > 0 {
+		p.DoorbellsPerK = float64(a.doorbells) * 1000 / float64(a.hwFrames)
+	}
+	if a.frames > 0 {
+		p.SignalsPerK = float64(a.signals) * 1000 / float64(a.frames)
+	}
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/nicstack/nicstack/iperf"
+)
+
+// referenceIperf measures the reference path of mode with real iperf3 in namespaces made here
+// (the shape of /work/shared/baselines/run.sh): "kernel" is server <-veth-> Linux forwarding
+// <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over sockets to the server's
+// namespace. Everything it makes is deleted on return, also on error and Ctrl-C (ctx).
+func referenceIperf(ctx context.Context, mode string, d time.Duration, reverse bool) (float64, error) {
+	if os.Geteuid() != 0 {
+		return 0, errors.New("needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		return 0, err
+	}
+	if mode == "pasta" {
+		if _, err := exec.LookPath("pasta"); err != nil {
+			return 0, fmt.Errorf("pasta is not installed: %w", err)
+		}
+	}
+	p := fmt.Sprintf("nsbi%d", os.Getpid())
+	r := &refRun{ctx: ctx}
+	defer r.cleanup()
+	srv, rtr, vm := p+"s", p+"r", p+"v"
+	client := []string{"iperf3", "-J", "-t", strconv.Itoa(int(d.Seconds() + 0.5))}
+	if reverse {
+		client = append(client, "-R")
+	}
+	var argv []string
+	switch mode {
+	case "kernel":
+		r.ns(srv, rtr, vm)
+		r.ip("link", "add", p+"a", "type", "veth", "peer", "name", p+"b")
+		r.ip("link", "set", p+"a", "netns", srv)
+		r.ip("link", "set", p+"b", "netns", rtr)
+		r.ip("link", "add", p+"c", "type", "veth", "peer", "name", p+"d")
+		r.ip("link", "set", p+"c", "netns", rtr)
+		r.ip("link", "set", p+"d", "netns", vm)
+		for _, a := range [][3]string{{srv, p + "a", "198.18.0.2/24"}, {rtr, p + "b", "198.18.0.1/24"},
+			{rtr, p + "c", "198.19.0.1/24"}, {vm, p + "d", "198.19.0.2/24"}} {
+			r.ip("-n", a[0], "addr", "add", a[2], "dev", a[1])
+			r.ip("-n", a[0], "link", "set", a[1], "up")
+		}
+		r.ip("-n", vm, "route", "add", "default", "via", "198.19.0.1")
+		r.ip("-n", srv, "route", "add", "198.19.0.0/24", "via", "198.18.0.1")
+		r.run("ip", "netns", "exec", rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		argv = append([]string{"ip", "netns", "exec", vm}, append(client, "-c", "198.18.0.2")...)
+	case "pasta":
+		r.ns(srv)
+		r.ip("link", "add", p+"a", "type", "veth", "peer", "name", p+"b")
+		r.ip("link", "set", p+"a", "netns", srv)
+		r.ip("link", "set", p+"b", "netns", srv)
+		r.ip("-n", srv, "addr", "add", "198.18.0.2/24", "dev", p+"a")
+		r.ip("-n", srv, "link", "set", p+"a", "up")
+		r.ip("-n", srv, "link", "set", p+"b", "up")
+		r.ip("-n", srv, "route", "add", "default", "via", "198.18.0.1", "dev", p+"a", "onlink")
+		// pasta's guest reaches the namespace's own sockets through the gateway address.
+		argv = append([]string{"ip", "netns", "exec", srv, "pasta", "--runas", "0", "--config-net", "-q", "--"},
+			append(client, "-c", "198.18.0.1")...)
+	default:
+		return 0, fmt.Errorf("unknown reference %q", mode)
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	server := exec.CommandContext(ctx, "ip", "netns", "exec", srv, "iperf3", "-s", "-1")
+	if err := server.Start(); err != nil {
+		return 0, err
+	}
+	r.procs = append(r.procs, server)
+	time.Sleep(400 * time.Millisecond) // the server binds
+	var out bytes.Buffer
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	c.Stdout = &out
+	if err := c.Run(); err != nil {
+		return 0, fmt.Errorf("%v: %v", argv, err)
+	}
+	var rep iperf.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		return 0, fmt.Errorf("iperf3's JSON: %v", err)
+	}
+	if rep.Error != "" {
+		return 0, errors.New(rep.Error)
+	}
+	return rep.End.SumReceived.BitsPerSecond / 1e6, nil
+}
+
+// refRun makes namespaces and links, keeping the first error, and removes them in cleanup.
+type refRun struct {
+	ctx   context.Context
+	nss   []string
+	procs []*exec.Cmd
+	err   error
+}
+
+func (r *refRun) run(argv ...string) {
+	if r.err != nil {
+		return
+	}
+	if out, err := exec.CommandContext(r.ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		r.err = fmt.Errorf("%v: %v: %s", argv, err, bytes.TrimSpace(out))
+	}
+}
+
+func (r *refRun) ip(args ...string) { r.run(append([]string{"ip"}, args...)...) }
+
+func (r *refRun) ns(names ...string) {
+	for _, n := range names {
+		r.run("ip", "netns", "add", n)
+		if r.err != nil {
+			return
+		}
+		r.nss = append(r.nss, n)
+		r.ip("-n", n, "link", "set", "lo", "up")
+	}
+}
+
+// cleanup kills what was started and deletes the namespaces (their veths go with them). It
+// runs with a fresh context: ctx may be cancelled already.
+func (r *refRun) cleanup() {
+	for _, p := range r.procs {
+		if p.Process != nil {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}
+	for _, n := range r.nss {
+		if pids, err := exec.Command("ip", "netns", "pids", n).Output(); err == nil {
+			for _, f := range bytes.Fields(pids) {
+				if pid, err := strconv.Atoi(string(f)); err == nil {
+					if proc, err := os.FindProcess(pid); err == nil {
+						proc.Kill()
+					}
+				}
+			}
+		}
+		exec.Command("ip", "netns", "del", n).Run()
+	}
+}
