@@ -1,0 +1,214 @@
+package linuxnic
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/afpacket"
+	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Kind is a back end as a component drives it: the parent service that hands over the
+// descriptor, and how to open it.
+type Kind struct {
+	Binary  string // the component's name: linux_nic, packet_nic
+	Service string // the supervisor's service: Tap, Packet
+	Schema  *config.Schema
+	open    func(f *os.File, s *component.Session, cfg Config, counter func(string) *atomic.Uint64) (backend, error)
+}
+
+// backend is an opened device with the counters it keeps itself.
+type backend interface {
+	Device
+	Close() error
+	publish() // copy the device's counters to the component's
+}
+
+var (
+	// TapNIC is linux_nic: a TAP with IFF_VNET_HDR and TSO/checksum offloads.
+	TapNIC = &Kind{Binary: "linux_nic", Service: "Tap", Schema: TapSchema, open: openTap}
+	// PacketNIC is packet_nic: an AF_PACKET socket with TPACKET_V3 rings on the interface the
+	// service names (session argument interface).
+	PacketNIC = &Kind{Binary: "packet_nic", Service: "Packet", Schema: PacketSchema, open: openPacket}
+)
+
+func init() {
+	component.RegisterSchema(TapNIC.Binary, TapSchema)
+	component.RegisterSchema(PacketNIC.Binary, PacketSchema)
+}
+
+// Handler is the linux_nic or packet_nic component. It requests its device from the parent once
+// configured; while the device is open (the link is up) it requests an Uplink session to the
+// router with the NIC's MAC and binds the two.
+type Handler struct {
+	c          *component.Component
+	kind       *Kind
+	cfg        Config
+	configured bool
+	stats      *Stats
+
+	devReq    uint64
+	dev       backend
+	nic       *NIC
+	ran       chan error
+	stopPub   chan struct{}
+	uplinkReq uint64 // 0: none requested
+}
+
+// NewHandler returns the handler of a component of kind k.
+func NewHandler(c *component.Component, k *Kind) *Handler {
+	return &Handler{c: c, kind: k, stats: NewStats(c.Counter)}
+}
+
+func (h *Handler) Configure(n *config.Node) error {
+	cfg, warnings, err := ParseConfig(h.kind, h.c.Name, n)
+	for _, w := range warnings {
+		h.c.Log.Warn("config", "err", w)
+	}
+	if err != nil {
+		return err
+	}
+	if h.configured {
+		// The device's arguments are fixed when the parent makes it.
+		h.c.Log.Info("config changed: applies when the device is next opened")
+		h.cfg = cfg
+		return nil
+	}
+	h.cfg, h.configured = cfg, true
+	h.devReq = h.c.RequestDevice(h.kind.Service, "", cfg.Args, component.DeviceSpec{})
+	return nil
+}
+
+func (h *Handler) Open(s *component.Session) error {
+	switch {
+	case s.Request == h.devReq && s.Device():
+		return h.openDevice(s)
+	case s.Request == h.uplinkReq && h.uplinkReq != 0 && s.Client != nil:
+		if err := h.nic.Attach(s.Client); err != nil {
+			return err
+		}
+		h.c.Log.Info("uplink up", "mac", h.cfg.MAC.String())
+		return nil
+	}
+	return fmt.Errorf("%s: session %d (%s) answers no request of ours", h.kind.Binary, s.ID, s.Service)
+}
+
+func (h *Handler) openDevice(s *component.Session) error {
+	if len(s.Files) != 1 {
+		return fmt.Errorf("%s session: %d files, want 1", h.kind.Service, len(s.Files))
+	}
+	h.closeDevice() // a new device replaces the old one
+	dev, err := h.kind.open(s.Files[0], s, h.cfg, h.c.Counter)
+	if err != nil {
+		return err
+	}
+	h.dev, h.nic, h.ran, h.stopPub = dev, New(dev, h.stats), make(chan error, 1), make(chan struct{})
+	go func(nic *NIC, ran chan<- error) { ran <- nic.Run(transient) }(h.nic, h.ran)
+	go publish(dev, h.stopPub)
+	// The link is up while we hold the device: the router gets the wire now.
+	h.uplinkReq = h.c.Request("Uplink", h.cfg.Label, map[string]string{"mac": h.cfg.MAC.String()}, Stream, Stream)
+	h.c.Log.Info("device open", "service", h.kind.Service, "args", s.Args)
+	return nil
+}
+
+// transient errors leave the device usable: the interface under an AF_PACKET socket went down.
+func transient(err error) bool { return errors.Is(err, syscall.ENETDOWN) }
+
+// publishEvery is how often the device's own counters are copied to the component's.
+const publishEvery = 100 * time.Millisecond
+
+func publish(dev backend, stop <-chan struct{}) {
+	t := time.NewTicker(publishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			dev.publish()
+		case <-stop:
+			dev.publish()
+			return
+		}
+	}
+}
+
+func (h *Handler) Close(s *component.Session) {
+	switch {
+	case s.Request == h.devReq && s.Device():
+		h.closeDevice()
+	case s.Request == h.uplinkReq && h.nic != nil:
+		h.nic.Detach()
+		h.c.Log.Info("uplink down")
+	}
+}
+
+// closeDevice gives up the Uplink session (link down) and closes the device.
+func (h *Handler) closeDevice() {
+	if h.dev == nil {
+		return
+	}
+	h.c.Release(h.uplinkReq)
+	h.uplinkReq = 0
+	h.nic.Detach()
+	h.dev.Close()
+	if err := <-h.ran; !errors.Is(err, os.ErrClosed) {
+		h.c.Log.Warn("device", "err", err)
+	}
+	close(h.stopPub)
+	h.dev, h.nic = nil, nil
+	h.c.Log.Info("device closed")
+}
+
+type tapBackend struct {
+	*tap.Device
+	rxDropped, txDropped *atomic.Uint64
+}
+
+func openTap(f *os.File, _ *component.Session, _ Config, counter func(string) *atomic.Uint64) (backend, error) {
+	d, err := tap.FromFile(f)
+	if err != nil {
+		return nil, err
+	}
+	return &tapBackend{Device: d, rxDropped: counter("dev_rx_dropped"), txDropped: counter("dev_tx_dropped")}, nil
+}
+
+func (b *tapBackend) publish() {
+	b.rxDropped.Store(b.Stats.RxDropped.Load())
+	b.txDropped.Store(b.Stats.TxDropped.Load())
+}
+
+type packetBackend struct {
+	*afpacket.Socket
+	rxDropped, txDropped, rxBlocks, rxWakeups, txKicks, ringDrops *atomic.Uint64
+}
+
+func openPacket(f *os.File, s *component.Session, cfg Config, counter func(string) *atomic.Uint64) (backend, error) {
+	ifname := s.Args["interface"]
+	if ifname == "" {
+		return nil, fmt.Errorf("Packet session: no interface argument")
+	}
+	sock, err := afpacket.FromFile(f, afpacket.Config{Interface: ifname, RetireTimeout: cfg.RetireTimeout, RxMinInterval: cfg.RxMinInterval})
+	if err != nil {
+		return nil, err
+	}
+	return &packetBackend{Socket: sock,
+		rxDropped: counter("dev_rx_dropped"), txDropped: counter("dev_tx_dropped"), rxBlocks: counter("dev_rx_blocks"),
+		rxWakeups: counter("dev_rx_wakeups"), txKicks: counter("dev_tx_kicks"), ringDrops: counter("dev_ring_drops"),
+	}, nil
+}
+
+func (b *packetBackend) publish() {
+	b.rxDropped.Store(b.Stats.RxDropped.Load())
+	b.txDropped.Store(b.Stats.TxDropped.Load())
+	b.rxBlocks.Store(b.Stats.RxBlocks.Load())
+	b.rxWakeups.Store(b.Stats.RxBursts.Load())
+	b.txKicks.Store(b.Stats.TxKicks.Load())
+	if d, err := b.KernelDrops(); err == nil {
+		b.ringDrops.Add(d) // PACKET_STATISTICS resets on reading
+	}
+}

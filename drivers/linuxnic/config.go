@@ -1,0 +1,126 @@
+package linuxnic
+
+import (
+	"hash/fnv"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/config"
+	ps "github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// TapSchema is linux_nic's <config>:
+//
+//	<config mac="02:..." label="..." netns="lan" address="198.18.0.1/24" gateway="..."
+//	        tap_mtu="65520" offload="yes" exec="iperf3 -s"/>
+//
+// Everything but mac and label is the TAP's (the supervisor's "Tap" service arguments): the
+// Linux side of the wire lives in the namespace netns the supervisor makes.
+var TapSchema = &config.Schema{Type: "config", Attrs: []string{
+	"mac", "label", "netns", "address", "gateway", "tap_mtu", "offload", "exec"}}
+
+// PacketSchema is packet_nic's <config>:
+//
+//	<config mac="02:..." label="..." netns="lan" address="198.18.0.1/24" gateway="..." mtu="1500"
+//	        rx_irq_throttle="651"/>
+//
+// rx_irq_throttle is in a NIC's ITR units of 256 ns (0: off): the least interval between two
+// RX wakeups, and (rounded up to whole ms) the retire timeout of an RX block.
+var PacketSchema = &config.Schema{Type: "config", Attrs: []string{
+	"mac", "label", "netns", "address", "gateway", "mtu", "exec", "rx_irq_throttle"}}
+
+// DefaultRxIrqThrottle is Genode's ITR value: 651 x 256 ns = 166.7 µs.
+const DefaultRxIrqThrottle = 651
+
+// Config is a linux_nic or packet_nic <config>.
+type Config struct {
+	MAC   net.HardwareAddr  // the NIC's address: the router's identity on this wire
+	Label string            // the Uplink session's label
+	Args  map[string]string // the device service's arguments
+	// packet_nic's RX throttle (zero for linux_nic).
+	RxMinInterval, RetireTimeout time.Duration
+}
+
+// Stream is the geometry of the Uplink session's streams: Genode's 1024 queue entries and a
+// bulk buffer for some 40 super-frames of 64 KiB in flight.
+var Stream = ps.Config{QueueSize: 1024, BulkSize: 1024 * 1024 * 4 / ps.BlockSize * ps.BlockSize}
+
+// ParseConfig reads the <config> of a component of kind k called name (the MAC's default is
+// derived from it); schema warnings come apart from errors, which make the config unusable.
+func ParseConfig(k *Kind, name string, n *config.Node) (cfg Config, warnings []*config.Error, err error) {
+	if n == nil {
+		n = &config.Node{Type: "config"}
+	}
+	warnings = config.Check(n, k.Schema)
+	cfg = Config{Label: n.String("label", ""), Args: map[string]string{}}
+	mac, ok, err := n.MAC("mac")
+	if err != nil {
+		return cfg, warnings, err
+	}
+	if !ok {
+		mac = DeriveMAC(name)
+	} else if mac[0]&1 != 0 {
+		a, _ := n.Attr("mac")
+		return cfg, warnings, config.Errorf(a.Pos, "mac=%q is a multicast address", a.Value)
+	}
+	cfg.MAC = mac
+	for _, k := range []string{"netns", "address", "gateway", "exec"} {
+		if v, ok := n.Attr(k); ok {
+			cfg.Args[k] = v.Value
+		}
+	}
+	if _, _, err := n.Prefix("address"); err != nil {
+		return cfg, warnings, err
+	}
+	if _, _, err := n.IPv4("gateway"); err != nil {
+		return cfg, warnings, err
+	}
+	mtuAttr := "mtu"
+	if k == TapNIC {
+		mtuAttr = "tap_mtu"
+		offload, err := n.Bool("offload", true)
+		if err != nil {
+			return cfg, warnings, err
+		}
+		cfg.Args["offload"] = yesNo(offload)
+	} else {
+		itr, err := n.Number("rx_irq_throttle", DefaultRxIrqThrottle)
+		if err != nil {
+			return cfg, warnings, err
+		}
+		if itr > 0xffff {
+			a, _ := n.Attr("rx_irq_throttle")
+			return cfg, warnings, config.Errorf(a.Pos, "rx_irq_throttle=%d does not fit the 16-bit ITR interval (at most 65535)", itr)
+		}
+		cfg.RxMinInterval = time.Duration(itr) * 256 * time.Nanosecond
+		cfg.RetireTimeout = (cfg.RxMinInterval + time.Millisecond - 1).Truncate(time.Millisecond)
+	}
+	if n.Has(mtuAttr) {
+		mtu, err := n.Number(mtuAttr, 1500)
+		if err == nil && (mtu < 68 || mtu > 65535) {
+			a, _ := n.Attr(mtuAttr)
+			err = config.Errorf(a.Pos, "%s=%d is not in [68, 65535]", mtuAttr, mtu)
+		}
+		if err != nil {
+			return cfg, warnings, err
+		}
+		cfg.Args["mtu"] = strconv.FormatUint(mtu, 10)
+	}
+	return cfg, warnings, nil
+}
+
+// DeriveMAC makes a locally administered unicast address from name, the same for every run.
+func DeriveMAC(name string) net.HardwareAddr {
+	h := fnv.New64a()
+	h.Write([]byte("nicstack " + name))
+	s := h.Sum(nil)
+	return net.HardwareAddr{0x02, s[0], s[1], s[2], s[3], s[4]}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

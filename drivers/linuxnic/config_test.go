@@ -1,0 +1,73 @@
+package linuxnic
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+func parse(t *testing.T, k *Kind, text string) (Config, []*config.Error, error) {
+	t.Helper()
+	n, err := config.Parse("test", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParseConfig(k, "uplink", n)
+}
+
+func TestTapConfig(t *testing.T) {
+	cfg, warn, err := parse(t, TapNIC, `<config tap_mtu="65520" offload="yes" netns="lan" address="198.18.0.1/24" exec="sleep 1" tcp="x"/>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0].Error(), "tcp") {
+		t.Errorf("warnings %v, want one for tcp", warn)
+	}
+	want := map[string]string{"mtu": "65520", "offload": "yes", "netns": "lan", "address": "198.18.0.1/24", "exec": "sleep 1"}
+	if len(cfg.Args) != len(want) {
+		t.Errorf("args %v, want %v", cfg.Args, want)
+	}
+	for k, v := range want {
+		if cfg.Args[k] != v {
+			t.Errorf("arg %s=%q, want %q", k, cfg.Args[k], v)
+		}
+	}
+	if cfg.MAC.String() != DeriveMAC("uplink").String() || cfg.MAC[0] != 0x02 {
+		t.Errorf("MAC %s", cfg.MAC)
+	}
+	if cfg.RxMinInterval != 0 || cfg.RetireTimeout != 0 {
+		t.Errorf("a TAP has no RX throttle: %v %v", cfg.RxMinInterval, cfg.RetireTimeout)
+	}
+}
+
+func TestPacketConfigThrottle(t *testing.T) {
+	for _, c := range []struct {
+		text          string
+		gap, retire   time.Duration
+		mac, errMatch string
+	}{
+		{`<config/>`, 166656 * time.Nanosecond, time.Millisecond, "", ""},
+		{`<config rx_irq_throttle="0" mac="02:00:00:00:00:07"/>`, 0, 0, "02:00:00:00:00:07", ""},
+		{`<config rx_irq_throttle="5580"/>`, 1428480 * time.Nanosecond, 2 * time.Millisecond, "", ""},
+		{`<config rx_irq_throttle="70000"/>`, 0, 0, "", "16-bit"},
+		{`<config mac="03:00:00:00:00:01"/>`, 0, 0, "", "multicast"},
+		{`<config mtu="20"/>`, 0, 0, "", "mtu=20"},
+		{`<config address="nope"/>`, 0, 0, "", "prefix"},
+	} {
+		cfg, _, err := parse(t, PacketNIC, c.text)
+		if c.errMatch != "" {
+			if err == nil || !strings.Contains(err.Error(), c.errMatch) {
+				t.Errorf("%s: error %v, want one about %q", c.text, err, c.errMatch)
+			}
+			continue
+		}
+		if err != nil || cfg.RxMinInterval != c.gap || cfg.RetireTimeout != c.retire {
+			t.Errorf("%s: gap %v retire %v (%v), want %v %v", c.text, cfg.RxMinInterval, cfg.RetireTimeout, err, c.gap, c.retire)
+		}
+		if c.mac != "" && cfg.MAC.String() != c.mac {
+			t.Errorf("%s: MAC %s", c.text, cfg.MAC)
+		}
+	}
+}
