@@ -11,7 +11,7 @@ import (
 // Schema is nic_perf's <config>.
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"service", "session", "uplink_mac", "label", "mac", "flows", "ip", "tx", "protocol", "dst_ip", "dst_mac", "src_port", "dst_port",
-	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size", "spin",
+	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size", "spin", "ack",
 }}
 
 // Config is what one nic_perf does.
@@ -41,6 +41,9 @@ type Config struct {
 	// Spin is how many polls a wait starts with before it sleeps (packetstream.Waiter.Spin):
 	// 0 for a nic_perf that shares its CPU, where spinning only keeps its peer from running.
 	Spin int
+	// NoAck makes a client that takes frames and never acknowledges them (ack="no"): the
+	// hostile peer of tests. It still answers ARP, so that a router sends to it.
+	NoAck bool
 }
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
@@ -83,6 +86,11 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 		a, _ := n.Attr("protocol")
 		return cfg, warnings, config.Errorf(a.Pos, "protocol=%q: want udp or icmp", p)
 	}
+	ack, err := n.Bool("ack", true)
+	if err != nil {
+		return cfg, warnings, err
+	}
+	cfg.NoAck = !ack
 	var v uint64
 	num := func(name string, def, lo, hi uint64) uint64 {
 		if err != nil {

@@ -143,7 +143,9 @@ func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Ti
 		if b := in.Payload(pk); b != nil {
 			p.receive(out, b)
 		}
-		in.TryAck(pk)
+		if !p.cfg.NoAck {
+			in.TryAck(pk)
+		}
 	}
 	if p.cfg.TX && (p.cfg.Duration == 0 || now.Sub(p.start) < p.cfg.Duration) {
 		want := uint64(batch)

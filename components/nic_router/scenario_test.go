@@ -208,3 +208,19 @@ func TestSculptConfig(t *testing.T) {
 	sc.waitCounter("nic_drv", "rx_frames", 300) // UDP to port 53 through NAT
 	sc.waitCounter("nic_drv", "answers", 5)     // ARP and echo
 }
+
+// A client that takes frames and never acknowledges them fills its queue: what the router
+// sends it is dropped and counted, and the other interfaces keep their traffic.
+func TestClientThatNeverAcknowledges(t *testing.T) {
+	sc := run(t, "router_udp.xml",
+		`<policy label="rx" domain="b"/>`, `<policy label="rx" domain="b"/> <policy label="deaf" domain="b"/> <policy label="tx2" domain="a"/>`,
+		`<start name="tx">`, `<start name="deaf"> <binary name="nic_perf"/> <config ip="10.0.2.3" ack="no" period_ms="0"/> </start>
+	<start name="tx2"> <binary name="nic_perf"/>
+		<config tx="yes" ip="10.0.1.3" mac="02:00:00:00:00:03" dst_ip="10.0.2.3" size="256" rate="20000" period_ms="0"/>
+	</start>
+	<start name="tx">`)
+	sc.waitCounter("deaf", "rx_frames", 100)
+	sc.waitCounter("nic_router", "dropped_full", 1000)
+	base := sc.counter("rx", "rx_frames")
+	sc.waitCounter("rx", "rx_frames", base+2000)
+}
