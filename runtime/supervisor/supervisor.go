@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nicstack/nicstack/internal/netns"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -69,6 +71,9 @@ type Supervisor struct {
 	requests map[reqKey]*request
 	nextID   uint64
 	stopping bool
+
+	nsMu       sync.Mutex // namespaces is read by Netns callers outside the supervisor goroutine
+	namespaces map[string]*netns.NS
 }
 
 // child is a <start> and its current process.
@@ -101,6 +106,7 @@ type request struct {
 	args      map[string]string
 	tx, rx    packetstream.Config
 	device    *component.DeviceSpec // set for a device session (tx and rx unused)
+	parent    *parentSession        // what the supervisor made for an open parent-service session
 	decision  *Decision
 	denied    string
 	session   uint64
@@ -127,6 +133,7 @@ func New(path string, opts Options) (*Supervisor, error) {
 		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
 		events: make(chan func(), 64), done: make(chan struct{}),
 		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
+		namespaces: map[string]*netns.NS{},
 	}
 	for _, st := range sc.Starts {
 		if _, err := s.binary(st); err != nil {
@@ -196,6 +203,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	s.opts.RunDir = runDir
 	defer os.RemoveAll(runDir)
+	defer s.deleteNamespaces()
 
 	if note := ScaleNote(s.sc.Space, s.topo); note != "" {
 		s.log.Info("note: " + note)
@@ -404,15 +412,15 @@ func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
 		s.deny(r, err.Error())
 		return
 	}
-	if d.Parent {
-		s.deny(r, fmt.Sprintf("routed to the parent, but the supervisor serves no %s sessions itself", r.service))
+	if _, ok := parentServices[r.service]; d.Parent && !ok {
+		s.deny(r, fmt.Sprintf("routed to the parent, but the supervisor serves no %s sessions itself (it serves Tap and Packet)", r.service))
 		return
 	}
 	r.decision = d
 	for _, line := range d.Trace {
 		s.log.Debug("route " + line)
 	}
-	s.log.Debug(fmt.Sprintf("session %s %q of %s routed to %s as %q", r.service, r.label, c.start.Name, d.Server, d.Label))
+	s.log.Debug(fmt.Sprintf("session %s %q of %s routed to %s as %q", r.service, r.label, c.start.Name, serverName(d), d.Label))
 	s.open(r)
 }
 
@@ -427,6 +435,13 @@ func (s *Supervisor) deny(r *request, reason string) {
 			s.log.Debug(fmt.Sprintf("telling %s of the denial: %v", r.key.client, err))
 		}
 	}
+}
+
+func serverName(d *Decision) string {
+	if d.Parent {
+		return "the parent"
+	}
+	return d.Server
 }
 
 // openWaiting opens every routed request whose server has become ready.
@@ -452,6 +467,10 @@ func (s *Supervisor) openWaiting() {
 func (s *Supervisor) open(r *request) {
 	cl, srv := s.children[r.key.client], s.children[r.decision.Server]
 	if cl == nil || cl.state != "running" {
+		return
+	}
+	if r.decision.Parent {
+		s.openAtParent(r, cl)
 		return
 	}
 	if srv == nil || srv.state != "running" || !srv.announced[r.service] {
@@ -490,19 +509,9 @@ func (s *Supervisor) open(r *request) {
 		base.Rx = &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)}
 	}
 	give := func(c *child, role controlpb.Role) error {
-		if len(files) > 0 {
-			// A component that stopped reading its control socket must not block the supervisor.
-			c.proc.sock.SetWriteDeadline(time.Now().Add(s.opts.CallTimeout))
-			if err := component.SendFiles(c.proc.sock, id, files); err != nil {
-				return err
-			}
-		}
 		req := proto.Clone(base).(*controlpb.OpenSessionRequest)
 		req.Role = role
-		ctx, cancel := s.ctx()
-		defer cancel()
-		_, err := c.proc.ctl.OpenSession(ctx, req)
-		return err
+		return s.hand(c, req, files)
 	}
 	if err := give(srv, controlpb.Role_SERVER); err != nil {
 		s.log.Error(fmt.Sprintf("session %s %q of %s: server %s refused: %v", r.service, r.label, r.key.client, srv.start.Name, err))
@@ -516,6 +525,45 @@ func (s *Supervisor) open(r *request) {
 	r.session, r.linkUp, r.ram, r.waitNoted = id, true, need, false
 	cl.ramUsed += need
 	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at %s (link up)", id, r.service, r.label, r.key.client, srv.start.Name), "took", time.Since(r.openedAt))
+}
+
+// hand gives c a session: its files over the control socket, then the OpenSession call.
+func (s *Supervisor) hand(c *child, req *controlpb.OpenSessionRequest, files []*os.File) error {
+	if len(files) > 0 {
+		// A component that stopped reading its control socket must not block the supervisor.
+		c.proc.sock.SetWriteDeadline(time.Now().Add(s.opts.CallTimeout))
+		if err := component.SendFiles(c.proc.sock, req.SessionId, files); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	_, err := c.proc.ctl.OpenSession(ctx, req)
+	return err
+}
+
+// openAtParent opens r at a service the supervisor serves itself.
+func (s *Supervisor) openAtParent(r *request, cl *child) {
+	s.nextID++
+	id := s.nextID
+	r.openedAt = time.Now()
+	p, err := s.openParent(r, id)
+	if err != nil {
+		s.deny(r, err.Error())
+		return
+	}
+	req := &controlpb.OpenSessionRequest{
+		SessionId: id, RequestId: r.key.id, Role: controlpb.Role_CLIENT, Service: r.service, Label: r.decision.Label,
+		Args: p.args, Files: uint32(len(p.files)), Device: &controlpb.DeviceSpec{},
+	}
+	if err := s.hand(cl, req, p.files); err != nil {
+		s.log.Error(fmt.Sprintf("session %s %q of %s: client refused: %v", r.service, r.label, r.key.client, err))
+		p.close()
+		return
+	}
+	closeFiles(p.files) // the client holds its own copies
+	r.session, r.linkUp, r.parent, r.waitNoted = id, true, p, false
+	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at the parent: %s in namespace %s", id, r.service, r.label, r.key.client, p.iface, p.ns.Name), "took", time.Since(r.openedAt))
 }
 
 // sessionFiles creates the files both sides of r's new session get.
@@ -555,6 +603,10 @@ func (s *Supervisor) closeSession(r *request, reason string, atClient bool) {
 		}
 	}
 	r.ram = 0
+	if r.parent != nil {
+		r.parent.close()
+		r.parent = nil
+	}
 	if r.decision != nil {
 		s.closeAt(s.children[r.decision.Server], id, reason)
 	}

@@ -23,6 +23,7 @@ type Client struct {
 	cfg       clientConfig
 	l         *loop
 	device    *device
+	wire      *wire
 
 	sent, received, mismatches, late, linkUps, linkDowns, peerLink, firstReply, deviceRounds, denied *atomic.Uint64
 }
@@ -85,6 +86,16 @@ func (cl *Client) Configure(cfg *config.Node) error {
 		return err
 	}
 	cl.cfg, cl.requested = cc, true
+	if svc := cfg.String("service", "Nic"); svc == "Tap" || svc == "Packet" {
+		args := map[string]string{}
+		for _, a := range []string{"netns", "address", "gateway", "mtu", "offload", "exec"} {
+			if v, ok := cfg.Attr(a); ok {
+				args[a] = v.Value
+			}
+		}
+		cl.c.RequestDevice(svc, cfg.String("label", ""), args, component.DeviceSpec{})
+		return nil
+	}
 	if device {
 		cl.c.RequestDevice(cfg.String("service", "Nic"), cfg.String("label", ""), nil, DeviceSpec)
 		return nil
@@ -95,7 +106,11 @@ func (cl *Client) Configure(cfg *config.Node) error {
 
 func (cl *Client) Open(s *component.Session) error {
 	if s.Device() {
-		if err := cl.useDevice(s); err != nil {
+		use := cl.useDevice
+		if s.Service == "Tap" || s.Service == "Packet" {
+			use = cl.openWire
+		}
+		if err := use(s); err != nil {
 			return err
 		}
 		cl.linkUps.Add(1)
@@ -133,6 +148,10 @@ func (cl *Client) Close(s *component.Session) {
 	if cl.device != nil {
 		cl.device.close()
 		cl.device = nil
+	}
+	if cl.wire != nil {
+		cl.wire.close()
+		cl.wire = nil
 	}
 	cl.linkDowns.Add(1)
 	cl.c.Log.Info("link down", "session", s.ID)

@@ -19,8 +19,11 @@ import (
 var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service", "link"}}
 
 // ClientSchema is test_client's config.
-// device="yes" requests a device session (DeviceSpec) instead of a packet stream.
-var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size", "device"}}
+// device="yes" requests a device session (DeviceSpec) instead of a packet stream; service
+// "Tap" or "Packet" requests that parent service with the attributes of the same names as its
+// arguments, and reflects the UDP datagrams it carries.
+var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size", "device",
+	"netns", "address", "gateway", "mtu", "offload", "exec"}}
 
 func init() {
 	component.RegisterSchema("test_echo", EchoSchema)

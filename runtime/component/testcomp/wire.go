@@ -1,0 +1,96 @@
+package testcomp
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nicstack/nicstack/drivers/afpacket"
+	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/runtime/component"
+	ps "github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// wire is a parent service's interface (a TAP or an AF_PACKET socket) as the client uses it:
+// it answers every IPv4 UDP datagram the namespace's kernel sends by reflecting it (addresses
+// and ports swapped, so the sender's socket gets its own datagram back), and counts
+// "wire_frames" read and "wire_reflected".
+type wire struct {
+	port interface {
+		Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error)
+		Write(bufs [][]byte, offs []ps.Offload) (int, error)
+		Close() error
+	}
+	done sync.WaitGroup
+}
+
+func (cl *Client) openWire(s *component.Session) error {
+	if len(s.Files) != 1 {
+		return fmt.Errorf("%s session with %d files, want 1", s.Service, len(s.Files))
+	}
+	w := &wire{}
+	var err error
+	if s.Service == "Tap" {
+		w.port, err = tap.FromFile(s.Files[0])
+	} else {
+		w.port, err = afpacket.FromFile(s.Files[0], afpacket.Config{Interface: s.Args["interface"]})
+	}
+	if err != nil {
+		return err
+	}
+	frames, reflected := cl.c.Counter("wire_frames"), cl.c.Counter("wire_reflected")
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		w.reflect(frames, reflected)
+	}()
+	cl.wire = w
+	return nil
+}
+
+func (w *wire) reflect(frames, reflected *atomic.Uint64) {
+	bufs := [][]byte{make([]byte, tap.MaxFrame)}
+	sizes, offs := make([]int, 1), make([]ps.Offload, 1)
+	for {
+		n, err := w.port.Read(bufs, sizes, offs)
+		if err != nil {
+			return
+		}
+		for i := range n {
+			frames.Add(1)
+			if f := bufs[i][:sizes[i]]; swapUDP(f) {
+				if _, err := w.port.Write([][]byte{f}, offs[i:i+1]); err != nil {
+					return
+				}
+				reflected.Add(1)
+			}
+		}
+	}
+}
+
+// swapUDP turns an Ethernet/IPv4/UDP frame around in place: MACs, addresses and ports
+// swapped. The IP and UDP checksums stay right, as both are sums over the swapped fields.
+func swapUDP(f []byte) bool {
+	if len(f) < 14+20+8 || f[12] != 0x08 || f[13] != 0x00 || f[14]>>4 != 4 || f[14+9] != 17 {
+		return false
+	}
+	ihl := int(f[14]&0xf) * 4
+	if ihl < 20 || len(f) < 14+ihl+8 {
+		return false
+	}
+	swap := func(a, b []byte) {
+		for i := range a {
+			a[i], b[i] = b[i], a[i]
+		}
+	}
+	swap(f[0:6], f[6:12])
+	swap(f[14+12:14+16], f[14+16:14+20])
+	u := f[14+ihl:]
+	swap(u[0:2], u[2:4])
+	return true
+}
+
+func (w *wire) close() {
+	w.port.Close()
+	w.done.Wait()
+}

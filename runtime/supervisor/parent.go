@@ -1,0 +1,256 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/drivers/afpacket"
+	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/internal/netns"
+)
+
+// The parent services are sessions the supervisor serves itself, routed with <parent/>: a
+// component gets a Linux interface inside a namespace of the run, without privileges.
+//
+//   - "Tap": a TAP (IFF_VNET_HDR, TSO and checksum offloads unless offload=no) inside the
+//     namespace; Files = [the TAP], for drivers/tap.FromFile.
+//   - "Packet": a veth pair, one end inside the namespace, the other in a namespace of the
+//     session's own; Files = [an AF_PACKET socket there], Args["interface"] = that end's name,
+//     for drivers/afpacket.FromFile.
+//
+// Args: netns (a name local to the run), address (CIDR of the Linux side), gateway (default
+// route inside the namespace), mtu (1500), exec (a shell command run inside the namespace once
+// the interface is up, killed when the session closes; $NICSTACK_INTERFACE names the
+// interface).
+var parentServices = map[string]func(*Supervisor, *parentSession, *netns.NS) error{
+	"Tap":    (*Supervisor).openTap,
+	"Packet": (*Supervisor).openPacket,
+}
+
+// parentSession is what the supervisor made for one session of a parent service; close
+// deletes it all.
+type parentSession struct {
+	id     uint64
+	client string
+	args   map[string]string
+	files  []*os.File // handed to the client
+	iface  string     // the interface inside the run's namespace
+	ns     *netns.NS  // the run's namespace the interface is in
+	own    *netns.NS  // the session's own namespace (Packet)
+	exec   *exec.Cmd
+	mtu    int
+}
+
+var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
+
+// openParent serves r (routed to the parent) for client cl.
+func (s *Supervisor) openParent(r *request, id uint64) (*parentSession, error) {
+	open, ok := parentServices[r.service]
+	if !ok {
+		return nil, fmt.Errorf("routed to the parent, but the supervisor serves no %s sessions itself (it serves Tap and Packet)", r.service)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("the supervisor serves %s sessions only when run as root", r.service)
+	}
+	name := r.args["netns"]
+	if !netnsName.MatchString(name) {
+		return nil, fmt.Errorf("%s session: netns=%q: want a name of 1 to 16 letters, digits or _", r.service, name)
+	}
+	p := &parentSession{id: id, client: r.key.client, args: r.args, mtu: 1500}
+	if v, ok := r.args["mtu"]; ok {
+		mtu, err := strconv.Atoi(v)
+		if err != nil || mtu < 68 || mtu > 65535 {
+			return nil, fmt.Errorf("%s session: mtu=%q: want 68 to 65535", r.service, v)
+		}
+		p.mtu = mtu
+	}
+	ns, err := s.namespace(name)
+	if err != nil {
+		return nil, err
+	}
+	p.ns = ns
+	if err := open(s, p, ns); err != nil {
+		p.close()
+		return nil, fmt.Errorf("%s session in namespace %s: %w", r.service, name, err)
+	}
+	if err := s.configure(p); err != nil {
+		p.close()
+		return nil, fmt.Errorf("%s session in namespace %s: %w", r.service, name, err)
+	}
+	return p, nil
+}
+
+// namespace returns the run's namespace called name, made on first use.
+func (s *Supervisor) namespace(name string) (*netns.NS, error) {
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	if ns := s.namespaces[name]; ns != nil {
+		return ns, nil
+	}
+	ns, err := netns.New(name)
+	if err != nil {
+		return nil, err
+	}
+	s.namespaces[name] = ns
+	s.log.Info(fmt.Sprintf("namespace %s made as %s", name, ns.Name))
+	return ns, nil
+}
+
+// Netns returns the path of the run's namespace called name (usable with setns or ExecIn),
+// once a session has made it.
+func (s *Supervisor) Netns(name string) (path string, ok bool) {
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	if ns := s.namespaces[name]; ns != nil {
+		return ns.File.Name(), true
+	}
+	return "", false
+}
+
+// deleteNamespaces runs when the run ends.
+func (s *Supervisor) deleteNamespaces() {
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	for name, ns := range s.namespaces {
+		if err := ns.Close(); err != nil {
+			s.log.Error(fmt.Sprintf("deleting namespace %s: %v", name, err))
+		}
+		delete(s.namespaces, name)
+	}
+}
+
+// ExecIn returns a command that runs argv inside the network namespace at nsPath (and dies
+// with its parent).
+func ExecIn(ctx context.Context, nsPath string, argv []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + nsPath, "--"}, argv...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+func (s *Supervisor) openTap(p *parentSession, ns *netns.NS) error {
+	dev, err := tap.Create(tap.Config{Name: fmt.Sprintf("tap%d", p.id), MTU: p.mtu, NetNS: ns.File})
+	if err != nil {
+		return err
+	}
+	p.iface, p.files = dev.Name(), []*os.File{dev.File()}
+	switch p.args["offload"] {
+	case "", "yes":
+	case "no":
+		raw, err := dev.File().SyscallConn()
+		var ierr error
+		if err == nil {
+			err = raw.Control(func(fd uintptr) { ierr = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, 0) })
+		}
+		if err != nil || ierr != nil {
+			return fmt.Errorf("turning offloads off: %v%v", err, ierr)
+		}
+	default:
+		return fmt.Errorf("offload=%q: want yes or no", p.args["offload"])
+	}
+	return nil
+}
+
+func (s *Supervisor) openPacket(p *parentSession, ns *netns.NS) error {
+	own, err := netns.New("pkt")
+	if err != nil {
+		return err
+	}
+	p.own = own
+	p.iface = fmt.Sprintf("veth%d", p.id)
+	end := fmt.Sprintf("pkt%d", p.id)
+	if err := netns.Veth(p.iface, ns, end, own); err != nil {
+		return err
+	}
+	if err := ns.IP("link", "set", p.iface, "mtu", strconv.Itoa(p.mtu)); err != nil {
+		return err
+	}
+	if err := own.IP("link", "set", end, "mtu", strconv.Itoa(p.mtu)); err != nil {
+		return err
+	}
+	sock, err := afpacket.NewSocket(own.File)
+	if err != nil {
+		return err
+	}
+	p.files = []*os.File{sock}
+	p.args = withArg(p.args, "interface", end)
+	return nil
+}
+
+func withArg(args map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for key, val := range args {
+		if key != k {
+			out[key] = val
+		}
+	}
+	return out
+}
+
+// benchRange and private addresses are the only ones a scenario may put on interfaces: the
+// namespaces are the run's own, but the addresses must never collide with the host's networks.
+var benchRange = netip.MustParsePrefix("198.18.0.0/15")
+
+// configure sets the Linux side's address and route and starts the exec'd command.
+func (s *Supervisor) configure(p *parentSession) error {
+	if a := p.args["address"]; a != "" {
+		pfx, err := netip.ParsePrefix(a)
+		if err != nil || !(benchRange.Contains(pfx.Addr()) || pfx.Addr().IsPrivate()) {
+			return fmt.Errorf("address=%q: want a CIDR in 198.18.0.0/15 or a private range", a)
+		}
+		if err := p.ns.IP("addr", "add", a, "dev", p.iface); err != nil {
+			return err
+		}
+	}
+	if err := p.ns.IP("link", "set", p.iface, "up"); err != nil {
+		return err
+	}
+	if g := p.args["gateway"]; g != "" {
+		if _, err := netip.ParseAddr(g); err != nil {
+			return fmt.Errorf("gateway=%q: %w", g, err)
+		}
+		if err := p.ns.IP("route", "add", "default", "via", g, "dev", p.iface); err != nil {
+			return err
+		}
+	}
+	if line := p.args["exec"]; line != "" {
+		name := p.client + "/" + p.args["netns"]
+		cmd := ExecIn(context.Background(), p.ns.File.Name(), []string{"sh", "-c", line})
+		cmd.Env = append(os.Environ(), "NICSTACK_INTERFACE="+p.iface)
+		w := s.opts.Out.Writer(name)
+		cmd.Stdout, cmd.Stderr = w, w
+		cmd.SysProcAttr.Setpgid = true // close kills the shell's children too
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("exec %q: %w", line, err)
+		}
+		p.exec = cmd
+		go func() {
+			err := cmd.Wait()
+			s.log.Debug(fmt.Sprintf("[%s] %q ended: %v", name, line, err))
+		}()
+	}
+	return nil
+}
+
+// close kills the exec'd command and deletes the interface (the client may still hold its
+// descriptor, which would keep a TAP or the session's namespace alive otherwise).
+func (p *parentSession) close() {
+	if p.exec != nil {
+		syscall.Kill(-p.exec.Process.Pid, syscall.SIGKILL)
+	}
+	if p.iface != "" {
+		p.ns.IP("link", "del", p.iface)
+	}
+	if p.own != nil {
+		p.own.Close()
+	}
+	closeFiles(p.files)
+	p.files = nil
+}

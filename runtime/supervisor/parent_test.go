@@ -1,0 +1,178 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/internal/testutil"
+)
+
+// The exec'd commands sleep for a number no other process uses, so the test can find them.
+const parentScenario = `<config>
+	<parent-provides> <service name="Tap"/> <service name="Packet"/> </parent-provides>
+	<start name="tapper">
+		<binary name="test_client"/>
+		<route> <service name="Tap"> <parent/> </service> </route>
+		<config service="Tap" netns="a" address="198.18.5.1/24"
+			exec="ip neigh replace 198.18.5.2 lladdr 02:00:00:00:00:02 dev $NICSTACK_INTERFACE &amp;&amp; echo neighbour set &amp;&amp; exec sleep 7391"/>
+	</start>
+	<start name="packer">
+		<binary name="test_client"/>
+		<route> <service name="Packet"> <parent/> </service> </route>
+		<config service="Packet" netns="b" address="198.18.6.1/24" mtu="1400"
+			exec="ip neigh replace 198.18.6.2 lladdr 02:00:00:00:00:02 dev $NICSTACK_INTERFACE &amp;&amp; echo neighbour set &amp;&amp; exec sleep 7391"/>
+	</start>
+</config>`
+
+// hostState lists the host's interfaces, this process's namespaces and the exec'd sleeps.
+func hostState(t *testing.T) string {
+	links, err := exec.Command("ip", "-o", "link").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range strings.Split(string(links), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			names = append(names, f[1])
+		}
+	}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("nst%d-", os.Getpid())) {
+			names = append(names, "netns "+e.Name())
+		}
+	}
+	for _, pid := range sleeps() {
+		names = append(names, fmt.Sprintf("sleep pid %d", pid))
+	}
+	return strings.Join(names, " ")
+}
+
+func sleeps() []int {
+	var pids []int
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err == nil && bytes.Equal(b, []byte("sleep\x007391\x00")) {
+			var pid int
+			fmt.Sscanf(f, "/proc/%d/cmdline", &pid)
+			if pidAlive(pid) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// udpEcho sends datagrams from inside the run's namespace name to addr until one comes back
+// (the test component reflects them through the TAP or packet socket).
+func udpEcho(t *testing.T, r *run, name, addr string) {
+	path, ok := r.s.Netns(name)
+	if !ok {
+		t.Fatalf("no namespace %q", name)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var conn *net.UDPConn
+	if err := netns.Do(f, func() (err error) {
+		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msg := []byte("through " + name)
+	buf := make([]byte, 100)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if _, err := conn.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, err := conn.Read(buf); err == nil {
+			if !bytes.Equal(buf[:n], msg) {
+				t.Fatalf("%s: got %q back, sent %q", name, buf[:n], msg)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s: no datagram came back from %s", name, addr)
+}
+
+// TestParentServices: a TAP and a packet socket carry datagrams between the namespace's
+// kernel and a component, the exec'd commands run inside the namespaces, a client's restart
+// deletes its interface and makes a new one, and nothing is left on the host afterwards.
+func TestParentServices(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "ip", "nsenter")
+	before := hostState(t)
+	t.Cleanup(func() { // runs after the run's own cleanup has stopped it
+		if after := hostState(t); after != before {
+			t.Errorf("the run left things behind:\nbefore: %s\nafter:  %s", before, after)
+		}
+	})
+	r := startRun(t, parentScenario, nil)
+	r.waitFor("both exec'd commands", 20*time.Second, func() bool {
+		logs := r.logs.String()
+		return strings.Contains(logs, "[tapper/a] neighbour set") && strings.Contains(logs, "[packer/b] neighbour set")
+	})
+	udpEcho(t, r, "a", "198.18.5.2:9")
+	udpEcho(t, r, "b", "198.18.6.2:9")
+	for _, n := range []string{"tapper", "packer"} {
+		if c := r.component(n).Counters; c["wire_reflected"] == 0 || c["denied"] != 0 {
+			t.Errorf("%s: counters %v", n, c)
+		}
+	}
+
+	// A restarted client gets a fresh interface; the old one and its command are gone.
+	syscall.Kill(r.component("tapper").Pid, syscall.SIGKILL)
+	r.waitFor("the tapper's second session", 20*time.Second, func() bool {
+		return strings.Count(r.logs.String(), "[tapper/a] neighbour set") == 2
+	})
+	udpEcho(t, r, "a", "198.18.5.2:9")
+	if n := len(sleeps()); n != 2 {
+		t.Errorf("%d exec'd commands run, want 2 (the first tapper's was not killed?)", n)
+	}
+	path, _ := r.s.Netns("a")
+	out, err := ExecIn(context.Background(), path, []string{"ip", "-o", "link"}).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taps := strings.Count(string(out), "tap"); taps != 1 {
+		t.Errorf("namespace a has %d TAPs, want 1:\n%s", taps, out)
+	}
+}
+
+func TestParentServiceRefusals(t *testing.T) {
+	testutil.RequireRoot(t)
+	r := startRun(t, `<config>
+	<parent-provides> <service name="Tap"/> <service name="Timer"/> </parent-provides>
+	<start name="badns"> <binary name="test_client"/> <route> <any-service> <parent/> </any-service> </route>
+		<config service="Tap" netns="no/slash"/> </start>
+	<start name="timer"> <binary name="test_client"/> <route> <any-service> <parent/> </any-service> </route>
+		<config service="Timer" device="yes"/> </start>
+</config>`, nil)
+	r.waitFor("both denied", 20*time.Second, func() bool {
+		return r.component("badns").Counters["denied"] == 1 && r.component("timer").Counters["denied"] == 1
+	})
+	for name, want := range map[string]string{
+		"badns": `Tap session: netns="no/slash": want a name of 1 to 16 letters, digits or _`,
+		"timer": `the supervisor serves no Timer sessions itself (it serves Tap and Packet)`,
+	} {
+		if reqs := r.component(name).Requests; len(reqs) != 1 || !strings.Contains(reqs[0].Reason, want) {
+			t.Errorf("%s: requests %+v, want a denial saying %q", name, reqs, want)
+		}
+	}
+}
