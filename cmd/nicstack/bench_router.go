@@ -69,7 +69,10 @@ func init() {
 }
 
 // routerSample is one measuring window.
-type routerSample struct{ mpps, gbps, cpu float64 }
+type routerSample struct {
+	mpps, gbps, cpu float64
+	offered, full   float64 // Mpps sent by nic_perf_tx, and dropped by the router at a full destination
+}
 
 func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []string, jsonFile string, verbose bool) error {
 	if runs < 1 {
@@ -87,7 +90,8 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 				return fmt.Errorf("%s, %d bytes: %w", mode, size, err)
 			}
 			for _, s := range samples {
-				fmt.Fprintf(out, "%5d B  %-11s  %7.3f Mpps  %6.2f Gbit/s  router CPU %3.0f%%\n", size, mode, s.mpps, s.gbps, s.cpu)
+				fmt.Fprintf(out, "%5d B  %-11s  %7.3f Mpps  %6.2f Gbit/s  router CPU %3.0f%%  (sent %.3f Mpps, dropped at full queue %.3f Mpps)\n",
+					size, mode, s.mpps, s.gbps, s.cpu, s.offered, s.full)
 			}
 			med[mode] = routerSample{
 				mpps: median(samples, func(s routerSample) float64 { return s.mpps }),
@@ -159,28 +163,36 @@ func measureRouter(mode string, size int, d time.Duration, runs int, bins []stri
 	go func() { done <- s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	rx := func() (frames uint64, cpu float64, ok bool) {
+	// snap reads the counters; the router's CPU load is since the previous snap.
+	type snap struct {
+		rx, tx, full uint64
+		cpu          float64
+		at           time.Time
+	}
+	read := func() (sn snap, ok bool) {
 		st, alive := s.Status()
 		if !alive {
-			return 0, 0, false
+			return sn, false
 		}
+		sn.at = time.Now()
 		for _, c := range st.Components {
 			if verbose {
 				fmt.Fprintf(os.Stderr, "%s: CPU %.0f%%, %v\n", c.Name, c.CPULoad, c.Counters)
 			}
 			switch c.Name {
 			case "nic_perf_rx":
-				frames, ok = c.Counters["rx_frames"], true
+				sn.rx, ok = c.Counters["rx_frames"], true
+			case "nic_perf_tx":
+				sn.tx = c.Counters["tx_frames"]
 			case "nic_router":
-				cpu = c.CPULoad
+				sn.cpu, sn.full = c.CPULoad, c.Counters["dropped_full"]
 			}
 		}
-		return frames, cpu, ok
+		return sn, ok
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		n, _, ok := rx()
-		if ok && n > 0 {
+		if sn, ok := read(); ok && sn.rx > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -190,18 +202,18 @@ func measureRouter(mode string, size int, d time.Duration, runs int, bins []stri
 	}
 	time.Sleep(300 * time.Millisecond) // warm-up: ARP resolved, spinning settled
 	var out []routerSample
-	n0, _, _ := rx()
-	t0 := time.Now()
+	prev, _ := read()
 	for range runs {
 		time.Sleep(d)
-		n1, cpu, ok := rx()
-		t1 := time.Now()
+		cur, ok := read()
 		if !ok {
 			return nil, fmt.Errorf("the scenario ended")
 		}
-		fps := float64(n1-n0) / t1.Sub(t0).Seconds()
-		out = append(out, routerSample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cpu})
-		n0, t0 = n1, t1
+		sec := cur.at.Sub(prev.at).Seconds()
+		fps := float64(cur.rx-prev.rx) / sec
+		out = append(out, routerSample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cur.cpu,
+			offered: float64(cur.tx-prev.tx) / sec / 1e6, full: float64(cur.full-prev.full) / sec / 1e6})
+		prev = cur
 	}
 	return out, nil
 }
