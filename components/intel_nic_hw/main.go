@@ -1,0 +1,16 @@
+// Command intel_nic_hw is the emulated Intel NIC (82574L, i217-LM; package drivers/intel) as
+// its own process, standing for the hardware: it serves the device session "Platform" to one
+// driver (register page with posted writes, DMA memory, doorbell and interrupt eventfds) and a
+// "Nic" session to the far end of its cable, clocking frames both ways at the link speed.
+package main
+
+import (
+	"github.com/nicstack/nicstack/drivers/intel/hwcomp"
+	"github.com/nicstack/nicstack/runtime/component"
+)
+
+func main() {
+	component.Main(func(c *component.Component) (component.Handler, error) {
+		return hwcomp.NewHandler(c), nil
+	})
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// deploy/nic_loop.xml with real processes: ipxe_nic driving intel_nic_hw through a device
+// session, nic_router, and two nic_perfs, one behind the router, one at the cable's far end.
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+type run struct {
+	t    *testing.T
+	s    *supervisor.Supervisor
+	path string
+	text string
+}
+
+func startLoop(t *testing.T) *run {
+	for _, c := range []string{"intel_nic_hw", "ipxe_nic", "nic_router", "nic_perf"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/ipxe_nic"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nic_loop.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{t: t, path: filepath.Join(t.TempDir(), "nic_loop.xml"), text: string(b)}
+	r.write()
+	logs := &logBuffer{}
+	r.s, err = supervisor.New(r.path, supervisor.Options{
+		BinDirs: []string{bins}, Out: supervisor.NewOutput(logs, false),
+		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
+			t.Logf("supervisor output:\n%s", logs.String())
+		}
+	})
+	return r
+}
+
+func (r *run) write() {
+	if err := os.WriteFile(r.path, []byte(r.text), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// edit changes the running scenario (the supervisor applies a changed <config> live).
+func (r *run) edit(old, new string) {
+	if !strings.Contains(r.text, old) {
+		r.t.Fatalf("scenario has no %q", old)
+	}
+	r.text = strings.ReplaceAll(r.text, old, new)
+	time.Sleep(20 * time.Millisecond) // a new modification time for the watcher
+	r.write()
+}
+
+func (r *run) component(name string) supervisor.ComponentStatus {
+	st, ok := r.s.Status()
+	if !ok {
+		r.t.Fatal("the scenario ended")
+	}
+	for _, c := range st.Components {
+		if c.Name == name {
+			return c
+		}
+	}
+	r.t.Fatalf("no component %q", name)
+	return supervisor.ComponentStatus{}
+}
+
+// uplinkOpen reports whether ipxe_nic holds an open Uplink session.
+func (r *run) uplinkOpen() bool {
+	for _, q := range r.component("ipxe_nic").Requests {
+		if q.Service == "Uplink" && q.State == "open" {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor polls cond for up to 30 s (start-up is slow on a loaded machine).
+func (r *run) waitFor(what string, cond func() bool) {
+	r.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("waited 30 s for %s", what)
+		}
+	}
+}
+
+// grows waits until the counters of both nic_perfs have grown by n frames.
+func (r *run) grows(n uint64) {
+	r.t.Helper()
+	lan0, remote0 := r.component("lan").Counters["rx_frames"], r.component("remote").Counters["rx_frames"]
+	r.waitFor("frames both ways", func() bool {
+		return r.component("lan").Counters["rx_frames"] >= lan0+n && r.component("remote").Counters["rx_frames"] >= remote0+n
+	})
+}
+
+func TestNICLoop(t *testing.T) {
+	r := startLoop(t)
+	r.waitFor("the Uplink session", r.uplinkOpen)
+	r.grows(500) // wire -> model -> driver -> router -> lan, and back
+
+	hw, drv := r.component("intel_nic_hw").Counters, r.component("ipxe_nic").Counters
+	if hw["rx_frames"] == 0 || hw["tx_frames"] == 0 || hw["interrupts"] == 0 || hw["doorbells"] == 0 {
+		t.Errorf("model counters %v", hw)
+	}
+	if drv["interrupts"] == 0 || drv["rx_frames"] == 0 || drv["tx_frames"] == 0 || drv["tdt_writes"] == 0 {
+		t.Errorf("driver counters %v", drv)
+	}
+
+	// pull the cable while traffic runs: link down, the Uplink session goes
+	r.edit(`carrier="yes"`, `carrier="no"`)
+	r.waitFor("the Uplink session to close", func() bool { return !r.uplinkOpen() })
+	// plug it back in: link up, a new Uplink session, frames again
+	r.edit(`carrier="no"`, `carrier="yes"`)
+	r.waitFor("the Uplink session to reopen", r.uplinkOpen)
+	r.grows(500)
+	if n := r.component("ipxe_nic").Counters["link_changes"]; n < 3 {
+		t.Errorf("driver saw %d link changes, want up, down, up", n)
+	}
+}

@@ -1,0 +1,107 @@
+package nicdrv
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+func init() { component.RegisterSchema("ipxe_nic", ipxe.ConfigSchema) }
+
+// Handler is the ipxe_nic component: a Platform client of the emulated NIC and, while the link
+// is up, an Uplink client of the router.
+type Handler struct {
+	c    *component.Component
+	port *Port
+
+	mu       sync.Mutex // the uplink request, changed from the interrupt loop
+	uplink   uint64     // request id while the link is up
+	platform uint64     // open session ids
+	upSess   uint64
+}
+
+// cpuInterval is how often the cpu_us counter is brought up to date.
+const cpuInterval = 250 * time.Millisecond
+
+// NewHandler requests the device once configured.
+func NewHandler(c *component.Component) *Handler {
+	go TrackCPU(c.Counter("cpu_us"), cpuInterval, nil)
+	return &Handler{c: c}
+}
+
+func (h *Handler) Configure(n *config.Node) error {
+	for _, w := range config.Check(n, ipxe.ConfigSchema) {
+		h.c.Log.Warn("config", "err", w)
+	}
+	cfg, err := ipxe.ParseConfig(n)
+	if err != nil {
+		return err
+	}
+	if h.port != nil {
+		return h.port.Configure(cfg)
+	}
+	h.port = New(cfg, ipxe.NewCounters(h.c.Counter), h.link)
+	h.c.RequestDevice("Platform", "", nil, component.DeviceSpec{Mems: devsession.Mems(ipxe.DMASize), Eventfds: devsession.Eventfds})
+	return nil
+}
+
+// link holds the Uplink session exactly while the link is up.
+func (h *Handler) link(up bool, speed int, mac net.HardwareAddr) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case up && h.uplink == 0:
+		cfg := packetstream.DefaultConfig()
+		h.uplink = h.c.Request("Uplink", "uplink", map[string]string{"mac": mac.String()}, cfg, cfg)
+		h.c.Log.Info("link up", "speed_mbit", speed, "mac", mac.String())
+	case !up && h.uplink != 0:
+		h.c.Release(h.uplink)
+		h.uplink = 0
+		h.c.Log.Info("link down")
+	}
+}
+
+func (h *Handler) Open(s *component.Session) error {
+	switch {
+	case s.Service == "Platform" && s.Device():
+		if err := h.port.OpenDevice(s.Files); err != nil {
+			return err
+		}
+		h.platform = s.ID
+		h.c.Log.Info("device opened", "mac", h.port.MAC().String())
+	case s.Service == "Uplink" && s.Client != nil:
+		h.mu.Lock()
+		current := s.Request == h.uplink
+		h.mu.Unlock()
+		if !current {
+			return fmt.Errorf("Uplink session of request %d, released when the link went down", s.Request)
+		}
+		if err := h.port.AttachUplink(s.Client); err != nil {
+			return err
+		}
+		h.upSess = s.ID
+	default:
+		return fmt.Errorf("ipxe_nic has no use for a %q session", s.Service)
+	}
+	return nil
+}
+
+func (h *Handler) Close(s *component.Session) {
+	switch s.ID {
+	case h.platform:
+		h.port.DetachUplink()
+		h.port.CloseDevice()
+		h.platform = 0
+		h.c.Log.Info("device gone")
+	case h.upSess:
+		h.port.DetachUplink()
+		h.upSess = 0
+	}
+}
