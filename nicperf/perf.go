@@ -52,7 +52,9 @@ type Perf struct {
 // New returns a Perf for cfg.
 func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
 	p := &Perf{cfg: cfg, ctr: ctr, log: log}
-	p.template = p.frame()
+	if cfg.TX {
+		p.template = p.frame()
+	}
 	return p
 }
 

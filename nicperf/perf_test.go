@@ -1,0 +1,107 @@
+package nicperf
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+func parse(t *testing.T, xml string) (Config, []error, error) {
+	t.Helper()
+	n, err := config.ParseXML("test", []byte(xml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParseConfig(n)
+}
+
+func TestParseConfig(t *testing.T) {
+	cfg, warn, err := parse(t, `<config tx="yes" protocol="icmp" dst_ip="198.18.0.1" size="64" rate="100" flows="4"/>`)
+	if err != nil || len(warn) > 0 {
+		t.Fatal(err, warn)
+	}
+	if !cfg.TX || !cfg.ICMP || cfg.DstIP != [4]byte{198, 18, 0, 1} || cfg.Size != 64 || cfg.Rate != 100 || cfg.Flows != 4 || cfg.NoAck {
+		t.Errorf("parsed %+v", cfg)
+	}
+	for _, bad := range []string{`<config size="20"/>`, `<config protocol="tcp"/>`, `<config session="Rom"/>`, `<config dst_ip="1.2.3"/>`} {
+		if _, _, err := parse(t, bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if _, warn, _ := parse(t, `<config sise="64"/>`); len(warn) != 1 || !strings.Contains(warn[0].Error(), "size") {
+		t.Errorf("unknown attribute: %v", warn)
+	}
+}
+
+// One nic_perf generates UDP with valid checksums to another over a session, which counts it
+// and answers ARP and ICMP echo for its address.
+func TestGeneratorAndSink(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cl, srv, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	defer srv.Close()
+	gen := New(Config{MAC: proto.MAC{2, 0, 0, 0, 0, 1}, IP: [4]byte{10, 0, 1, 2}, TX: true, DstIP: [4]byte{10, 0, 2, 2},
+		SrcPort: 40000, DstPort: 12345, Flows: 3, Size: 100}, NewCounters(nil), quiet)
+	sinkCtr := NewCounters(nil)
+	sink := New(Config{MAC: proto.MAC{2, 0, 0, 0, 0, 2}, IP: [4]byte{10, 0, 2, 2}}, sinkCtr, quiet)
+	now := time.Now()
+	gen.Step(cl.TX, cl.RX, now)
+	// Check the frames as they sit in the sink's queue, then let the sink count them.
+	frames := 0
+	for {
+		pk, ok := srv.TX.TryGet()
+		if !ok {
+			break
+		}
+		b := srv.TX.Payload(pk)
+		ip, _ := proto.NewIPv4(b[proto.EthLen:])
+		seg := ip.Payload()
+		if proto.Checksum(seg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoUDP, len(seg))) != 0 {
+			t.Fatalf("frame %d: bad UDP checksum", frames)
+		}
+		if want := uint16(40000 + frames%3); proto.Ports(seg).Src() != want {
+			t.Fatalf("frame %d from port %d, want %d", frames, proto.Ports(seg).Src(), want)
+		}
+		frames++
+		srv.TX.TryAck(pk)
+	}
+	if frames != batch {
+		t.Fatalf("generated %d frames in one step, want %d", frames, batch)
+	}
+	// ARP request and ping to the sink, which sits on the server end here.
+	arp := make([]byte, proto.EthLen+proto.ARPLen)
+	proto.Eth(arp).SetDst(proto.Broadcast)
+	proto.Eth(arp).SetType(proto.EtherTypeARP)
+	proto.PutARP(arp[proto.EthLen:], proto.ARPRequest, proto.MAC{2, 0, 0, 0, 0, 9}, [4]byte{10, 0, 2, 1}, proto.MAC{}, [4]byte{10, 0, 2, 2})
+	ping := make([]byte, proto.EthLen+20+16)
+	proto.Eth(ping).SetType(proto.EtherTypeIPv4)
+	proto.PutIPv4(ping[proto.EthLen:], 36, proto.ProtoICMP, [4]byte{10, 0, 2, 1}, [4]byte{10, 0, 2, 2})
+	ping[proto.EthLen+20] = proto.ICMPEchoRequest
+	proto.ICMP(ping[proto.EthLen+20:]).UpdateChecksum()
+	for _, f := range [][]byte{arp, ping} {
+		pk, err := cl.TX.Alloc(len(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(cl.TX.Payload(pk), f)
+		cl.TX.TrySubmit(pk)
+	}
+	cl.TX.Wakeup()
+	sink.Step(srv.RX, srv.TX, now)
+	if n := sinkCtr.Answers.Load(); n != 2 {
+		t.Fatalf("sink answered %d requests, want 2", n)
+	}
+	gen.Step(cl.TX, cl.RX, now) // receives the ARP reply (other) and the echo reply (rx)
+	if n := gen.ctr.RxFrames.Load(); n != 1 {
+		t.Errorf("generator counted %d echo replies, want 1", n)
+	}
+}
