@@ -224,3 +224,18 @@ func TestClientThatNeverAcknowledges(t *testing.T) {
 	base := sc.counter("rx", "rx_frames")
 	sc.waitCounter("rx", "rx_frames", base+2000)
 }
+
+// <nic-client>: the router opens a Nic session to a server (here the receiving nic_perf) and
+// routes into the domain the node names.
+func TestNicClient(t *testing.T) {
+	sc := run(t, "router_udp.xml",
+		`<policy label="rx" domain="b"/>`, `<nic-client label="to-rx" domain="b"/>`,
+		`<provides> <service name="Nic"/> <service name="Uplink"/> </provides>`,
+		`<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
+		<route> <service name="Nic"> <child name="rx"/> </service> <any-service> <parent/> </any-service> </route>`,
+		`<config ip="10.0.2.2" period_ms="1000"/>`,
+		`<provides> <service name="Nic"/> </provides> <config service="Nic" ip="10.0.2.2" period_ms="1000"/>`,
+		`<config tx="yes"`, `<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> </any-service> </route>
+		<config tx="yes"`)
+	sc.waitCounter("rx", "rx_frames", 1000)
+}
