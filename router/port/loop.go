@@ -17,7 +17,10 @@ import (
 type Options struct {
 	Log *slog.Logger // default: slog.Default()
 	// Counter returns the named counter the loop keeps current (the component's c.Counter);
-	// nil: counters are kept privately.
+	// nil: counters are kept privately. The loop keeps frames_received, frames_sent, dropped,
+	// dropped_full (destination queue or buffer full), nat_refused, arp_timeouts,
+	// held_overflow (the router's Stats), interfaces, rounds and waits (rounds that found
+	// nothing to do and waited).
 	Counter func(name string) *atomic.Uint64
 	// Report receives the router's <report> every interval or trigger (nil: none is made).
 	Report func(*config.Node)
@@ -53,8 +56,8 @@ func (a *Attachment) Interface() *router.Interface { return a.ifc }
 
 // counters are what the loop exposes, copied from the router's every counterEvery.
 type counters struct {
-	received, sent, dropped, droppedFull, natRefused, arpTimeouts, heldOverflow, interfaces, rounds, sleeps *atomic.Uint64
-	nRounds, nSleeps                                                                                        uint64
+	received, sent, dropped, droppedFull, natRefused, arpTimeouts, heldOverflow, interfaces, rounds, waits *atomic.Uint64
+	nRounds, nWaits                                                                                        uint64
 }
 
 func (c *counters) init(get func(string) *atomic.Uint64) {
@@ -64,7 +67,7 @@ func (c *counters) init(get func(string) *atomic.Uint64) {
 	c.received, c.sent, c.dropped = get("frames_received"), get("frames_sent"), get("dropped")
 	c.droppedFull, c.natRefused = get("dropped_full"), get("nat_refused")
 	c.arpTimeouts, c.heldOverflow = get("arp_timeouts"), get("held_overflow")
-	c.interfaces, c.rounds, c.sleeps = get("interfaces"), get("rounds"), get("sleeps")
+	c.interfaces, c.rounds, c.waits = get("interfaces"), get("rounds"), get("waits")
 }
 
 // roundClock is the router's clock: the time read once per round, so that frames do not each
@@ -212,7 +215,7 @@ func (l *Loop) Run() {
 			}
 		}
 		if !busy {
-			l.ctr.nSleeps++
+			l.ctr.nWaits++
 			l.w.WaitUntil(nextCounters)
 		}
 	}
@@ -282,5 +285,5 @@ func (l *Loop) copyCounters() {
 	c.arpTimeouts.Store(s.ARPTimeouts.Load())
 	c.heldOverflow.Store(s.HeldOverflow.Load())
 	c.rounds.Store(c.nRounds)
-	c.sleeps.Store(c.nSleeps)
+	c.waits.Store(c.nWaits)
 }
