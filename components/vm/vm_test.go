@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// Scenario tests: the deploy/ iperf scenarios with real processes, the test shortened to 1 s.
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// runScenario starts deploy/name with the replacements (old, new pairs) applied and returns
+// the supervisor; the run ends with the test.
+func runScenario(t *testing.T, name string, components []string, replace ...string) *supervisor.Supervisor {
+	t.Helper()
+	var dir string
+	for _, c := range components {
+		dir = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for i := 0; i+1 < len(replace); i += 2 {
+		if !strings.Contains(text, replace[i]) {
+			t.Fatalf("%s has no %q", name, replace[i])
+		}
+		text = strings.ReplaceAll(text, replace[i], replace[i+1])
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	s, err := supervisor.New(path, supervisor.Options{BinDirs: []string{dir}, Out: supervisor.NewOutput(logs, false),
+		RunDir: filepath.Join(t.TempDir(), "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
+			t.Logf("supervisor output:\n%s", logs.String())
+		}
+	})
+	return s
+}
+
+// waitCounters waits until component's counter name is at least 1 and returns its counters.
+func waitCounters(t *testing.T, s *supervisor.Supervisor, component, name string) map[string]uint64 {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for time.Now().Before(deadline) {
+		st, ok := s.Status()
+		if !ok {
+			t.Fatal("the scenario ended")
+		}
+		for _, c := range st.Components {
+			if c.Name == component && c.Counters[name] > 0 {
+				return c.Counters
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s's %s stayed 0", component, name)
+	return nil
+}
+
+func checkIperf(t *testing.T, s *supervisor.Supervisor) {
+	t.Helper()
+	vm := waitCounters(t, s, "vm", "iperf_tests")
+	if vm["dhcp_leases"] != 1 || vm["iperf_errors"] != 0 || vm["iperf_bits_per_second"] == 0 {
+		t.Errorf("vm counters %v: want one lease, no error, some throughput", vm)
+	}
+	srv := waitCounters(t, s, "remote_host", "iperf_tests")
+	t.Logf("%.0f Mbit/s (remote_host counted %d bytes, vm %d)", float64(vm["iperf_bits_per_second"])/1e6, srv["iperf_bytes"], vm["iperf_bytes"])
+}
+
+// The embedded vm gets its address from nic_router's DHCP server and runs iperf -R through the
+// router's NAT against remote_host on the uplink.
+func TestEmbeddedThroughRouter(t *testing.T) {
+	s := runScenario(t, "sculpt_iperf_direct.xml", []string{"vm", "remote_host", "nic_router"}, "-t 10", "-t 1")
+	checkIperf(t, s)
+}
+
+// The seed scenario: the same through the emulated NIC and its driver.
+func TestEmbeddedThroughEmulatedNIC(t *testing.T) {
+	s := runScenario(t, "sculpt_iperf.xml", []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"}, "-t 10", "-t 1")
+	checkIperf(t, s)
+}
