@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -570,5 +571,23 @@ func TestDeviceSession(t *testing.T) {
 	}
 	if d := driver(); d.Counters["mismatches"] != 0 || d.Counters["denied"] != 0 {
 		t.Errorf("driver counters after the restart: %v", d.Counters)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	r := startRun(t, echoScenario, nil)
+	r.waitFor("traffic", 20*time.Second, func() bool { return r.component("client").Counters["received"] >= 10 })
+	rec := httptest.NewRecorder()
+	r.s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		"# TYPE nicstack_session_frames_total counter",
+		`nicstack_component_up{component="echo",cpus="`,
+		`nicstack_component_counter{component="client",name="received"}`,
+		`nicstack_session_frames_total{component="client",direction="sent",label="uplink",role="client",service="Nic",session="1"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
 	}
 }
