@@ -231,10 +231,10 @@ func RouterBenchScenario(mode string, size int) string {
 	// Routed, both nic_perfs share the first CPU: they do not spin (which would only keep the
 	// other from running), and the receiver's queues are deep enough to bridge a time slice
 	// of the sender.
-	dst, rxService, shared := "10.0.2.2", "", ` spin="0" queue_size="8192" bulk_size="13107200"`
+	dst, rxService, rxShared, txShared := "10.0.2.2", "", ` spin="0" queue_size="8192" bulk_size="13107200"`, ` spin="0"`
 	switch mode {
 	case "direct":
-		rxService, shared = ` service="Nic"`, ""
+		rxService, rxShared, txShared = ` service="Nic"`, "", ""
 		b.WriteString(`	<start name="nic_perf_rx"> <binary name="nic_perf"/> <affinity xpos="1" ypos="0"/>
 		<provides> <service name="Nic"/> </provides>
 `)
@@ -267,6 +267,6 @@ func RouterBenchScenario(mode string, size int) string {
 		<config tx="yes" ip="10.0.1.2" dst_ip="%s" dst_port="12345" size="%d"%s period_ms="0"/>
 	</start>
 </config>
-`, rxService, shared, dst, size, shared)
+`, rxService, rxShared, dst, size, txShared)
 	return b.String()
 }
