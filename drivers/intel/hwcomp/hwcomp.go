@@ -8,6 +8,7 @@ package hwcomp
 import (
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,11 +264,28 @@ func (n *NIC) receiveLoop(wr *wire) {
 			}
 			n.mu.RUnlock()
 			done += taken
-			if wait > 0 {
-				time.Sleep(wait)
-			}
+			n.waitWire(wait)
 		}
 		ackAll(sink, pkts[:k], &wr.stop)
+	}
+}
+
+// waitWire waits until the wire brings the next frame: it spins for waits shorter than the
+// config's SpinWait, so that frames arrive one by one at their time as on a real link (with
+// ITR off, each raises its own interrupt), and sleeps for longer ones.
+func (n *NIC) waitWire(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	n.mu.RLock()
+	spin := n.cfg.SpinWait
+	n.mu.RUnlock()
+	if d >= spin {
+		time.Sleep(d)
+		return
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		runtime.Gosched()
 	}
 }
 

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	_ "github.com/nicstack/nicstack/drivers/intel/hwcomp" // registers intel_nic_hw's schema for check
+	_ "github.com/nicstack/nicstack/drivers/ipxe/nicdrv"  // registers ipxe_nic's schema for check
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// driverPoint is one driver setting, as printed and written by --json.
+type driverPoint struct {
+	RxIrqThrottle      int     `json:"rx_irq_throttle"`
+	TxBatch            bool    `json:"tx_batch"`
+	IrqsPerS           float64 `json:"irqs_per_s"`
+	IrqsPerKframe      float64 `json:"irqs_per_kframe"`
+	TxIrqs             uint64  `json:"tx_irqs"` // TXDW and TXQE interrupts in the window
+	DoorbellsPerKframe float64 `json:"doorbells_per_kframe"`
+	DriverCPU          float64 `json:"driver_cpu"` // percent of one CPU
+	HwCPU              float64 `json:"hw_cpu"`     // the model's, standing for hardware
+	Mbps               float64 `json:"mbps"`       // both directions
+	TxMbps             float64 `json:"tx_mbps"`    // router side to the wire
+	RxMbps             float64 `json:"rx_mbps"`    // wire to the router side
+	Seconds            float64 `json:"seconds"`
+}
+
+func init() {
+	var (
+		o        driverBenchOptions
+		jsonFile string
+		binDir   string
+	)
+	cmd := &cobra.Command{
+		Use:   "driver",
+		Short: "ipxe_nic against the emulated NIC at 1 Gbit/s line rate both ways, per rx_irq_throttle and tx_batch",
+		Long: "driver runs ipxe_nic (CPU 0) and intel_nic_hw (an 82574L at 1 Gbit/s, CPU 1) as separate pinned\n" +
+			"processes with a device session between them. A nic_perf serving the driver's Uplink session\n" +
+			"(CPU 0) sends 1514-byte frames as fast as the driver takes them; a nic_perf at the far end of the\n" +
+			"cable (CPU 1) sends as fast as the wire carries them. Per point (rx_irq_throttle 0, 651, 5580 x\n" +
+			"tx_batch no, yes; tx_batch=no uses descriptor_done TX interrupts as iPXE does, yes queue_empty)\n" +
+			"it reports the model's interrupts, TX interrupts and TX doorbells, each process's CPU from\n" +
+			"/proc/PID/stat, and the frames carried.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.bins = binDirs(binDir)
+			return benchDriver(cmd.Context(), cmd.OutOrStdout(), o, jsonFile)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.d, "time", 10*time.Second, "measuring time per point")
+	f.DurationVar(&o.spin, "spin", 2*time.Millisecond, "the model spins for waits shorter than this (frames arrive one by one, ITR is kept to the µs); its CPU stands for hardware")
+	f.StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
+	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "show the components' logs")
+	benchCmd.AddCommand(cmd)
+}
+
+// driverBenchOptions are the flags of one run.
+type driverBenchOptions struct {
+	d, spin time.Duration
+	bins    []string
+	verbose bool
+}
+
+func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonFile string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+	var points []driverPoint
+	for _, batch := range []bool{false, true} {
+		for _, itr := range []int{0, 651, 5580} {
+			p, err := measureDriver(ctx, itr, batch, o)
+			if err != nil {
+				return fmt.Errorf("rx_irq_throttle=%d tx_batch=%v: %w", itr, batch, err)
+			}
+			fmt.Fprintf(out, "rx_irq_throttle=%-5d tx_batch=%-5v %8.0f irqs/s  driver CPU %5.1f%%  %6.0f Mbit/s\n",
+				itr, batch, p.IrqsPerS, p.DriverCPU, p.Mbps)
+			points = append(points, p)
+		}
+	}
+	fmt.Fprintf(out, "\n%v per point; 1514-byte frames both ways at 1 Gbit/s line rate; model spin %v:\n", o.d, o.spin)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rx_irq_throttle\ttx_batch\tirqs/s\tirqs/kframe\tTX irqs\tTX doorbells/kframe\tdriver CPU %\tmodel CPU %\tTX Mbit/s\tRX Mbit/s\tMbit/s\t")
+	for _, p := range points {
+		fmt.Fprintf(tw, "%d\t%v\t%.0f\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t\n", p.RxIrqThrottle, p.TxBatch,
+			p.IrqsPerS, p.IrqsPerKframe, p.TxIrqs, p.DoorbellsPerKframe, p.DriverCPU, p.HwCPU, p.TxMbps, p.RxMbps, p.Mbps)
+	}
+	tw.Flush()
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+	if jsonFile != "" {
+		b, err := json.MarshalIndent(points, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonFile, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+// measureDriver runs one point's scenario and measures a window of d after a warm-up.
+func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOptions) (driverPoint, error) {
+	p := driverPoint{RxIrqThrottle: itr, TxBatch: batch}
+	dir, err := os.MkdirTemp("", "nicstack-bench-driver-")
+	if err != nil {
+		return p, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "scenario.xml")
+	if err := os.WriteFile(path, []byte(DriverBenchScenario(itr, batch, o.spin)), 0o644); err != nil {
+		return p, err
+	}
+	var logs io.Writer = io.Discard
+	if o.verbose {
+		logs = os.Stderr
+	}
+	s, err := supervisor.New(path, supervisor.Options{BinDirs: o.bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+	if err != nil {
+		return p, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	type snap struct {
+		at               time.Time
+		hw, drv, up, far map[string]uint64
+		drvCPU, hwCPU    float64
+	}
+	take := func() (sn snap, ok bool) {
+		st, alive := s.Status()
+		if !alive {
+			return sn, false
+		}
+		sn.at = time.Now()
+		for _, c := range st.Components {
+			switch c.Name {
+			case "intel_nic_hw":
+				sn.hw, sn.hwCPU = c.Counters, c.CPULoad
+			case "ipxe_nic":
+				sn.drv, sn.drvCPU = c.Counters, c.CPULoad
+			case "uplink":
+				sn.up = c.Counters
+			case "far_end":
+				sn.far = c.Counters
+			}
+		}
+		return sn, sn.hw != nil && sn.drv != nil && sn.up != nil && sn.far != nil
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if sn, ok := take(); ok && sn.up["rx_frames"] > 0 && sn.far["rx_frames"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("no frames both ways within 20 s (run with -v for the logs)")
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // warm-up: rings full, rates settled
+	s0, _ := take()                    // also starts the CPU window of each process
+	select {
+	case <-time.After(o.d):
+	case <-ctx.Done():
+		return p, ctx.Err()
+	}
+	s1, ok := take()
+	if !ok {
+		return p, fmt.Errorf("the scenario ended")
+	}
+	delta := func(a, b map[string]uint64, name string) uint64 { return b[name] - a[name] }
+	secs := s1.at.Sub(s0.at).Seconds()
+	irqs := delta(s0.hw, s1.hw, "interrupts")
+	tx, rx := delta(s0.hw, s1.hw, "tx_frames"), delta(s0.hw, s1.hw, "rx_frames")
+	p.Seconds = secs
+	p.IrqsPerS = float64(irqs) / secs
+	p.IrqsPerKframe = float64(irqs) * 1000 / float64(max(tx+rx, 1))
+	p.TxIrqs = delta(s0.hw, s1.hw, "irq_txdw") + delta(s0.hw, s1.hw, "irq_txqe")
+	p.DoorbellsPerKframe = float64(delta(s0.hw, s1.hw, "tdt_writes")) * 1000 / float64(max(tx, 1))
+	p.DriverCPU, p.HwCPU = s1.drvCPU, s1.hwCPU
+	p.TxMbps = float64(delta(s0.hw, s1.hw, "tx_bytes")) * 8 / secs / 1e6
+	p.RxMbps = float64(delta(s0.up, s1.up, "rx_bytes")) * 8 / secs / 1e6
+	p.Mbps = p.TxMbps + p.RxMbps
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "model %v\ndriver %v\n", s1.hw, s1.drv)
+	}
+	return p, nil
+}
+
+// DriverBenchScenario is the scenario of one bench point: the model on CPU 1 with the far
+// end's generator, the driver on CPU 0 with the generator serving its Uplink session.
+func DriverBenchScenario(itr int, batch bool, spin time.Duration) string {
+	txBatch, txIrq := "no", "descriptor_done"
+	if batch {
+		txBatch, txIrq = "yes", "queue_empty"
+	}
+	return fmt.Sprintf(`<config>
+	<parent-provides> <service name="LOG"/> </parent-provides>
+	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
+	<default caps="100" ram="64M"/>
+	<affinity-space width="2" height="1"/>
+	<start name="intel_nic_hw"> <affinity xpos="1" ypos="0"/>
+		<provides> <service name="Platform"/> <service name="Nic"/> </provides>
+		<config model="82574L" mac="02:00:00:00:00:42" partner_speed="1000" spin_us="%d"/>
+	</start>
+	<start name="ipxe_nic"> <affinity xpos="0" ypos="0"/>
+		<config rx_irq_throttle="%d" tx_batch="%s" tx_irq="%s" phy_reset="auto"/>
+	</start>
+	<start name="uplink"> <binary name="nic_perf"/> <affinity xpos="0" ypos="0"/>
+		<provides> <service name="Uplink"/> </provides>
+		<config service="Uplink" tx="yes" ip="198.18.0.1" dst_ip="198.18.0.2" dst_mac="02:00:00:00:00:99" size="1514" period_ms="0"/>
+	</start>
+	<start name="far_end"> <binary name="nic_perf"/> <affinity xpos="1" ypos="0"/>
+		<config tx="yes" ip="198.18.0.2" mac="02:00:00:00:00:99" dst_ip="198.18.0.1" dst_mac="02:00:00:00:00:42" size="1514" period_ms="0"/>
+	</start>
+</config>
+`, spin.Microseconds(), itr, txBatch, txIrq)
+}
