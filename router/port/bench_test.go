@@ -78,6 +78,7 @@ func benchRound(b *testing.B, mode string, size int) {
 	}
 	sent0 := l.Stats().Sent.Load()
 	var inRound time.Duration
+	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		now := time.Now()
