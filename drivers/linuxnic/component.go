@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
@@ -27,7 +30,8 @@ type Kind struct {
 type backend interface {
 	Device
 	Close() error
-	publish() // copy the device's counters to the component's
+	publish()     // copy the device's counters to the component's
+	linkUp() bool // the interface is up and has carrier
 }
 
 var (
@@ -53,12 +57,16 @@ type Handler struct {
 	configured bool
 	stats      *Stats
 
-	devReq    uint64
-	dev       backend
-	nic       *NIC
-	ran       chan error
-	stopPub   chan struct{}
-	uplinkReq uint64 // 0: none requested
+	devReq  uint64
+	dev     backend
+	nic     *NIC
+	ran     chan error
+	stopMon chan struct{} // ends monitor
+	monDone chan struct{}
+
+	mu        sync.Mutex // the link monitor changes the uplink too
+	uplinkReq uint64     // 0: none requested (link down)
+	uplink    uint64     // the attached session's id
 }
 
 // NewHandler returns the handler of a component of kind k.
@@ -89,10 +97,16 @@ func (h *Handler) Open(s *component.Session) error {
 	switch {
 	case s.Request == h.devReq && s.Device():
 		return h.openDevice(s)
-	case s.Request == h.uplinkReq && h.uplinkReq != 0 && s.Client != nil:
+	case s.Client != nil && s.Service == "Uplink":
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if s.Request != h.uplinkReq || h.uplinkReq == 0 {
+			return fmt.Errorf("%s: Uplink session %d answers a request given up (link down)", h.kind.Binary, s.ID)
+		}
 		if err := h.nic.Attach(s.Client); err != nil {
 			return err
 		}
+		h.uplink = s.ID
 		h.c.Log.Info("uplink up", "mac", h.cfg.MAC.String())
 		return nil
 	}
@@ -108,28 +122,52 @@ func (h *Handler) openDevice(s *component.Session) error {
 	if err != nil {
 		return err
 	}
-	h.dev, h.nic, h.ran, h.stopPub = dev, New(dev, h.stats), make(chan error, 1), make(chan struct{})
+	h.dev, h.nic, h.ran = dev, New(dev, h.stats), make(chan error, 1)
+	h.stopMon, h.monDone = make(chan struct{}), make(chan struct{})
 	go func(nic *NIC, ran chan<- error) { ran <- nic.Run(transient) }(h.nic, h.ran)
-	go publish(dev, h.stopPub)
-	// The link is up while we hold the device: the router gets the wire now.
-	h.uplinkReq = h.c.Request("Uplink", h.cfg.Label, map[string]string{"mac": h.cfg.MAC.String()}, Stream, Stream)
 	h.c.Log.Info("device open", "service", h.kind.Service, "args", s.Args)
+	h.setLink(dev.linkUp())
+	go h.monitor(dev, h.stopMon, h.monDone)
 	return nil
+}
+
+// setLink requests the Uplink session when the link comes up and gives it up when it goes down,
+// so the router's interface exists exactly while the wire does.
+func (h *Handler) setLink(up bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case up && h.uplinkReq == 0:
+		h.uplinkReq = h.c.Request("Uplink", h.cfg.Label, map[string]string{"mac": h.cfg.MAC.String()}, Stream, Stream)
+		h.c.Log.Info("link up")
+	case !up && h.uplinkReq != 0:
+		h.c.Release(h.uplinkReq)
+		h.uplinkReq, h.uplink = 0, 0
+		h.nic.Detach()
+		h.c.Log.Info("link down")
+	}
 }
 
 // transient errors leave the device usable: the interface under an AF_PACKET socket went down.
 func transient(err error) bool { return errors.Is(err, syscall.ENETDOWN) }
 
-// publishEvery is how often the device's own counters are copied to the component's.
-const publishEvery = 100 * time.Millisecond
+// monitorEvery is how often the device's own counters are copied to the component's and its
+// link state is checked.
+const monitorEvery = 100 * time.Millisecond
 
-func publish(dev backend, stop <-chan struct{}) {
-	t := time.NewTicker(publishEvery)
+func (h *Handler) monitor(dev backend, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(monitorEvery)
 	defer t.Stop()
+	up := dev.linkUp()
 	for {
 		select {
 		case <-t.C:
 			dev.publish()
+			if now := dev.linkUp(); now != up {
+				up = now
+				h.setLink(up)
+			}
 		case <-stop:
 			dev.publish()
 			return
@@ -141,9 +179,14 @@ func (h *Handler) Close(s *component.Session) {
 	switch {
 	case s.Request == h.devReq && s.Device():
 		h.closeDevice()
-	case s.Request == h.uplinkReq && h.nic != nil:
-		h.nic.Detach()
-		h.c.Log.Info("uplink down")
+	case s.Client != nil:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if s.ID == h.uplink && h.nic != nil {
+			h.nic.Detach()
+			h.uplink = 0
+			h.c.Log.Info("uplink down")
+		}
 	}
 }
 
@@ -152,14 +195,13 @@ func (h *Handler) closeDevice() {
 	if h.dev == nil {
 		return
 	}
-	h.c.Release(h.uplinkReq)
-	h.uplinkReq = 0
-	h.nic.Detach()
+	close(h.stopMon)
+	<-h.monDone
+	h.setLink(false)
 	h.dev.Close()
 	if err := <-h.ran; !errors.Is(err, os.ErrClosed) {
 		h.c.Log.Warn("device", "err", err)
 	}
-	close(h.stopPub)
 	h.dev, h.nic = nil, nil
 	h.c.Log.Info("device closed")
 }
@@ -177,6 +219,9 @@ func openTap(f *os.File, _ *component.Session, _ Config, counter func(string) *a
 	return &tapBackend{Device: d, rxDropped: counter("dev_rx_dropped"), txDropped: counter("dev_tx_dropped")}, nil
 }
 
+// linkUp: a TAP's carrier is ours while we hold it.
+func (b *tapBackend) linkUp() bool { return true }
+
 func (b *tapBackend) publish() {
 	b.rxDropped.Store(b.Stats.RxDropped.Load())
 	b.txDropped.Store(b.Stats.TxDropped.Load())
@@ -184,6 +229,8 @@ func (b *tapBackend) publish() {
 
 type packetBackend struct {
 	*afpacket.Socket
+	ctl                                                           int // a duplicate of the socket, for the interface's flags
+	ifr                                                           *unix.Ifreq
 	rxDropped, txDropped, rxBlocks, rxWakeups, txKicks, ringDrops *atomic.Uint64
 }
 
@@ -192,11 +239,20 @@ func openPacket(f *os.File, s *component.Session, cfg Config, counter func(strin
 	if ifname == "" {
 		return nil, fmt.Errorf("Packet session: no interface argument")
 	}
-	sock, err := afpacket.FromFile(f, afpacket.Config{Interface: ifname, RetireTimeout: cfg.RetireTimeout, RxMinInterval: cfg.RxMinInterval})
+	ifr, err := unix.NewIfreq(ifname)
 	if err != nil {
 		return nil, err
 	}
-	return &packetBackend{Socket: sock,
+	ctl, err := dup(f)
+	if err != nil {
+		return nil, err
+	}
+	sock, err := afpacket.FromFile(f, afpacket.Config{Interface: ifname, RetireTimeout: cfg.RetireTimeout, RxMinInterval: cfg.RxMinInterval})
+	if err != nil {
+		unix.Close(ctl)
+		return nil, err
+	}
+	return &packetBackend{Socket: sock, ctl: ctl, ifr: ifr,
 		rxDropped: counter("dev_rx_dropped"), txDropped: counter("dev_tx_dropped"), rxBlocks: counter("dev_rx_blocks"),
 		rxWakeups: counter("dev_rx_wakeups"), txKicks: counter("dev_tx_kicks"), ringDrops: counter("dev_ring_drops"),
 	}, nil
@@ -211,4 +267,32 @@ func (b *packetBackend) publish() {
 	if d, err := b.KernelDrops(); err == nil {
 		b.ringDrops.Add(d) // PACKET_STATISTICS resets on reading
 	}
+}
+
+// linkUp asks the socket's namespace for the interface's flags: up, with carrier (a veth has
+// carrier while its peer is up).
+func (b *packetBackend) linkUp() bool {
+	if err := unix.IoctlIfreq(b.ctl, unix.SIOCGIFFLAGS, b.ifr); err != nil {
+		return false
+	}
+	const want = unix.IFF_UP | unix.IFF_RUNNING
+	return b.ifr.Uint16()&want == want
+}
+
+func (b *packetBackend) Close() error {
+	unix.Close(b.ctl)
+	return b.Socket.Close()
+}
+
+// dup duplicates f's descriptor (close-on-exec) without changing its blocking mode.
+func dup(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, ferr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, ferr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	return fd, ferr
 }
