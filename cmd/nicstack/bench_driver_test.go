@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// The bench's scenario is one `nicstack check` accepts, schemas of the NIC components included.
+func TestDriverBenchScenarioChecks(t *testing.T) {
+	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/ipxe_nic"))
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/intel_nic_hw")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_perf")
+	text := DriverBenchScenario(651, true, 0)
+	for _, e := range supervisor.Check("bench.xml", []byte(text), []string{bins}) {
+		t.Error(e)
+	}
+}
+
+// A short `nicstack bench driver` prints the table and writes one JSON object per point with
+// the documented keys; the numbers are the benchmark's business, not a test's.
+func TestBenchDriverJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs six scenarios")
+	}
+	for _, c := range []string{"intel_nic_hw", "ipxe_nic", "nic_perf"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	bin := testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack")
+	out := filepath.Join(t.TempDir(), "driver.json")
+	b, err := exec.Command(bin, "bench", "driver", "--time", "200ms", "--spin", "0", "--json", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "TX doorbells/kframe") {
+		t.Fatalf("no table:\n%s", b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []map[string]any
+	if err := json.Unmarshal(data, &points); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if len(points) != 6 {
+		t.Fatalf("%d points, want 6", len(points))
+	}
+	for i, p := range points {
+		for _, k := range []string{"rx_irq_throttle", "tx_batch", "irqs_per_s", "irqs_per_kframe", "tx_irqs",
+			"doorbells_per_kframe", "driver_cpu", "hw_cpu", "mbps"} {
+			if _, ok := p[k]; !ok {
+				t.Errorf("point %d has no %q: %v", i, k, p)
+			}
+		}
+		if _, ok := p["tx_batch"].(bool); !ok {
+			t.Errorf("point %d: tx_batch %v is not a bool", i, p["tx_batch"])
+		}
+	}
+}
