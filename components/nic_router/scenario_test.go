@@ -3,13 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -238,4 +244,103 @@ func TestNicClient(t *testing.T) {
 		`<config tx="yes"`, `<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> </any-service> </route>
 		<config tx="yes"`)
 	sc.waitCounter("rx", "rx_frames", 1000)
+}
+
+// A client that submits wild descriptors (outside its bulk buffer, overflowing, empty) gets
+// them counted and acknowledged, and the router's other interfaces keep their traffic. The
+// liar is an idle nic_perf whose submit queue the test writes through /proc (root).
+func TestClientWithInvalidDescriptors(t *testing.T) {
+	testutil.RequireRoot(t)
+	sc := run(t, "router_udp.xml",
+		`<policy label="rx" domain="b"/>`, `<policy label="rx" domain="b"/> <policy label="liar" domain="a"/>`,
+		`<start name="tx">`, `<start name="liar"> <binary name="nic_perf"/> <config ip="10.0.1.9" period_ms="0"/> </start>
+	<start name="tx">`)
+	sc.waitCounter("rx", "rx_frames", 500)
+	q := sc.mapSubmitQueue("liar", "-tx (deleted)")
+	defer unix.Munmap(q)
+	const queueSize, hdr, desc = 1024, 512, 16
+	head := (*atomic.Uint32)(unsafe.Pointer(&q[0]))
+	tail := (*atomic.Uint32)(unsafe.Pointer(&q[128]))
+	wild := [][2]uint32{{0, 64}, {1 << 31, 64}, {0xffffffc0, 0x100}, {4096, 0}, {0xffffffff, 0xffffffff}}
+	base := sc.counter("rx", "rx_frames")
+	written := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for written < 5000 || sc.counter("rx", "rx_frames") < base+2000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("wrote %d wild descriptors; rx got %d frames meanwhile", written, sc.counter("rx", "rx_frames")-base)
+		}
+		h := head.Load()
+		for h-tail.Load() < queueSize && written < 5000 {
+			e := q[hdr+int(h%queueSize)*desc:]
+			w := wild[written%len(wild)]
+			binary.LittleEndian.PutUint32(e[0:], w[0])
+			binary.LittleEndian.PutUint32(e[4:], w[1])
+			h++
+			written++
+		}
+		head.Store(h)
+		time.Sleep(5 * time.Millisecond)
+	}
+	invalid := uint64(0)
+	st, _ := sc.s.Status()
+	for _, c := range st.Components {
+		if c.Name == "nic_router" {
+			for _, s := range c.Sessions {
+				invalid += s.Received.Drops
+			}
+		}
+	}
+	if invalid == 0 {
+		t.Error("the router counted no invalid descriptor")
+	}
+}
+
+// mapSubmitQueue maps the stream of a component's session whose memfd name ends in suffix,
+// through /proc/PID/map_files.
+func (sc *scenario) mapSubmitQueue(component, suffix string) []byte {
+	sc.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b := sc.tryMap(component, suffix); b != nil {
+			return b
+		}
+		if time.Now().After(deadline) {
+			sc.t.Fatalf("%s maps no stream ending in %q", component, suffix)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tryMap is one attempt of mapSubmitQueue: nil while the component or its session is not up.
+func (sc *scenario) tryMap(component, suffix string) []byte {
+	var pid int
+	st, _ := sc.s.Status()
+	for _, c := range st.Components {
+		if c.Name == component {
+			pid = c.Pid
+		}
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if pid == 0 || err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		if !strings.Contains(line, "nicstack-stream") || !strings.HasSuffix(line, suffix) {
+			continue
+		}
+		rng := strings.Fields(line)[0]
+		var start, end uint64
+		fmt.Sscanf(strings.Replace(rng, "-", " ", 1), "%x %x", &start, &end)
+		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/map_files/%s", pid, rng), os.O_RDWR, 0)
+		if err != nil {
+			sc.t.Fatal(err)
+		}
+		defer f.Close()
+		b, err := unix.Mmap(int(f.Fd()), 0, int(end-start), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			sc.t.Fatal(err)
+		}
+		return b
+	}
+	return nil
 }
