@@ -65,6 +65,10 @@ type Supervisor struct {
 	topo   *Topology
 	events chan func()
 	done   chan struct{}
+	// quitting closes when the run stops; launches still in flight then kill what they
+	// started instead of handing it over.
+	quitting  chan struct{}
+	launching sync.WaitGroup
 
 	sc       *Scenario
 	children map[string]*child
@@ -131,7 +135,7 @@ func New(path string, opts Options) (*Supervisor, error) {
 	}
 	s := &Supervisor{
 		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
-		events: make(chan func(), 64), done: make(chan struct{}),
+		events: make(chan func(), 64), done: make(chan struct{}), quitting: make(chan struct{}),
 		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
 		namespaces: map[string]*netns.NS{},
 	}
@@ -244,7 +248,8 @@ func (s *Supervisor) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.CallTimeout)
 }
 
-// launch starts c's process, hands it its config, and follows its events.
+// launch starts c's process and hands it its config off the supervisor goroutine (that takes
+// 50-180 ms, during which the others' events keep flowing); launched takes over from there.
 func (s *Supervisor) launch(c *child) {
 	c.life++
 	c.state = "starting"
@@ -258,34 +263,57 @@ func (s *Supervisor) launch(c *child) {
 		s.failed(c, err)
 		return
 	}
-	t0 := time.Now()
-	p, err := launch(bin, s.opts.RunDir, c.place.CPUs, s.opts.Out, c.start.Name)
+	life, name, cpus := c.life, c.start.Name, c.place.CPUs
+	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
+	runDir, out := s.opts.RunDir, s.opts.Out
+	s.launching.Add(1)
+	go func() {
+		defer s.launching.Done()
+		t0 := time.Now()
+		p, err := launch(bin, runDir, cpus, out, name)
+		if err == nil {
+			ctx, cancel := s.ctx()
+			_, serr := p.ctl.Start(ctx, req)
+			cancel()
+			if serr != nil {
+				err = fmt.Errorf("%s did not start (exit code %d): %v", name, p.kill(), serr)
+				p = nil
+			}
+		}
+		select {
+		case s.events <- func() { s.launched(c, life, p, err, bin, time.Since(t0)) }:
+		case <-s.quitting:
+			if p != nil {
+				p.kill()
+			}
+		}
+	}()
+}
+
+// launched follows a component whose launch succeeded (p) or failed (err), unless it was
+// stopped or replaced meanwhile.
+func (s *Supervisor) launched(c *child, life int, p *process, err error, bin string, took time.Duration) {
+	if c.life != life || s.stopping || s.children[c.start.Name] != c {
+		if p != nil {
+			p.kill()
+		}
+		return
+	}
 	if err != nil {
 		s.failed(c, err)
 		return
 	}
-	c.proc, c.started = p, time.Now()
-	life := c.life
+	c.proc, c.started, c.state = p, time.Now(), "running"
 	p.watchExit(func() { s.post(func() { s.exited(c, life) }) })
-	ctx, cancel := s.ctx()
-	defer cancel()
-	req := &controlpb.StartRequest{Name: c.start.Name, Cpus: c.place.CPUs.String(), Config: configText(s.sc, c.start)}
-	if _, err := p.ctl.Start(ctx, req); err != nil {
-		s.log.Error(fmt.Sprintf("%s did not start: %v", c.start.Name, err))
-		p.kill() // reported through watchExit
-		return
-	}
-	c.state = "running"
-	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", time.Since(t0))
+	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", took)
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
 	go s.follow(evctx, c, life, p)
 	if c.start.Heartbeat && s.sc.HeartbeatMS > 0 {
 		go s.heartbeat(evctx, c, life, p, time.Duration(s.sc.HeartbeatMS)*time.Millisecond)
 	}
-	// Sessions this component serves may be waiting for it only after it announces; the ones
-	// it requests arrive as events. Requests of others that wait for nothing else are retried
-	// when the announcement comes.
+	// Sessions this component serves open once it announces them; the ones it requests
+	// arrive as events.
 }
 
 // configText hands a component its <config> (and nothing else of the scenario) with the
@@ -682,13 +710,14 @@ func (s *Supervisor) failed(c *child, err error) {
 // stop ends c's process in order: a Stop call, then go-plugin's kill (which waits and
 // escalates to SIGKILL).
 func (s *Supervisor) stop(c *child) {
+	c.life++ // its exit is expected; a launch in flight or a pending restart is void
 	p := c.proc
 	if p == nil {
+		c.state = "stopped"
 		return
 	}
 	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name))
 	c.proc = nil
-	c.life++ // its exit is expected
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	p.ctl.Stop(ctx, &controlpb.StopRequest{})
 	cancel()
@@ -698,6 +727,17 @@ func (s *Supervisor) stop(c *child) {
 
 func (s *Supervisor) stopAll() {
 	s.stopping = true
+	close(s.quitting)
+	s.launching.Wait()
+	// Launches that finished before quitting closed wait in the queue; launched kills them.
+	for drained := false; !drained; {
+		select {
+		case fn := <-s.events:
+			fn()
+		default:
+			drained = true
+		}
+	}
 	for i := len(s.sc.Starts) - 1; i >= 0; i-- {
 		if c := s.children[s.sc.Starts[i].Name]; c != nil {
 			s.stop(c)
