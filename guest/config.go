@@ -16,6 +16,8 @@ import (
 //	<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>          vm, DHCP
 //	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
+//
+// A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "report",
 	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec",
@@ -100,6 +102,9 @@ func ParseConfig(n *config.Node, name string) (Config, []*config.Error, error) {
 	}
 	if c.Guest == "netns" && c.TapAddress == "" {
 		return c, warnings, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
+	}
+	if a, ok := n.Attr("iperf"); ok && c.Guest == "netns" && c.Exec == "" {
+		c.Exec = "iperf3 " + a.Value // the real one, in the namespace
 	}
 	return c, warnings, nil
 }

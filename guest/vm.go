@@ -20,6 +20,8 @@ func (v *VM) Configure(n *config.Node) error {
 		switch g := n.String("guest", "embedded"); g {
 		case "embedded":
 			v.Handler = NewEmbedded(v.c)
+		case "netns":
+			v.Handler = NewNetns(v.c)
 		default:
 			a, _ := n.Attr("guest")
 			return config.Errorf(a.Pos, "guest=%q: expected embedded or netns", g)
@@ -27,4 +29,3 @@ func (v *VM) Configure(n *config.Node) error {
 	}
 	return v.Handler.Configure(n)
 }
-

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,8 +191,16 @@ type iperfScenario struct {
 	root    *config.Node
 	driver  *config.Node      // the ipxe_nic's <config>, nil without one
 	roles   map[string]string // binary -> start name, for the table's columns
-	clients []*config.Node    // the <config iperf="-c ..."> of the guests that measure
-	names   []string          // the clients' start names
+	clients []*iperfClient
+}
+
+// iperfClient is a guest that measures: an embedded one runs the test itself and reports it in
+// its counters; for a netns one the bench runs the real iperf3 in the guest's namespace.
+type iperfClient struct {
+	name  string       // the start's
+	cfg   *config.Node // its <config>, with iperf="-c ..."
+	netns string       // the netns guest's namespace, "" for an embedded guest
+	cmd   *iperf.Command
 }
 
 func startBinary(st *config.Node) string {
@@ -225,8 +235,11 @@ func loadIperfScenario(path string) (*iperfScenario, error) {
 				return nil, config.Errorf(a.Pos, "%v", err)
 			}
 			if !cmd.Server {
-				sc.clients = append(sc.clients, cfg)
-				sc.names = append(sc.names, st.Name())
+				c := &iperfClient{name: st.Name(), cfg: cfg, cmd: cmd}
+				if cfg.String("guest", "embedded") == "netns" {
+					c.netns = cfg.String("netns", st.Name())
+				}
+				sc.clients = append(sc.clients, c)
 			}
 		}
 	}
@@ -252,16 +265,24 @@ func (sc *iperfScenario) patch(itr *int, batch *bool, d time.Duration, reverse b
 		setAttr(sc.driver, "rx_irq_throttle", strconv.Itoa(*itr))
 		setAttr(sc.driver, "tx_batch", map[bool]string{false: "no", true: "yes"}[*batch])
 	}
-	for _, cfg := range sc.clients {
-		a, _ := cfg.Attr("iperf")
-		cmd, err := iperf.ParseCommand(strings.Fields(a.Value))
-		if err != nil {
-			return nil, err
+	for _, c := range sc.clients {
+		c.cmd.Time, c.cmd.Reverse = d.Seconds(), reverse
+		if c.netns == "" {
+			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
+		} else {
+			removeAttr(c.cfg, "iperf") // the bench runs it
 		}
-		cmd.Time, cmd.Reverse = d.Seconds(), reverse
-		setAttr(cfg, "iperf", clientCommand(cmd))
 	}
 	return sc.root.XML(), nil
+}
+
+func removeAttr(n *config.Node, name string) {
+	for i := range n.Attrs {
+		if n.Attrs[i].Name == name {
+			n.Attrs = append(n.Attrs[:i], n.Attrs[i+1:]...)
+			return
+		}
+	}
 }
 
 // clientCommand writes an iperf client command line back.
@@ -282,23 +303,61 @@ type sample struct {
 	mbps     float64
 }
 
-func (sc *iperfScenario) read(st supervisor.Status) sample {
+// read takes a status apart; results holds what the bench's own iperf3 runs measured.
+func (sc *iperfScenario) read(st supervisor.Status, results map[string]float64) sample {
 	sm := sample{at: time.Now(), status: st}
 	for _, c := range st.Components {
-		for _, name := range sc.names {
-			if c.Name != name {
+		for _, cl := range sc.clients {
+			if c.Name != cl.name {
 				continue
 			}
 			for _, ss := range c.Sessions {
 				sm.traffic += ss.Sent.Bytes + ss.Received.Bytes
 			}
-			if c.Counters["iperf_tests"] > 0 {
+			if mbps, ok := results[cl.name]; ok {
+				sm.finished++
+				sm.mbps += mbps
+			} else if cl.netns == "" && c.Counters["iperf_tests"] > 0 {
 				sm.finished++
 				sm.mbps += float64(c.Counters["iperf_bits_per_second"]) / 1e6
 			}
 		}
 	}
 	return sm
+}
+
+// runInNetns runs the client's test with the real iperf3 inside its guest's namespace, once
+// the supervisor made it, retrying while the server is not up yet.
+func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *iperfClient) (float64, error) {
+	var last error
+	for ctx.Err() == nil {
+		path, ok := s.Netns(c.netns)
+		if ok {
+			argv := []string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
+				"-t", strconv.Itoa(int(c.cmd.Time + 0.5)), "-P", strconv.Itoa(c.cmd.Parallel)}
+			if c.cmd.Reverse {
+				argv = append(argv, "-R")
+			}
+			var out bytes.Buffer
+			cmd := supervisor.ExecIn(ctx, path, argv)
+			cmd.Stdout = &out
+			err := cmd.Run()
+			var rep iperf.Report
+			if jerr := json.Unmarshal(out.Bytes(), &rep); jerr == nil && rep.Error == "" && err == nil {
+				return rep.End.SumReceived.BitsPerSecond / 1e6, nil
+			} else if rep.Error != "" {
+				err = errors.New(rep.Error)
+			} else if err == nil {
+				err = jerr
+			}
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
 }
 
 // activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
@@ -328,6 +387,23 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 	go func() { done <- s.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
 
+	results := map[string]float64{}
+	type result struct {
+		name string
+		mbps float64
+		err  error
+	}
+	measured := make(chan result, len(sc.clients))
+	for _, c := range sc.clients {
+		if c.netns != "" {
+			go func() {
+				ctx, cancel := context.WithTimeout(runCtx, o.duration+60*time.Second)
+				defer cancel()
+				mbps, err := runInNetns(ctx, s, c)
+				measured <- result{c.name, mbps, err}
+			}()
+		}
+	}
 	var acc counterDeltas
 	deadline := time.Now().Add(o.duration + 60*time.Second)
 	prev := sample{at: time.Now()}
@@ -339,13 +415,18 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 		case err := <-done:
 			done <- err
 			return p, fmt.Errorf("the scenario ended early: %v", err)
+		case r := <-measured:
+			if r.err != nil {
+				return p, r.err
+			}
+			results[r.name] = r.mbps
 		case <-time.After(500 * time.Millisecond):
 		}
 		st, ok := s.Status()
 		if !ok {
 			continue
 		}
-		cur := sc.read(st)
+		cur := sc.read(st, results)
 		if cur.traffic-prev.traffic >= activeBytes && prev.status.Components != nil {
 			acc.add(prev, cur)
 			if n := int(acc.seconds); n > progress {
@@ -354,7 +435,7 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 			}
 		}
 		prev = cur
-		if cur.finished == len(sc.names) {
+		if cur.finished == len(sc.clients) {
 			p.Mbps = cur.mbps
 			break
 		}

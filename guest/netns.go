@@ -1,0 +1,117 @@
+package guest
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nicstack/nicstack/drivers/linuxnic"
+	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Netns is the netns guest: Linux's own stack in a namespace the supervisor makes, reached
+// through a TAP with IFF_VNET_HDR (parent service "Tap"), bound to a Nic session of the
+// router the way linux_nic binds a TAP to its Uplink (drivers/linuxnic: one burst per wakeup,
+// super-frames whole with their offload metadata). The config's exec runs in the namespace.
+type Netns struct {
+	c      *component.Component
+	cfg    Config
+	tapReq uint64
+	dev    *tap.Device
+	nic    *linuxnic.NIC
+	ran    chan error
+	nicSes *component.Session // the open Nic session, attached while the TAP is open
+	stats  *linuxnic.Stats
+}
+
+// NewNetns returns the handler.
+func NewNetns(c *component.Component) *Netns {
+	return &Netns{c: c, stats: linuxnic.NewStats(c.Counter)}
+}
+
+// TapArgs are the arguments of the Tap session (the contract's netns, address, gateway, mtu,
+// offload, exec).
+func (cfg Config) TapArgs() map[string]string {
+	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
+		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
+	if cfg.TapGateway != "" {
+		args["gateway"] = cfg.TapGateway
+	}
+	if cfg.Exec != "" {
+		args["exec"] = cfg.Exec
+	}
+	return args
+}
+
+func (g *Netns) Configure(n *config.Node) error {
+	if g.tapReq != 0 {
+		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
+		return nil
+	}
+	cfg, warnings, err := ParseConfig(n, g.c.Name)
+	for _, w := range warnings {
+		g.c.Log.Warn("config", "err", w)
+	}
+	if err != nil {
+		return err
+	}
+	g.cfg = cfg
+	g.tapReq = g.c.RequestDevice("Tap", "", cfg.TapArgs(), component.DeviceSpec{})
+	g.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), linuxnic.Stream, linuxnic.Stream)
+	g.c.Log.Info("netns guest", "config", cfg.String(), "netns", cfg.Netns, "address", cfg.TapAddress)
+	return nil
+}
+
+func (g *Netns) Open(s *component.Session) error {
+	switch {
+	case s.Request == g.tapReq && s.Device():
+		if len(s.Files) != 1 {
+			return fmt.Errorf("Tap session: %d files, want 1", len(s.Files))
+		}
+		g.closeTap()
+		dev, err := tap.FromFile(s.Files[0])
+		if err != nil {
+			return err
+		}
+		g.dev, g.nic, g.ran = dev, linuxnic.New(dev, g.stats), make(chan error, 1)
+		go func(nic *linuxnic.NIC, ran chan<- error) { ran <- nic.Run(nil) }(g.nic, g.ran)
+		g.c.Log.Info("tap open", "interface", dev.Name(), "netns", g.cfg.Netns)
+		if g.nicSes != nil {
+			return g.nic.Attach(g.nicSes.Client)
+		}
+	case s.Client != nil:
+		g.nicSes = s
+		g.c.Log.Info("link up", "session", s.ID, "label", s.Label)
+		if g.nic != nil {
+			return g.nic.Attach(s.Client)
+		}
+	default:
+		return fmt.Errorf("session %d (%s) answers no request of the netns guest", s.ID, s.Service)
+	}
+	return nil
+}
+
+func (g *Netns) Close(s *component.Session) {
+	switch {
+	case s.Request == g.tapReq && s.Device():
+		g.closeTap()
+	case s == g.nicSes:
+		if g.nic != nil {
+			g.nic.Detach()
+		}
+		g.nicSes = nil
+		g.c.Log.Info("link down", "session", s.ID)
+	}
+}
+
+func (g *Netns) closeTap() {
+	if g.dev == nil {
+		return
+	}
+	g.nic.Detach()
+	g.dev.Close()
+	<-g.ran
+	g.dev, g.nic = nil, nil
+	g.c.Log.Info("tap closed")
+}
