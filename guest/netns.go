@@ -8,6 +8,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // Netns is the netns guest: Linux's own stack in a namespace the supervisor makes, reached
@@ -24,6 +25,9 @@ type Netns struct {
 	nicSes *component.Session // the open Nic session, attached while the TAP is open
 	stats  *linuxnic.Stats
 }
+
+// tapStream holds some 60 TSO super-frames of 64 KiB per direction, Genode's 1024 entries.
+var tapStream = packetstream.Config{QueueSize: 1024, BulkSize: 4 << 20}
 
 // NewNetns returns the handler.
 func NewNetns(c *component.Component) *Netns {
@@ -58,7 +62,7 @@ func (g *Netns) Configure(n *config.Node) error {
 	}
 	g.cfg = cfg
 	g.tapReq = g.c.RequestDevice("Tap", "", cfg.TapArgs(), component.DeviceSpec{})
-	g.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), linuxnic.Stream, linuxnic.Stream)
+	g.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), tapStream, tapStream)
 	g.c.Log.Info("netns guest", "config", cfg.String(), "netns", cfg.Netns, "address", cfg.TapAddress)
 	return nil
 }
