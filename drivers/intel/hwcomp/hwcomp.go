@@ -89,7 +89,7 @@ func (n *NIC) OpenDevice(files []*os.File) error {
 		mem.Close()
 		return err
 	}
-	mem.SetPCIID(devsession.VendorIntel, cfg.Model.DeviceID)
+	mem.SetPCIID(devsession.VendorIntel, dev.Model().DeviceID)
 	n.dev, n.mem, n.stopDev = dev, mem, make(chan struct{})
 	var stopped atomic.Bool
 	n.devDone.Go(func() { dev.Run(n.stopDev) })
