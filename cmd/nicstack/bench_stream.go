@@ -52,6 +52,7 @@ func init() {
 		queue    int
 		blocks   int
 		boost    bool
+		ipAlign  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "stream",
@@ -67,7 +68,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			base := packetstream.Config{QueueSize: queue, BulkSize: blocks * packetstream.BlockSize}
+			base := packetstream.Config{QueueSize: queue, BulkSize: blocks * packetstream.BlockSize, IPAlign: ipAlign}
 			if err := base.Validate(); err != nil {
 				return err
 			}
@@ -82,6 +83,7 @@ func init() {
 	cmd.Flags().IntVar(&queue, "queue", 1024, "entries per queue")
 	cmd.Flags().IntVar(&blocks, "blocks", 1024, "bulk buffer size in 1600-byte blocks (frames larger than a block get room for 64)")
 	cmd.Flags().BoolVar(&boost, "boost", true, "as root, run each peer in its own scheduling group at nice -20, so that other work on the machine does not share its CPU equally")
+	cmd.Flags().BoolVar(&ipAlign, "ip-align", false, "shift frames 2 bytes into their blocks as Genode does (a 64-byte frame then spans two cache lines)")
 	cmd.Flags().StringVar(&cpus, "cpus", "", "two CPUs for source and sink, e.g. 0,1 (default: the first two this process may use)")
 	benchCmd.AddCommand(cmd)
 
@@ -103,6 +105,7 @@ func init() {
 	f.IntVar(&peer.batch, "batch", 64, "frames per batch")
 	f.IntVar(&peer.cfg.QueueSize, "queue", 1024, "queue entries")
 	f.IntVar(&peer.cfg.BulkSize, "bulk", 1024*packetstream.BlockSize, "bulk buffer bytes")
+	f.BoolVar(&peer.cfg.IPAlign, "ip-align", false, "shift frames 2 bytes into their blocks")
 	f.BoolVar(&peer.boost, "boost", false, "raise this process's scheduling group to nice -20 (root)")
 	benchCmd.AddCommand(peerCmd)
 }
@@ -125,9 +128,9 @@ func benchCPUs(list string) (affinity.Set, error) {
 }
 
 // streamConfig sizes the stream for a frame size: cfg, with the buffer grown to hold 64 frames
-// when they are larger than a block.
+// when they are larger than a block (room for the IPAlign shift either way).
 func streamConfig(cfg packetstream.Config, size int) packetstream.Config {
-	if need := 64 * ((size + packetstream.FrameShift + packetstream.BlockSize - 1) / packetstream.BlockSize) * packetstream.BlockSize; need > cfg.BulkSize {
+	if need := 64 * ((size + packetstream.IPAlignShift + packetstream.BlockSize - 1) / packetstream.BlockSize) * packetstream.BlockSize; need > cfg.BulkSize {
 		cfg.BulkSize = need
 	}
 	return cfg
@@ -151,8 +154,8 @@ func benchStream(cmd *cobra.Command, b streamBench, jsonFile string) error {
 	}
 	out := cmd.OutOrStdout()
 	b.boost = b.boost && os.Geteuid() == 0
-	fmt.Fprintf(out, "packet stream: source on cpu %d, sink on cpu %d, %s per point, %d runs, batch %d, queues of %d, %d-byte buffer, boost %v\n",
-		cpus[0], cpus[1], d, runs, batch, base.QueueSize, base.BulkSize, b.boost)
+	fmt.Fprintf(out, "packet stream: source on cpu %d, sink on cpu %d, %s per point, %d runs, batch %d, queues of %d, %d-byte buffer, ip-align %v, boost %v\n",
+		cpus[0], cpus[1], d, runs, batch, base.QueueSize, base.BulkSize, base.IPAlign, b.boost)
 	type sample struct{ mpps, gbps, sig, ref, ratio float64 }
 	samples := make([][]sample, len(sizes))
 	for r := 0; r < runs; r++ {
@@ -243,7 +246,7 @@ func runPair(b streamBench, kind string, size int, cfg packetstream.Config) (pai
 	for i, role := range roles {
 		c := exec.Command(self, "bench", "stream-peer", "--role", role, "--size", strconv.Itoa(size),
 			"--time", b.d.String(), "--batch", strconv.Itoa(b.batch), "--boost="+strconv.FormatBool(b.boost),
-			"--queue", strconv.Itoa(cfg.QueueSize), "--bulk", strconv.Itoa(cfg.BulkSize))
+			"--queue", strconv.Itoa(cfg.QueueSize), "--bulk", strconv.Itoa(cfg.BulkSize), "--ip-align="+strconv.FormatBool(cfg.IPAlign))
 		c.ExtraFiles = files.Files()
 		// Its own session, so that with --boost it gets its own scheduling group (autogroup).
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}

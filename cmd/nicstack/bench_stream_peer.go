@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// writeAhead is how many frames ahead of the one it writes the source claims lines.
+const writeAhead = 2
+
 type streamPeerArgs struct {
 	boost bool
 	role  string
@@ -88,24 +91,45 @@ func streamSource(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult
 	time.AfterFunc(a.time, func() { stop.Store(true) })
 	start := time.Now()
 	var seq uint64
+	batch := make([]packetstream.Packet, a.batch)
 	for !stop.Load() {
 		for p, ok := src.GetAcked(); ok; p, ok = src.GetAcked() {
 			src.Release(p)
 		}
 		n := 0
-		for ; n < a.batch && src.CanSubmit(); n++ {
+		for ; n < a.batch; n++ {
 			p, err := src.Alloc(a.size)
 			if err != nil {
 				break
 			}
+			batch[n] = p
+		}
+		// Each frame's lines were last read by the sink on the other CPU, and a store waits
+		// for its line: claim the lines of the frames ahead while this one is written, so
+		// that the transfers overlap.
+		for _, p := range batch[:min(n, writeAhead)] {
+			prefetchW(src.Payload(p))
+		}
+		sent := 0
+		for i, p := range batch[:n] {
+			if i+writeAhead < n {
+				prefetchW(src.Payload(batch[i+writeAhead]))
+			}
 			b := src.Payload(p)
-			copy(b, tmpl)
+			fill(b, tmpl)
 			binary.LittleEndian.PutUint64(b, seq)
+			if !src.TrySubmit(p) {
+				// The sink has acknowledged frames whose submit entries it has not freed yet.
+				for _, p := range batch[i:n] {
+					src.Release(p)
+				}
+				break
+			}
 			seq++
-			src.TrySubmit(p)
+			sent++
 		}
 		src.Wakeup()
-		if n == 0 {
+		if sent == 0 {
 			if err := w.Wait(); err != nil {
 				return peerResult{}, err
 			}

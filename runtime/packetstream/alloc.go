@@ -13,6 +13,7 @@ import "math/bits"
 type allocator struct {
 	free  []uint64 // bit set: block free
 	n     int      // blocks
+	shift int      // bytes each frame starts into its first block
 	hint  int      // no word below hint has a free bit
 	block []blockState
 	inUse int // blocks allocated
@@ -30,8 +31,8 @@ const (
 	blockSubmitted // with the sink
 )
 
-func newAllocator(blocks int) allocator {
-	a := allocator{free: make([]uint64, (blocks+63)/64), n: blocks, block: make([]blockState, blocks)}
+func newAllocator(blocks, shift int) allocator {
+	a := allocator{free: make([]uint64, (blocks+63)/64), n: blocks, shift: shift, block: make([]blockState, blocks)}
 	for b := 0; b < blocks; b++ {
 		a.free[b>>6] |= 1 << (b & 63)
 	}
@@ -40,7 +41,7 @@ func newAllocator(blocks int) allocator {
 
 // alloc returns the first block of a free run big enough for size bytes plus the shift, or -1.
 func (a *allocator) alloc(size int) int {
-	run := (size + FrameShift + BlockSize - 1) / BlockSize
+	run := (size + a.shift + BlockSize - 1) / BlockSize
 	var b int
 	if run == 1 {
 		b = a.first()

@@ -14,8 +14,8 @@
 //	after it           ack queue, the same
 //	64-byte aligned    bulk buffer, BulkSize bytes, in BlockSize blocks
 //
-// The source allocates in the bulk buffer with an allocator in its own memory, shifting each
-// frame by FrameShift bytes so the IP header is 4-byte aligned, as Genode does. Every index
+// The source allocates in the bulk buffer with an allocator in its own memory. Frames start on
+// a cache line, unless Config.IPAlign shifts them 2 bytes as Genode does. Every index
 // and descriptor the peer writes is read once and checked; a bad one is counted and dropped,
 // never followed. A side keeps its own indices privately and only writes them to the region.
 //

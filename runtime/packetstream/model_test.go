@@ -11,14 +11,14 @@ import (
 func TestAllocatorModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		blocks := rapid.IntRange(1, 200).Draw(t, "blocks")
-		a := newAllocator(blocks)
+		a := newAllocator(blocks, IPAlignShift)
 		used := make([]bool, blocks)
 		live := map[int]int{} // first block -> run
 		var order []int
 		t.Repeat(map[string]func(*rapid.T){
 			"alloc": func(t *rapid.T) {
-				size := rapid.IntRange(1, min(blocks, 8)*BlockSize-FrameShift).Draw(t, "size")
-				run := (size + FrameShift + BlockSize - 1) / BlockSize
+				size := rapid.IntRange(1, min(blocks, 8)*BlockSize-IPAlignShift).Draw(t, "size")
+				run := (size + IPAlignShift + BlockSize - 1) / BlockSize
 				want := -1
 				for s := 0; s+run <= blocks && want < 0; s++ {
 					free := true

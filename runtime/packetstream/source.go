@@ -36,7 +36,7 @@ func newSource(reg *region, in, out int) (*Source, error) {
 	s := &Source{
 		submit:    newProducer(newRing(reg, reg.cfg.submitQueue())),
 		ack:       newConsumer(newRing(reg, reg.cfg.ackQueue())),
-		alloc:     newAllocator(reg.cfg.blocks()),
+		alloc:     newAllocator(reg.cfg.blocks(), reg.cfg.frameShift()),
 		bulkStart: uint64(reg.cfg.bulkStart()),
 		maxFrame:  reg.cfg.MaxFrame(),
 	}
@@ -65,7 +65,7 @@ func (s *Source) Alloc(size int) (Packet, error) {
 	if b < 0 {
 		return Packet{}, ErrExhausted
 	}
-	return Packet{Offset: uint32(s.bulkStart) + uint32(b)*BlockSize + FrameShift, Size: uint32(size)}, nil
+	return Packet{Offset: uint32(s.bulkStart) + uint32(b)*BlockSize + uint32(s.alloc.shift), Size: uint32(size)}, nil
 }
 
 // Payload is the frame's bytes in the bulk buffer, for the source to fill.
@@ -75,8 +75,9 @@ func (s *Source) Payload(p Packet) []byte {
 
 // block returns the first block of p's run if p is one of ours, or -1.
 func (s *Source) block(off uint64) int {
-	rel := off - s.bulkStart - FrameShift
-	if off < s.bulkStart+FrameShift || rel%BlockSize != 0 || rel/BlockSize >= uint64(s.alloc.n) {
+	first := s.bulkStart + uint64(s.alloc.shift)
+	rel := off - first
+	if off < first || rel%BlockSize != 0 || rel/BlockSize >= uint64(s.alloc.n) {
 		return -1
 	}
 	return int(rel / BlockSize)

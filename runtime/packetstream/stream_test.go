@@ -109,3 +109,33 @@ func TestSessionFilesInProcess(t *testing.T) {
 	pump(t, c.TX, s.TX, 5000, func(i int) int { return 60 + i%1500 }, 64)
 	pump(t, s.RX, c.RX, 500, func(i int) int { return 1 + (i*997)%65536 }, 16)
 }
+
+// Frames start on a cache line by default and 2 bytes into their block with IPAlign; both
+// streams carry frames up to MaxFrame, and acknowledgements find their blocks again.
+func TestFramePlacement(t *testing.T) {
+	for _, align := range []bool{false, true} {
+		cfg := Config{QueueSize: 16, BulkSize: 8 * BlockSize, IPAlign: align}
+		src, snk, err := NewHeapStream(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := src.Alloc(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint32(cfg.bulkStart())
+		if align {
+			want += IPAlignShift
+		}
+		if p.Offset != want {
+			t.Errorf("IPAlign %v: first frame at %d, want %d", align, p.Offset, want)
+		}
+		src.Release(p)
+		if _, err := src.Alloc(cfg.MaxFrame() + 1); err == nil {
+			t.Errorf("IPAlign %v: allocated more than MaxFrame", align)
+		}
+		pump(t, src, snk, 50, func(i int) int { return []int{64, 1500, cfg.MaxFrame()}[i%3] }, 4)
+		src.Close()
+		snk.Close()
+	}
+}
