@@ -134,13 +134,13 @@ func (n *NIC) deliver(k int) {
 		frames++
 		bytes += uint64(len(frame))
 	}
-	out.Wakeup()
 	n.Stats.RxBursts.Add(1)
 	n.Stats.RxFrames.Add(frames)
 	n.Stats.RxBytes.Add(bytes)
 	if dropped > 0 {
 		n.Stats.RxDropped.Add(dropped)
 	}
+	out.Wakeup()
 }
 
 // reclaim frees what the router acknowledged and reports whether there was any.
