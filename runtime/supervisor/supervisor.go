@@ -69,6 +69,7 @@ type Supervisor struct {
 	// started instead of handing it over.
 	quitting  chan struct{}
 	launching sync.WaitGroup
+	ending    sync.WaitGroup // processes being stopped
 
 	sc       *Scenario
 	children map[string]*child
@@ -295,7 +296,7 @@ func (s *Supervisor) launch(c *child) {
 func (s *Supervisor) launched(c *child, life int, p *process, err error, bin string, took time.Duration) {
 	if c.life != life || s.stopping || s.children[c.start.Name] != c {
 		if p != nil {
-			p.kill()
+			s.end(p)
 		}
 		return
 	}
@@ -707,8 +708,7 @@ func (s *Supervisor) failed(c *child, err error) {
 	s.restartAfter(c, wait)
 }
 
-// stop ends c's process in order: a Stop call, then go-plugin's kill (which waits and
-// escalates to SIGKILL).
+// stop closes c's sessions and ends its process.
 func (s *Supervisor) stop(c *child) {
 	c.life++ // its exit is expected; a launch in flight or a pending restart is void
 	p := c.proc
@@ -718,11 +718,22 @@ func (s *Supervisor) stop(c *child) {
 	}
 	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name))
 	c.proc = nil
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	p.ctl.Stop(ctx, &controlpb.StopRequest{})
-	cancel()
-	c.exitCode = p.kill()
 	c.state = "stopped"
+	s.end(p)
+}
+
+// end stops process p in the background (a Stop call, then go-plugin's kill, which waits and
+// escalates to SIGKILL), so that a restart or a slow exit never holds up the event loop. The
+// run waits for every end before it returns.
+func (s *Supervisor) end(p *process) {
+	s.ending.Add(1)
+	go func() {
+		defer s.ending.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		p.ctl.Stop(ctx, &controlpb.StopRequest{})
+		cancel()
+		p.kill()
+	}()
 }
 
 func (s *Supervisor) stopAll() {
@@ -746,6 +757,7 @@ func (s *Supervisor) stopAll() {
 	for _, c := range s.children {
 		s.stop(c) // starts removed by a reload but still running
 	}
+	s.ending.Wait()
 	s.log.Info("all components stopped")
 }
 
