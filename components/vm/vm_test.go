@@ -119,3 +119,30 @@ func TestEmbeddedThroughEmulatedNIC(t *testing.T) {
 	s := runScenario(t, "sculpt_iperf.xml", []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"}, "-t 10", "-t 1")
 	checkIperf(t, s)
 }
+
+// The netns guest (root): a real iperf3 client in the namespace behind the vm's TAP, with
+// offloads on (TSO super-frames through the router), measures against remote_host's server.
+func TestNetnsGuestRealIperf3(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "iperf3")
+	report := filepath.Join(t.TempDir(), "iperf3.json")
+	s := runScenario(t, "sculpt_iperf_direct.xml", []string{"vm", "remote_host", "nic_router"},
+		`<service name="LOG"/>`, `<service name="LOG"/> <service name="Tap"/>`,
+		`<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10"/>`,
+		`<config guest="netns" tap_address="10.0.1.2/24" tap_gateway="10.0.1.1" mtu="1500" offload="no"
+		         exec="iperf3 -c 198.18.0.2 -R -t 1 -J --logfile `+report+`"/>`)
+	srv := waitCounters(t, s, "remote_host", "iperf_tests")
+	if srv["iperf_errors"] != 0 || srv["iperf_bytes"] == 0 {
+		t.Errorf("remote_host counters %v: want a test without error", srv)
+	}
+	var b []byte
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(string(b), "sum_received") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		b, _ = os.ReadFile(report)
+	}
+	if !strings.Contains(string(b), "sum_received") {
+		t.Fatalf("iperf3's report: %s", b)
+	}
+	t.Logf("our server counted %d bytes at %.0f Mbit/s", srv["iperf_bytes"], float64(srv["iperf_bits_per_second"])/1e6)
+}
