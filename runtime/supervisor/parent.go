@@ -51,24 +51,26 @@ type parentSession struct {
 
 var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 
-// openParent serves r (routed to the parent) for client cl.
-func (s *Supervisor) openParent(r *request, id uint64) (*parentSession, error) {
-	open, ok := parentServices[r.service]
+// openParent makes session id of a parent service for client. It runs off the supervisor
+// goroutine (the ip commands take 100-400 ms) and touches no supervisor state but the
+// namespaces.
+func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64) (*parentSession, error) {
+	open, ok := parentServices[service]
 	if !ok {
-		return nil, fmt.Errorf("routed to the parent, but the supervisor serves no %s sessions itself (it serves Tap and Packet)", r.service)
+		return nil, fmt.Errorf("routed to the parent, but the supervisor serves no %s sessions itself (it serves Tap and Packet)", service)
 	}
 	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("the supervisor serves %s sessions only when run as root", r.service)
+		return nil, fmt.Errorf("the supervisor serves %s sessions only when run as root", service)
 	}
-	name := r.args["netns"]
+	name := args["netns"]
 	if !netnsName.MatchString(name) {
-		return nil, fmt.Errorf("%s session: netns=%q: want a name of 1 to 16 letters, digits or _", r.service, name)
+		return nil, fmt.Errorf("%s session: netns=%q: want a name of 1 to 16 letters, digits or _", service, name)
 	}
-	p := &parentSession{id: id, client: r.key.client, args: r.args, mtu: 1500}
-	if v, ok := r.args["mtu"]; ok {
+	p := &parentSession{id: id, client: client, args: args, mtu: 1500}
+	if v, ok := args["mtu"]; ok {
 		mtu, err := strconv.Atoi(v)
 		if err != nil || mtu < 68 || mtu > 65535 {
-			return nil, fmt.Errorf("%s session: mtu=%q: want 68 to 65535", r.service, v)
+			return nil, fmt.Errorf("%s session: mtu=%q: want 68 to 65535", service, v)
 		}
 		p.mtu = mtu
 	}
@@ -79,11 +81,11 @@ func (s *Supervisor) openParent(r *request, id uint64) (*parentSession, error) {
 	p.ns = ns
 	if err := open(s, p, ns); err != nil {
 		p.close()
-		return nil, fmt.Errorf("%s session in namespace %s: %w", r.service, name, err)
+		return nil, fmt.Errorf("%s session in namespace %s: %w", service, name, err)
 	}
 	if err := s.configure(p); err != nil {
 		p.close()
-		return nil, fmt.Errorf("%s session in namespace %s: %w", r.service, name, err)
+		return nil, fmt.Errorf("%s session in namespace %s: %w", service, name, err)
 	}
 	return p, nil
 }

@@ -68,8 +68,8 @@ type Supervisor struct {
 	// quitting closes when the run stops; launches still in flight then kill what they
 	// started instead of handing it over.
 	quitting  chan struct{}
-	launching sync.WaitGroup
-	ending    sync.WaitGroup // processes being stopped
+	launching sync.WaitGroup // launches and parent-service sessions being made
+	ending    sync.WaitGroup // processes being stopped, parent-service sessions being deleted
 
 	sc       *Scenario
 	children map[string]*child
@@ -112,6 +112,7 @@ type request struct {
 	tx, rx    packetstream.Config
 	device    *component.DeviceSpec // set for a device session (tx and rx unused)
 	parent    *parentSession        // what the supervisor made for an open parent-service session
+	opening   bool                  // a parent-service session is being made
 	decision  *Decision
 	denied    string
 	session   uint64
@@ -499,7 +500,7 @@ func (s *Supervisor) open(r *request) {
 		return
 	}
 	if r.decision.Parent {
-		s.openAtParent(r, cl)
+		s.openAtParent(r)
 		return
 	}
 	if srv == nil || srv.state != "running" || !srv.announced[r.service] {
@@ -572,11 +573,39 @@ func (s *Supervisor) hand(c *child, req *controlpb.OpenSessionRequest, files []*
 }
 
 // openAtParent opens r at a service the supervisor serves itself.
-func (s *Supervisor) openAtParent(r *request, cl *child) {
+func (s *Supervisor) openAtParent(r *request) {
+	if r.opening {
+		return
+	}
 	s.nextID++
 	id := s.nextID
-	r.openedAt = time.Now()
-	p, err := s.openParent(r, id)
+	r.openedAt, r.opening = time.Now(), true
+	service, client, args := r.service, r.key.client, r.args
+	s.launching.Add(1)
+	go func() {
+		defer s.launching.Done()
+		p, err := s.openParent(service, client, args, id)
+		select {
+		case s.events <- func() { s.openedAtParent(r, id, p, err) }:
+		case <-s.quitting:
+			if p != nil {
+				p.close()
+			}
+		}
+	}()
+}
+
+// openedAtParent hands the client what openParent made, unless the request went away meanwhile
+// (its client exited or the run is stopping).
+func (s *Supervisor) openedAtParent(r *request, id uint64, p *parentSession, err error) {
+	r.opening = false
+	cl := s.children[r.key.client]
+	if s.requests[r.key] != r || s.stopping || cl == nil || cl.proc == nil || cl.state != "running" {
+		if p != nil {
+			s.closeParent(p)
+		}
+		return
+	}
 	if err != nil {
 		s.deny(r, err.Error())
 		return
@@ -587,12 +616,21 @@ func (s *Supervisor) openAtParent(r *request, cl *child) {
 	}
 	if err := s.hand(cl, req, p.files); err != nil {
 		s.log.Error(fmt.Sprintf("session %s %q of %s: client refused: %v", r.service, r.label, r.key.client, err))
-		p.close()
+		s.closeParent(p)
 		return
 	}
 	closeFiles(p.files) // the client holds its own copies
 	r.session, r.linkUp, r.parent, r.waitNoted = id, true, p, false
 	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at the parent: %s in namespace %s", id, r.service, r.label, r.key.client, p.iface, p.ns.Name), "took", time.Since(r.openedAt))
+}
+
+// closeParent deletes what a parent-service session made, in the background like end.
+func (s *Supervisor) closeParent(p *parentSession) {
+	s.ending.Add(1)
+	go func() {
+		defer s.ending.Done()
+		p.close()
+	}()
 }
 
 // sessionFiles creates the files both sides of r's new session get.
@@ -633,7 +671,7 @@ func (s *Supervisor) closeSession(r *request, reason string, atClient bool) {
 	}
 	r.ram = 0
 	if r.parent != nil {
-		r.parent.close()
+		s.closeParent(r.parent)
 		r.parent = nil
 	}
 	if r.decision != nil {
