@@ -38,8 +38,8 @@ type Mem struct {
 	Queue  *intel.WriteQueue
 	Config []byte // the PCI config space
 	DMA    []byte
-	// IRQ and Doorbell are this side's duplicates of the eventfds, blocking, closed by Close.
-	IRQ, Doorbell intel.Eventfd
+	// IRQ and Doorbell are this side's duplicates of the eventfds, closed by Close.
+	IRQ, Doorbell *Eventfd
 	mmio          []byte
 }
 
@@ -50,7 +50,7 @@ func Map(files []*os.File) (*Mem, error) {
 	if len(files) != 2+Eventfds {
 		return nil, fmt.Errorf("device session: %d files, want 2 memfds and %d eventfds", len(files), Eventfds)
 	}
-	m := &Mem{IRQ: -1, Doorbell: -1}
+	m := &Mem{}
 	var err error
 	if m.mmio, err = mapFile(files[0], MMIOSize); err != nil {
 		return nil, err
@@ -65,8 +65,8 @@ func Map(files []*os.File) (*Mem, error) {
 		m.Close()
 		return nil, err
 	}
-	for i, fd := range []*intel.Eventfd{&m.IRQ, &m.Doorbell} {
-		if *fd, err = dupEventfd(files[2+i]); err != nil {
+	for i, e := range []**Eventfd{&m.IRQ, &m.Doorbell} {
+		if *e, err = dupEventfd(files[2+i]); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -90,21 +90,60 @@ func mapFile(f *os.File, size int) ([]byte, error) {
 	return mem, nil
 }
 
-// dupEventfd duplicates an eventfd and makes it blocking: its reader sleeps in read.
-func dupEventfd(f *os.File) (intel.Eventfd, error) {
+// Eventfd is one side's end of an interrupt line or doorbell. Its reader waits in Go's
+// netpoller, not in a blocking read: a thread blocked in a system call keeps the runtime's
+// monitor polling every 20 µs to take its P back, which costs a busy driver more than its
+// interrupts do.
+type Eventfd struct {
+	fd int      // for Raise: the same descriptor as f's, without f's locking
+	f  *os.File // for Wait
+}
+
+// Raise adds one to the count; signals coalesce until Wait takes them.
+func (e *Eventfd) Raise() {
+	one := [8]byte{1}
+	unix.Write(e.fd, one[:])
+}
+
+// Wait blocks until the eventfd was raised and resets its count; it fails once Close ran.
+func (e *Eventfd) Wait() error {
+	var buf [8]byte
+	_, err := e.f.Read(buf[:])
+	return err
+}
+
+// WaitThread is Wait for a process whose other goroutines spin (the device model): it sleeps
+// in poll(2) on its own thread, since the netpoller is not consulted while a goroutine is
+// runnable, and a doorbell must not wait for that. Nothing may Close meanwhile.
+func (e *Eventfd) WaitThread() error {
+	var buf [8]byte
+	for {
+		fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			return err
+		}
+		_, err := unix.Read(e.fd, buf[:])
+		if err != unix.EAGAIN && err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// dupEventfd duplicates an eventfd, non-blocking so that its reader waits in the netpoller.
+func dupEventfd(f *os.File) (*Eventfd, error) {
 	link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 	if link != "anon_inode:[eventfd]" {
-		return -1, fmt.Errorf("device session: %s is not an eventfd", f.Name())
+		return nil, fmt.Errorf("device session: %s is not an eventfd", f.Name())
 	}
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("device session: %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("device session: %s: %w", f.Name(), err)
 	}
-	if err := unix.SetNonblock(fd, false); err != nil {
+	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("device session: %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("device session: %s: %w", f.Name(), err)
 	}
-	return intel.Eventfd(fd), nil
+	return &Eventfd{fd: fd, f: os.NewFile(uintptr(fd), f.Name())}, nil
 }
 
 // Close unmaps the memory and closes the eventfds; nothing may use them afterwards.
@@ -115,12 +154,12 @@ func (m *Mem) Close() error {
 			errs = append(errs, unix.Munmap(b))
 		}
 	}
-	for _, fd := range []intel.Eventfd{m.IRQ, m.Doorbell} {
-		if fd >= 0 {
-			errs = append(errs, unix.Close(int(fd)))
+	for _, e := range []*Eventfd{m.IRQ, m.Doorbell} {
+		if e != nil {
+			errs = append(errs, e.f.Close())
 		}
 	}
-	m.mmio, m.DMA, m.IRQ, m.Doorbell = nil, nil, -1, -1
+	m.mmio, m.DMA, m.IRQ, m.Doorbell = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 

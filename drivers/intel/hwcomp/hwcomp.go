@@ -94,7 +94,7 @@ func (n *NIC) OpenDevice(files []*os.File) error {
 	var stopped atomic.Bool
 	n.devDone.Go(func() { dev.Run(n.stopDev) })
 	n.devDone.Go(func() { // the hypervisor's ioeventfd: a doorbell write wakes the device
-		for mem.Doorbell.Wait() == nil && !stopped.Load() {
+		for mem.Doorbell.WaitThread() == nil && !stopped.Load() {
 			dev.Kick()
 		}
 	})

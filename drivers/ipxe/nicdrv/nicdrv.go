@@ -146,7 +146,7 @@ func (p *Port) linkChanged(up bool, speed int) {
 
 // interruptLoop waits on the interrupt eventfd and runs the handler; when the handler made
 // room for a TX backlog it tells the uplink loop.
-func (p *Port) interruptLoop(drv *ipxe.Driver, irq intel.Eventfd, l *loop) {
+func (p *Port) interruptLoop(drv *ipxe.Driver, irq *devsession.Eventfd, l *loop) {
 	for irq.Wait() == nil && !l.stop.Load() {
 		p.mu.Lock()
 		drv.HandleInterrupt()
