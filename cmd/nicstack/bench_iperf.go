@@ -46,6 +46,10 @@ const (
 	routerBinary   = "nic_router"
 )
 
+// linuxDrivers are the drivers of Linux interfaces, shown in the driver's column; only the
+// ipxe_nic's config is patched.
+var linuxDrivers = map[string]bool{"linux_nic": true, "packet_nic": true}
+
 type iperfBenchOptions struct {
 	throttles []int
 	batches   []string
@@ -217,7 +221,11 @@ func loadIperfScenario(path string) (*iperfScenario, error) {
 	}
 	sc := &iperfScenario{root: root, roles: map[string]string{}}
 	for _, st := range root.Subs("start") {
-		sc.roles[startBinary(st)] = st.Name()
+		role := startBinary(st)
+		if linuxDrivers[role] {
+			role = driverBinary // the driver's column
+		}
+		sc.roles[role] = st.Name()
 		cfg := st.Sub("config")
 		if startBinary(st) == driverBinary {
 			if cfg == nil {
