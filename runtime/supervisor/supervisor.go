@@ -56,8 +56,12 @@ func (o *Options) defaults() {
 	}
 }
 
-// Supervisor runs one scenario. All state belongs to the goroutine in Run; everything else
-// talks to it through events.
+// Supervisor runs one scenario. All state belongs to the goroutine in Run (the event loop);
+// everything else talks to it through events. Slow work runs beside the loop and reports
+// back: launching a component, stopping one, making and deleting a parent service's session,
+// telling a client of a denial. The session calls (OpenSession, CloseSession, LinkState) and
+// UpdateConfig stay on the loop, which keeps them in order per component; each is bounded by
+// CallTimeout.
 type Supervisor struct {
 	path   string
 	opts   Options
@@ -459,11 +463,18 @@ func (s *Supervisor) deny(r *request, reason string) {
 	r.denied, r.decision = reason, nil
 	s.log.Error(fmt.Sprintf("session %s %q of %s denied: %s", r.service, r.label, r.key.client, reason))
 	if cl := s.children[r.key.client]; cl != nil && cl.proc != nil {
-		ctx, cancel := s.ctx()
-		defer cancel()
-		if _, err := cl.proc.ctl.Denied(ctx, &controlpb.DeniedRequest{RequestId: r.key.id, Reason: reason}); err != nil {
-			s.log.Debug(fmt.Sprintf("telling %s of the denial: %v", r.key.client, err))
-		}
+		// In the background: a denial concerns no session, so its order among the other calls
+		// does not matter, and a hung client must not hold up the loop.
+		ctl, client, req := cl.proc.ctl, r.key.client, &controlpb.DeniedRequest{RequestId: r.key.id, Reason: reason}
+		s.ending.Add(1)
+		go func() {
+			defer s.ending.Done()
+			ctx, cancel := s.ctx()
+			defer cancel()
+			if _, err := ctl.Denied(ctx, req); err != nil {
+				s.log.Debug(fmt.Sprintf("telling %s of the denial: %v", client, err))
+			}
+		}()
 	}
 }
 
