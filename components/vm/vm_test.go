@@ -146,3 +146,22 @@ func TestNetnsGuestRealIperf3(t *testing.T) {
 	}
 	t.Logf("our server counted %d bytes at %.0f Mbit/s", srv["iperf_bytes"], float64(srv["iperf_bits_per_second"])/1e6)
 }
+
+// Our iperf client in the embedded vm against a real iperf3 server in a netns guest's
+// namespace (root), through the router's NAT: the far end is the vm binary as a netns guest
+// in the driver's place.
+func TestEmbeddedAgainstRealIperf3Server(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "iperf3")
+	s := runScenario(t, "sculpt_iperf_direct.xml", []string{"vm", "nic_router"},
+		`<service name="LOG"/>`, `<service name="LOG"/> <service name="Tap"/>`,
+		`<start name="remote_host">`, `<start name="remote_host"> <binary name="vm"/>`,
+		`<config address="198.18.0.2/24" iperf="-s" session="Uplink"`,
+		`<config guest="netns" netns="far" tap_address="198.18.0.2/24" offload="no" exec="iperf3 -s" session="Uplink"`,
+		"-t 10", "-t 1")
+	vm := waitCounters(t, s, "vm", "iperf_tests")
+	if vm["iperf_errors"] != 0 || vm["iperf_bytes"] == 0 {
+		t.Errorf("vm counters %v: want a test without error", vm)
+	}
+	t.Logf("%.0f Mbit/s from a real iperf3 server", float64(vm["iperf_bits_per_second"])/1e6)
+}
