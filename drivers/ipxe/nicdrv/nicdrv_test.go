@@ -256,3 +256,24 @@ func TestFarEndGoneIsLinkDown(t *testing.T) {
 		t.Fatalf("link %+v, want up at 1000 (phy_reset=auto keeps the i217-LM's speed)", l)
 	}
 }
+
+// A config change reaches the device at once: the new ITR value is written through the
+// posted-write queue.
+func TestConfigureLive(t *testing.T) {
+	r := newRig(t, "82574L")
+	r.waitLink()
+	cfg := ipxe.DefaultConfig()
+	cfg.RxIrqThrottle = 5580
+	if err := r.port.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.nic.Device().Read32(intel.ITR) != 5580; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ITR is %d, want 5580", r.nic.Device().Read32(intel.ITR))
+		}
+	}
+	cfg.RxIrqThrottle = 1 << 16
+	if err := r.port.Configure(cfg); err == nil {
+		t.Error("an ITR beyond 16 bits was accepted")
+	}
+}
