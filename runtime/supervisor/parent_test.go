@@ -131,8 +131,12 @@ func TestParentServices(t *testing.T) {
 	udpEcho(t, r, "a", "198.18.5.2:9")
 	udpEcho(t, r, "b", "198.18.6.2:9")
 	for _, n := range []string{"tapper", "packer"} {
-		if c := r.component(n).Counters; c["wire_reflected"] == 0 || c["denied"] != 0 {
-			t.Errorf("%s: counters %v", n, c)
+		c := r.component(n)
+		if c.Counters["wire_reflected"] == 0 || c.Counters["denied"] != 0 {
+			t.Errorf("%s: counters %v", n, c.Counters)
+		}
+		if len(c.Requests) != 1 || c.Requests[0].Server != "parent" || c.Requests[0].State != "open" {
+			t.Errorf("%s: requests %+v", n, c.Requests)
 		}
 	}
 

@@ -69,8 +69,8 @@ type StreamStatus struct {
 type RequestStatus struct {
 	Service  string    `json:"service"`
 	Label    string    `json:"label"`
-	Server   string    `json:"server,omitempty"`
-	State    string    `json:"state"` // open, waiting, denied
+	Server   string    `json:"server,omitempty"` // a child's name, or "parent" for the supervisor's own services
+	State    string    `json:"state"`            // open, waiting, denied
 	Session  uint64    `json:"session,omitempty"`
 	OpenedAt time.Time `json:"opened_at,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
@@ -150,6 +150,9 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 			rs := RequestStatus{Service: r.service, Label: r.label, Session: r.session, State: "waiting", Reason: r.denied}
 			if r.decision != nil {
 				rs.Server = r.decision.Server
+				if r.decision.Parent {
+					rs.Server = "parent"
+				}
 			}
 			switch {
 			case r.session != 0:
