@@ -451,7 +451,7 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 			return p, fmt.Errorf("the iperf test did not finish within %v (run with -v for the logs)", o.duration+60*time.Second)
 		}
 	}
-	bar.Add(int(o.duration.Seconds()+1) - progress)
+	bar.Add(max(0, int(o.duration.Seconds()+1)-progress))
 	acc.fill(&p)
 	return p, nil
 }
