@@ -65,6 +65,13 @@ func run(t *testing.T, name string, replace ...string) *scenario {
 		}
 		text = strings.ReplaceAll(text, replace[i], replace[i+1])
 	}
+	return runText(t, name, text)
+}
+
+// runText starts a scenario given as text (name gives the syntax), until the test ends.
+func runText(t *testing.T, name, text string) *scenario {
+	t.Helper()
+	var err error
 	sc := &scenario{t: t, path: filepath.Join(t.TempDir(), name)}
 	if err := os.WriteFile(sc.path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
