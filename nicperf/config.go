@@ -26,14 +26,18 @@ type Config struct {
 	IP        [4]byte // answered for ARP and ICMP echo; the generator's source address
 	TX        bool    // generate frames
 	ICMP      bool    // generate ICMP echo requests instead of UDP
-	DstIP     [4]byte
-	DstMAC    proto.MAC // default: the router's MAC toward Nic clients
-	SrcPort   uint16    // UDP source port, or the ICMP echo id
-	Flows     int       // frames cycle through this many source ports (ids) from SrcPort
-	DstPort   uint16
-	Size      int           // Ethernet frame bytes
-	Rate      uint64        // frames per second, 0: as fast as the stream takes them
-	Period    time.Duration // how often rates are logged (0: never)
+	// TCP generates TCP connections instead of UDP: per connection SYN, ACK with data,
+	// FIN|ACK and the last ACK (the source port advances per connection through Flows). A
+	// nic_perf answers a SYN with SYN|ACK and a FIN with FIN|ACK, whatever its mode.
+	TCP     bool
+	DstIP   [4]byte
+	DstMAC  proto.MAC // default: the router's MAC toward Nic clients
+	SrcPort uint16    // UDP source port, or the ICMP echo id
+	Flows   int       // frames cycle through this many source ports (ids) from SrcPort
+	DstPort uint16
+	Size    int           // Ethernet frame bytes
+	Rate    uint64        // frames per second, 0: as fast as the stream takes them
+	Period  time.Duration // how often rates are logged (0: never)
 	// Duration: how long the generator sends (0: forever).
 	Duration time.Duration
 	// Stream geometry of a client session.
@@ -48,6 +52,9 @@ type Config struct {
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
 const minSize = proto.EthLen + 20 + 8
+
+// tcpMinSize is the smallest TCP frame with one byte of data.
+const tcpMinSize = proto.EthLen + 20 + 20 + 1
 
 // ParseConfig reads a <config>; unknown attributes are returned as warnings in errs along
 // with real errors, which make cfg unusable (err != nil).
@@ -82,9 +89,11 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	case "udp":
 	case "icmp":
 		cfg.ICMP = true
+	case "tcp":
+		cfg.TCP = true
 	default:
 		a, _ := n.Attr("protocol")
-		return cfg, warnings, config.Errorf(a.Pos, "protocol=%q: want udp or icmp", p)
+		return cfg, warnings, config.Errorf(a.Pos, "protocol=%q: want udp, icmp or tcp", p)
 	}
 	ack, err := n.Bool("ack", true)
 	if err != nil {
@@ -106,6 +115,10 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	cfg.DstPort = uint16(num("dst_port", 12345, 1, 65535))
 	cfg.Flows = int(num("flows", 1, 1, 65535))
 	cfg.Size = int(num("size", 1500, minSize, 9000))
+	if err == nil && cfg.TCP && cfg.Size < tcpMinSize {
+		a, _ := n.Attr("size")
+		err = config.Errorf(a.Pos, "size=%d: a TCP frame with data has at least %d bytes", cfg.Size, tcpMinSize)
+	}
 	cfg.Rate = num("rate", 0, 0, 1<<32)
 	cfg.Duration = time.Duration(num("duration_ms", 0, 0, 1<<32)) * time.Millisecond
 	cfg.Period = time.Duration(num("period_ms", 1000, 0, 1<<32)) * time.Millisecond

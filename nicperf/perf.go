@@ -18,8 +18,8 @@ import (
 type Counters struct {
 	TxFrames, TxBytes *atomic.Uint64 // generated frames submitted
 	TxFull            *atomic.Uint64 // times the stream had no room for the next frame
-	RxFrames, RxBytes *atomic.Uint64 // UDP frames and ICMP echo replies received
-	Answers           *atomic.Uint64 // ARP and ICMP echo requests answered
+	RxFrames, RxBytes *atomic.Uint64 // UDP frames, TCP segments and ICMP echo replies received
+	Answers           *atomic.Uint64 // ARP, ICMP echo requests, TCP SYNs and FINs answered
 	Other             *atomic.Uint64 // frames received that are none of the above
 }
 
@@ -42,6 +42,7 @@ type Perf struct {
 	template []byte
 	seq      uint16
 	flow     int                 // index of the next frame's source port
+	tcpStep  int                 // which segment of its connection the next TCP frame is
 	pending  packetstream.Packet // an answer being written
 	start    time.Time           // of the generator
 	sent     uint64              // generated frames since start
@@ -52,7 +53,7 @@ type Perf struct {
 // New returns a Perf for cfg.
 func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
 	p := &Perf{cfg: cfg, ctr: ctr, log: log}
-	if cfg.TX {
+	if cfg.TX && !cfg.TCP {
 		p.template = p.frame()
 	}
 	return p
@@ -178,12 +179,23 @@ func (p *Perf) send(out *packetstream.Source, want uint64) uint64 {
 			p.txFull++
 			break
 		}
-		pk, err := out.Alloc(len(p.template))
+		n := len(p.template)
+		if p.cfg.TCP {
+			n = p.tcpLen()
+		}
+		pk, err := out.Alloc(n)
 		if err != nil {
 			p.txFull++
 			break
 		}
 		b := out.Payload(pk)
+		if p.cfg.TCP {
+			p.nextTCP(b)
+			out.TrySubmit(pk)
+			p.txFrames++
+			p.txBytes += uint64(len(b))
+			continue
+		}
 		copy(b, p.template)
 		l4 := b[proto.EthLen+20:]
 		if p.cfg.ICMP {
@@ -234,6 +246,15 @@ func (p *Perf) receive(out *packetstream.Source, b []byte) {
 			break
 		}
 		switch ip.Protocol() {
+		case proto.ProtoTCP:
+			if seg, ok := proto.L4Header(ip); ok {
+				p.rxFrames++
+				p.rxBytes += uint64(len(b))
+				if ip.Dst() == p.cfg.IP {
+					p.answerTCP(out, e, ip, seg)
+				}
+				return
+			}
 		case proto.ProtoUDP:
 			p.rxFrames++
 			p.rxBytes += uint64(len(b))

@@ -29,7 +29,7 @@ func TestParseConfig(t *testing.T) {
 	if !cfg.TX || !cfg.ICMP || cfg.DstIP != [4]byte{198, 18, 0, 1} || cfg.Size != 64 || cfg.Rate != 100 || cfg.Flows != 4 || cfg.NoAck {
 		t.Errorf("parsed %+v", cfg)
 	}
-	for _, bad := range []string{`<config size="20"/>`, `<config protocol="tcp"/>`, `<config session="Rom"/>`, `<config dst_ip="1.2.3"/>`} {
+	for _, bad := range []string{`<config size="20"/>`, `<config protocol="sctp"/>`, `<config protocol="tcp" size="54"/>`, `<config session="Rom"/>`, `<config dst_ip="1.2.3"/>`} {
 		if _, _, err := parse(t, bad); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
