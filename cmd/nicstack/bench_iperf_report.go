@@ -142,8 +142,8 @@ func plotIperf(path string, points []iperfPoint) error {
 		}
 	}
 	sort.Strings(names)
-	style := 0
-	for _, k := range keys {
+	for ki, k := range keys {
+		dashed := ki > 0 // the second tx_batch setting (yes) dashed; colours stay per component
 		pts := byBatch[k]
 		x := func(p iperfPoint) float64 {
 			if p.RxIrqThrottle == nil {
@@ -155,19 +155,17 @@ func plotIperf(path string, points []iperfPoint) error {
 		for i, p := range pts {
 			xy[i] = plotter.XY{X: x(p), Y: p.Mbps}
 		}
-		if err := addLine(thr, k, xy, style); err != nil {
+		if err := addLine(thr, k, xy, ki, false); err != nil {
 			return err
 		}
-		style++
-		for _, n := range names {
+		for ni, n := range names {
 			xy := make(plotter.XYs, len(pts))
 			for i, p := range pts {
 				xy[i] = plotter.XY{X: x(p), Y: p.CPU[n]}
 			}
-			if err := addLine(cpu, n+" "+k, xy, style); err != nil {
+			if err := addLine(cpu, n+" "+k, xy, ni, dashed); err != nil {
 				return err
 			}
-			style++
 		}
 	}
 	img := vgimg.New(8*vg.Inch, 9*vg.Inch)
@@ -193,14 +191,14 @@ var plotColors = []color.Color{
 	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
 }
 
-func addLine(p *plot.Plot, name string, xy plotter.XYs, style int) error {
+func addLine(p *plot.Plot, name string, xy plotter.XYs, color int, dashed bool) error {
 	l, s, err := plotter.NewLinePoints(xy)
 	if err != nil {
 		return err
 	}
-	c := plotColors[style%len(plotColors)]
+	c := plotColors[color%len(plotColors)]
 	l.Color, s.Color = c, c
-	if style >= len(plotColors) {
+	if dashed {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 	}
 	p.Add(l, s)
