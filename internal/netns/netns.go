@@ -185,6 +185,11 @@ func forget(name string) {
 	liveMu.Unlock()
 }
 
+// LeaveSignals tells the package that the program stops itself in order on SIGINT, SIGTERM and
+// SIGHUP and closes its namespaces then (as the supervisor does): the package installs no
+// handler of its own, which would exit before that orderly stop could run.
+func LeaveSignals() { sigOnce.Do(func() {}) }
+
 // cleanupOnSignal deletes this process's namespaces when it is interrupted, then exits.
 func cleanupOnSignal() {
 	c := make(chan os.Signal, 1)

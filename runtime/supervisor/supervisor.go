@@ -126,9 +126,11 @@ type request struct {
 	waitNoted bool
 }
 
-// New prepares a supervisor for the scenario at path.
+// New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
+// context), which deletes the run's namespaces: the netns package must not exit first.
 func New(path string, opts Options) (*Supervisor, error) {
 	opts.defaults()
+	netns.LeaveSignals()
 	sc, err := LoadScenario(path)
 	if err != nil {
 		return nil, err
