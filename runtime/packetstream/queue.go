@@ -98,16 +98,20 @@ func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 	p.head++
 	p.bytes += min(size, publishBytes)
 	if p.head-p.published >= p.every || p.bytes >= publishBytes {
-		p.publish()
+		storeRelease(p.ring.head, p.head)
+		p.published = p.head
+		p.dirty = true
+		p.bytes = 0
 	}
 	return true
 }
 
-// publish stores head with a full barrier, which the armed-flag protocol needs (see Waiter).
-// It is a Swap, not a Store: both are XCHG on amd64, but under the race detector a Store is
-// only a release store, which lets the following load of the armed flag pass it.
+// publish stores head with a full barrier, which the armed-flag protocol needs (see Waiter),
+// also when put already stored it: put's store is no barrier. It is a Swap, not a Store: both
+// are XCHG on amd64, but under the race detector a Store is only a release store, which lets
+// the following load of the armed flag pass it.
 func (p *producer) publish() {
-	if p.head != p.published {
+	if p.head != p.published || p.dirty {
 		p.ring.head.Swap(p.head)
 		p.published = p.head
 		p.dirty = true
@@ -160,12 +164,15 @@ func (c *consumer) peek() unsafe.Pointer {
 func (c *consumer) advance() {
 	c.tail++
 	if c.tail-c.published >= c.every {
-		c.publish()
+		storeRelease(c.ring.tail, c.tail)
+		c.published = c.tail
+		c.dirty = true
 	}
 }
 
+// publish is producer.publish for the tail.
 func (c *consumer) publish() {
-	if c.tail != c.published {
+	if c.tail != c.published || c.dirty {
 		c.ring.tail.Swap(c.tail) // a full barrier, as in producer.publish
 		c.published = c.tail
 		c.dirty = true
