@@ -1,7 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // Scenario tests after Genode's run scripts that need no deploy/ file of their own: each
@@ -66,4 +71,48 @@ func TestUseARPNo(t *testing.T) {
 	if a, p := sc.counter("rx", "answers"), sc.counter("ping", "tx_frames"); a > p {
 		t.Errorf("rx answered %d requests for %d pings: the router used ARP in domain b", a, p)
 	}
+}
+
+// TCP between domains with nic_perf's raw TCP exchange (SYN, SYN|ACK, ACK with data,
+// FIN|ACK both ways, ACK): "ca" in domain a connects to "sb" in b by a <tcp dst> permit rule;
+// "cb" in b connects to the router's port 8080, which a <tcp-forward> sends to ca's port 80.
+// Both clients get their answers back through the link states.
+func TestTCPBetweenDomains(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "router.state")
+	sc := runText(t, "tcp.xml", scenarioHead+routerStart("nic_router", `
+		<report interval_sec="1" stats="yes" link_state="yes" file="`+report+`"/>
+		<policy label="ca" domain="a"/> <policy label="sb" domain="b"/> <policy label="cb" domain="b"/>
+		<domain name="a" interface="10.0.1.1/24">
+			<tcp dst="10.0.2.0/24"> <permit port="80" domain="b"/> </tcp>
+		</domain>
+		<domain name="b" interface="10.0.2.1/24">
+			<tcp-forward port="8080" domain="a" to="10.0.1.2" to_port="80"/>
+		</domain>`)+
+		perfStart("sb", `ip="10.0.2.2"`)+
+		perfStart("ca", `tx="yes" protocol="tcp" ip="10.0.1.2" dst_ip="10.0.2.2" dst_port="80" flows="500" size="200" rate="400"`)+
+		perfStart("cb", `tx="yes" protocol="tcp" ip="10.0.2.3" mac="02:00:00:00:00:03" dst_ip="10.0.2.1" dst_port="8080" flows="500" size="200" rate="400"`)+
+		`</config>`)
+	// 100 connections each way: a SYN and a FIN answered per connection.
+	sc.waitCounter("sb", "answers", 200)
+	sc.waitCounter("cb", "rx_frames", 200)
+	// The links went through opening and open to closed: the state report (every second)
+	// counts at least 50 closed TCP links in each domain.
+	closed := regexp.MustCompile(`tcp-links \|.* closed: (\d+)`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(report)
+		m := closed.FindAllStringSubmatch(string(b), -1)
+		if len(m) == 2 && atoi(m[0][1]) >= 50 && atoi(m[1][1]) >= 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state report:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
