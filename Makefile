@@ -14,15 +14,21 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/... $(wildcard ./components/*)
 
-# The main job: until the supervisor and scenarios exist, the packet-stream benchmark.
+# The main job: the seed scenario (emulated i217-LM NIC -> nic_router -> embedded VM guest, no
+# root needed), once per driver setting, with the seed-style table of throughput against CPU.
 run: deps build
-	$(BIN)/nicstack bench stream
+	$(BIN)/nicstack bench iperf deploy/sculpt_iperf.hid --time 5s
 
 test:
 	@scripts/test.sh
 
+# Every benchmark, each with its reference in the same run; JSON lands in bench-results/.
 bench: deps build
-	$(BIN)/nicstack bench stream
+	@mkdir -p bench-results
+	$(BIN)/nicstack bench stream --json bench-results/stream.json
+	$(BIN)/nicstack bench router --json bench-results/router.json
+	$(BIN)/nicstack bench driver --time 5s --json bench-results/driver.json
+	$(BIN)/nicstack bench iperf deploy/sculpt_iperf.hid --time 5s --json bench-results/iperf.json --plot bench-results/iperf.png
 
 # Regenerates the committed gRPC code; protoc comes from Debian, the plugins from go.mod's tool lines.
 proto: deps
@@ -38,4 +44,4 @@ lint:
 	$(GO) vet ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) bench-results
