@@ -3,9 +3,12 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -58,8 +61,9 @@ func Binary(t testing.TB, pkg string) string {
 		return p
 	}
 	if buildDir == "" {
-		d, err := os.MkdirTemp("", "nicstack-testbin-")
-		if err != nil {
+		sweepBinDirs()
+		d := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		buildDir = d
@@ -71,6 +75,24 @@ func Binary(t testing.TB, pkg string) string {
 	}
 	built[pkg] = out
 	return out
+}
+
+// binDirPrefix names the per-process folders Binary builds into; the suffix is the test
+// process's pid, so a later test process can remove the folders of finished ones (a test
+// binary has no hook that runs after its last test).
+const binDirPrefix = "nicstack-testbin-"
+
+func sweepBinDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), binDirPrefix))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // BinDir returns the folder Binary builds into (creating it), for tests that run a supervisor
