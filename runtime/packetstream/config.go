@@ -10,8 +10,9 @@ type Config struct {
 
 	// IPAlign shifts every frame IPAlignShift bytes into its block, as Genode does. Off by
 	// default, frames start on a cache line: a 64-byte frame then fills one line instead of
-	// spanning two, and the sink's first read of each small frame is what a stream of them
-	// costs (about 1.6 times the frame rate, measured). Nothing here needs the IP header
+	// spanning two, and the lines moving between the CPUs are what a stream of small frames
+	// costs (64-byte frames: 1.6 times the rate with plain writes, 1.15 times when the source
+	// prefetches the lines it writes; measured). Nothing here needs the IP header
 	// aligned (Go reads headers with byte loads, and x86 and arm64 load unaligned words at
 	// full speed). Only the source uses it: the sink checks offsets against the buffer alone.
 	IPAlign bool
