@@ -19,6 +19,10 @@ type Handler struct {
 	cfg        Config
 	configured bool
 	runs       map[uint64]*run
+	// churn: sessions opened so far, and the open ones by session id.
+	churned        int
+	churnOpen      map[uint64]bool
+	opened, closed *atomic.Uint64
 }
 
 type run struct {
@@ -29,7 +33,8 @@ type run struct {
 
 // NewHandler returns the handler; it requests or announces its session when first configured.
 func NewHandler(c *component.Component) *Handler {
-	return &Handler{c: c, ctr: NewCounters(c.Counter), runs: map[uint64]*run{}}
+	return &Handler{c: c, ctr: NewCounters(c.Counter), runs: map[uint64]*run{}, churnOpen: map[uint64]bool{},
+		opened: c.Counter("sessions_opened"), closed: c.Counter("sessions_closed")}
 }
 
 func (h *Handler) Configure(n *config.Node) error {
@@ -59,6 +64,17 @@ func (h *Handler) Configure(n *config.Node) error {
 }
 
 func (h *Handler) Open(s *component.Session) error {
+	if h.cfg.Churn > 0 && s.Client != nil {
+		h.churned++
+		h.opened.Add(1)
+		h.churnOpen[s.ID] = true
+		h.c.Release(s.Request)
+		if h.churned < h.cfg.Churn {
+			stream := packetstream.Config{QueueSize: h.cfg.QueueSize, BulkSize: h.cfg.BulkSize}
+			h.c.Request(h.cfg.Session, h.cfg.Label, nil, stream, stream)
+		}
+		return nil
+	}
 	var out *packetstream.Source
 	var in *packetstream.Sink
 	if s.Server != nil {
@@ -84,6 +100,11 @@ func (h *Handler) Open(s *component.Session) error {
 }
 
 func (h *Handler) Close(s *component.Session) {
+	if h.churnOpen[s.ID] {
+		delete(h.churnOpen, s.ID)
+		h.closed.Add(1)
+		return
+	}
 	r := h.runs[s.ID]
 	if r == nil {
 		return

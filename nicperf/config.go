@@ -11,7 +11,7 @@ import (
 // Schema is nic_perf's <config>.
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"service", "session", "uplink_mac", "label", "mac", "flows", "ip", "tx", "protocol", "dst_ip", "dst_mac", "src_port", "dst_port",
-	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size", "spin", "ack",
+	"size", "rate", "duration_ms", "period_ms", "queue_size", "bulk_size", "spin", "ack", "churn",
 }}
 
 // Config is what one nic_perf does.
@@ -48,6 +48,10 @@ type Config struct {
 	// NoAck makes a client that takes frames and never acknowledges them (ack="no"): the
 	// hostile peer of tests. It still answers ARP, so that a router sends to it.
 	NoAck bool
+	// Churn makes a client that opens and closes this many sessions one after another
+	// (churn="N"), without traffic: each is released as soon as it is up, and the next
+	// requested. The counters sessions_opened and sessions_closed follow it.
+	Churn int
 }
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
@@ -125,6 +129,7 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	cfg.QueueSize = int(num("queue_size", 1024, 2, 1<<16))
 	cfg.BulkSize = int(num("bulk_size", 1024*1600, 1600, 1<<30))
 	cfg.Spin = int(num("spin", packetstream.DefaultSpin, 0, 1<<24))
+	cfg.Churn = int(num("churn", 0, 0, 1<<20))
 	return cfg, warnings, err
 }
 
