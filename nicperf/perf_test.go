@@ -34,6 +34,9 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%s accepted", bad)
 		}
 	}
+	if cfg, _, err := parse(t, `<config protocol="tcp" size="64" churn="300"/>`); err != nil || !cfg.TCP || cfg.Churn != 300 {
+		t.Errorf("tcp and churn: %+v, %v", cfg, err)
+	}
 	if _, warn, _ := parse(t, `<config sise="64"/>`); len(warn) != 1 || !strings.Contains(warn[0].Error(), "size") {
 		t.Errorf("unknown attribute: %v", warn)
 	}
