@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,23 +20,6 @@ import (
 )
 
 // Scenario tests: the deploy/ scenarios with real nic_router and nic_perf processes.
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 type scenario struct {
 	t    *testing.T
@@ -76,7 +57,7 @@ func runText(t *testing.T, name, text string) *scenario {
 	if err := os.WriteFile(sc.path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	sc.s, err = supervisor.New(sc.path, supervisor.Options{
 		BinDirs: []string{binDir(t)}, Out: supervisor.NewOutput(logs, false),
 		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 50 * time.Millisecond,

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +13,6 @@ import (
 )
 
 // Scenario tests: the deploy/ iperf scenarios with real processes, the test shortened to 1 s.
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // runScenario starts deploy/name with the replacements (old, new pairs) applied and returns
 // the supervisor; the run ends with the test.
@@ -56,7 +37,7 @@ func runScenario(t *testing.T, name string, components []string, replace ...stri
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	s, err := supervisor.New(path, supervisor.Options{BinDirs: []string{dir}, Out: supervisor.NewOutput(logs, false),
 		RunDir: filepath.Join(t.TempDir(), "run")})
 	if err != nil {

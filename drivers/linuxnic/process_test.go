@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,25 +50,8 @@ const twoWires = `config
 -
 `
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // runScenario runs text under a supervisor until t ends.
-func runScenario(t *testing.T, text string) (*supervisor.Supervisor, *syncBuffer) {
+func runScenario(t *testing.T, text string) (*supervisor.Supervisor, *testutil.SyncBuffer) {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "ip")
 	var dir string
@@ -80,7 +62,7 @@ func runScenario(t *testing.T, text string) (*supervisor.Supervisor, *syncBuffer
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	s, err := supervisor.New(path, supervisor.Options{
 		BinDirs: []string{dir}, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(t.TempDir(), "run"),
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
@@ -211,7 +193,7 @@ func TestProcessesTwoWires(t *testing.T) {
 
 // waitLog waits until the run's output holds the lines (substrings, in order, repeats
 // counted).
-func waitLog(t *testing.T, logs *syncBuffer, lines ...string) {
+func waitLog(t *testing.T, logs *testutil.SyncBuffer, lines ...string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -101,4 +102,23 @@ func BinDir(t testing.TB) string {
 	t.Helper()
 	Binary(t, "github.com/nicstack/nicstack/cmd/nicstack")
 	return buildDir
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers: tests hand it to a supervisor as the
+// log output of every component and read it while they run.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

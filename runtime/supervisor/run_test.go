@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,24 +23,7 @@ type run struct {
 	t    *testing.T
 	s    *Supervisor
 	path string
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs *testutil.SyncBuffer
 }
 
 func testBinDir(t *testing.T) string {
@@ -51,7 +33,7 @@ func testBinDir(t *testing.T) string {
 
 func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 	t.Helper()
-	r := &run{t: t, path: filepath.Join(t.TempDir(), "scenario.xml"), logs: &syncBuffer{}}
+	r := &run{t: t, path: filepath.Join(t.TempDir(), "scenario.xml"), logs: &testutil.SyncBuffer{}}
 	if err := os.WriteFile(r.path, []byte(scenario), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +426,7 @@ func TestStopRemovesEverything(t *testing.T) {
 	runDir := filepath.Join(t.TempDir(), "run")
 	path := filepath.Join(t.TempDir(), "s.xml")
 	os.WriteFile(path, []byte(echoScenario), 0o644)
-	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Out: NewOutput(&syncBuffer{}, false), RunDir: runDir})
+	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Out: NewOutput(&testutil.SyncBuffer{}, false), RunDir: runDir})
 	if err != nil {
 		t.Fatal(err)
 	}
