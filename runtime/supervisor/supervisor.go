@@ -199,17 +199,28 @@ func (s *Supervisor) call(fn func()) bool {
 	}
 }
 
+// maxRunDirLen bounds the run folder's path: go-plugin puts each component's socket there as
+// "plugin<up to 10 digits>", and a Unix socket's path holds at most 107 bytes. A longer one
+// makes the component exit before its handshake.
+const maxRunDirLen = 107 - len("/plugin4294967295")
+
 // Run starts every component and keeps them running until ctx ends, then stops them all and
 // removes what the run created.
 func (s *Supervisor) Run(ctx context.Context) error {
 	defer close(s.done)
 	runDir := s.opts.RunDir
 	if runDir == "" {
-		d, err := os.MkdirTemp("", "nicstack-run-")
+		base := "" // os.TempDir, unless a long TMPDIR would make the sockets' paths too long
+		if len(os.TempDir())+len("/nicstack-run-4294967295") > maxRunDirLen {
+			base = "/tmp"
+		}
+		d, err := os.MkdirTemp(base, "nicstack-run-")
 		if err != nil {
 			return err
 		}
 		runDir = d
+	} else if len(runDir) > maxRunDirLen {
+		return fmt.Errorf("run folder %s: %d bytes is too long for the Unix sockets in it (at most %d)", runDir, len(runDir), maxRunDirLen)
 	} else if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return err
 	}
