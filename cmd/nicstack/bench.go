@@ -1,6 +1,15 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
 
 // benchCmd is the parent of the benchmarks (`nicstack bench stream`, `nicstack bench router`,
 // ...); each benchmark's file adds itself to it in an init.
@@ -10,3 +19,29 @@ var benchCmd = &cobra.Command{
 }
 
 func init() { root.AddCommand(benchCmd) }
+
+// startBenchScenario runs a benchmark point's scenario (text) under a fresh supervisor in its
+// own temporary folder. done receives Run's result (whoever reads it early puts it back);
+// stop ends the run and removes the folder.
+func startBenchScenario(ctx context.Context, name string, text []byte, bins []string, verbose bool) (s *supervisor.Supervisor, done chan error, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "nicstack-bench-"+name+"-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	path := filepath.Join(dir, "scenario.xml")
+	var logs io.Writer = io.Discard
+	if verbose {
+		logs = os.Stderr
+	}
+	if err = os.WriteFile(path, text, 0o644); err == nil {
+		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done = make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return s, done, func() { cancel(); <-done; os.RemoveAll(dir) }, nil
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	_ "github.com/nicstack/nicstack/drivers/intel/hwcomp" // registers intel_nic_hw's schema for check
 	_ "github.com/nicstack/nicstack/drivers/ipxe/nicdrv"  // registers ipxe_nic's schema for check
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // driverPoint is one driver setting, as printed and written by --json.
@@ -123,27 +121,11 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 // measureDriver runs one point's scenario and measures a window of d after a warm-up.
 func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOptions) (driverPoint, error) {
 	p := driverPoint{RxIrqThrottle: itr, TxBatch: batch}
-	dir, err := os.MkdirTemp("", "nicstack-bench-driver-")
+	s, _, stop, err := startBenchScenario(ctx, "driver", []byte(DriverBenchScenario(itr, batch, o.spin)), o.bins, o.verbose)
 	if err != nil {
 		return p, err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "scenario.xml")
-	if err := os.WriteFile(path, []byte(DriverBenchScenario(itr, batch, o.spin)), 0o644); err != nil {
-		return p, err
-	}
-	var logs io.Writer = io.Discard
-	if o.verbose {
-		logs = os.Stderr
-	}
-	s, err := supervisor.New(path, supervisor.Options{BinDirs: o.bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
-	if err != nil {
-		return p, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer stop()
 
 	type snap struct {
 		at               time.Time

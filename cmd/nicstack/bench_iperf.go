@@ -373,27 +373,13 @@ const activeBytes = 1 << 20
 
 func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBenchOptions, bar *progressbar.ProgressBar) (iperfPoint, error) {
 	p := iperfPoint{CPU: map[string]float64{}}
-	dir, err := os.MkdirTemp("", "nicstack-bench-iperf-")
+	runCtx, cancelRun := context.WithCancel(ctx) // also ends the iperf3s a netns guest runs
+	defer cancelRun()
+	s, done, stop, err := startBenchScenario(runCtx, "iperf", text, o.bins, o.verbose)
 	if err != nil {
 		return p, err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "scenario.xml")
-	if err := os.WriteFile(path, text, 0o644); err != nil {
-		return p, err
-	}
-	var logs io.Writer = io.Discard
-	if o.verbose {
-		logs = os.Stderr
-	}
-	s, err := supervisor.New(path, supervisor.Options{BinDirs: o.bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
-	if err != nil {
-		return p, err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	defer stop()
 
 	results := map[string]float64{}
 	type result struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +15,6 @@ import (
 
 	_ "github.com/nicstack/nicstack/nicperf"     // registers nic_perf's schema for check
 	_ "github.com/nicstack/nicstack/router/port" // registers nic_router's schema for check
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // routerPoint is one frame size and routing mode, as printed and written by --json.
@@ -141,27 +139,11 @@ func median(xs []routerSample, f func(routerSample) float64) float64 {
 
 // measureRouter runs one scenario and measures what reaches the receiving nic_perf.
 func measureRouter(mode string, size int, d time.Duration, runs int, bins []string, verbose bool) ([]routerSample, error) {
-	dir, err := os.MkdirTemp("", "nicstack-bench-router-")
+	s, _, stop, err := startBenchScenario(context.Background(), "router", []byte(RouterBenchScenario(mode, size)), bins, verbose)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "scenario.xml")
-	if err := os.WriteFile(path, []byte(RouterBenchScenario(mode, size)), 0o644); err != nil {
-		return nil, err
-	}
-	var logs io.Writer = io.Discard
-	if verbose {
-		logs = os.Stderr
-	}
-	s, err := supervisor.New(path, supervisor.Options{BinDirs: bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer stop()
 
 	// snap reads the counters; the router's CPU load is since the previous snap.
 	type snap struct {
