@@ -3,7 +3,6 @@ package netstack
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"testing"
@@ -147,39 +146,8 @@ func BenchmarkOverPacketStream(b *testing.B) {
 	}{{"mtu1500", false}, {"gso", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			client, server := streamPair(b, bc.offload)
-			ln, err := server.Listen("tcp", ":9")
-			if err != nil {
-				b.Fatal(err)
-			}
-			got := make(chan int64, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					got <- 0
-					return
-				}
-				n, _ := io.Copy(io.Discard, c)
-				got <- n
-			}()
-			c, err := client.DialContext(context.Background(), "tcp", "198.18.0.2:9")
-			if err != nil {
-				b.Fatal(err)
-			}
-			buf := make([]byte, 128<<10)
-			b.SetBytes(int64(len(buf)))
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				if _, err := c.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			c.Close()
-			n := <-got
-			b.ReportMetric(float64(n)*8/time.Since(start).Seconds()/1e9, "Gbit/s")
+			benchBulkTCP(b, client, server)
 			st := client.Stats()
-			b.ReportMetric(float64(st.TxBytes.Load())/float64(max(st.TxFrames.Load(), 1)), "B/frame")
-			b.ReportMetric(float64(client.s.Stats().TCP.Retransmits.Value()), "retransmits")
 			b.ReportMetric(float64(st.TxDropped.Load()), "dropped")
 		})
 	}
