@@ -60,6 +60,8 @@ func init() {
 	f := cmd.Flags()
 	f.DurationVar(&o.d, "time", 10*time.Second, "measuring time per point and run")
 	f.IntVar(&o.runs, "runs", 1, "consecutive windows per point; the one of median throughput is reported")
+	f.IntSliceVar(&o.itrs, "rx-irq-throttle", []int{0, 651, 5580}, "the rx_irq_throttle values to measure")
+	f.StringSliceVar(&o.batches, "tx-batch", []string{"no", "yes"}, "the tx_batch values to measure (no, yes)")
 	f.DurationVar(&o.spin, "spin", 2*time.Millisecond, "the model spins for waits shorter than this (frames arrive one by one, ITR is kept to the µs); its CPU stands for hardware")
 	f.StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
 	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
@@ -71,6 +73,8 @@ func init() {
 type driverBenchOptions struct {
 	d, spin time.Duration
 	runs    int
+	itrs    []int
+	batches []string
 	bins    []string
 	verbose bool
 }
@@ -85,9 +89,31 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(out, "load average: %s", load)
 	}
+	if o.itrs == nil {
+		o.itrs = []int{0, 651, 5580}
+	}
+	if o.batches == nil {
+		o.batches = []string{"no", "yes"}
+	}
+	var batches []bool
+	for _, b := range o.batches {
+		switch b {
+		case "no":
+			batches = append(batches, false)
+		case "yes":
+			batches = append(batches, true)
+		default:
+			return fmt.Errorf("--tx-batch %q: want no or yes", b)
+		}
+	}
+	for _, itr := range o.itrs {
+		if itr < 0 || itr > 0xffff {
+			return fmt.Errorf("--rx-irq-throttle %d: want 0..65535", itr)
+		}
+	}
 	var points []driverPoint
-	for _, batch := range []bool{false, true} {
-		for _, itr := range []int{0, 651, 5580} {
+	for _, batch := range batches {
+		for _, itr := range o.itrs {
 			p, err := measureDriver(ctx, itr, batch, o)
 			if err != nil {
 				return fmt.Errorf("rx_irq_throttle=%d tx_batch=%v: %w", itr, batch, err)
@@ -189,7 +215,17 @@ func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOption
 		w.RxMbps = float64(delta(s0.up, s1.up, "rx_bytes")) * 8 / secs / 1e6
 		w.Mbps = w.TxMbps + w.RxMbps
 		if o.verbose {
-			fmt.Fprintf(os.Stderr, "window: %+v\nmodel %v\ndriver %v\n", w, s1.hw, s1.drv)
+			d := func(a, b map[string]uint64) map[string]uint64 {
+				m := map[string]uint64{}
+				for k, v := range b {
+					if v != a[k] {
+						m[k] = v - a[k]
+					}
+				}
+				return m
+			}
+			fmt.Fprintf(os.Stderr, "window: %+v\nmodel %v\ndriver %v\nuplink %v\nfar end %v\n", w,
+				d(s0.hw, s1.hw), d(s0.drv, s1.drv), d(s0.up, s1.up), d(s0.far, s1.far))
 		}
 		windows = append(windows, w)
 		s0 = s1
@@ -221,10 +257,10 @@ func DriverBenchScenario(itr int, batch bool, spin time.Duration) string {
 	</start>
 	<start name="uplink"> <binary name="nic_perf"/> <affinity xpos="0" ypos="0"/>
 		<provides> <service name="Uplink"/> </provides>
-		<config service="Uplink" tx="yes" ip="198.18.0.1" dst_ip="198.18.0.2" dst_mac="02:00:00:00:00:99" size="1514" period_ms="0"/>
+		<config service="Uplink" tx="yes" ip="198.18.0.1" dst_ip="198.18.0.2" dst_mac="02:00:00:00:00:99" size="1514" period_ms="0" spin="0"/>
 	</start>
 	<start name="far_end"> <binary name="nic_perf"/> <affinity xpos="1" ypos="0"/>
-		<config tx="yes" ip="198.18.0.2" mac="02:00:00:00:00:99" dst_ip="198.18.0.1" dst_mac="02:00:00:00:00:42" size="1514" period_ms="0"/>
+		<config tx="yes" ip="198.18.0.2" mac="02:00:00:00:00:99" dst_ip="198.18.0.1" dst_mac="02:00:00:00:00:42" size="1514" period_ms="0" spin="0"/>
 	</start>
 </config>
 `, spin.Microseconds(), itr, txBatch, txIrq)
