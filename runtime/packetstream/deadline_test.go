@@ -74,3 +74,31 @@ func TestWakeAndClose(t *testing.T) {
 	}
 	w.Wake() // after Close: nothing happens
 }
+
+// Waits whose polls find nothing and whose sleeps are long give up polling (bursty traffic,
+// where spinning into the gaps only burns the CPU); setting Spin starts afresh.
+func TestSpinBudgetAdapts(t *testing.T) {
+	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	w, err := NewWaiter(snk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Spin = 1000
+	for i := 0; i < 6; i++ {
+		w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond))
+	}
+	if w.budget != 0 {
+		t.Fatalf("after six idle waits the budget is %d polls, want 0", w.budget)
+	}
+	w.Spin = 500
+	w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond))
+	if w.budget != 500/4 {
+		t.Fatalf("after Spin was set and one idle wait the budget is %d polls, want %d", w.budget, 500/4)
+	}
+}

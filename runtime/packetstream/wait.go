@@ -28,6 +28,9 @@ const DefaultSpin = 10000
 // cost some microseconds on both sides.
 const shortSleep = 50 * time.Microsecond
 
+// pollCost is about what one poll of one endpoint costs (DefaultSpin's estimate).
+const pollCost = 5 * time.Nanosecond
+
 // Waiter lets one goroutine wait on several endpoints at once (a router serves many sessions):
 // it spins briefly, then arms each endpoint's flag in shared memory, checks once more, and
 // sleeps in epoll_wait on its own epoll instance. That is a blocking system call, so the Go
@@ -43,12 +46,15 @@ const shortSleep = 50 * time.Microsecond
 // and does not block, or the peer sees the flag and signals, and the eventfd keeps the signal
 // until the sleeper's epoll_wait collects it.
 type Waiter struct {
-	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. A waiter
-	// whose sleeps keep ending by a signal within shortSleep polls up to 8 times longer (a
-	// steady stream whose gaps are a little longer than the spin then needs no signals), and
-	// falls back once a sleep is long (the stream went idle).
-	Spin int
-	more int // extra polls learned from short sleeps
+	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. The
+	// budget then adapts: a wait whose polls found nothing and whose sleep was long (bursty
+	// traffic, as behind an interrupt-throttled driver) quarters it, down to none, since
+	// polling into such gaps only burns the CPU; sleeps that keep ending by a signal within
+	// shortSleep double it, up to 8 times Spin (a steady stream whose gaps are a little longer
+	// than the spin then needs no signals).
+	Spin    int
+	budget  int // polls the next wait makes
+	learned int // the Spin that budget was learned from: setting Spin starts afresh
 
 	eps    []Endpoint
 	epfd   int
@@ -72,7 +78,7 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("packetstream waiter: eventfd: %w", err)
 	}
-	w := &Waiter{Spin: DefaultSpin, epfd: epfd, wake: wake, wakeID: int32(wake)}
+	w := &Waiter{Spin: DefaultSpin, budget: DefaultSpin, learned: DefaultSpin, epfd: epfd, wake: wake, wakeID: int32(wake)}
 	if err := w.ctl(unix.EPOLL_CTL_ADD, wake); err != nil {
 		w.Close()
 		return nil, err
@@ -161,11 +167,10 @@ func (w *Waiter) Wait() error { return w.WaitUntil(time.Time{}) }
 
 // WaitUntil is Wait with a deadline (zero: none); past it, it returns os.ErrDeadlineExceeded.
 func (w *Waiter) WaitUntil(deadline time.Time) error {
-	spin := w.Spin
-	if spin > 0 {
-		spin += w.more
+	if w.learned != w.Spin {
+		w.budget, w.learned = w.Spin, w.Spin
 	}
-	for i := 0; i < spin; i++ {
+	for i := 0; i < w.budget; i++ {
 		if w.anyReady() || w.woken.Load() {
 			w.woken.Store(false)
 			return nil
@@ -184,10 +189,12 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	slept := time.Now()
 	err := w.block(deadline)
 	w.disarm()
-	if err == nil && time.Since(slept) < shortSleep {
-		w.more = min(2*w.more+w.Spin, 7*w.Spin)
+	if d := time.Since(slept); err == nil && d < shortSleep {
+		// Polling twice as long would have bridged this gap without a signal.
+		polls := int(d/pollCost) / max(len(w.eps), 1)
+		w.budget = min(max(w.budget, 2*polls), 8*w.Spin)
 	} else {
-		w.more = 0
+		w.budget /= 4
 	}
 	return err
 }
