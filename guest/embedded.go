@@ -30,12 +30,20 @@ type Counters struct {
 	Bps     *atomic.Uint64 // receiver-side bits per second of the last test
 	Bytes   *atomic.Uint64 // bytes the receiver counted in the last test
 	Seconds *atomic.Uint64 // the last test's duration in milliseconds
+
+	// Copied from the stack every counterEvery: where a slow test lost its frames.
+	Retransmits          *atomic.Uint64 // TCP segments sent again
+	RxDropped, TxDropped *atomic.Uint64 // frames the link dropped (malformed in; no room out)
 }
+
+// counterEvery is how often the stack's own counters are copied into Counters.
+const counterEvery = 250 * time.Millisecond
 
 // NewCounters makes the counters with get (the component's c.Counter).
 func NewCounters(get func(string) *atomic.Uint64) *Counters {
 	return &Counters{Leases: get("dhcp_leases"), Tests: get("iperf_tests"), Errors: get("iperf_errors"),
-		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms")}
+		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms"),
+		Retransmits: get("tcp_retransmits"), RxDropped: get("link_rx_dropped"), TxDropped: get("link_tx_dropped")}
 }
 
 // Record counts a finished test.
@@ -81,12 +89,31 @@ func NewHost(cfg Config, ctr *Counters, log logger) (*Host, error) {
 	h.st = st
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	h.done.Add(1)
+	h.done.Add(2)
 	go func() {
 		defer h.done.Done()
 		h.run(ctx)
 	}()
+	go func() {
+		defer h.done.Done()
+		h.copyCounters(ctx)
+	}()
 	return h, nil
+}
+
+func (h *Host) copyCounters(ctx context.Context) {
+	t := time.NewTicker(counterEvery)
+	defer t.Stop()
+	for {
+		h.ctr.Retransmits.Store(h.st.TCPRetransmits())
+		h.ctr.RxDropped.Store(h.st.Stats().RxDropped.Load())
+		h.ctr.TxDropped.Store(h.st.Stats().TxDropped.Load())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Stack is the host's stack.

@@ -98,7 +98,10 @@ type Sum struct {
 	Seconds       float64 `json:"seconds"`
 	Bytes         uint64  `json:"bytes"`
 	BitsPerSecond float64 `json:"bits_per_second"`
-	Sender        bool    `json:"sender"`
+	// Retransmits is in a real iperf3's sum_sent on Linux; our tool does not count them (the
+	// embedded guests report the stack's count as a counter instead).
+	Retransmits *int64 `json:"retransmits,omitempty"`
+	Sender      bool   `json:"sender"`
 }
 
 type CPU struct {
