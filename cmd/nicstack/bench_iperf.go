@@ -17,6 +17,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	_ "github.com/nicstack/nicstack/guest" // registers the vm's and remote_host's schemas for check
 	"github.com/nicstack/nicstack/iperf"
@@ -35,7 +36,8 @@ type iperfPoint struct {
 	TxIrqs        uint64             `json:"tx_irqs"`
 	DoorbellsPerK float64            `json:"doorbells_per_kframe"`
 	SignalsPerK   float64            `json:"signals_per_kframe"`
-	Seconds       float64            `json:"seconds"` // measured traffic time
+	Retransmits   uint64             `json:"retransmits"` // TCP segments the senders sent again
+	Seconds       float64            `json:"seconds"`     // measured traffic time
 	Error         string             `json:"error,omitempty"`
 }
 
@@ -134,17 +136,25 @@ func benchIperf(ctx context.Context, out io.Writer, path string, o iperfBenchOpt
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(out, "load average: %s", load)
 	}
+	// The bar redraws with carriage returns: only for a terminal; a log or pipe gets a line
+	// per point instead.
+	_, err = unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
+	tty := err == nil
 	bar := progressbar.NewOptions(len(matrix)*int(o.duration.Seconds()+1),
 		progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("bench iperf"),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(tty))
 	var points []iperfPoint
-	for _, m := range matrix {
+	for i, m := range matrix {
 		text, err := sc.patch(m.itr, m.batch, o.duration, o.reverse)
 		if err != nil {
 			return err
 		}
 		if m.itr != nil {
-			bar.Describe(fmt.Sprintf("rx_irq_throttle=%d tx_batch=%v", *m.itr, *m.batch))
+			desc := fmt.Sprintf("rx_irq_throttle=%d tx_batch=%v", *m.itr, *m.batch)
+			bar.Describe(desc)
+			if !tty {
+				fmt.Fprintf(os.Stderr, "bench iperf: point %d of %d: %s\n", i+1, len(matrix), desc)
+			}
 		}
 		p, err := measureIperf(ctx, text, sc, o, bar)
 		if ctx.Err() != nil {
@@ -271,7 +281,10 @@ func setAttr(n *config.Node, name, value string) {
 func (sc *iperfScenario) patch(itr *int, batch *bool, d time.Duration, reverse bool) ([]byte, error) {
 	if sc.driver != nil {
 		setAttr(sc.driver, "rx_irq_throttle", strconv.Itoa(*itr))
+		// As in bench driver: without batching the driver is iPXE's (an interrupt per sent
+		// descriptor), with it Genode's (queue-empty interrupts only).
 		setAttr(sc.driver, "tx_batch", map[bool]string{false: "no", true: "yes"}[*batch])
+		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*batch])
 	}
 	for _, c := range sc.clients {
 		c.cmd.Time, c.cmd.Reverse = d.Seconds(), reverse
@@ -309,12 +322,15 @@ type sample struct {
 	traffic  uint64 // bytes through the clients' sessions
 	finished int    // clients whose test ended
 	mbps     float64
+	// retransmits the embedded guests counted (a netns guest's come with its result)
+	retransmits uint64
 }
 
 // read takes a status apart; results holds what the bench's own iperf3 runs measured.
 func (sc *iperfScenario) read(st supervisor.Status, results map[string]float64) sample {
 	sm := sample{at: time.Now(), status: st}
 	for _, c := range st.Components {
+		sm.retransmits += c.Counters["tcp_retransmits"] // embedded guests count them
 		for _, cl := range sc.clients {
 			if c.Name != cl.name {
 				continue
@@ -336,7 +352,7 @@ func (sc *iperfScenario) read(st supervisor.Status, results map[string]float64) 
 
 // runInNetns runs the client's test with the real iperf3 inside its guest's namespace, once
 // the supervisor made it, retrying while the server is not up yet.
-func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *iperfClient) (float64, error) {
+func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *iperfClient) (mbps float64, retransmits uint64, err error) {
 	var last error
 	for ctx.Err() == nil {
 		path, ok := s.Netns(c.netns)
@@ -352,7 +368,10 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *iperfClient) (
 			err := cmd.Run()
 			var rep iperf.Report
 			if jerr := json.Unmarshal(out.Bytes(), &rep); jerr == nil && rep.Error == "" && err == nil {
-				return rep.End.SumReceived.BitsPerSecond / 1e6, nil
+				if r := rep.End.SumSent.Retransmits; r != nil && *r > 0 {
+					retransmits = uint64(*r)
+				}
+				return rep.End.SumReceived.BitsPerSecond / 1e6, retransmits, nil
 			} else if rep.Error != "" {
 				err = errors.New(rep.Error)
 			} else if err == nil {
@@ -365,7 +384,7 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *iperfClient) (
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
+	return 0, 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
 }
 
 // activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
@@ -383,9 +402,10 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 
 	results := map[string]float64{}
 	type result struct {
-		name string
-		mbps float64
-		err  error
+		name        string
+		mbps        float64
+		retransmits uint64
+		err         error
 	}
 	measured := make(chan result, len(sc.clients))
 	for _, c := range sc.clients {
@@ -393,8 +413,8 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 			go func() {
 				ctx, cancel := context.WithTimeout(runCtx, o.duration+60*time.Second)
 				defer cancel()
-				mbps, err := runInNetns(ctx, s, c)
-				measured <- result{c.name, mbps, err}
+				mbps, retr, err := runInNetns(ctx, s, c)
+				measured <- result{c.name, mbps, retr, err}
 			}()
 		}
 	}
@@ -414,6 +434,7 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 				return p, r.err
 			}
 			results[r.name] = r.mbps
+			p.Retransmits += r.retransmits
 		case <-time.After(500 * time.Millisecond):
 		}
 		st, ok := s.Status()
@@ -431,6 +452,7 @@ func measureIperf(ctx context.Context, text []byte, sc *iperfScenario, o iperfBe
 		prev = cur
 		if cur.finished == len(sc.clients) {
 			p.Mbps = cur.mbps
+			p.Retransmits += cur.retransmits
 			break
 		}
 		if time.Now().After(deadline) {

@@ -58,7 +58,7 @@ func writeIperfTable(out io.Writer, points []iperfPoint, sc *iperfScenario) {
 	for _, n := range others {
 		fmt.Fprintf(tw, "%s CPU\t", n)
 	}
-	fmt.Fprintln(tw, "irqs/s\tTX irqs\tdoorbells/kframe\tsignals/kframe\t")
+	fmt.Fprintln(tw, "irqs/s\tTX irqs\tdoorbells/kframe\tsignals/kframe\tretransmits\t")
 	for _, p := range points {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t", p.setting(), cpu(p, fixed[0]), cpu(p, fixed[1]))
 		if p.Error != "" {
@@ -70,7 +70,7 @@ func writeIperfTable(out io.Writer, points []iperfPoint, sc *iperfScenario) {
 		for _, n := range others {
 			fmt.Fprintf(tw, "%s\t", cpu(p, n))
 		}
-		fmt.Fprintf(tw, "%.0f\t%d\t%.1f\t%.1f\t\n", p.IrqsPerS, p.TxIrqs, p.DoorbellsPerK, p.SignalsPerK)
+		fmt.Fprintf(tw, "%.0f\t%d\t%.1f\t%.1f\t%d\t\n", p.IrqsPerS, p.TxIrqs, p.DoorbellsPerK, p.SignalsPerK, p.Retransmits)
 	}
 	tw.Flush()
 	for _, p := range points {
