@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/proto"
@@ -43,7 +45,15 @@ type Loop struct {
 	done    chan struct{}
 
 	ctr counters
+	sig coalescing
+
+	// batch and frames are the packets take got from one interface, and their bytes.
+	batch  [takeBatch]packetstream.Packet
+	frames [takeBatch][]byte
 }
+
+// takeBatch is how many frames take prefetches together.
+const takeBatch = 32
 
 // Attachment is one session attached to a Loop.
 type Attachment struct {
@@ -146,6 +156,8 @@ func (l *Loop) NicClients() (ncs []model.NicClient) {
 // nic-client session.
 func (l *Loop) Attach(label string, kind router.Kind, mac proto.MAC, out *packetstream.Source, in *packetstream.Sink, link func(bool)) (*Attachment, error) {
 	a := &Attachment{port: NewPort(out, in, link)}
+	a.port.sig = &l.sig
+	a.port.coalesce = max(1, out.Config().QueueSize/4)
 	var err error
 	l.do(func() {
 		if err = l.w.Add(in); err != nil {
@@ -196,7 +208,11 @@ func (l *Loop) Run() {
 		now := time.Now()
 		l.clock.now = now
 		l.runOps()
+		full := l.r.Stats().DroppedFull.Load()
 		busy := l.round()
+		if l.r.Stats().DroppedFull.Load() != full {
+			yieldCPU()
+		}
 		if !now.Before(nextCounters) {
 			nextCounters = now.Add(counterEvery)
 			l.copyCounters()
@@ -242,8 +258,16 @@ func (l *Loop) Close() error { return l.w.Close() }
 // round is Genode's batching: per interface, release what its client acknowledged, then
 // handle at most max_packets_per_signal frames; then wake every peer once. It reports whether
 // anything happened.
+//
+// Beyond Genode, a peer that sleeps is signalled for the frames sent to it once a quarter of
+// its queue is waiting, once the oldest waited coalesceTime, or when the loop is about to
+// wait, whichever comes first, rather than after every round: a signal to a sleeping client
+// on our CPU makes the scheduler switch to it, and a switch per round of 50 frames cost about
+// as much as routing them. Frames are published as they are sent (a client that polls sees
+// them at once); only the signal waits.
 func (l *Loop) round() bool {
 	l.ctr.nRounds++
+	l.sig.now = l.clock.now.UnixNano()
 	max := l.r.MaxPacketsPerSignal()
 	busy := false
 	for _, a := range l.ifs {
@@ -254,25 +278,66 @@ func (l *Loop) round() bool {
 		if len(p.acks) > 0 {
 			p.retryAcks()
 		}
-		for n := 0; (max == 0 || n < max) && p.in.CanAck(); n++ {
-			pk, ok := p.in.TryGet()
-			if !ok {
+		for n := 0; max == 0 || n < max; {
+			want := len(l.batch)
+			if max > 0 {
+				want = min(want, max-n)
+			}
+			k := l.take(p, want)
+			if k == 0 {
 				break
 			}
+			n += k
 			busy = true
-			b := p.in.Payload(pk)
-			if b == nil || l.r.Handle(a.ifc, b, pk.Offload(), frameID(pk)) == router.Done {
-				p.in.TryAck(pk)
+			for j := range k {
+				pk := l.batch[j]
+				b := l.frames[j]
+				if b == nil || l.r.Handle(a.ifc, b, pk.Offload(), frameID(pk)) == router.Done {
+					p.ack(pk)
+				}
 			}
 		}
 	}
+	l.sig.lazy = busy
 	l.r.Flush()
 	for _, a := range l.ifs {
 		a.port.in.Wakeup()
-		a.port.out.Wakeup()
+		a.port.wakeOut(!busy)
 	}
+	l.sig.lazy = false
 	return busy
 }
+
+// take gets up to want frames of p into l.batch and l.frames, and has the first line of each
+// fetched at once: the frames were written on the client's CPU, and the misses on them
+// overlap instead of stalling one frame after another. It takes a frame only while the ack
+// queue has room (Genode's ready_to_ack); an acknowledgement that still finds it full waits in
+// p.acks.
+func (l *Loop) take(p *Port, want int) int {
+	k := 0
+	for k < want && p.in.CanAck() {
+		pk, ok := p.in.TryGet()
+		if !ok {
+			break
+		}
+		l.batch[k] = pk
+		k++
+	}
+	for j := range k {
+		b := p.in.Payload(l.batch[j])
+		l.frames[j] = b
+		if len(b) > 0 {
+			prefetch(&b[0])
+		}
+	}
+	return k
+}
+
+// yieldCPU gives the CPU to another runnable thread, if there is one (sched_yield). Run
+// yields after a round that dropped frames at a full destination: a client that shares our
+// CPU cannot empty its queue while we keep routing into it, and every frame we take from the
+// sender meanwhile is one more dropped. On a CPU of our own it is a cheap system call.
+func yieldCPU() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 func (l *Loop) copyCounters() {
 	s := l.r.Stats()

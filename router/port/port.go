@@ -5,6 +5,8 @@
 package port
 
 import (
+	"time"
+
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -16,7 +18,22 @@ type Port struct {
 	link    func(up bool)
 	pending packetstream.Packet   // allocated, not yet submitted
 	acks    []packetstream.Packet // held frames released while the ack queue was full
+
+	// Signal coalescing (see Loop.round); sig is nil for a port outside a Loop.
+	sig         *coalescing
+	unsignalled int   // frames submitted since out's last Wakeup
+	since       int64 // round time of the first of them
+	coalesce    int   // unsignalled frames that make the port signal at once
 }
+
+// coalescing is what a Loop tells its ports while a round runs.
+type coalescing struct {
+	lazy bool  // in a round after which the loop keeps going: Flush may defer signals
+	now  int64 // the round's time, Unix nanoseconds
+}
+
+// coalesceTime bounds how long a frame waits for its signal while the loop stays busy.
+const coalesceTime = 50 * time.Microsecond
 
 // NewPort returns a port over out and in; link (may be nil) tells the session's client its
 // link state.
@@ -49,15 +66,36 @@ func (p *Port) Submit(frame []byte, off packetstream.Offload) {
 	}
 	if !p.out.TrySubmit(pk) {
 		p.out.Release(pk)
+		return
 	}
+	if p.unsignalled == 0 && p.sig != nil {
+		p.since = p.sig.now
+	}
+	p.unsignalled++
 }
 
-// Flush publishes and wakes the peer once.
-func (p *Port) Flush() { p.out.Wakeup() }
+// Flush publishes and wakes the peer once. Inside a round of a busy Loop it may leave that to
+// a later round (see Loop.round).
+func (p *Port) Flush() { p.wakeOut(p.sig == nil || !p.sig.lazy) }
+
+// wakeOut publishes what was sent and signals the client if it sleeps, unless now is false and
+// the frames sent since the last signal are fewer than coalesce and younger than
+// coalesceTime.
+func (p *Port) wakeOut(now bool) {
+	if !now && p.unsignalled > 0 && p.unsignalled < p.coalesce && p.sig.now-p.since < int64(coalesceTime) {
+		return
+	}
+	p.out.Wakeup()
+	p.unsignalled = 0
+}
 
 // Release acknowledges a frame the router held; id is frameID of its packet.
 func (p *Port) Release(id uint64) {
-	pk := packetstream.Packet{Offset: uint32(id >> 32), Size: uint32(id)}
+	p.ack(packetstream.Packet{Offset: uint32(id >> 32), Size: uint32(id)})
+}
+
+// ack acknowledges a received frame, or keeps it for retryAcks while the ack queue is full.
+func (p *Port) ack(pk packetstream.Packet) {
 	if !p.in.TryAck(pk) {
 		p.acks = append(p.acks, pk)
 	}
