@@ -45,6 +45,7 @@ type Config struct {
 type Stats struct {
 	RxFrames, RxBytes, RxDropped, RxBursts atomic.Uint64
 	TxFrames, TxBytes, TxDropped           atomic.Uint64
+	TxJoined                               atomic.Uint64 // frames written as part of a super-frame (gro.go)
 }
 
 // Device is an open TAP. One goroutine may Read while another Writes.
@@ -73,7 +74,8 @@ type Device struct {
 	wn      int
 	werr    error
 	whdr    [vnethdr.Len]byte
-	wiov    [2]unix.Iovec
+	wiov    [2 + maxJoin]unix.Iovec     // vnet header, frame or super-frame header and payloads
+	wsuper  [ethLen + ipv4Len + 60]byte // a joined super-frame's headers
 }
 
 // Create creates the TAP cfg.Name (or attaches to an existing persistent one of that name)
@@ -287,44 +289,77 @@ func (d *Device) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
 		err = d.werr
 	}
 	d.wbufs, d.woffs, d.werr = nil, nil, nil
-	d.wiov[1] = unix.Iovec{}
+	clear(d.wiov[1:])
 	return n, d.fix(err)
 }
 
 func (d *Device) writeBurst(fd uintptr) bool {
-	for ; d.wn < len(d.wbufs); d.wn++ {
-		frame := d.wbufs[d.wn]
-		var o ps.Offload
-		if d.woffs != nil {
-			o = d.woffs[d.wn]
-		}
-		if !vnethdr.Fix(frame, &o) {
+	for d.wn < len(d.wbufs) {
+		n, iovs, bytes := d.prepare()
+		if iovs == 0 {
 			d.Stats.TxDropped.Add(1)
+			d.wn++
 			continue
 		}
-		vnethdr.Encode(d.whdr[:], &o)
-		d.wiov[1].Base = unsafe.SliceData(frame)
-		d.wiov[1].SetLen(len(frame))
 		for {
-			_, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.wiov[0])), 2)
+			_, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.wiov[0])), uintptr(iovs))
 			switch e {
 			case 0:
-				d.Stats.TxFrames.Add(1)
-				d.Stats.TxBytes.Add(uint64(len(frame)))
+				d.Stats.TxFrames.Add(uint64(n))
+				d.Stats.TxBytes.Add(bytes)
+				if n > 1 {
+					d.Stats.TxJoined.Add(uint64(n))
+				}
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN:
 				return false
 			case unix.EINVAL, unix.EIO, unix.EMSGSIZE:
-				d.Stats.TxDropped.Add(1)
+				d.Stats.TxDropped.Add(uint64(n))
 			default:
 				d.werr = e
 				return true
 			}
 			break
 		}
+		d.wn += n
 	}
 	return true
+}
+
+// prepare sets up the header and iovecs for the next write: frame d.wn alone or a run of
+// segments joined from it (see gro.go). It returns how many frames the write takes, how many
+// iovecs it has (0: frame d.wn is malformed) and the frames' bytes.
+func (d *Device) prepare() (n, iovs int, bytes uint64) {
+	frame := d.wbufs[d.wn]
+	if n = run(d.wbufs, d.woffs, d.wn); n > 1 {
+		seg, _ := parseSegment(frame, &ps.Offload{})
+		hdr := d.wsuper[:seg.hdrLen]
+		payload, last := 0, d.wbufs[d.wn+n-1]
+		for k, f := range d.wbufs[d.wn : d.wn+n] {
+			p := f[seg.hdrLen:]
+			d.wiov[2+k].Base = unsafe.SliceData(p)
+			d.wiov[2+k].SetLen(len(p))
+			payload += len(p)
+			bytes += uint64(len(f))
+		}
+		o := superHeader(hdr, frame, seg, payload, last[ethLen+ipv4Len+13]&tcpPSH != 0)
+		vnethdr.Encode(d.whdr[:], &o)
+		d.wiov[1].Base = unsafe.SliceData(hdr)
+		d.wiov[1].SetLen(len(hdr))
+		return n, 2 + n, bytes
+	}
+	var o ps.Offload
+	if d.woffs != nil {
+		o = d.woffs[d.wn]
+	}
+	if !vnethdr.Fix(frame, &o) {
+		return 1, 0, 0
+	}
+	vnethdr.Encode(d.whdr[:], &o)
+	d.wiov[1].Base = unsafe.SliceData(frame)
+	d.wiov[1].SetLen(len(frame))
+	return 1, 2, uint64(len(frame))
 }
 
 // fix turns the netpoller's error for a closed file into os.ErrClosed.

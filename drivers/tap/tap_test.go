@@ -54,6 +54,9 @@ func TestTAPAgainstKernel(t *testing.T) {
 		Dev: d, MaxFrame: MaxFrame, Kernel: ns, Path: path,
 		TxDropped: d.Stats.TxDropped.Load,
 	})
+	if d.Stats.TxJoined.Load() < 29 {
+		t.Errorf("%d frames written joined into super-frames, want the burst's 29 at least", d.Stats.TxJoined.Load())
+	}
 	if d.Stats.RxBursts.Load() == 0 || d.Stats.RxBursts.Load() > d.Stats.RxFrames.Load() {
 		t.Errorf("bursts %d for %d frames", d.Stats.RxBursts.Load(), d.Stats.RxFrames.Load())
 	}

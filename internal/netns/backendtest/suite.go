@@ -269,6 +269,37 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 	if _, err := io.ReadFull(conn, got); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("kernel received %d bytes intact %v: %v", len(got), bytes.Equal(got, data), err)
 	}
+	// Then a burst of full-size segments with complete checksums in one write, the last one
+	// short and with PSH (a TAP joins such runs into super-frames), and one with a bad
+	// checksum in the middle, which the kernel must drop and not take into a joined frame.
+	var burst [][]byte
+	for i := 0; i < 30; i++ {
+		n := mss
+		if i == 29 {
+			n = 100
+		}
+		flags := byte(FlagACK)
+		if i == 29 {
+			flags |= FlagPSH
+		}
+		f, _ := e.Path.TCP(ours, port, seq, peer, flags, nil, data[:n], 0)
+		burst = append(burst, f)
+		seq += uint32(n)
+	}
+	bad, _ := e.Path.TCP(ours, port, seq, peer, FlagACK, nil, data[:mss], 0)
+	bad[len(bad)-1]++
+	e.write(t, append(burst, bad), nil)
+	want := 29*mss + 100
+	got = make([]byte, want)
+	if _, err := io.ReadFull(conn, got); err != nil {
+		t.Fatalf("kernel received a burst of 30 segments: %v", err)
+	}
+	for i := 0; i < 30; i++ {
+		n := min(mss, want-i*mss)
+		if !bytes.Equal(got[i*mss:i*mss+n], data[:n]) {
+			t.Fatalf("segment %d of the burst corrupted", i)
+		}
+	}
 
 	// From the kernel: acknowledge in order; TSO should hand over frames larger than the MTU.
 	out := make([]byte, 200000)
