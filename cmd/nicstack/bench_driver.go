@@ -29,10 +29,16 @@ type driverPoint struct {
 	// DriverUsPerFrame is driver CPU per frame carried (both ways): the cost independent of the
 	// throughput a loaded machine lets through.
 	DriverUsPerFrame float64 `json:"driver_us_per_frame"`
-	Mbps             float64 `json:"mbps"`    // both directions
-	TxMbps           float64 `json:"tx_mbps"` // router side to the wire
-	RxMbps           float64 `json:"rx_mbps"` // wire to the router side
-	Seconds          float64 `json:"seconds"`
+	Mbps             float64 `json:"mbps"` // both directions
+	// LinePct is Mbps against line rate both ways: 1514-byte frames of 1538 bytes on the wire
+	// (preamble, FCS and gap included) carry 984.4 Mbit/s of frame bytes each way at 1 Gbit/s.
+	LinePct float64 `json:"line_pct"`
+	// RxOverruns are frames from the wire the device dropped for want of a free RX
+	// descriptor: the driver came back to its ring too late.
+	RxOverruns uint64  `json:"rx_overruns"`
+	TxMbps     float64 `json:"tx_mbps"` // router side to the wire
+	RxMbps     float64 `json:"rx_mbps"` // wire to the router side
+	Seconds    float64 `json:"seconds"`
 }
 
 func init() {
@@ -124,12 +130,12 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 			points = append(points, p)
 		}
 	}
-	fmt.Fprintf(out, "\n%v per point (median of %d); 1514-byte frames both ways at 1 Gbit/s line rate; model spin %v:\n", o.d, o.runs, o.spin)
+	fmt.Fprintf(out, "\n%v per point (median of %d); 1514-byte frames both ways at 1 Gbit/s line rate (%.1f Mbit/s of frames each way); model spin %v:\n", o.d, o.runs, lineMbps, o.spin)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rx_irq_throttle\ttx_batch\tirqs/s\tirqs/kframe\tTX irqs\tTX doorbells/kframe\tdriver CPU %\tdriver µs/frame\tmodel CPU %\tTX Mbit/s\tRX Mbit/s\tMbit/s\t")
+	fmt.Fprintln(tw, "rx_irq_throttle\ttx_batch\tirqs/s\tirqs/kframe\tTX irqs\tTX doorbells/kframe\tdriver CPU %\tdriver µs/frame\tmodel CPU %\tTX Mbit/s\tRX Mbit/s\tMbit/s\tline %\tRX overruns\t")
 	for _, p := range points {
-		fmt.Fprintf(tw, "%d\t%v\t%.0f\t%.1f\t%d\t%.1f\t%.1f\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t\n", p.RxIrqThrottle, p.TxBatch,
-			p.IrqsPerS, p.IrqsPerKframe, p.TxIrqs, p.DoorbellsPerKframe, p.DriverCPU, p.DriverUsPerFrame, p.HwCPU, p.TxMbps, p.RxMbps, p.Mbps)
+		fmt.Fprintf(tw, "%d\t%v\t%.0f\t%.1f\t%d\t%.1f\t%.1f\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t%.1f\t%d\t\n", p.RxIrqThrottle, p.TxBatch,
+			p.IrqsPerS, p.IrqsPerKframe, p.TxIrqs, p.DoorbellsPerKframe, p.DriverCPU, p.DriverUsPerFrame, p.HwCPU, p.TxMbps, p.RxMbps, p.Mbps, p.LinePct, p.RxOverruns)
 	}
 	tw.Flush()
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -144,6 +150,10 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 	}
 	return nil
 }
+
+// lineMbps is the frame bytes a 1 Gbit/s link carries each way with 1514-byte frames, each
+// 1538 bytes on the wire with preamble, FCS and inter-frame gap.
+const lineMbps = 1000.0 * 1514 / 1538
 
 // measureDriver runs one point's scenario and measures a window of d after a warm-up.
 func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOptions) (driverPoint, error) {
@@ -215,6 +225,8 @@ func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOption
 		w.TxMbps = float64(delta(s0.hw, s1.hw, "tx_bytes")) * 8 / secs / 1e6
 		w.RxMbps = float64(delta(s0.up, s1.up, "rx_bytes")) * 8 / secs / 1e6
 		w.Mbps = w.TxMbps + w.RxMbps
+		w.LinePct = 100 * w.Mbps / (2 * lineMbps)
+		w.RxOverruns = delta(s0.hw, s1.hw, "rx_no_descriptor")
 		if o.verbose {
 			d := func(a, b map[string]uint64) map[string]uint64 {
 				m := map[string]uint64{}

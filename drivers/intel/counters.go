@@ -9,6 +9,11 @@ type Counters struct {
 	// Interrupts that carried this cause, unmasked: pending when raised or latched before the
 	// driver read ICR (one interrupt can carry several).
 	IntTXDW, IntTXQE, IntLSC, IntRXT0, IntRXO *atomic.Uint64
+	// Why a cause did not raise an interrupt of its own: CausesAsserted counts unmasked cause
+	// events (a frame written back, the queue emptied) that came while the previous interrupt
+	// was outstanding, the driver not having read ICR yet; ITRHeld counts interrupts the ITR
+	// interval held back. With ITR 0, interrupts + CausesAsserted is every cause event.
+	CausesAsserted, ITRHeld *atomic.Uint64
 
 	Doorbells *atomic.Uint64 // writes to RDT, TDT, ICR and IMS: the ones a hypervisor traps
 	TDTWrites *atomic.Uint64
@@ -33,6 +38,7 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		Interrupts: get("interrupts"),
 		IntTXDW:    get("irq_txdw"), IntTXQE: get("irq_txqe"), IntLSC: get("irq_lsc"),
 		IntRXT0: get("irq_rxt0"), IntRXO: get("irq_rxo"),
+		CausesAsserted: get("irq_causes_while_asserted"), ITRHeld: get("irq_itr_held"),
 		Doorbells: get("doorbells"), TDTWrites: get("tdt_writes"), RDTWrites: get("rdt_writes"),
 		TXDescriptors: get("tx_descriptors"), TXFrames: get("tx_frames"), TXBytes: get("tx_bytes"),
 		RXDescriptors: get("rx_descriptors"), RXFrames: get("rx_frames"), RXBytes: get("rx_bytes"),

@@ -307,6 +307,9 @@ func (d *Device) cause(now time.Duration, bits uint32) {
 		if atomic.CompareAndSwapUint32(d.reg(ICR), old, old|bits) {
 			if old&IntAsserted != 0 {
 				d.countCauses(bits &^ old & d.load(IMS))
+				if bits&d.load(IMS) != 0 {
+					d.cnt.CausesAsserted.Add(1)
+				}
 			}
 			break
 		}
@@ -345,6 +348,9 @@ func (d *Device) evaluate(now time.Duration) {
 		}
 		if due := d.lastIRQ + d.itrInterval(); d.everFired && now < due {
 			if !d.irqPending || d.irqAt != due {
+				if !d.irqPending {
+					d.cnt.ITRHeld.Add(1)
+				}
 				d.irqPending, d.irqAt = true, due
 				d.wake()
 			}
