@@ -15,8 +15,14 @@ type SessionUplink struct {
 	unacked packetstream.Packet
 	held    bool
 
+	// a super-frame being cut into segments, one per Fetch
+	seg segmenter
+
 	Refused   atomic.Uint64 // received frames the session had no room for
-	Offloaded atomic.Uint64 // frames to send that need segmentation or a checksum the NIC lacks
+	Offloaded atomic.Uint64 // frames to send dropped for offload metadata the driver cannot serve
+	SoftCsum  atomic.Uint64 // frames to send whose partial checksum the driver completed
+	SoftGSO   atomic.Uint64 // super-frames the driver cut into segments
+	Segments  atomic.Uint64 // the segments they made
 }
 
 // NewSessionUplink adapts an opened Uplink session.
@@ -59,10 +65,16 @@ func (u *SessionUplink) DeliverDone() {
 	u.releaseAcked()
 }
 
-// Fetch copies the router's next frame into buf and acknowledges it. An invalid descriptor
-// comes back as n = 0, a frame needing offloads or too long for buf as n > len(buf): both are
-// acknowledged and dropped by the driver.
+// Fetch copies the router's next frame into buf and acknowledges it. The NIC has no offloads,
+// so Fetch does them in software: it completes a partial checksum, and hands out a TCP
+// super-frame one segment per call (see segmenter). An invalid descriptor comes back as n = 0,
+// a frame too long for buf, or with offload metadata that does not fit it, as n > len(buf):
+// both are acknowledged and dropped by the driver.
 func (u *SessionUplink) Fetch(buf []byte) (n int, ok bool) {
+	if u.seg.active {
+		u.Segments.Add(1)
+		return u.seg.cut(buf), true
+	}
 	if u.held {
 		if !u.c.RX.TryAck(u.unacked) {
 			return 0, false
@@ -76,10 +88,25 @@ func (u *SessionUplink) Fetch(buf []byte) (n int, ok bool) {
 	payload := u.c.RX.Payload(p)
 	n = len(payload)
 	switch o := p.Offload(); {
-	case o.GSOType != packetstream.GSONone || o.Flags&packetstream.OffloadNeedsCsum != 0:
-		u.Offloaded.Add(1)
-		n = len(buf) + 1
-	case n <= len(buf):
+	case o.GSOType != packetstream.GSONone:
+		if u.seg.start(payload, o) {
+			u.SoftGSO.Add(1)
+			u.Segments.Add(1)
+			n = u.seg.cut(buf)
+		} else {
+			u.Offloaded.Add(1)
+			n = len(buf) + 1
+		}
+	case n > len(buf):
+	case o.Flags&packetstream.OffloadNeedsCsum != 0:
+		copy(buf, payload)
+		if completeChecksum(buf[:n], int(o.CsumStart), int(o.CsumOffset)) {
+			u.SoftCsum.Add(1)
+		} else {
+			u.Offloaded.Add(1)
+			n = len(buf) + 1
+		}
+	default:
 		copy(buf, payload)
 	}
 	if !u.c.RX.TryAck(p) {

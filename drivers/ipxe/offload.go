@@ -1,0 +1,188 @@
+package ipxe
+
+import (
+	"encoding/binary"
+
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// The emulated NIC, like iPXE's driver for it, offers neither checksum offload nor TSO, while
+// frames from the router may carry a partial checksum (a guest's or a TAP's CHECKSUM_PARTIAL)
+// or be TCP super-frames of up to 64 KiB. The driver does both in software, as Linux's
+// skb_checksum_help and GSO do for a device without the features: it completes the checksum,
+// and cuts a super-frame into segments of GSOSize bytes of payload, each with its own IP
+// length, IPv4 ID and header checksum, TCP sequence number, flags and checksum. UDP
+// fragmentation offload (GSOUDP) is not done: such frames are dropped and counted.
+
+var be = binary.BigEndian
+
+// sum adds b as big-endian 16-bit words to acc (an odd last byte padded with zero).
+func sum(b []byte, acc uint64) uint64 {
+	for len(b) >= 8 {
+		acc += uint64(be.Uint16(b)) + uint64(be.Uint16(b[2:])) + uint64(be.Uint16(b[4:])) + uint64(be.Uint16(b[6:]))
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		acc += uint64(be.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		acc += uint64(b[0]) << 8
+	}
+	return acc
+}
+
+// fold folds acc's carries into 16 bits.
+func fold(acc uint64) uint16 {
+	for acc>>16 != 0 {
+		acc = acc&0xffff + acc>>16
+	}
+	return uint16(acc)
+}
+
+// completeChecksum fills in a partial checksum as a NIC with checksum offload would: the field
+// at start+off holds the pseudo header's sum, the checksum covers everything from start. It
+// reports false when the field lies outside the frame.
+func completeChecksum(f []byte, start, off int) bool {
+	if start < 0 || off < 0 || start+off+2 > len(f) {
+		return false
+	}
+	c := ^fold(sum(f[start:], 0))
+	if c == 0 {
+		c = 0xffff // as skb_checksum_help: 0 means "no checksum" to UDP
+	}
+	be.PutUint16(f[start+off:], c)
+	return true
+}
+
+// segmenter cuts one TCP super-frame into frames. It works on its own copy of the frame: the
+// router's buffer may change under it (shared memory), and is acknowledged at once.
+type segmenter struct {
+	frame  []byte // the super-frame; cap reused
+	active bool
+	l3     int // offset of the IP header
+	l4     int // offset of the TCP header
+	hdr    int // length of all headers
+	mss    int
+	v6     bool
+	next   int // offset of the next segment's payload
+	n      int // segments cut so far
+	id     uint16
+	seq    uint32
+	flags  uint8
+}
+
+// TCP flags that belong to the last segment only (FIN, PSH) and to the first only (CWR).
+const (
+	tcpFIN = 0x01
+	tcpPSH = 0x08
+	tcpCWR = 0x80
+)
+
+// start takes a super-frame; false when it is not a TCP frame the segmenter can cut (its
+// headers or the offload metadata do not fit it).
+func (s *segmenter) start(f []byte, o packetstream.Offload) bool {
+	gso := o.GSOType &^ packetstream.GSOECN
+	if gso != packetstream.GSOTCPv4 && gso != packetstream.GSOTCPv6 || o.GSOSize == 0 {
+		return false
+	}
+	s.frame = append(s.frame[:0], f...)
+	f = s.frame
+	l3 := 14
+	if len(f) < l3 {
+		return false
+	}
+	etype := be.Uint16(f[12:])
+	for etype == 0x8100 || etype == 0x88a8 { // VLAN tags
+		if len(f) < l3+4 {
+			return false
+		}
+		etype = be.Uint16(f[l3+2:])
+		l3 += 4
+	}
+	s.v6 = gso == packetstream.GSOTCPv6
+	var l4, end int
+	switch {
+	case !s.v6 && etype == 0x0800:
+		if len(f) < l3+20 || f[l3]>>4 != 4 || f[l3+9] != 6 {
+			return false
+		}
+		ihl := int(f[l3]&0xf) * 4
+		if ihl < 20 || be.Uint16(f[l3+6:])&0x3fff != 0 { // no fragments
+			return false
+		}
+		l4, end = l3+ihl, l3+int(be.Uint16(f[l3+2:]))
+	case s.v6 && etype == 0x86dd:
+		// TCP right after the IPv6 header: no extension headers
+		if len(f) < l3+40 || f[l3]>>4 != 6 || f[l3+6] != 6 {
+			return false
+		}
+		l4, end = l3+40, l3+40+int(be.Uint16(f[l3+4:]))
+	default:
+		return false
+	}
+	if end > len(f) || end < l4 {
+		return false
+	}
+	f = f[:end] // without Ethernet padding
+	s.frame = f
+	if int(o.CsumStart) != l4 || len(f) < l4+20 {
+		return false
+	}
+	doff := int(f[l4+12]>>4) * 4
+	if doff < 20 || l4+doff > len(f) {
+		return false
+	}
+	s.l3, s.l4, s.hdr, s.mss = l3, l4, l4+doff, int(o.GSOSize)
+	s.next, s.n, s.active = s.hdr, 0, true
+	s.seq, s.flags = be.Uint32(f[l4+4:]), f[l4+13]
+	if !s.v6 {
+		s.id = be.Uint16(f[l3+4:])
+	}
+	return true
+}
+
+// cut writes the next segment into buf and returns its length; a segment longer than buf is
+// skipped and reported with n > len(buf), as Fetch reports a frame too long.
+func (s *segmenter) cut(buf []byte) int {
+	f := s.frame
+	payload := min(s.mss, len(f)-s.next)
+	n := s.hdr + payload
+	first, last := s.n == 0, s.next+payload >= len(f)
+	defer func() {
+		s.next += payload
+		s.n++
+		s.active = !last
+	}()
+	if n > len(buf) {
+		return n
+	}
+	copy(buf, f[:s.hdr])
+	copy(buf[s.hdr:], f[s.next:s.next+payload])
+	seg := buf[:n]
+	l3, l4 := s.l3, s.l4
+	var pseudo uint64
+	if s.v6 {
+		be.PutUint16(seg[l3+4:], uint16(n-l3-40))
+		pseudo = sum(seg[l3+8:l3+40], 0) // source and destination addresses
+	} else {
+		be.PutUint16(seg[l3+2:], uint16(n-l3))
+		be.PutUint16(seg[l3+4:], s.id+uint16(s.n))
+		be.PutUint16(seg[l3+10:], 0)
+		be.PutUint16(seg[l3+10:], ^fold(sum(seg[l3:l4], 0)))
+		pseudo = sum(seg[l3+12:l3+20], 0)
+	}
+	be.PutUint32(seg[l4+4:], s.seq+uint32(s.next-s.hdr))
+	flags := s.flags
+	if !last {
+		flags &^= tcpFIN | tcpPSH
+	}
+	if !first {
+		flags &^= tcpCWR
+	}
+	seg[l4+13] = flags
+	be.PutUint16(seg[l4+16:], 0)
+	pseudo += 6 + uint64(n-l4)
+	be.PutUint16(seg[l4+16:], ^fold(sum(seg[l4:], pseudo)))
+	return n
+}
