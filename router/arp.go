@@ -111,6 +111,7 @@ func (r *Router) handleARP(i *Interface, d *domain, eth proto.Eth) {
 			}
 		}
 		d.arp[ip] = a.SenderMAC()
+		r.gen++
 		delete(d.arpAsked, ip)
 		r.continueWaiters(d, ip)
 	default:

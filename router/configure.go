@@ -12,6 +12,7 @@ import (
 // leases and DHCP-client configs of domains that kept their name and addressing are kept.
 func (r *Router) Configure(n *config.Node) []error {
 	r.setNow()
+	r.gen++
 	cfg, problems := model.Parse(n)
 	for _, p := range problems { // invalid domains among them, each with its reason
 		r.log.Warn("config", "problem", p.Error())

@@ -164,6 +164,7 @@ func configFromAck(msg proto.DHCP) (ipConfig, time.Duration, bool) {
 // follows, and link states through it end when the config goes away.
 func (r *Router) setIPConfig(d *domain, c ipConfig) {
 	d.ip = c
+	r.gen++
 	if rc := r.cfg.Report; rc != nil && rc.ConfigTriggers {
 		r.reportTrigger = true
 	}

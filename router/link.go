@@ -23,6 +23,18 @@ type side struct {
 	dom *domain
 	key flowKey
 	idx int // 0: client, 1: server
+	// plan is how packets arriving here leave at the other side, as viaLink worked it out
+	// last: valid while plan.gen is the router's gen.
+	plan plan
+}
+
+// plan is viaLink's work for one link side: the destination MAC and the rewrite with its
+// checksum changes summed up in advance. A packet that found the side by its 4-tuple carries
+// exactly the side's key, so what the rewrite changes is known before the packet is.
+type plan struct {
+	gen uint64
+	mac macOrNone
+	rw  rewrite
 }
 
 // peer is the other end.

@@ -71,6 +71,10 @@ type Router struct {
 	macs    map[uint16]bool
 	xid     uint32
 	stats   Stats
+	// gen changes whenever what a link side's plan holds may have: a config, an IPv4
+	// config, an ARP cache entry (see side.plan). It starts at 1, so no plan is valid at
+	// first.
+	gen uint64
 
 	reportTrigger bool
 }
@@ -90,6 +94,7 @@ func New(opt Options) *Router {
 		links:   map[*link]struct{}{},
 		macs:    map[uint16]bool{},
 		xid:     0x6e696300,
+		gen:     1,
 	}
 	r.Configure(&config.Node{Type: "config"})
 	return r

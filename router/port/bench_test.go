@@ -70,6 +70,7 @@ func benchRound(b *testing.B, mode string, size int) {
 	step := func() {
 		now := time.Now()
 		tx.perf.Step(tx.cl.TX, tx.cl.RX, now)
+		l.clock.now = now // as Run sets it before each round
 		l.round()
 		rx.perf.Step(rx.cl.TX, rx.cl.RX, now)
 	}
@@ -84,6 +85,7 @@ func benchRound(b *testing.B, mode string, size int) {
 		now := time.Now()
 		tx.perf.Step(tx.cl.TX, tx.cl.RX, now)
 		t0 := time.Now()
+		l.clock.now = t0
 		l.round()
 		inRound += time.Since(t0)
 		rx.perf.Step(rx.cl.TX, rx.cl.RX, now)
