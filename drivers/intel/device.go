@@ -82,6 +82,7 @@ type Device struct {
 	// per poll)
 	posted   *WriteQueue
 	apply    func(off, v uint32)
+	drainMu  sync.Mutex // the queue has one consumer: Poll, or a spinning receive path
 	spinWait time.Duration
 
 	mu sync.Mutex
@@ -385,11 +386,7 @@ func (d *Device) countCauses(causes uint32) {
 // Poll does what is due at the clock's current time and returns when it next has something to
 // do (ok false: nothing until a register write or a frame arrives). Call it from one goroutine.
 func (d *Device) Poll() (next time.Duration, ok bool) {
-	if d.posted != nil {
-		if _, corrupt := d.posted.Drain(d.apply); corrupt {
-			d.cnt.BadDescriptors.Add(1)
-		}
-	}
+	d.DrainPosted()
 	d.mu.Lock()
 	now := d.clock.Now()
 	if d.negotiating && now >= d.anegAt {
@@ -422,6 +419,22 @@ func (d *Device) Poll() (next time.Duration, ok bool) {
 	return next, ok
 }
 
+// DrainPosted applies the register writes posted by a driver in another process and reports
+// whether there were any. Poll does it; a goroutine that spins in the device's process (the
+// wire's receive path) calls it too, so that writes land while nobody sleeps on the doorbell.
+func (d *Device) DrainPosted() bool {
+	if d.posted == nil || d.posted.empty() {
+		return false
+	}
+	d.drainMu.Lock()
+	n, corrupt := d.posted.Drain(d.apply)
+	d.drainMu.Unlock()
+	if corrupt {
+		d.cnt.BadDescriptors.Add(1)
+	}
+	return n > 0
+}
+
 // Run polls until stop closes, sleeping (or spinning, see Config.SpinWait) until the next
 // deadline or a wakeup. With the real clock only: a manual clock's tests call Poll themselves.
 func (d *Device) Run(stop <-chan struct{}) {
@@ -449,7 +462,8 @@ func (d *Device) Run(stop <-chan struct{}) {
 	}
 }
 
-// spin yields until the deadline passes or a wakeup arrives; true when stop closed.
+// spin yields until the deadline passes, a wakeup arrives or the driver posts a register
+// write (applied at once: a spinning device needs no doorbell); true when stop closed.
 func (d *Device) spin(stop <-chan struct{}, deadline time.Duration) (stopped bool) {
 	for d.clock.Now() < deadline {
 		select {
@@ -458,6 +472,9 @@ func (d *Device) spin(stop <-chan struct{}, deadline time.Duration) (stopped boo
 		case <-d.kick:
 			return false
 		default:
+			if d.DrainPosted() {
+				return false
+			}
 			runtime.Gosched()
 		}
 	}

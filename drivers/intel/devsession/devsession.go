@@ -112,23 +112,6 @@ func (e *Eventfd) Wait() error {
 	return err
 }
 
-// WaitThread is Wait for a process whose other goroutines spin (the device model): it sleeps
-// in poll(2) on its own thread, since the netpoller is not consulted while a goroutine is
-// runnable, and a doorbell must not wait for that. Nothing may Close meanwhile.
-func (e *Eventfd) WaitThread() error {
-	var buf [8]byte
-	for {
-		fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-			return err
-		}
-		_, err := unix.Read(e.fd, buf[:])
-		if err != unix.EAGAIN && err != unix.EINTR {
-			return err
-		}
-	}
-}
-
 // dupEventfd duplicates an eventfd, non-blocking so that its reader waits in the netpoller.
 func dupEventfd(f *os.File) (*Eventfd, error) {
 	link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
