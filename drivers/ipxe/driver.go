@@ -78,6 +78,10 @@ type Counters struct {
 	TXRingFull         *atomic.Uint64 // times the router had more than the ring took
 	LinkChanges        *atomic.Uint64
 	SpuriousInterrupts *atomic.Uint64 // ICR read zero
+	// The Uplink session's (SessionUplink.UseCounters): received frames it had no room for,
+	// frames to send whose checksum the driver completed, super-frames it cut and the
+	// segments they made, frames dropped for offload metadata it cannot serve.
+	RXRefused, TXSoftCsum, TXSoftGSO, TXSegments, TXOffloadDropped *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -92,6 +96,8 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		RXBursts: get("rx_bursts"), TXBatches: get("tx_batches"), RXDropped: get("rx_dropped"),
 		TXDropped: get("tx_dropped"), TXRingFull: get("tx_ring_full"), LinkChanges: get("link_changes"),
 		SpuriousInterrupts: get("spurious_interrupts"),
+		RXRefused:          get("rx_refused"), TXSoftCsum: get("tx_soft_csum"), TXSoftGSO: get("tx_soft_gso"),
+		TXSegments: get("tx_segments"), TXOffloadDropped: get("tx_offload_dropped"),
 	}
 }
 

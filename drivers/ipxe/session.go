@@ -18,15 +18,26 @@ type SessionUplink struct {
 	// a super-frame being cut into segments, one per Fetch
 	seg segmenter
 
-	Refused   atomic.Uint64 // received frames the session had no room for
-	Offloaded atomic.Uint64 // frames to send dropped for offload metadata the driver cannot serve
-	SoftCsum  atomic.Uint64 // frames to send whose partial checksum the driver completed
-	SoftGSO   atomic.Uint64 // super-frames the driver cut into segments
-	Segments  atomic.Uint64 // the segments they made
+	Refused   *atomic.Uint64 // received frames the session had no room for
+	Offloaded *atomic.Uint64 // frames to send dropped for offload metadata the driver cannot serve
+	SoftCsum  *atomic.Uint64 // frames to send whose partial checksum the driver completed
+	SoftGSO   *atomic.Uint64 // super-frames the driver cut into segments
+	Segments  *atomic.Uint64 // the segments they made
 }
 
-// NewSessionUplink adapts an opened Uplink session.
-func NewSessionUplink(c *packetstream.Client) *SessionUplink { return &SessionUplink{c: c} }
+// NewSessionUplink adapts an opened Uplink session; it counts in counters of its own until
+// UseCounters.
+func NewSessionUplink(c *packetstream.Client) *SessionUplink {
+	return &SessionUplink{c: c, Refused: new(atomic.Uint64), Offloaded: new(atomic.Uint64),
+		SoftCsum: new(atomic.Uint64), SoftGSO: new(atomic.Uint64), Segments: new(atomic.Uint64)}
+}
+
+// UseCounters counts in the driver's counters from now on (a component's, which outlive the
+// session). Call it before the session carries frames.
+func (u *SessionUplink) UseCounters(cnt *Counters) {
+	u.Refused, u.Offloaded, u.SoftCsum, u.SoftGSO, u.Segments =
+		cnt.RXRefused, cnt.TXOffloadDropped, cnt.TXSoftCsum, cnt.TXSoftGSO, cnt.TXSegments
+}
 
 // releaseAcked frees what the router has acknowledged.
 func (u *SessionUplink) releaseAcked() {

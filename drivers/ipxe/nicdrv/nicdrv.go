@@ -188,6 +188,9 @@ func (p *Port) AttachUplink(c *packetstream.Client) error {
 		return errors.New("ipxe_nic: an Uplink session is already open")
 	}
 	p.up = ipxe.NewSessionUplink(c)
+	if p.cnt != nil {
+		p.up.UseCounters(p.cnt)
+	}
 	if p.drv != nil {
 		if up, _ := p.drv.Link(); up {
 			p.drv.SetUplink(p.up)
