@@ -53,11 +53,16 @@ func init() {
 		Long: "driver runs ipxe_nic (CPU 0) and intel_nic_hw (an 82574L at 1 Gbit/s, CPU 1) as separate pinned\n" +
 			"processes with a device session between them. A nic_perf serving the driver's Uplink session\n" +
 			"sends 1514-byte frames as fast as the driver takes them; a nic_perf at the far end of the cable\n" +
-			"sends as fast as the wire carries them. Both nic_perfs run on CPU 1 without spinning, so that the\n" +
-			"driver has CPU 0 to itself as in Genode's measurement (router on another CPU). Per point (rx_irq_throttle 0, 651, 5580 x\n" +
-			"tx_batch no, yes; tx_batch=no uses descriptor_done TX interrupts as iPXE does, yes queue_empty)\n" +
-			"it reports the model's interrupts, TX interrupts and TX doorbells, each process's CPU from\n" +
-			"/proc/PID/stat, and the frames carried.",
+			"sends as fast as the wire carries them. Both nic_perfs run on CPU 1 without spinning, so that\n" +
+			"the driver has CPU 0 to itself as in Genode's measurement (router on another CPU).\n" +
+			"Per point (rx_irq_throttle 0, 651, 5580 x tx_batch no, yes; tx_batch=no uses descriptor_done TX\n" +
+			"interrupts as iPXE does, yes queue_empty) it reports the model's interrupts, TX interrupts and\n" +
+			"TX doorbells, each process's CPU from /proc/PID/stat, the frames carried against line rate, and\n" +
+			"the frames the device dropped for want of a free RX descriptor.\n\n" +
+			"With rx_irq_throttle 0 the model raises an interrupt for the first cause after the driver has\n" +
+			"read ICR, as the hardware does; causes before that ride on the outstanding interrupt (counter\n" +
+			"irq_causes_while_asserted, -v). So interrupts per frame there measure the driver's round trip\n" +
+			"(eventfd wakeup, handler, ICR read), which on a 2-core VM is several frame times.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.bins = binDirs(binDir)
