@@ -76,8 +76,9 @@ func TestWakeAndClose(t *testing.T) {
 }
 
 // Waits whose polls find nothing and whose sleeps are long give up polling (bursty traffic,
-// where spinning into the gaps only burns the CPU); setting Spin starts afresh.
-func TestSpinBudgetAdapts(t *testing.T) {
+// where spinning into the gaps only burns the CPU); work found again brings polling back, and
+// setting Spin starts afresh.
+func TestSpinScoreAdapts(t *testing.T) {
 	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
 	if err != nil {
 		t.Fatal(err)
@@ -90,15 +91,30 @@ func TestSpinBudgetAdapts(t *testing.T) {
 	}
 	defer w.Close()
 	w.Spin = 1000
+	idle := func() { w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond)) }
 	for i := 0; i < 6; i++ {
-		w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond))
+		idle()
 	}
-	if w.budget != 0 {
-		t.Fatalf("after six idle waits the budget is %d polls, want 0", w.budget)
+	if w.score != 0 {
+		t.Fatalf("after six idle waits the score is %d, want 0 (no polling)", w.score)
 	}
+	p, _ := src.Alloc(100)
+	src.TrySubmit(p)
+	src.Wakeup()
+	for i := 0; i < 3; i++ {
+		if err := w.WaitUntil(time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.score != 3 {
+		t.Fatalf("after three waits that found work the score is %d, want 3", w.score)
+	}
+	q, _ := snk.TryGet()
+	snk.TryAck(q)
+	snk.Wakeup()
 	w.Spin = 500
-	w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond))
-	if w.budget != 500/4 {
-		t.Fatalf("after Spin was set and one idle wait the budget is %d polls, want %d", w.budget, 500/4)
+	idle()
+	if w.score != scoreMax-3 {
+		t.Fatalf("after Spin was set and one idle wait the score is %d, want %d", w.score, scoreMax-3)
 	}
 }

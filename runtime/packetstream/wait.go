@@ -28,8 +28,8 @@ const DefaultSpin = 10000
 // cost some microseconds on both sides.
 const shortSleep = 50 * time.Microsecond
 
-// pollCost is about what one poll of one endpoint costs (DefaultSpin's estimate).
-const pollCost = 5 * time.Nanosecond
+// scoreMax is the top of a Waiter's score, where it polls Spin+more in full.
+const scoreMax = 16
 
 // Waiter lets one goroutine wait on several endpoints at once (a router serves many sessions):
 // it spins briefly, then arms each endpoint's flag in shared memory, checks once more, and
@@ -46,15 +46,18 @@ const pollCost = 5 * time.Nanosecond
 // and does not block, or the peer sees the flag and signals, and the eventfd keeps the signal
 // until the sleeper's epoll_wait collects it.
 type Waiter struct {
-	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. The
-	// budget then adapts: a wait whose polls found nothing and whose sleep was long (bursty
-	// traffic, as behind an interrupt-throttled driver) quarters it, down to none, since
-	// polling into such gaps only burns the CPU; sleeps that keep ending by a signal within
-	// shortSleep double it, up to 8 times Spin (a steady stream whose gaps are a little longer
-	// than the spin then needs no signals).
+	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. A waiter
+	// whose sleeps keep ending by a signal within shortSleep polls up to 8 times longer (a
+	// steady stream whose gaps are a little longer than the spin then needs no signals), and
+	// falls back once a sleep is long. How much of that it polls follows whether polling
+	// pays: score rises when a poll finds work or a short sleep says it would have, and falls
+	// three times as fast when a poll ran out into a long sleep. Behind an interrupt-throttled
+	// driver, where bursts come with long gaps, polling then stops (it only burned the CPU
+	// between bursts), while a stream that mostly finds work keeps polling in full.
 	Spin    int
-	budget  int // polls the next wait makes
-	learned int // the Spin that budget was learned from: setting Spin starts afresh
+	more    int // extra polls learned from short sleeps
+	score   int // 0..scoreMax: the share of Spin+more a wait polls
+	learned int // the Spin that score and more were learned with: setting Spin starts afresh
 
 	eps    []Endpoint
 	epfd   int
@@ -78,7 +81,7 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("packetstream waiter: eventfd: %w", err)
 	}
-	w := &Waiter{Spin: DefaultSpin, budget: DefaultSpin, learned: DefaultSpin, epfd: epfd, wake: wake, wakeID: int32(wake)}
+	w := &Waiter{Spin: DefaultSpin, score: scoreMax, learned: DefaultSpin, epfd: epfd, wake: wake, wakeID: int32(wake)}
 	if err := w.ctl(unix.EPOLL_CTL_ADD, wake); err != nil {
 		w.Close()
 		return nil, err
@@ -168,11 +171,13 @@ func (w *Waiter) Wait() error { return w.WaitUntil(time.Time{}) }
 // WaitUntil is Wait with a deadline (zero: none); past it, it returns os.ErrDeadlineExceeded.
 func (w *Waiter) WaitUntil(deadline time.Time) error {
 	if w.learned != w.Spin {
-		w.budget, w.learned = w.Spin, w.Spin
+		w.score, w.more, w.learned = scoreMax, 0, w.Spin
 	}
-	for i := 0; i < w.budget; i++ {
+	spin := (w.Spin + w.more) * w.score / scoreMax
+	for i := 0; i < spin; i++ {
 		if w.anyReady() || w.woken.Load() {
 			w.woken.Store(false)
+			w.score = min(w.score+1, scoreMax)
 			return nil
 		}
 	}
@@ -181,6 +186,7 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	}
 	if w.anyReady() || w.woken.Load() {
 		w.disarm()
+		w.score = min(w.score+1, scoreMax)
 		return nil
 	}
 	for _, e := range w.eps {
@@ -189,12 +195,12 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	slept := time.Now()
 	err := w.block(deadline)
 	w.disarm()
-	if d := time.Since(slept); err == nil && d < shortSleep {
-		// Polling twice as long would have bridged this gap without a signal.
-		polls := int(d/pollCost) / max(len(w.eps), 1)
-		w.budget = min(max(w.budget, 2*polls), 8*w.Spin)
+	if err == nil && time.Since(slept) < shortSleep {
+		w.more = min(2*w.more+w.Spin, 7*w.Spin)
+		w.score = min(w.score+1, scoreMax)
 	} else {
-		w.budget /= 4
+		w.more = 0
+		w.score = max(w.score-3, 0)
 	}
 	return err
 }
