@@ -42,7 +42,7 @@ func (r *Router) resolve(d *domain, hop [4]byte) (macOrNone, bool) {
 
 // hold keeps the frame (unacknowledged) until hop's MAC is known in d, asking for it once per
 // ARP timeout.
-func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off packetstream.Offload, id uint64) Verdict {
+func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off *packetstream.Offload, id uint64) Verdict {
 	if len(d.ifs) == 0 {
 		return r.drop(src, "destination domain has no interface")
 	}
@@ -51,7 +51,7 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 		return r.drop(src, "too many frames wait for ARP")
 	}
 	i.held++
-	r.waiters = append(r.waiters, waiter{from: i, src: src, dom: d, ip: hop, frame: frame, off: off, id: id,
+	r.waiters = append(r.waiters, waiter{from: i, src: src, dom: d, ip: hop, frame: frame, off: *off, id: id,
 		deadline: r.now.Add(r.cfg.ARPRequestTimeout).UnixNano()})
 	if _, asked := d.arpAsked[hop]; !asked {
 		d.arpAsked[hop] = r.now.Add(r.cfg.ARPRequestTimeout)
@@ -134,7 +134,7 @@ func (r *Router) continueWaiters(d *domain, ip [4]byte) {
 	r.waiters = kept
 	for _, w := range ready {
 		w.from.held--
-		if r.handle(w.from, w.frame, w.off, w.id) == Done {
+		if r.handle(w.from, w.frame, &w.off, w.id) == Done {
 			w.from.port.Release(w.id)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 func TestARPHoldUntilReply(t *testing.T) {
@@ -13,7 +12,7 @@ func TestARPHoldUntilReply(t *testing.T) {
 	vm, vmp := b.attach("vm", Nic, proto.MAC{})
 	up, upp := b.attach("uplink", Uplink, macUplink)
 	f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil)
-	if v := b.r.Handle(vm, f, packetstream.Offload{}, 7); v != Held {
+	if v := b.r.Handle(vm, f, nil, 7); v != Held {
 		t.Fatalf("verdict %v, want Held", v)
 	}
 	// One ARP request for the gateway, from the router's address at the uplink.
@@ -28,7 +27,7 @@ func TestARPHoldUntilReply(t *testing.T) {
 	}
 	// A second frame to the same hop is held without asking again.
 	f2 := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.2"), 5001, 53, nil)
-	if b.r.Handle(vm, f2, packetstream.Offload{}, 8) != Held || len(upp.take()) != 0 {
+	if b.r.Handle(vm, f2, nil, 8) != Held || len(upp.take()) != 0 {
 		t.Fatal("second frame not held quietly")
 	}
 	if len(vmp.released) != 0 {
@@ -51,7 +50,7 @@ func TestARPTimeoutDropsHeld(t *testing.T) {
 	b := newBench(t, natConfig)
 	vm, vmp := b.attach("vm", Nic, proto.MAC{})
 	_, upp := b.attach("uplink", Uplink, macUplink)
-	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), packetstream.Offload{}, 3)
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), nil, 3)
 	upp.take()
 	b.clock.advance(9 * time.Second)
 	b.r.Tick()
@@ -67,7 +66,7 @@ func TestARPTimeoutDropsHeld(t *testing.T) {
 		t.Fatal("a link state was made for a frame that never left")
 	}
 	// The next frame asks again.
-	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), packetstream.Offload{}, 4)
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), nil, 4)
 	if len(upp.take()) != 1 {
 		t.Fatal("no new ARP request after the timeout")
 	}
@@ -80,7 +79,7 @@ func TestARPHeldBound(t *testing.T) {
 	held := 0
 	for k := 0; k < maxHeldPerInterface+10; k++ {
 		f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), uint16(1000+k), 53, nil)
-		if b.r.Handle(vm, f, packetstream.Offload{}, uint64(k)) == Held {
+		if b.r.Handle(vm, f, nil, uint64(k)) == Held {
 			held++
 		}
 	}

@@ -66,10 +66,10 @@ func BenchmarkForward(b *testing.B) {
 				payload := make([]byte, size-proto.EthLen-20-8)
 				var frames [][]byte
 				if mode == "udp-forward" {
-					r.Handle(server, arpFrame(proto.ARPReply, server.MAC(), ip4("10.0.2.2"), routerMACNic, ip4("10.0.2.1"), routerMACNic), packetstream.Offload{}, 0)
+					r.Handle(server, arpFrame(proto.ARPReply, server.MAC(), ip4("10.0.2.2"), routerMACNic, ip4("10.0.2.1"), routerMACNic), nil, 0)
 					frames = append(frames, udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), 5000, 7, payload))
 				} else {
-					r.Handle(server, arpFrame(proto.ARPReply, macGateway, ip4("10.0.2.254"), routerMACNic, ip4("10.0.2.1"), routerMACNic), packetstream.Offload{}, 0)
+					r.Handle(server, arpFrame(proto.ARPReply, macGateway, ip4("10.0.2.254"), routerMACNic, ip4("10.0.2.1"), routerMACNic), nil, 0)
 					flows := 1
 					if mode == "nat-64flows" {
 						flows = 64
@@ -79,7 +79,7 @@ func BenchmarkForward(b *testing.B) {
 					}
 				}
 				for _, f := range frames {
-					r.Handle(client, f, packetstream.Offload{}, 0)
+					r.Handle(client, f, nil, 0)
 				}
 				if sp.sent != len(frames) {
 					b.Fatal("setup frames not forwarded")
@@ -92,7 +92,7 @@ func BenchmarkForward(b *testing.B) {
 				cpu0 := threadCPU(b)
 				b.ResetTimer()
 				for k := 0; k < b.N; k++ {
-					r.Handle(client, frames[k%len(frames)], packetstream.Offload{}, 0)
+					r.Handle(client, frames[k%len(frames)], nil, 0)
 					if k%max == max-1 {
 						r.Flush()
 					}
@@ -130,7 +130,7 @@ func TestForwardingDoesNotAllocate(t *testing.T) {
 		f    []byte
 	}{"nat out": {vm, out}, "nat back": {up, back}, "ip rule": {vm, direct}, "domain-local": {vm, local}} {
 		sent := bp.sent
-		allocs := testing.AllocsPerRun(200, func() { b.r.Handle(c.from, c.f, packetstream.Offload{}, 0); b.r.Flush() })
+		allocs := testing.AllocsPerRun(200, func() { b.r.Handle(c.from, c.f, nil, 0); b.r.Flush() })
 		if allocs != 0 || bp.sent == sent {
 			t.Errorf("%s: %.1f allocations per frame, %d sent", name, allocs, bp.sent-sent)
 		}

@@ -52,7 +52,7 @@ func (r *Router) Configure(n *config.Node) []error {
 			w.from.port.Release(w.id)
 			continue
 		}
-		if r.handle(w.from, w.frame, w.off, w.id) == Done {
+		if r.handle(w.from, w.frame, &w.off, w.id) == Done {
 			w.from.port.Release(w.id)
 		}
 	}

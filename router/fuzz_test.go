@@ -52,7 +52,7 @@ func FuzzRouterFrame(f *testing.F) {
 				off.Flags = packetstream.OffloadNeedsCsum
 			}
 			id++
-			b.r.Handle(i, frame, off, id)
+			b.r.Handle(i, frame, &off, id)
 			if flags&2 != 0 {
 				b.clock.advance(1e9 * 5)
 				b.r.Tick()

@@ -8,7 +8,7 @@ import (
 )
 
 // handle routes one frame from interface i (see Handle).
-func (r *Router) handle(i *Interface, frame []byte, off packetstream.Offload, id uint64) Verdict {
+func (r *Router) handle(i *Interface, frame []byte, off *packetstream.Offload, id uint64) Verdict {
 	d := i.dom
 	if d == nil {
 		return r.drop(nil, "interface has no domain")
@@ -31,7 +31,7 @@ func (r *Router) handle(i *Interface, frame []byte, off packetstream.Offload, id
 	return r.drop(d, "EtherType is neither IPv4 nor ARP")
 }
 
-func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64) Verdict {
+func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64) Verdict {
 	ip, ok := proto.NewIPv4(frame[proto.EthLen:])
 	if !ok {
 		return r.drop(d, "bad IPv4 header")
@@ -101,8 +101,8 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off packetstr
 
 // routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one
 // (when the packet may open one: not an echo reply).
-func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, key flowKey, seg []byte, mayOpen bool) Verdict {
-	if s := r.lookup(d, key); s != nil {
+func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64, key flowKey, seg []byte, mayOpen bool) Verdict {
+	if s := r.lookup(d, &key); s != nil {
 		return r.viaLink(i, s, frame, off, id, seg)
 	}
 	p := protoIndex(key.proto)
@@ -131,12 +131,12 @@ func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off packetstre
 
 // viaLink sends a packet arriving at link side s to the other side, rewritten to the tuple
 // the other side expects.
-func (r *Router) viaLink(i *Interface, s *side, frame []byte, off packetstream.Offload, id uint64, seg []byte) Verdict {
+func (r *Router) viaLink(i *Interface, s *side, frame []byte, off *packetstream.Offload, id uint64, seg []byte) Verdict {
 	o := s.peer()
 	to := o.dom
 	if s.plan.gen == r.gen {
 		r.touch(s, seg)
-		r.sendTo(i, to, frame, off, s.plan.mac, &s.plan.rw)
+		r.sendTo(i, to, frame, off, &s.plan.mac, &s.plan.rw)
 		return Done
 	}
 	if !to.ip.valid {
@@ -152,13 +152,13 @@ func (r *Router) viaLink(i *Interface, s *side, frame []byte, off packetstream.O
 	}
 	r.touch(s, seg)
 	s.plan = plan{gen: r.gen, mac: mac, rw: newRewrite(s.key, o.key)}
-	r.sendTo(i, to, frame, off, mac, &s.plan.rw)
+	r.sendTo(i, to, frame, off, &s.plan.mac, &s.plan.rw)
 	return Done
 }
 
 // forwardDirect sends a packet to domain to without a link state, changing only Ethernet
 // addresses (domain-local traffic and <ip> rules).
-func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off packetstream.Offload, id uint64, dst [4]byte) Verdict {
+func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off *packetstream.Offload, id uint64, dst [4]byte) Verdict {
 	if !to.ip.valid {
 		return r.drop(from, "destination domain has no IPv4 config")
 	}
@@ -170,7 +170,7 @@ func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off
 	if !ok {
 		return r.hold(i, from, to, hop, frame, off, id)
 	}
-	r.sendTo(i, to, frame, off, mac, nil)
+	r.sendTo(i, to, frame, off, &mac, nil)
 	return Done
 }
 
@@ -219,7 +219,7 @@ func adjustSum(c, sum uint16) uint16 { return ^proto.Fold(uint32(^c) + uint32(su
 
 // sendTo copies the frame to every interface of domain to but the one it came from and
 // rewrites each copy: Ethernet addresses always, the IPv4 and transport header when rw is set.
-func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off packetstream.Offload, mac macOrNone, rw *rewrite) {
+func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off *packetstream.Offload, mac *macOrNone, rw *rewrite) {
 	sent := false
 	for _, o := range to.ifs {
 		if o == from {
@@ -253,7 +253,7 @@ func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off packetstr
 // applyRewrite rewrites an IPv4 packet in place, checksums incrementally (RFC 1624). With
 // checksum offload pending (a super-frame or a guest's partial checksum) the transport
 // checksum field holds only the pseudo-header sum: addresses are folded into it, ports not.
-func applyRewrite(pkt []byte, off packetstream.Offload, rw *rewrite) {
+func applyRewrite(pkt []byte, off *packetstream.Offload, rw *rewrite) {
 	ip := proto.IPv4(pkt)
 	hl := ip.HeaderLen()
 	if off.Flags&packetstream.OffloadNeedsCsum == 0 && quickRewrite(ip, hl, rw) {

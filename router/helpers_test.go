@@ -84,7 +84,7 @@ func (b *bench) attach(label string, kind Kind, mac proto.MAC) (*Interface, *fak
 
 // send handles one frame as one batch: Handle, then Flush (which publishes counters).
 func (b *bench) send(i *Interface, f []byte) Verdict {
-	v := b.r.Handle(i, f, packetstream.Offload{}, 0)
+	v := b.r.Handle(i, f, nil, 0)
 	b.r.Flush()
 	return v
 }

@@ -50,7 +50,7 @@ func (r *Router) sendICMPError(i *Interface, d *domain, frame []byte, ip proto.I
 // the link's other side, with the outer and the embedded headers translated as the link
 // translates. False when no link state knows the embedded packet (the caller goes on with
 // <ip> rules).
-func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off packetstream.Offload, id uint64, m proto.ICMP) (Verdict, bool) {
+func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64, m proto.ICMP) (Verdict, bool) {
 	inner := m.Body()
 	if len(inner) < 28 || inner[0]>>4 != 4 || int(inner[0]&15)*4 < 20 || len(inner) < int(inner[0]&15)*4+8 {
 		return 0, false
@@ -70,7 +70,7 @@ func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off packetstre
 	default:
 		return 0, false
 	}
-	s := r.lookup(d, key)
+	s := r.lookup(d, &key)
 	if s == nil {
 		return 0, false
 	}

@@ -225,8 +225,8 @@ func (r *Router) transmit(i *Interface, frame []byte) []byte {
 }
 
 // submit hands a filled buffer to i's port and marks i for the next Flush.
-func (r *Router) submit(i *Interface, buf []byte, off packetstream.Offload) {
-	i.port.Submit(buf, off)
+func (r *Router) submit(i *Interface, buf []byte, off *packetstream.Offload) {
+	i.port.Submit(buf, *off)
 	r.stats.Sent.add(1)
 	i.stats.TxFrames.add(1)
 	i.stats.TxBytes.add(uint64(len(buf)))
@@ -246,7 +246,7 @@ func (r *Router) emit(i *Interface, frame []byte) {
 		r.logPacket(i.dom, i, "snd", frame)
 	}
 	if buf := r.transmit(i, frame); buf != nil {
-		r.submit(i, buf, packetstream.Offload{})
+		r.submit(i, buf, &packetstream.Offload{})
 	}
 }
 

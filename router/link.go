@@ -163,10 +163,12 @@ func (r *Router) expired(l *link) bool {
 }
 
 // lookup returns the live link side for key in d, dissolving an expired one it meets.
-func (r *Router) lookup(d *domain, key flowKey) *side {
+func (r *Router) lookup(d *domain, key *flowKey) *side {
 	s := d.last
-	if s == nil || s.key != key {
-		if s = d.links[key]; s == nil {
+	// Field by field: a key just built by narrow stores and compared as words would wait for
+	// the stores to complete (no store-to-load forwarding).
+	if s == nil || !(s.key.src == key.src && s.key.dst == key.dst && s.key.sport == key.sport && s.key.dport == key.dport && s.key.proto == key.proto) {
+		if s = d.links[*key]; s == nil {
 			return nil
 		}
 		d.last = s

@@ -74,7 +74,7 @@ func TestOffloadSuperFrame(t *testing.T) {
 	partial := ^proto.Checksum(nil, proto.PseudoSum(ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ProtoTCP, len(seg)))
 	binary.BigEndian.PutUint16(seg[16:], partial)
 	off := packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, GSOType: packetstream.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
-	b.r.Handle(vm, f, off, 0)
+	b.r.Handle(vm, f, &off, 0)
 	if len(upp.sent) != 1 || upp.offs[0] != off || len(upp.sent[0]) != len(f) {
 		t.Fatal("super-frame not passed whole with its offload metadata")
 	}
@@ -184,7 +184,7 @@ func TestLinkStatesPerSessionBounded(t *testing.T) {
 func TestCountersPublishedPerBatch(t *testing.T) {
 	b, vm, _, up, _ := natBench(t)
 	before := vm.Stats().RxFrames.Load()
-	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 2, nil), packetstream.Offload{}, 0)
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 2, nil), nil, 0)
 	if vm.Stats().RxFrames.Load() != before {
 		t.Fatal("counter visible before the batch ended")
 	}

@@ -93,7 +93,7 @@ func TestQuickRewriteMatchesFieldByField(t *testing.T) {
 func applySlow(pkt []byte, rw *rewrite) {
 	slow := *rw
 	slow.from = flowKey{} // no packet carries it: quickRewrite refuses
-	applyRewrite(pkt, packetstream.Offload{}, &slow)
+	applyRewrite(pkt, &packetstream.Offload{}, &slow)
 }
 
 // sameUpToZero compares two packets whose checksum fields may hold either form of one's

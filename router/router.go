@@ -10,7 +10,7 @@
 //	for each interface with work:
 //		release the packets its client acknowledged
 //		for n := 0; n < r.MaxPacketsPerSignal() (0: no limit) && a frame f is available; n++ {
-//			if r.Handle(ifc, f.bytes, f.offload, f.id) == router.Done { acknowledge f }
+//			if r.Handle(ifc, f.bytes, &f.offload, f.id) == router.Done { acknowledge f }
 //		}
 //		r.Flush() // each destination's Port.Flush once: one wakeup per peer
 //	every second: r.Tick(); every r.ReportInterval() or when r.ReportTriggered(): r.Report()
@@ -133,10 +133,17 @@ func (r *Router) ReportTriggered() bool {
 // Stats returns the router-wide counters.
 func (r *Router) Stats() *Stats { return &r.stats }
 
-// Handle routes one frame received at interface i. id is the component's handle for the
+// noOffload is the offload metadata of a frame without any (never written).
+var noOffload packetstream.Offload
+
+// Handle routes one frame received at interface i, with its offload metadata (nil: none; read
+// during the call only). id is the component's handle for the
 // frame, given back through Port.Release when the router held it. The frame's bytes must stay
 // valid until then; they are never written.
-func (r *Router) Handle(i *Interface, frame []byte, off packetstream.Offload, id uint64) Verdict {
+func (r *Router) Handle(i *Interface, frame []byte, off *packetstream.Offload, id uint64) Verdict {
+	if off == nil {
+		off = &noOffload
+	}
 	r.setNow()
 	r.touchInterface(i)
 	r.stats.Received.add(1)

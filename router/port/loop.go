@@ -50,6 +50,7 @@ type Loop struct {
 	// batch and frames are the packets take got from one interface, and their bytes.
 	batch  [takeBatch]packetstream.Packet
 	frames [takeBatch][]byte
+	off    packetstream.Offload // of the frame being handled
 }
 
 // takeBatch is how many frames take prefetches together.
@@ -292,7 +293,8 @@ func (l *Loop) round() bool {
 			for j := range k {
 				pk := l.batch[j]
 				b := l.frames[j]
-				if b == nil || l.r.Handle(a.ifc, b, pk.Offload(), frameID(pk)) == router.Done {
+				l.off = pk.Offload()
+				if b == nil || l.r.Handle(a.ifc, b, &l.off, frameID(pk)) == router.Done {
 					p.ack(pk)
 				}
 			}
