@@ -94,6 +94,9 @@ func TestSpinningDeviceAppliesPostedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Write32(ITR, 651)
+	p.Read32(ITR)                     // Run has polled
+	time.Sleep(10 * time.Millisecond) // and spins toward its deadline
 	p.Write32(IMS, IntRXT0)
 	if got := p.Read32(IMS); got != IntRXT0 || p.Stalls.Load() != 0 {
 		t.Fatalf("IMS %#x after a posted write, stalls %d; want %#x and 0", got, p.Stalls.Load(), IntRXT0)
