@@ -54,7 +54,7 @@ func TestBenchDriverJSON(t *testing.T) {
 	}
 	for i, p := range points {
 		for _, k := range []string{"rx_irq_throttle", "tx_batch", "irqs_per_s", "irqs_per_kframe", "tx_irqs",
-			"doorbells_per_kframe", "driver_cpu", "hw_cpu", "mbps"} {
+			"doorbells_per_kframe", "driver_cpu", "hw_cpu", "mbps", "line_pct", "rx_overruns"} {
 			if _, ok := p[k]; !ok {
 				t.Errorf("point %d has no %q: %v", i, k, p)
 			}
