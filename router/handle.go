@@ -73,7 +73,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 		}
 		ports := proto.Ports(seg)
 		key := flowKey{src: src, dst: dst, sport: ports.Src(), dport: ports.Dst(), proto: ip.Protocol()}
-		return r.routeFlow(i, d, frame, off, id, key, seg, true)
+		return r.routeFlow(i, d, frame, off, id, &key, seg, true)
 	case proto.ProtoICMP:
 		m := proto.ICMP(ip.Payload())
 		if len(m) < proto.ICMPLen {
@@ -86,7 +86,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 				return Done
 			}
 			key := flowKey{src: src, dst: dst, sport: m.ID(), dport: m.ID(), proto: proto.ProtoICMP}
-			return r.routeFlow(i, d, frame, off, id, key, nil, m.Type() == proto.ICMPEchoRequest)
+			return r.routeFlow(i, d, frame, off, id, &key, nil, m.Type() == proto.ICMPEchoRequest)
 		case proto.ICMPDestUnreach:
 			if v, ok := r.icmpError(i, d, frame, off, id, m); ok {
 				return v
@@ -101,8 +101,8 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 
 // routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one
 // (when the packet may open one: not an echo reply).
-func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64, key flowKey, seg []byte, mayOpen bool) Verdict {
-	if s := r.lookup(d, &key); s != nil {
+func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64, key *flowKey, seg []byte, mayOpen bool) Verdict {
+	if s := r.lookup(d, key); s != nil {
 		return r.viaLink(i, s, frame, off, id, seg)
 	}
 	p := protoIndex(key.proto)
@@ -117,7 +117,7 @@ func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *packetstr
 		if _, ok := r.resolve(dec.to, hop); !ok {
 			return r.hold(i, d, dec.to, hop, frame, off, id)
 		}
-		l, ok := r.newLink(i, d, key, dec)
+		l, ok := r.newLink(i, d, *key, dec)
 		if !ok {
 			return r.drop(d, "link state refused")
 		}
