@@ -1,0 +1,158 @@
+package tap
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	ps "github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Writing TCP segments to a TAP costs a system call and a pass through the kernel's stack each.
+// Like the kernel's GRO on a NIC, Write joins consecutive full-size segments of one TCP/IPv4 flow
+// into one super-frame with a virtio-net GSO header, so the kernel takes a burst of a bulk
+// transfer in one write and one pass. Only segments whose checksums are correct are joined (the
+// super-frame's checksum is the kernel's to compute, which would hide a bad one), and only when
+// nothing but the sequence number, IP ID, lengths and checksums differs, as the kernel requires.
+
+const (
+	ethLen     = 14
+	ipv4Len    = 20 // joined segments carry no IP options
+	maxIPTotal = 65535
+	tcpACK     = 0x10
+	tcpPSH     = 0x08
+	// maxJoin bounds a super-frame's segments (and Write's iovecs).
+	maxJoin = 64
+)
+
+// tcpSegment is a frame Write may join: an IPv4 TCP segment with payload, plain ACK (or
+// ACK|PSH), no IP options or fragmentation, complete checksums that verify.
+type tcpSegment struct {
+	hdrLen  int // Ethernet + IP + TCP header
+	payload int
+	seq     uint32
+	psh     bool
+}
+
+// parseSegment reports whether frame is such a segment.
+func parseSegment(frame []byte, o *ps.Offload) (tcpSegment, bool) {
+	var s tcpSegment
+	if o.GSOType != ps.GSONone || o.Flags&ps.OffloadNeedsCsum != 0 || len(frame) < ethLen+ipv4Len+20 {
+		return s, false
+	}
+	ip := frame[ethLen:]
+	if binary.BigEndian.Uint16(frame[12:]) != 0x0800 || ip[0] != 0x45 || ip[9] != 6 ||
+		binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 || int(binary.BigEndian.Uint16(ip[2:])) != len(ip) {
+		return s, false
+	}
+	tcp := ip[ipv4Len:]
+	doff := int(tcp[12]>>4) * 4
+	if doff < 20 || doff > len(tcp) || tcp[13]&^tcpPSH != tcpACK {
+		return s, false
+	}
+	s.hdrLen, s.payload = ethLen+ipv4Len+doff, len(tcp)-doff
+	s.seq, s.psh = binary.BigEndian.Uint32(tcp[4:]), tcp[13]&tcpPSH != 0
+	if s.payload == 0 || checksum(ip[:ipv4Len], 0) != 0xffff ||
+		checksum(tcp, pseudoSum(ip, len(tcp))) != 0xffff {
+		return s, false
+	}
+	return s, true
+}
+
+// joins reports whether segment b (frame fb) may follow a run that starts with a (frame fa)
+// and ends with prev.
+func joins(fa []byte, a tcpSegment, prev tcpSegment, fb []byte, b tcpSegment) bool {
+	if prev.psh || prev.payload != a.payload || b.payload > a.payload || b.hdrLen != a.hdrLen ||
+		b.seq != prev.seq+uint32(prev.payload) {
+		return false
+	}
+	ia, ib := fa[ethLen:], fb[ethLen:]
+	// Ethernet header, then IP's version..TOS, flags+offset..protocol, addresses; TCP's ports,
+	// ACK number, offset+flags (less PSH)+window, urgent pointer and options.
+	return string(fa[:ethLen]) == string(fb[:ethLen]) &&
+		string(ia[:2]) == string(ib[:2]) && string(ia[6:10]) == string(ib[6:10]) &&
+		string(ia[12:20]) == string(ib[12:20]) &&
+		string(ia[20:24]) == string(ib[20:24]) && string(ia[28:32]) == string(ib[28:32]) &&
+		ia[32] == ib[32] && ia[33]&^tcpPSH == ib[33]&^tcpPSH && string(ia[34:36]) == string(ib[34:36]) &&
+		string(ia[38:a.hdrLen-ethLen]) == string(ib[38:b.hdrLen-ethLen])
+}
+
+// run returns how many frames from frames[i] on form one super-frame (1: write it alone).
+func run(frames [][]byte, offs []ps.Offload, i int) int {
+	var none ps.Offload
+	off := func(k int) *ps.Offload {
+		if offs == nil {
+			return &none
+		}
+		return &offs[k]
+	}
+	a, ok := parseSegment(frames[i], off(i))
+	if !ok {
+		return 1
+	}
+	prev, total := a, a.hdrLen-ethLen+a.payload
+	n := 1
+	for k := i + 1; k < len(frames) && n < maxJoin; k++ {
+		b, ok := parseSegment(frames[k], off(k))
+		if !ok || total+b.payload > maxIPTotal || !joins(frames[i], a, prev, frames[k], b) {
+			break
+		}
+		prev, total = b, total+b.payload
+		n++
+	}
+	return n
+}
+
+// superHeader writes into h (at least a.hdrLen bytes) the headers of the super-frame made of
+// the first segment's headers and payload bytes of payload in all, with PSH if the last had
+// it, and returns the GSO metadata for the kernel.
+func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) ps.Offload {
+	copy(h, first[:a.hdrLen])
+	ip := h[ethLen:a.hdrLen]
+	tcpLen := a.hdrLen - ethLen - ipv4Len + payload
+	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+tcpLen))
+	binary.BigEndian.PutUint16(ip[10:], 0)
+	binary.BigEndian.PutUint16(ip[10:], ^checksum(ip[:ipv4Len], 0))
+	if psh {
+		ip[ipv4Len+13] |= tcpPSH
+	}
+	// A partial checksum, as the kernel keeps it: the pseudo header's sum, not complemented.
+	binary.BigEndian.PutUint16(ip[ipv4Len+16:], fold(pseudoSum(ip, tcpLen)))
+	return ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, HdrLen: uint16(a.hdrLen),
+		GSOSize: uint16(a.payload), CsumStart: ethLen + ipv4Len, CsumOffset: 16}
+}
+
+// pseudoSum is the unfolded sum of the TCP pseudo header of IPv4 header ip.
+func pseudoSum(ip []byte, tcpLen int) uint64 {
+	return uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:])) + 6 + uint64(tcpLen)
+}
+
+// checksum returns the folded ones' complement sum of b plus acc (0xffff: a checksum over its
+// own field verifies). It adds 8 bytes a step: the sum is independent of word size and order.
+func checksum(b []byte, acc uint64) uint16 {
+	var sum, carry uint64
+	for ; len(b) >= 8; b = b[8:] {
+		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b), carry)
+	}
+	sum, carry = bits.Add64(sum, 0, carry)
+	sum += carry
+	for ; len(b) >= 2; b = b[2:] {
+		sum, carry = bits.Add64(sum, uint64(binary.BigEndian.Uint16(b)), 0)
+		sum += carry
+	}
+	if len(b) == 1 {
+		sum, carry = bits.Add64(sum, uint64(b[0])<<8, 0)
+		sum += carry
+	}
+	sum, carry = bits.Add64(sum, acc, 0)
+	sum += carry
+	return fold(sum)
+}
+
+// fold folds a 64-bit ones' complement sum into 16 bits.
+func fold(s uint64) uint16 {
+	s = s&0xffffffff + s>>32
+	s = s&0xffffffff + s>>32
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
+	return uint16(s)
+}
