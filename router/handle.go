@@ -72,7 +72,11 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 			return r.drop(d, "truncated TCP or UDP header")
 		}
 		ports := proto.Ports(seg)
-		key := flowKey{src: src, dst: dst, sport: ports.Src(), dport: ports.Dst(), proto: ip.Protocol()}
+		// Field by field: a composite literal is built in a temporary and copied as words,
+		// which waits for its narrow stores (no store-to-load forwarding).
+		var key flowKey
+		key.src, key.dst = src, dst
+		key.sport, key.dport, key.proto = ports.Src(), ports.Dst(), ip.Protocol()
 		return r.routeFlow(i, d, frame, off, id, &key, seg, true)
 	case proto.ProtoICMP:
 		m := proto.ICMP(ip.Payload())
@@ -85,7 +89,9 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 				r.echoReply(i, frame)
 				return Done
 			}
-			key := flowKey{src: src, dst: dst, sport: m.ID(), dport: m.ID(), proto: proto.ProtoICMP}
+			var key flowKey // field by field, as above
+			key.src, key.dst = src, dst
+			key.sport, key.dport, key.proto = m.ID(), m.ID(), proto.ProtoICMP
 			return r.routeFlow(i, d, frame, off, id, &key, nil, m.Type() == proto.ICMPEchoRequest)
 		case proto.ICMPDestUnreach:
 			if v, ok := r.icmpError(i, d, frame, off, id, m); ok {
