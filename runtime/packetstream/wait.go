@@ -131,10 +131,9 @@ func (w *Waiter) Wake() {
 }
 
 func (w *Waiter) kick() {
-	var one = [8]byte{1}
 	w.wakeMu.Lock()
 	if w.wake >= 0 {
-		unix.Write(w.wake, one[:])
+		eventfdWrite(w.wake)
 	}
 	w.wakeMu.Unlock()
 }
