@@ -10,10 +10,13 @@ import (
 // ConfigSchema is what the emulated NIC's <config> may hold, for config.Check:
 //
 //	<config model="i217-LM" mac="02:00:00:00:00:01" partner_speed="1000" autoneg_ms="20"
-//	        carrier="yes" spin_us="0"/>
+//	        carrier="yes" spin_us="0">
+//		<wire type="tap" netns="far" address="198.18.0.2/24" exec="iperf3 -s"/>
+//	</config>
 //
-// carrier="no" pulls the cable (live); spin_us is Config.SpinWait.
-var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms", "carrier", "spin_us"}}
+// carrier="no" pulls the cable (live); spin_us is Config.SpinWait; <wire> is WireSchema.
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms", "carrier", "spin_us"},
+	Nodes: []*config.Schema{WireSchema}}
 
 // DefaultMAC is the permanent address when the config names none (locally administered).
 var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}

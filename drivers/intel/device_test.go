@@ -524,3 +524,47 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestParseWire(t *testing.T) {
+	parse := func(s string) *config.Node {
+		n, err := config.Parse("hw.xml", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, s := range []string{`<config/>`, `<config><wire/></config>`, `<config><wire type="session"/></config>`} {
+		if w, err := ParseWire(parse(s)); err != nil || w.Type != WireSession || w.Service != "" {
+			t.Errorf("%s: %+v, %v", s, w, err)
+		}
+	}
+	n := parse(`<config model="i217-LM"><wire type="tap" netns="far" address="198.18.0.2/24" exec="iperf3 -s"/></config>`)
+	if errs := config.Check(n, ConfigSchema); len(errs) != 0 {
+		t.Errorf("schema: %v", errs)
+	}
+	w, err := ParseWire(n)
+	if err != nil || w.Service != "Tap" || w.Args["netns"] != "far" || w.Args["address"] != "198.18.0.2/24" ||
+		w.Args["exec"] != "iperf3 -s" || w.Args["offload"] != "no" || w.Args["mtu"] != "1500" {
+		t.Errorf("tap wire: %+v, %v", w, err)
+	}
+	w, err = ParseWire(parse(`<config><wire type="packet" netns="far" exec="x"/></config>`))
+	if err != nil || w.Service != "Packet" || !strings.HasSuffix(w.Args["exec"], "; x") || w.Args["offload"] != "" {
+		t.Errorf("packet wire: %+v, %v", w, err)
+	}
+	for bad, attr := range map[string]string{
+		`<config><wire type="cable"/></config>`:                           `"type"`,
+		`<config><wire type="tap"/></config>`:                             `"netns"`,
+		`<config><wire type="tap" netns="far" offload="yes"/></config>`:   `"offload"`,
+		`<config><wire type="tap" netns="far" address="x"/></config>`:     `address`,
+		`<config><wire type="packet" netns="far" gateway="y"/></config>`:  `gateway`,
+		`<config><wire netns="far"/></config>`:                            `"netns"`,
+		`<config><wire type="tap" netns="far" offload="maybe"/></config>`: `offload`,
+	} {
+		if _, err := ParseWire(parse(bad)); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") || !strings.Contains(err.Error(), attr) {
+			t.Errorf("%s: error %v, want one at hw.xml:1: naming %s", bad, err, attr)
+		}
+	}
+	if errs := config.Check(parse(`<config><wire type="tap" netns="far" mtu="9000"/></config>`), ConfigSchema); len(errs) != 1 {
+		t.Errorf("schema accepted <wire mtu>: %v", errs)
+	}
+}

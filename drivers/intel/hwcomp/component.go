@@ -3,7 +3,9 @@ package hwcomp
 import (
 	"fmt"
 
+	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -11,12 +13,16 @@ import (
 func init() { component.RegisterSchema("intel_nic_hw", intel.ConfigSchema) }
 
 // Handler is the intel_nic_hw component: it serves the device session "Platform" to one
-// driver and the "Nic" session of the wire's far end.
+// driver and the "Nic" session of the wire's far end, or (<wire type="tap"> or "packet")
+// requests its wire from the supervisor's parent service Tap or Packet.
 type Handler struct {
 	c        *component.Component
 	nic      *NIC
 	platform uint64 // the open Platform session's id
-	wire     uint64 // the open Nic session's id
+	wire     uint64 // the open Nic session's id, or the open Tap/Packet session's
+
+	wireCfg intel.WireConfig // as first configured: the wire is fixed while the NIC runs
+	wireReq uint64           // the Tap or Packet request
 }
 
 // NewHandler announces both services; the device exists once a driver opens Platform.
@@ -34,16 +40,78 @@ func (h *Handler) Configure(n *config.Node) error {
 	if err != nil {
 		return err
 	}
+	wc, err := intel.ParseWire(n)
+	if err != nil {
+		return err
+	}
 	if h.nic == nil {
 		h.nic = New(cfg, intel.NewCounters(h.c.Counter), NewCounters(h.c.Counter))
+		h.wireCfg = wc
+		if wc.Service != "" {
+			h.wireReq = h.c.RequestDevice(wc.Service, "", wc.Args, component.DeviceSpec{})
+		}
 		return nil
+	}
+	if !sameWire(wc, h.wireCfg) {
+		h.c.Log.Warn("config: <wire> changed; the wire stays as it is until the component restarts")
 	}
 	h.nic.Configure(cfg)
 	return nil
 }
 
+func sameWire(a, b intel.WireConfig) bool {
+	if a.Type != b.Type || len(a.Args) != len(b.Args) {
+		return false
+	}
+	for k, v := range a.Args {
+		if b.Args[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// openPort makes the port of the Tap or Packet session s and plugs it in.
+func (h *Handler) openPort(s *component.Session) error {
+	if len(s.Files) != 1 {
+		return fmt.Errorf("intel_nic_hw: %s session with %d files, want 1", s.Service, len(s.Files))
+	}
+	var p Port
+	switch h.wireCfg.Type {
+	case intel.WireTap:
+		d, err := tap.FromFile(s.Files[0])
+		if err != nil {
+			return err
+		}
+		p = TapPort(d)
+	case intel.WirePacket:
+		ifname := s.Args["interface"]
+		if ifname == "" {
+			return fmt.Errorf("intel_nic_hw: Packet session without an interface argument")
+		}
+		sock, err := afpacket.FromFile(s.Files[0], afpacket.Config{Interface: ifname})
+		if err != nil {
+			return err
+		}
+		p = PacketPort(sock)
+	default:
+		return fmt.Errorf("intel_nic_hw: a %s session, but the wire is %q", s.Service, h.wireCfg.Type)
+	}
+	if err := h.nic.AttachPort(p); err != nil {
+		p.Close()
+		return err
+	}
+	return nil
+}
+
 func (h *Handler) Open(s *component.Session) error {
 	switch {
+	case h.wireReq != 0 && s.Request == h.wireReq && s.Device():
+		if err := h.openPort(s); err != nil {
+			return err
+		}
+		h.wire = s.ID
+		h.c.Log.Info("cable plugged in", "wire", h.wireCfg.Type, "args", s.Args)
 	case s.Service == "Platform" && s.Device():
 		if err := h.nic.OpenDevice(s.Files); err != nil {
 			return err
@@ -51,6 +119,9 @@ func (h *Handler) Open(s *component.Session) error {
 		h.platform = s.ID
 		h.c.Log.Info("driver attached", "label", s.Label)
 	case s.Service == "Nic" && s.Server != nil:
+		if h.wireCfg.Service != "" {
+			return fmt.Errorf("intel_nic_hw: the cable leads to a %s (<wire type=%q>), not to a Nic session", h.wireCfg.Service, h.wireCfg.Type)
+		}
 		if err := h.nic.AttachWire(s.Server); err != nil {
 			return err
 		}

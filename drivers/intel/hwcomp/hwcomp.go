@@ -1,8 +1,9 @@
 // Package hwcomp is the emulated NIC as a process: it runs one intel.Device on the memory of
 // the Platform device session its driver opens (register page, posted-write queue, DMA memory,
 // doorbell and interrupt eventfds), and connects the device's wire to a Nic session served to
-// the far end, the cable's other end. The link partner is there while that session is open and
-// the config does not pull the cable.
+// the far end, the cable's other end, or to a Linux interface (a Port: a TAP or an AF_PACKET
+// socket the supervisor hands over). The link partner is there while that session or port is
+// attached and the config does not pull the cable.
 package hwcomp
 
 import (
@@ -20,8 +21,10 @@ import (
 
 // Counters are the wire's own counts, beside the device's.
 type Counters struct {
-	WireTXDropped *atomic.Uint64 // frames sent while the far end had no room or was not there
-	WireRXInvalid *atomic.Uint64 // invalid descriptors from the far end
+	WireTXDropped *atomic.Uint64 // frames sent while the far end had no room or was not there, or that a Port refused
+	WireRXInvalid *atomic.Uint64 // invalid descriptors from the far end; malformed or too long frames from a Port
+	WireRXOffload *atomic.Uint64 // frames from a Port with offload metadata (super-frames, partial checksums): refused
+	WireRXLost    *atomic.Uint64 // frames from a Port that fell off the wire: no driver had the device
 }
 
 // NewCounters makes the wire counters with storage from get (nil: their own).
@@ -29,7 +32,8 @@ func NewCounters(get func(string) *atomic.Uint64) *Counters {
 	if get == nil {
 		get = func(string) *atomic.Uint64 { return new(atomic.Uint64) }
 	}
-	return &Counters{WireTXDropped: get("wire_tx_dropped"), WireRXInvalid: get("wire_rx_invalid")}
+	return &Counters{WireTXDropped: get("wire_tx_dropped"), WireRXInvalid: get("wire_rx_invalid"),
+		WireRXOffload: get("wire_rx_offload"), WireRXLost: get("wire_rx_lost")}
 }
 
 // NIC is the emulated NIC's process state. Its methods may be called from any goroutine.
@@ -133,12 +137,16 @@ func (n *NIC) Device() *intel.Device {
 }
 
 // wire is the far end's Nic session: frames the device sends go out on its RX stream, frames
-// the far end sends arrive on its TX stream.
+// the far end sends arrive on its TX stream. Or it is a Port.
 type wire struct {
 	srv  *packetstream.Server
 	w    *packetstream.Waiter
+	port Port
 	stop atomic.Bool
 	txMu sync.Mutex // Transmit (the device's goroutine) against DetachWire
+
+	dropMu         sync.Mutex // the receive loop and Transmit both publish the port's drops
+	rxDrop, txDrop uint64     // the port's drop counts as last published
 }
 
 // AttachWire plugs the far end's Nic session in and starts clocking its frames in.
@@ -177,12 +185,18 @@ func (n *NIC) DetachWire() {
 	}
 	n.mu.Unlock()
 	wr.stop.Store(true)
-	wr.w.Wake()
+	if wr.port != nil {
+		wr.port.Close() // a Read or Write in progress returns
+	} else {
+		wr.w.Wake()
+	}
 	n.wireDone.Wait()
 	wr.txMu.Lock() // a Transmit in progress ends
-	wr.srv = nil
+	wr.srv, wr.port = nil, nil
 	wr.txMu.Unlock()
-	wr.w.Close()
+	if wr.w != nil {
+		wr.w.Close()
+	}
 }
 
 // wireOut is the NIC as the device's intel.Wire.
@@ -201,6 +215,10 @@ func (o *wireOut) Transmit(frames [][]byte) {
 	}
 	wr.txMu.Lock()
 	defer wr.txMu.Unlock()
+	if wr.port != nil {
+		n.transmitPort(wr, frames)
+		return
+	}
 	if wr.srv == nil {
 		n.cnt.WireTXDropped.Add(uint64(len(frames)))
 		return
@@ -257,23 +275,32 @@ func (n *NIC) receiveLoop(wr *wire) {
 			wr.w.Wait()
 			continue
 		}
-		for done := 0; done < k && !wr.stop.Load(); {
-			n.mu.RLock()
-			taken := k - done
-			if n.dev != nil {
-				n.dev.DrainPosted() // RDT as the driver last wrote it
-				taken = n.dev.Receive(frames[done:k])
-			} // else: no driver, the device is off: the frames fall off the wire
-			wait := time.Duration(0)
-			if done+taken < k {
-				wait = n.dev.ReceiveWait()
-			}
-			n.mu.RUnlock()
-			done += taken
-			n.waitWire(wait)
-		}
+		n.clockIn(frames[:k], &wr.stop)
 		ackAll(sink, pkts[:k], &wr.stop)
 	}
+}
+
+// clockIn offers frames to the device at the link rate, waiting while the wire carries the
+// ones before; it reports how many fell off the wire because no driver had the device.
+func (n *NIC) clockIn(frames [][]byte, stop *atomic.Bool) (lost int) {
+	for done, k := 0, len(frames); done < k && !stop.Load(); {
+		n.mu.RLock()
+		taken := k - done
+		if n.dev != nil {
+			n.dev.DrainPosted() // RDT as the driver last wrote it
+			taken = n.dev.Receive(frames[done:k])
+		} else { // no driver, the device is off: the frames fall off the wire
+			lost += taken
+		}
+		wait := time.Duration(0)
+		if done+taken < k {
+			wait = n.dev.ReceiveWait()
+		}
+		n.mu.RUnlock()
+		done += taken
+		n.waitWire(wait)
+	}
+	return lost
 }
 
 // waitWire waits until the wire brings the next frame: it spins for waits shorter than the

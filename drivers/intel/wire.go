@@ -1,0 +1,102 @@
+package intel
+
+import (
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// WireSchema is the <wire> sub-node of the emulated NIC's <config>: where its cable leads.
+//
+//	<wire type="session"/>                       (default, also without <wire>): a Nic session
+//	                                             served to the far end, another component
+//	<wire type="tap" netns="far" address="198.18.0.2/24" gateway="..." exec="iperf3 -s"/>
+//	<wire type="packet" netns="far" address="198.18.0.2/24" gateway="..." exec="..."/>
+//
+// tap asks the supervisor's parent service "Tap" for a TAP inside the run's namespace netns,
+// packet its service "Packet" for an AF_PACKET socket on a veth into it; address, gateway and
+// exec are the Linux side's (see runtime/supervisor's parent services). The model has no
+// offloads and takes frames up to 1518 bytes, so the Linux side gets MTU 1500 and a TAP no
+// offloads: offload="no" is the only value accepted.
+var WireSchema = &config.Schema{Type: "wire", Attrs: []string{"type", "netns", "address", "gateway", "exec", "offload"}}
+
+// Wire types.
+const (
+	WireSession = "session"
+	WireTap     = "tap"
+	WirePacket  = "packet"
+)
+
+// WireConfig is the parsed <wire>.
+type WireConfig struct {
+	Type    string            // WireSession, WireTap or WirePacket
+	Service string            // the parent service that hands over the device: Tap, Packet ("" for session)
+	Args    map[string]string // that service's session arguments
+}
+
+// WireMTU is the Linux side's MTU: the largest frame the model receives without long packet
+// enable is 1522 bytes with a VLAN tag.
+const WireMTU = "1500"
+
+// ParseWire reads the <wire> sub-node of the emulated NIC's <config> (n or its <wire> nil:
+// the Nic session); errors name the attribute's file, line and column.
+func ParseWire(n *config.Node) (WireConfig, error) {
+	w := WireConfig{Type: WireSession}
+	if n == nil {
+		return w, nil
+	}
+	if n.Type != "wire" {
+		if n = n.Sub("wire"); n == nil {
+			return w, nil
+		}
+	}
+	attr := func(name string) config.Attr { a, _ := n.Attr(name); return a }
+	w.Type = n.String("type", WireSession)
+	switch w.Type {
+	case WireSession:
+		for _, name := range []string{"netns", "address", "gateway", "exec", "offload"} {
+			if n.Has(name) {
+				return w, config.Errorf(attr(name).Pos, "attribute %q of <wire>: a wire of type \"session\" has no Linux side (type=\"tap\" or \"packet\" have)", name)
+			}
+		}
+		return w, nil
+	case WireTap:
+		w.Service = "Tap"
+	case WirePacket:
+		w.Service = "Packet"
+	default:
+		return w, config.Errorf(attr("type").Pos, "attribute \"type\" of <wire>: %q is not a wire (session, tap, packet)", w.Type)
+	}
+	if !n.Has("netns") {
+		return w, config.Errorf(n.Pos, "<wire type=%q> needs attribute \"netns\": the namespace of the run its Linux side is in", w.Type)
+	}
+	w.Args = map[string]string{"mtu": WireMTU}
+	for _, name := range []string{"netns", "address", "gateway", "exec"} {
+		if a, ok := n.Attr(name); ok {
+			w.Args[name] = a.Value
+		}
+	}
+	if _, _, err := n.Prefix("address"); err != nil {
+		return w, err
+	}
+	if _, _, err := n.IPv4("gateway"); err != nil {
+		return w, err
+	}
+	offload, err := n.Bool("offload", false)
+	if err != nil {
+		return w, err
+	}
+	if offload {
+		return w, config.Errorf(attr("offload").Pos, "attribute \"offload\" of <wire>: the emulated NIC has no offloads (it would get super-frames longer than its MTU); leave it out or say \"no\"")
+	}
+	if w.Type == WireTap {
+		w.Args["offload"] = "no"
+	} else {
+		// The veth's end in netns would hand TSO super-frames and partial checksums to the
+		// socket: turn its offloads off before anything else runs there.
+		line := `ethtool -K "$NICSTACK_INTERFACE" tso off gso off tx off >/dev/null 2>&1`
+		if x := w.Args["exec"]; x != "" {
+			line += "; " + x
+		}
+		w.Args["exec"] = line
+	}
+	return w, nil
+}
