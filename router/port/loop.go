@@ -260,17 +260,18 @@ func (l *Loop) Close() error { return l.w.Close() }
 // handle at most max_packets_per_signal frames; then wake every peer once. It reports whether
 // anything happened.
 //
-// Beyond Genode, a peer that sleeps is signalled for the frames sent to it once a quarter of
-// its queue is waiting, once the oldest waited coalesceTime, or when the loop is about to
-// wait, whichever comes first, rather than after every round: a signal to a sleeping client
-// on our CPU makes the scheduler switch to it, and a switch per round of 50 frames cost about
-// as much as routing them. Frames are published as they are sent (a client that polls sees
-// them at once); only the signal waits.
+// Beyond Genode, while the router is saturated (an interface still had frames when it reached
+// max_packets_per_signal), a peer that sleeps is signalled for the frames sent to it once a
+// quarter of its queue is waiting or the oldest waited coalesceTime, rather than after every
+// round: a signal to a sleeping client on our CPU makes the scheduler switch to it, and a
+// switch per round of 50 frames cost about as much as routing them. A round that is not
+// saturated signals at once, as Genode does. The packet stream publishes frames every 32 on
+// its own (a client that polls sees them); only the signal and the last few wait.
 func (l *Loop) round() bool {
 	l.ctr.nRounds++
 	l.sig.now = l.clock.now.UnixNano()
 	max := l.r.MaxPacketsPerSignal()
-	busy := false
+	busy, saturated := false, false
 	for _, a := range l.ifs {
 		p := a.port
 		if p.reclaim() {
@@ -279,7 +280,8 @@ func (l *Loop) round() bool {
 		if len(p.acks) > 0 {
 			p.retryAcks()
 		}
-		for n := 0; max == 0 || n < max; {
+		n := 0
+		for max == 0 || n < max {
 			want := len(l.batch)
 			if max > 0 {
 				want = min(want, max-n)
@@ -299,12 +301,15 @@ func (l *Loop) round() bool {
 				}
 			}
 		}
+		if max > 0 && n >= max && p.in.PacketAvail() {
+			saturated = true
+		}
 	}
-	l.sig.lazy = busy
+	l.sig.lazy = saturated
 	l.r.Flush()
 	for _, a := range l.ifs {
 		a.port.in.Wakeup()
-		a.port.wakeOut(!busy)
+		a.port.wakeOut(!saturated)
 	}
 	l.sig.lazy = false
 	return busy

@@ -28,11 +28,11 @@ type Port struct {
 
 // coalescing is what a Loop tells its ports while a round runs.
 type coalescing struct {
-	lazy bool  // in a round after which the loop keeps going: Flush may defer signals
+	lazy bool  // in a saturated round (see Loop.round): Flush may defer signals
 	now  int64 // the round's time, Unix nanoseconds
 }
 
-// coalesceTime bounds how long a frame waits for its signal while the loop stays busy.
+// coalesceTime bounds how long a frame waits for its signal while the router is saturated.
 const coalesceTime = 50 * time.Microsecond
 
 // NewPort returns a port over out and in; link (may be nil) tells the session's client its
