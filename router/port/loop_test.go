@@ -171,3 +171,26 @@ func openFDs(t *testing.T) int {
 	}
 	return len(es)
 }
+
+// A sender faster than the router saturates it, and signals to the sleeping receiver are then
+// coalesced: still every frame reaches it, during the burst and after it ends.
+func TestLoopSaturatedSignalsReachSleepingClient(t *testing.T) {
+	l := startLoop(t, twoDomains)
+	rx := attachPeer(t, l, "rx", nil)
+	rx.w, _ = packetstream.NewWaiter(rx.cl.TX, rx.cl.RX)
+	rx.w.Spin = 0 // sleeps at once: it sees frames only through signals
+	cfg := perfConfig([4]byte{10, 0, 2, 2}, [4]byte{}, false)
+	perf := nicperf.New(*cfg, rx.ctr, quiet)
+	rx.done.Add(1)
+	go func() { defer rx.done.Done(); perf.Run(rx.cl.TX, rx.cl.RX, rx.w, &rx.stop) }()
+	tx := perfConfig([4]byte{10, 0, 1, 2}, [4]byte{10, 0, 2, 2}, true)
+	tx.Rate, tx.Duration = 0, 300*time.Millisecond
+	start := time.Now()
+	attachPeer(t, l, "tx", tx)
+	waitFor(t, "frames during the burst", func() bool { return rx.ctr.RxFrames.Load() >= 1000 })
+	sent := rx.a.Interface().Stats()
+	waitFor(t, "every frame sent to the receiver, after the burst", func() bool {
+		got := rx.ctr.RxFrames.Load() + rx.ctr.Answers.Load() + rx.ctr.Other.Load()
+		return time.Since(start) > tx.Duration+50*time.Millisecond && got == sent.TxFrames.Load()
+	})
+}
