@@ -106,7 +106,7 @@ func (h *Handler) openPort(s *component.Session) error {
 
 func (h *Handler) Open(s *component.Session) error {
 	switch {
-	case h.wireReq != 0 && s.Request == h.wireReq && s.Device():
+	case h.wireReq != 0 && s.Request == h.wireReq && s.Service == h.wireCfg.Service && s.Device():
 		if err := h.openPort(s); err != nil {
 			return err
 		}
