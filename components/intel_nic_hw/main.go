@@ -1,7 +1,8 @@
 // Command intel_nic_hw is the emulated Intel NIC (82574L, i217-LM; package drivers/intel) as
 // its own process, standing for the hardware: it serves the device session "Platform" to one
-// driver (register page with posted writes, DMA memory, doorbell and interrupt eventfds) and a
-// "Nic" session to the far end of its cable, clocking frames both ways at the link speed.
+// driver (register page with posted writes, DMA memory, doorbell and interrupt eventfds), and
+// its cable is a "Nic" session to the far end or (<wire type="tap"|"packet">) a TAP or AF_PACKET
+// socket from the supervisor, clocking frames both ways at the link speed.
 package main
 
 import (
