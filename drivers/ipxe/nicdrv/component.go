@@ -3,7 +3,6 @@ package nicdrv
 import (
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
 	"time"
 
@@ -33,11 +32,6 @@ const cpuInterval = 250 * time.Millisecond
 
 // NewHandler requests the device once configured.
 func NewHandler(c *component.Component) *Handler {
-	// A second P, though the process is pinned to one CPU: the uplink loop sleeps in a
-	// blocking epoll_wait (packetstream.Waiter), and with a single P the runtime's monitor
-	// takes that P back 20 µs into every sleep and hands it to another thread, a wakeup and
-	// a context switch per wait. With an idle P to spare it leaves the sleeper alone.
-	runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
 	go TrackCPU(c.Counter("cpu_us"), cpuInterval, nil)
 	return &Handler{c: c}
 }
