@@ -75,9 +75,9 @@ func TestWakeAndClose(t *testing.T) {
 	w.Wake() // after Close: nothing happens
 }
 
-// Waits whose polls find nothing and whose sleeps are long give up polling (bursty traffic,
-// where spinning into the gaps only burns the CPU); work found again brings polling back, and
-// setting Spin starts afresh.
+// Waits whose polls find nothing and whose sleeps are long stop polling (bursty traffic, where
+// polling into the gaps only burns the CPU), but probe now and then; probes that find work
+// bring polling back, and setting Spin starts afresh.
 func TestSpinScoreAdapts(t *testing.T) {
 	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
 	if err != nil {
@@ -92,29 +92,34 @@ func TestSpinScoreAdapts(t *testing.T) {
 	defer w.Close()
 	w.Spin = 1000
 	idle := func() { w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond)) }
-	for i := 0; i < 6; i++ {
+	for w.score >= scoreMax/2 {
 		idle()
 	}
-	if w.score != 0 {
-		t.Fatalf("after six idle waits the score is %d, want 0 (no polling)", w.score)
+	before := w.score
+	for i := 0; i < 2*probeEvery; i++ {
+		idle() // only the probes among them cost score
 	}
+	if w.score != max(0, before-2*longSleepCost) {
+		t.Fatalf("score %d after %d idle waits from %d, want %d (two probes ran out)", w.score, 2*probeEvery, before, max(0, before-2*longSleepCost))
+	}
+	// Work that a poll finds: only probes poll, so it takes probeEvery waits per point.
 	p, _ := src.Alloc(100)
 	src.TrySubmit(p)
 	src.Wakeup()
-	for i := 0; i < 3; i++ {
+	for i := 0; w.score < scoreMax/2; i++ {
+		if i > scoreMax*probeEvery {
+			t.Fatalf("score stuck at %d with work waiting", w.score)
+		}
 		if err := w.WaitUntil(time.Now().Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if w.score != 3 {
-		t.Fatalf("after three waits that found work the score is %d, want 3", w.score)
 	}
 	q, _ := snk.TryGet()
 	snk.TryAck(q)
 	snk.Wakeup()
 	w.Spin = 500
 	idle()
-	if w.score != scoreMax-3 {
-		t.Fatalf("after Spin was set and one idle wait the score is %d, want %d", w.score, scoreMax-3)
+	if w.score != scoreMax-longSleepCost {
+		t.Fatalf("after Spin was set and one idle wait the score is %d, want %d", w.score, scoreMax-longSleepCost)
 	}
 }

@@ -18,8 +18,9 @@ type Endpoint interface {
 	base() *endpoint
 }
 
-// DefaultSpin is how many times a Waiter polls its endpoints before it arms and sleeps: some
-// 50 µs here (a poll of one endpoint costs about 5 ns), Linux's usual busy-poll budget, and
+// DefaultSpin is how many times a Waiter polls an endpoint before it arms and sleeps: some
+// 50 µs here (a poll of one endpoint costs about 5 ns; a Waiter on n endpoints polls them all
+// Spin/n times), Linux's usual busy-poll budget, and
 // longer than a signal and a wakeup through the scheduler cost together. Shorter spins let a
 // stream of 64 KiB frames, which arrive every 10-20 µs, sleep and signal between frames.
 const DefaultSpin = 10000
@@ -28,8 +29,18 @@ const DefaultSpin = 10000
 // cost some microseconds on both sides.
 const shortSleep = 50 * time.Microsecond
 
-// scoreMax is the top of a Waiter's score, where it polls Spin+more in full.
-const scoreMax = 16
+// A Waiter polls only while polling pays. Its score (0..scoreMax) rises by one when a poll
+// finds work or a sleep ends within shortSleep, and falls by longSleepCost when a poll ran out
+// into a long sleep; it polls while the score is at least scoreMax/2. Below that it sleeps at
+// once, but every probeEvery-th wait polls in full to see whether polling pays again (a sleep
+// alone cannot tell: its length includes the wakeup's latency). A 64 KiB stream finds work by
+// polling thousands of times per long sleep; a nic_router behind an interrupt-throttled driver
+// about once, and a fifth of its CPU went into polls that ran out between bursts.
+const (
+	scoreMax      = 16
+	longSleepCost = 3
+	probeEvery    = 8
+)
 
 // Waiter lets one goroutine wait on several endpoints at once (a router serves many sessions):
 // it spins briefly, then arms each endpoint's flag in shared memory, checks once more, and
@@ -49,14 +60,12 @@ type Waiter struct {
 	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. A waiter
 	// whose sleeps keep ending by a signal within shortSleep polls up to 8 times longer (a
 	// steady stream whose gaps are a little longer than the spin then needs no signals), and
-	// falls back once a sleep is long. How much of that it polls follows whether polling
-	// pays: score rises when a poll finds work or a short sleep says it would have, and falls
-	// three times as fast when a poll ran out into a long sleep. Behind an interrupt-throttled
-	// driver, where bursts come with long gaps, polling then stops (it only burned the CPU
-	// between bursts), while a stream that mostly finds work keeps polling in full.
+	// falls back once a sleep is long. Whether it polls at all follows the score (see
+	// scoreMax).
 	Spin    int
 	more    int // extra polls learned from short sleeps
-	score   int // 0..scoreMax: the share of Spin+more a wait polls
+	score   int // 0..scoreMax
+	waits   int // waits while not polling, for the probes
 	learned int // the Spin that score and more were learned with: setting Spin starts afresh
 
 	eps    []Endpoint
@@ -163,8 +172,8 @@ func (w *Waiter) anyReady() bool {
 }
 
 // Wait returns once an endpoint is ready: a sink has packets (or ack space it waited for), a
-// source has acknowledgements for packets in flight (or submit space it waited for); or when
-// Wake was called. It may return early; callers loop.
+// source has acknowledgements it needs (its last Alloc failed, WaitAcked waits, or half a
+// queue is in flight) or submit space it waited for; or when Wake was called. It may return early; callers loop.
 func (w *Waiter) Wait() error { return w.WaitUntil(time.Time{}) }
 
 // WaitUntil is Wait with a deadline (zero: none); past it, it returns os.ErrDeadlineExceeded.
@@ -172,11 +181,24 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	if w.learned != w.Spin {
 		w.score, w.more, w.learned = scoreMax, 0, w.Spin
 	}
-	spin := (w.Spin + w.more) * w.score / scoreMax
+	// Spin counts polls of one endpoint: a poll of all of them takes len(eps) of it, so that
+	// the spin lasts as long for a router's dozens of sessions as for one stream.
+	per := max(len(w.eps), 1)
+	spin := 0
+	if w.score >= scoreMax/2 || func() bool { w.waits++; return w.waits%probeEvery == 0 }() {
+		spin = (w.Spin + w.more) / per
+	}
 	for i := 0; i < spin; i++ {
 		if w.anyReady() || w.woken.Load() {
 			w.woken.Store(false)
-			w.score = min(w.score+1, scoreMax)
+			if i < w.Spin/per {
+				w.score = min(w.score+1, scoreMax)
+			} else {
+				// Found only by the extension: polling longer than a sleep and a signal
+				// cost (behind a throttled driver, polling across the gap between two
+				// interrupts' bursts) is no evidence that polling pays.
+				w.more /= 2
+			}
 			return nil
 		}
 	}
@@ -185,7 +207,6 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 	}
 	if w.anyReady() || w.woken.Load() {
 		w.disarm()
-		w.score = min(w.score+1, scoreMax)
 		return nil
 	}
 	for _, e := range w.eps {
@@ -199,7 +220,9 @@ func (w *Waiter) WaitUntil(deadline time.Time) error {
 		w.score = min(w.score+1, scoreMax)
 	} else {
 		w.more = 0
-		w.score = max(w.score-3, 0)
+		if spin > 0 {
+			w.score = max(w.score-longSleepCost, 0)
+		}
 	}
 	return err
 }
