@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nicstack/nicstack/runtime/affinity"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -141,6 +142,11 @@ func (n *NIC) deliver(k int) {
 		n.Stats.RxDropped.Add(dropped)
 	}
 	out.Wakeup()
+	if dropped > 0 || out.InFlight() >= out.Config().QueueSize/2 {
+		// The router falls behind; it may share our CPU (linux_tap at MTU 1500 without
+		// offloads dropped 1 frame in 80 here while the router waited for our time slice).
+		affinity.Yield()
+	}
 }
 
 // reclaim frees what the router acknowledged and reports whether there was any.

@@ -6,11 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -217,7 +216,7 @@ func (l *Loop) Run() {
 		full := l.r.Stats().DroppedFull.Load()
 		busy := l.round()
 		if l.r.Stats().DroppedFull.Load() != full {
-			yieldCPU()
+			affinity.Yield() // a client on our CPU cannot empty its queue while we route into it
 		}
 		if !now.Before(nextCounters) {
 			nextCounters = now.Add(counterEvery)
@@ -358,12 +357,6 @@ func (l *Loop) take(p *Port, want int) int {
 	}
 	return k
 }
-
-// yieldCPU gives the CPU to another runnable thread, if there is one (sched_yield). Run
-// yields after a round that dropped frames at a full destination: a client that shares our
-// CPU cannot empty its queue while we keep routing into it, and every frame we take from the
-// sender meanwhile is one more dropped. On a CPU of our own it is a cheap system call.
-func yieldCPU() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 func (l *Loop) copyCounters() {
 	s := l.r.Stats()
