@@ -13,5 +13,5 @@ import (
 func main() {
 	component.Main(func(c *component.Component) (component.Handler, error) {
 		return hwcomp.NewHandler(c), nil
-	})
+	}, component.OneP())
 }
