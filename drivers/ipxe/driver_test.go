@@ -553,46 +553,53 @@ func TestHostileDevice(t *testing.T) {
 	}
 }
 
-// TestSessionUplink runs frames both ways between the driver and the router's end of a real
-// Uplink session (memfd streams).
-func TestSessionUplink(t *testing.T) {
+// newSessionRig is a rig whose driver has a real Uplink session (memfd streams); it returns
+// the router's end and the driver's side of the session.
+func newSessionRig(t *testing.T) (*rig, *packetstream.Server, *ipxe.SessionUplink) {
 	files, err := packetstream.NewSessionFiles("uplink", packetstream.DefaultConfig(), packetstream.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer files.Close()
+	t.Cleanup(func() { files.Close() })
 	client, err := packetstream.OpenClient(files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
 	router, err := packetstream.OpenServer(files)
 	if err != nil {
+		client.Close()
 		t.Fatal(err)
 	}
-	defer router.Close()
-
 	r := newRig(t, "82574L", ipxe.DefaultConfig())
+	t.Cleanup(func() { router.Close(); client.Close() })
 	r.waitLink(t)
 	session := ipxe.NewSessionUplink(client)
 	r.drv.SetUplink(session)
+	return r, router, session
+}
 
+// routerSubmit queues frame f with offload o from the router's end (not yet signalled).
+func routerSubmit(t *testing.T, router *packetstream.Server, f []byte, o packetstream.Offload) {
+	p, err := router.RX.Alloc(len(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(router.RX.Payload(p), f)
+	if !router.RX.TrySubmit(p.WithOffload(o)) {
+		t.Fatal("router's submit queue full")
+	}
+}
+
+// TestSessionUplink runs frames both ways between the driver and the router's end of a real
+// Uplink session (memfd streams).
+func TestSessionUplink(t *testing.T) {
+	r, router, session := newSessionRig(t)
 	var out, in [][]byte
 	for i := range 300 {
 		out = append(out, frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 60+i*5, i))
 		in = append(in, frame(nicMAC, 1514-i*4, i))
 	}
-	submit := func(f []byte, o packetstream.Offload) {
-		p, err := router.RX.Alloc(len(f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(router.RX.Payload(p), f)
-		p = p.WithOffload(o)
-		if !router.RX.TrySubmit(p) {
-			t.Fatal("router's submit queue full")
-		}
-	}
+	submit := func(f []byte, o packetstream.Offload) { routerSubmit(t, router, f, o) }
 	submit(frame(nicMAC, 1514, 999), packetstream.Offload{GSOType: packetstream.GSOTCPv4, GSOSize: 1448})
 	for _, f := range out {
 		submit(f, packetstream.Offload{})

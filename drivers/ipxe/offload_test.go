@@ -106,35 +106,8 @@ func checkSegment(t *testing.T, v6 bool, f []byte) (payload []byte, seq uint32, 
 // super-frames into segments of GSOSize bytes and completes the checksums, and the wire
 // carries frames a receiver takes.
 func TestSoftwareOffload(t *testing.T) {
-	files, err := packetstream.NewSessionFiles("uplink", packetstream.DefaultConfig(), packetstream.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer files.Close()
-	client, err := packetstream.OpenClient(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	router, err := packetstream.OpenServer(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer router.Close()
-	r := newRig(t, "82574L", ipxe.DefaultConfig())
-	r.waitLink(t)
-	session := ipxe.NewSessionUplink(client)
-	r.drv.SetUplink(session)
-	submit := func(f []byte, o packetstream.Offload) {
-		p, err := router.RX.Alloc(len(f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(router.RX.Payload(p), f)
-		if !router.RX.TrySubmit(p.WithOffload(o)) {
-			t.Fatal("router's submit queue full")
-		}
-	}
+	r, router, session := newSessionRig(t)
+	submit := func(f []byte, o packetstream.Offload) { routerSubmit(t, router, f, o) }
 	const mss, payload = 1448, 60000                 // 42 segments: more than fit a TX batch of a few
 	v4 := superFrame(false, payload, 0x18|0x01|0x80) // PSH ACK FIN CWR
 	v6 := superFrame(true, 5000, 0x18)
