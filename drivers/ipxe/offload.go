@@ -3,6 +3,7 @@ package ipxe
 import (
 	"encoding/binary"
 
+	"github.com/nicstack/nicstack/internal/checksum"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -16,30 +17,6 @@ import (
 
 var be = binary.BigEndian
 
-// sum adds b as big-endian 16-bit words to acc (an odd last byte padded with zero).
-func sum(b []byte, acc uint64) uint64 {
-	for len(b) >= 8 {
-		acc += uint64(be.Uint16(b)) + uint64(be.Uint16(b[2:])) + uint64(be.Uint16(b[4:])) + uint64(be.Uint16(b[6:]))
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		acc += uint64(be.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		acc += uint64(b[0]) << 8
-	}
-	return acc
-}
-
-// fold folds acc's carries into 16 bits.
-func fold(acc uint64) uint16 {
-	for acc>>16 != 0 {
-		acc = acc&0xffff + acc>>16
-	}
-	return uint16(acc)
-}
-
 // completeChecksum fills in a partial checksum as a NIC with checksum offload would: the field
 // at start+off holds the pseudo header's sum, the checksum covers everything from start. It
 // reports false when the field lies outside the frame.
@@ -47,7 +24,7 @@ func completeChecksum(f []byte, start, off int) bool {
 	if start < 0 || off < 0 || start+off+2 > len(f) {
 		return false
 	}
-	c := ^fold(sum(f[start:], 0))
+	c := ^checksum.Fold(checksum.Sum(f[start:], 0))
 	if c == 0 {
 		c = 0xffff // as skb_checksum_help: 0 means "no checksum" to UDP
 	}
@@ -164,13 +141,13 @@ func (s *segmenter) cut(buf []byte) int {
 	var pseudo uint64
 	if s.v6 {
 		be.PutUint16(seg[l3+4:], uint16(n-l3-40))
-		pseudo = sum(seg[l3+8:l3+40], 0) // source and destination addresses
+		pseudo = uint64(checksum.Fold(checksum.Sum(seg[l3+8:l3+40], 0))) // addresses, folded: more is added
 	} else {
 		be.PutUint16(seg[l3+2:], uint16(n-l3))
 		be.PutUint16(seg[l3+4:], s.id+uint16(s.n))
 		be.PutUint16(seg[l3+10:], 0)
-		be.PutUint16(seg[l3+10:], ^fold(sum(seg[l3:l4], 0)))
-		pseudo = sum(seg[l3+12:l3+20], 0)
+		be.PutUint16(seg[l3+10:], ^checksum.Fold(checksum.Sum(seg[l3:l4], 0)))
+		pseudo = uint64(checksum.Fold(checksum.Sum(seg[l3+12:l3+20], 0)))
 	}
 	be.PutUint32(seg[l4+4:], s.seq+uint32(s.next-s.hdr))
 	flags := s.flags
@@ -183,6 +160,6 @@ func (s *segmenter) cut(buf []byte) int {
 	seg[l4+13] = flags
 	be.PutUint16(seg[l4+16:], 0)
 	pseudo += 6 + uint64(n-l4)
-	be.PutUint16(seg[l4+16:], ^fold(sum(seg[l4:], pseudo)))
+	be.PutUint16(seg[l4+16:], ^checksum.Fold(checksum.Sum(seg[l4:], pseudo)))
 	return n
 }

@@ -2,10 +2,14 @@ package tap
 
 import (
 	"encoding/binary"
-	"math/bits"
 
+	"github.com/nicstack/nicstack/internal/checksum"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
+
+// sum is the folded ones' complement sum of b and acc (0xffff: a checksum over its own field
+// verifies).
+func sum(b []byte, acc uint64) uint16 { return checksum.Fold(checksum.Sum(b, acc)) }
 
 // Writing TCP segments to a TAP costs a system call and a pass through the kernel's stack each.
 // Like the kernel's GRO on a NIC, Write joins consecutive full-size segments of one TCP/IPv4 flow
@@ -51,8 +55,8 @@ func parseSegment(frame []byte, o *ps.Offload) (tcpSegment, bool) {
 	}
 	s.hdrLen, s.payload = ethLen+ipv4Len+doff, len(tcp)-doff
 	s.seq, s.psh = binary.BigEndian.Uint32(tcp[4:]), tcp[13]&tcpPSH != 0
-	if s.payload == 0 || checksum(ip[:ipv4Len], 0) != 0xffff ||
-		checksum(tcp, pseudoSum(ip, len(tcp))) != 0xffff {
+	if s.payload == 0 || sum(ip[:ipv4Len], 0) != 0xffff ||
+		sum(tcp, pseudoSum(ip, len(tcp))) != 0xffff {
 		return s, false
 	}
 	return s, true
@@ -111,12 +115,12 @@ func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) ps.Offloa
 	tcpLen := a.hdrLen - ethLen - ipv4Len + payload
 	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+tcpLen))
 	binary.BigEndian.PutUint16(ip[10:], 0)
-	binary.BigEndian.PutUint16(ip[10:], ^checksum(ip[:ipv4Len], 0))
+	binary.BigEndian.PutUint16(ip[10:], checksum.Checksum(ip[:ipv4Len], 0))
 	if psh {
 		ip[ipv4Len+13] |= tcpPSH
 	}
 	// A partial checksum, as the kernel keeps it: the pseudo header's sum, not complemented.
-	binary.BigEndian.PutUint16(ip[ipv4Len+16:], fold(pseudoSum(ip, tcpLen)))
+	binary.BigEndian.PutUint16(ip[ipv4Len+16:], checksum.Fold(pseudoSum(ip, tcpLen)))
 	return ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, HdrLen: uint16(a.hdrLen),
 		GSOSize: uint16(a.payload), CsumStart: ethLen + ipv4Len, CsumOffset: 16}
 }
@@ -124,35 +128,4 @@ func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) ps.Offloa
 // pseudoSum is the unfolded sum of the TCP pseudo header of IPv4 header ip.
 func pseudoSum(ip []byte, tcpLen int) uint64 {
 	return uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:])) + 6 + uint64(tcpLen)
-}
-
-// checksum returns the folded ones' complement sum of b plus acc (0xffff: a checksum over its
-// own field verifies). It adds 8 bytes a step: the sum is independent of word size and order.
-func checksum(b []byte, acc uint64) uint16 {
-	var sum, carry uint64
-	for ; len(b) >= 8; b = b[8:] {
-		sum, carry = bits.Add64(sum, binary.BigEndian.Uint64(b), carry)
-	}
-	sum, carry = bits.Add64(sum, 0, carry)
-	sum += carry
-	for ; len(b) >= 2; b = b[2:] {
-		sum, carry = bits.Add64(sum, uint64(binary.BigEndian.Uint16(b)), 0)
-		sum += carry
-	}
-	if len(b) == 1 {
-		sum, carry = bits.Add64(sum, uint64(b[0])<<8, 0)
-		sum += carry
-	}
-	sum, carry = bits.Add64(sum, acc, 0)
-	sum += carry
-	return fold(sum)
-}
-
-// fold folds a 64-bit ones' complement sum into 16 bits.
-func fold(s uint64) uint16 {
-	s = s&0xffffffff + s>>32
-	s = s&0xffffffff + s>>32
-	s = s&0xffff + s>>16
-	s = s&0xffff + s>>16
-	return uint16(s)
 }

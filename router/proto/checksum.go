@@ -1,27 +1,20 @@
 package proto
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/nicstack/nicstack/internal/checksum"
+)
 
 // Sum adds b as big-endian 16-bit words to the ones' complement accumulator acc; an odd last
-// byte is padded with zero, as the Internet checksum (RFC 1071) says.
+// byte is padded with zero, as the Internet checksum (RFC 1071) says. The result is folded to
+// 16 bits, so callers may add more words to it with +.
 func Sum(b []byte, acc uint32) uint32 {
-	for len(b) >= 2 {
-		acc += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		acc += uint32(b[0]) << 8
-	}
-	return acc
+	return uint32(checksum.Fold(checksum.Sum(b, uint64(acc))))
 }
 
 // Fold folds the carries of acc into 16 bits.
-func Fold(acc uint32) uint16 {
-	for acc>>16 != 0 {
-		acc = acc&0xffff + acc>>16
-	}
-	return uint16(acc)
-}
+func Fold(acc uint32) uint16 { return checksum.Fold(uint64(acc)) }
 
 // Checksum is the Internet checksum of b with acc already summed in (a pseudo header).
 func Checksum(b []byte, acc uint32) uint16 { return ^Fold(Sum(b, acc)) }
