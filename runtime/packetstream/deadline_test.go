@@ -51,18 +51,23 @@ func TestWaitDeadline(t *testing.T) {
 	}
 }
 
-// Wake from another goroutine ends a wait; Close ends one with ErrClosed.
-func TestWakeAndClose(t *testing.T) {
+// tinyStreamWaiter is a heap stream of two entries and a Waiter on its sink, closed when t ends.
+func tinyStreamWaiter(t *testing.T) (*Source, *Sink, *Waiter) {
 	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
-	defer snk.Close()
+	t.Cleanup(func() { src.Close(); snk.Close() })
 	w, err := NewWaiter(snk)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return src, snk, w
+}
+
+// Wake from another goroutine ends a wait; Close ends one with ErrClosed.
+func TestWakeAndClose(t *testing.T) {
+	_, _, w := tinyStreamWaiter(t)
 	w.Spin = 0
 	time.AfterFunc(50*time.Millisecond, w.Wake)
 	if err := w.WaitUntil(time.Now().Add(10 * time.Second)); err != nil {
@@ -79,16 +84,7 @@ func TestWakeAndClose(t *testing.T) {
 // polling into the gaps only burns the CPU), but probe now and then; probes that find work
 // bring polling back, and setting Spin starts afresh.
 func TestSpinScoreAdapts(t *testing.T) {
-	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	defer snk.Close()
-	w, err := NewWaiter(snk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, snk, w := tinyStreamWaiter(t)
 	defer w.Close()
 	w.Spin = 1000
 	idle := func() { w.WaitUntil(time.Now().Add(shortSleep + time.Millisecond)) }
