@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/nicstack/nicstack/runtime/affinity"
 )
 
 // IRQ is the device's interrupt line: an eventfd between processes, a channel in one.
@@ -476,6 +478,9 @@ func (d *Device) spin(stop <-chan struct{}, deadline time.Duration) (stopped boo
 				return false
 			}
 			runtime.Gosched()
+			// The driver shares our CPU in the scenarios: let it run when its interrupt
+			// woke it, or it waits out our time slice while the RX ring overflows.
+			affinity.Yield()
 		}
 	}
 	return false

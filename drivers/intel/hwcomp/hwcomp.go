@@ -16,6 +16,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -324,6 +325,7 @@ func (n *NIC) waitWire(d time.Duration) {
 		}
 		n.mu.RUnlock()
 		runtime.Gosched()
+		affinity.Yield() // as the device's own spin: the driver may share our CPU
 	}
 }
 
