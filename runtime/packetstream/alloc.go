@@ -130,6 +130,14 @@ func (a *allocator) findRun(run int) int {
 
 // mark sets blocks [b, b+run) free or used.
 func (a *allocator) mark(b, run int, free bool) {
+	if run == 1 { // a frame of up to a block, most of them: one bit
+		if free {
+			a.free[b>>6] |= 1 << (b & 63)
+		} else {
+			a.free[b>>6] &^= 1 << (b & 63)
+		}
+		return
+	}
 	for i := b; i < b+run; {
 		w, o := i>>6, i&63
 		k := min(64-o, b+run-i)
