@@ -46,6 +46,8 @@ func run(t *testing.T, name string, replace ...string) *scenario {
 		}
 		text = strings.ReplaceAll(text, replace[i], replace[i+1])
 	}
+	// A deploy scenario's state report goes to /tmp for users; a test's to its own folder.
+	text = strings.ReplaceAll(text, "/tmp/nicstack-", filepath.Join(t.TempDir(), "nicstack-"))
 	return runText(t, name, text)
 }
 
