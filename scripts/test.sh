@@ -4,6 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+# Test processes build component binaries into $TMPDIR/nicstack-testbin-PID and sweep the
+# folders of finished ones when they start; the last ones are swept here, on any exit.
+sweep() {
+  for d in "${TMPDIR:-/tmp}"/nicstack-testbin-*; do
+    [ -d "$d" ] && [ ! -e "/proc/${d##*-}" ] && rm -rf "$d"
+  done
+  return 0
+}
+trap sweep EXIT
 echo "== gofmt, go vet"
 bad=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 [ -z "$bad" ] || { echo "gofmt would change:"; echo "$bad"; exit 1; }
