@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -56,35 +56,17 @@ func testLinuxWire(t *testing.T, wire string) {
 	for _, c := range []string{"intel_nic_hw", "ipxe_nic", "nic_router"} {
 		bins = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
 	}
-	path := filepath.Join(t.TempDir(), "wire.xml")
-	if err := os.WriteFile(path, []byte(strings.Replace(wireScenario, "WIRE", wire, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.SyncBuffer{}
-	s, err := supervisor.New(path, supervisor.Options{
-		BinDirs: []string{bins}, Out: supervisor.NewOutput(logs, false),
-		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	r := scenariotest.Start(t, "wire.xml", strings.Replace(wireScenario, "WIRE", wire, 1),
+		supervisor.Options{BinDirs: []string{bins}, WatchInterval: 50 * time.Millisecond})
+	s := r.S
 	nsPath := ""
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+		r.Stop()
 		// the supervisor deleted the namespace, and the TAP or veth with it
 		if nsPath != "" {
 			if _, err := os.Stat(nsPath); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("namespace %s still there after the run: %v", nsPath, err)
 			}
-		}
-		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
-			t.Logf("supervisor output:\n%s", logs.String())
 		}
 	}()
 

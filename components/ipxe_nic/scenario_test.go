@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -17,28 +13,9 @@ import (
 // deploy/nic_loop.xml with real processes: ipxe_nic driving intel_nic_hw through a device
 // session, nic_router, and two nic_perfs, one behind the router, one at the cable's far end.
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 type run struct {
-	t    *testing.T
-	s    *supervisor.Supervisor
-	path string
-	text string
+	*scenariotest.Run
+	t *testing.T
 }
 
 func startLoop(t *testing.T) *run {
@@ -46,53 +23,12 @@ func startLoop(t *testing.T) *run {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
 	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/ipxe_nic"))
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nic_loop.xml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &run{t: t, path: filepath.Join(t.TempDir(), "nic_loop.xml"), text: string(b)}
-	r.write()
-	logs := &logBuffer{}
-	r.s, err = supervisor.New(r.path, supervisor.Options{
-		BinDirs: []string{bins}, Out: supervisor.NewOutput(logs, false),
-		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
-			t.Logf("supervisor output:\n%s", logs.String())
-		}
-	})
-	return r
-}
-
-func (r *run) write() {
-	if err := os.WriteFile(r.path, []byte(r.text), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
-// edit changes the running scenario (the supervisor applies a changed <config> live).
-func (r *run) edit(old, new string) {
-	if !strings.Contains(r.text, old) {
-		r.t.Fatalf("scenario has no %q", old)
-	}
-	r.text = strings.ReplaceAll(r.text, old, new)
-	time.Sleep(20 * time.Millisecond) // a new modification time for the watcher
-	r.write()
+	return &run{t: t, Run: scenariotest.Start(t, "nic_loop.xml", scenariotest.Deploy(t, "nic_loop.xml"),
+		supervisor.Options{BinDirs: []string{bins}, WatchInterval: 50 * time.Millisecond})}
 }
 
 func (r *run) component(name string) supervisor.ComponentStatus {
-	st, ok := r.s.Status()
+	st, ok := r.S.Status()
 	if !ok {
 		r.t.Fatal("the scenario ended")
 	}
@@ -148,10 +84,10 @@ func TestNICLoop(t *testing.T) {
 	}
 
 	// pull the cable while traffic runs: link down, the Uplink session goes
-	r.edit(`carrier="yes"`, `carrier="no"`)
+	r.Edit(`carrier="yes"`, `carrier="no"`)
 	r.waitFor("the Uplink session to close", func() bool { return !r.uplinkOpen() })
 	// plug it back in: link up, a new Uplink session, frames again
-	r.edit(`carrier="no"`, `carrier="yes"`)
+	r.Edit(`carrier="no"`, `carrier="yes"`)
 	r.waitFor("the Uplink session to reopen", r.uplinkOpen)
 	r.grows(500)
 	if n := r.component("ipxe_nic").Counters["link_changes"]; n < 3 {

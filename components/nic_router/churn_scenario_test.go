@@ -19,7 +19,7 @@ func TestSessionChurn(t *testing.T) {
 	sc.waitCounter("nic_router", "interfaces", 2)
 	pid := sc.pid("nic_router")
 	fds0, ifs0 := fdCount(t, pid), sc.counter("nic_router", "interfaces")
-	sc.rewrite(`<!-- churn -->`, perfStart("churn", fmt.Sprintf(`ip="10.0.1.7" churn="%d"`, sessions)))
+	sc.Edit(`<!-- churn -->`, perfStart("churn", fmt.Sprintf(`ip="10.0.1.7" churn="%d"`, sessions)))
 	sc.waitComponent("churn")
 	sc.waitCounter("churn", "sessions_closed", sessions)
 	if n := sc.counter("churn", "sessions_opened"); n != sessions {
@@ -45,7 +45,7 @@ func TestSessionChurn(t *testing.T) {
 }
 
 func (sc *scenario) pid(component string) int {
-	st, _ := sc.s.Status()
+	st, _ := sc.S.Status()
 	for _, c := range st.Components {
 		if c.Name == component {
 			return c.Pid

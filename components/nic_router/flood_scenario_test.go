@@ -27,7 +27,7 @@ func TestFloodToUnroutableThroughNAT(t *testing.T) {
 	sc.waitCounter("ping", "rx_frames", 5)
 	tx0, rx0 := sc.counter("ping", "tx_frames"), sc.counter("ping", "rx_frames")
 	// The flooders join a running scenario: the supervisor starts what the edited file adds.
-	sc.rewrite(`<!-- flooders -->`, perfStart("fu", `tx="yes" ip="10.0.1.4" mac="02:00:00:00:00:04" dst_ip="198.18.0.99" flows="1000" size="64" rate="8000" duration_ms="2000"`)+
+	sc.Edit(`<!-- flooders -->`, perfStart("fu", `tx="yes" ip="10.0.1.4" mac="02:00:00:00:00:04" dst_ip="198.18.0.99" flows="1000" size="64" rate="8000" duration_ms="2000"`)+
 		perfStart("ft", `tx="yes" protocol="tcp" ip="10.0.1.5" mac="02:00:00:00:00:05" dst_ip="198.19.5.5" dst_port="80" flows="1000" size="64" rate="8000" duration_ms="2000"`)+
 		perfStart("fi", `tx="yes" protocol="icmp" ip="10.0.1.6" mac="02:00:00:00:00:06" dst_ip="198.18.0.98" flows="100" size="64" rate="8000" duration_ms="2000"`))
 	for _, f := range []string{"fu", "ft", "fi"} {
@@ -81,7 +81,7 @@ func (sc *scenario) waitComponent(name string) {
 	sc.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, ok := sc.s.Status()
+		st, ok := sc.S.Status()
 		if !ok {
 			sc.t.Fatal("the scenario ended")
 		}

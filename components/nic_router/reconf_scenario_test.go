@@ -26,7 +26,7 @@ func TestReconfigureEvery200ms(t *testing.T) {
 	sc.waitComponent("rx1")
 	sc.waitComponent("rx2")
 	sc.waitCounter("nic_router", "interfaces", 2)
-	sc.rewrite(`<!-- senders -->`, perfStart("t1", `tx="yes" ip="10.0.1.2" dst_ip="10.0.2.2" size="128" rate="2000" duration_ms="4000"`)+
+	sc.Edit(`<!-- senders -->`, perfStart("t1", `tx="yes" ip="10.0.1.2" dst_ip="10.0.2.2" size="128" rate="2000" duration_ms="4000"`)+
 		perfStart("t2", `tx="yes" ip="10.0.1.3" mac="02:00:00:00:00:03" dst_ip="10.0.3.2" size="128" rate="2000"`))
 	sc.waitComponent("t1")
 	sc.waitComponent("t2")
@@ -35,11 +35,11 @@ func TestReconfigureEvery200ms(t *testing.T) {
 		next := time.Now().Add(200 * time.Millisecond)
 		if k%2 == 0 {
 			dropped := sc.counter("nic_router", "dropped")
-			sc.rewrite(ruleToC, "")
+			sc.Edit(ruleToC, "")
 			sc.waitCounter("nic_router", "dropped", dropped+50)
 		} else {
 			got := sc.counter("rx2", "rx_frames")
-			sc.rewrite(`<!-- c -->`, `<!-- c -->`+ruleToC)
+			sc.Edit(`<!-- c -->`, `<!-- c -->`+ruleToC)
 			sc.waitCounter("rx2", "rx_frames", got+50)
 		}
 		time.Sleep(time.Until(next))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -22,9 +22,8 @@ import (
 // Scenario tests: the deploy/ scenarios with real nic_router and nic_perf processes.
 
 type scenario struct {
-	t    *testing.T
-	s    *supervisor.Supervisor
-	path string
+	*scenariotest.Run
+	t *testing.T
 }
 
 func binDir(t *testing.T) string {
@@ -35,17 +34,7 @@ func binDir(t *testing.T) string {
 // run starts deploy/name, edited by the replacements (old, new pairs), until the test ends.
 func run(t *testing.T, name string, replace ...string) *scenario {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for i := 0; i+1 < len(replace); i += 2 {
-		if !strings.Contains(text, replace[i]) {
-			t.Fatalf("%s has no %q", name, replace[i])
-		}
-		text = strings.ReplaceAll(text, replace[i], replace[i+1])
-	}
+	text := scenariotest.Deploy(t, name, replace...)
 	// A deploy scenario's state report goes to /tmp for users; a test's to its own folder.
 	text = strings.ReplaceAll(text, "/tmp/nicstack-", filepath.Join(t.TempDir(), "nicstack-"))
 	return runText(t, name, text)
@@ -54,38 +43,15 @@ func run(t *testing.T, name string, replace ...string) *scenario {
 // runText starts a scenario given as text (name gives the syntax), until the test ends.
 func runText(t *testing.T, name, text string) *scenario {
 	t.Helper()
-	var err error
-	sc := &scenario{t: t, path: filepath.Join(t.TempDir(), name)}
-	if err := os.WriteFile(sc.path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.SyncBuffer{}
-	sc.s, err = supervisor.New(sc.path, supervisor.Options{
-		BinDirs: []string{binDir(t)}, Out: supervisor.NewOutput(logs, false),
-		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 50 * time.Millisecond,
+	return &scenario{t: t, Run: scenariotest.Start(t, name, text, supervisor.Options{
+		BinDirs: []string{binDir(t)}, WatchInterval: 50 * time.Millisecond,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sc.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
-			t.Logf("supervisor output:\n%s", logs.String())
-		}
-	})
-	return sc
+	})}
 }
 
 // counter reads a component's counter (0 while it is not running).
 func (sc *scenario) counter(component, name string) uint64 {
-	st, ok := sc.s.Status()
+	st, ok := sc.S.Status()
 	if !ok {
 		sc.t.Fatal("the scenario ended")
 	}
@@ -111,20 +77,6 @@ func (sc *scenario) waitCounter(component, name string, min uint64) uint64 {
 			sc.t.Fatalf("%s's %s is %d, waited for %d", component, name, v, min)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (sc *scenario) rewrite(from, to string) {
-	sc.t.Helper()
-	b, err := os.ReadFile(sc.path)
-	if err != nil {
-		sc.t.Fatal(err)
-	}
-	if !strings.Contains(string(b), from) {
-		sc.t.Fatalf("scenario has no %q", from)
-	}
-	if err := os.WriteFile(sc.path, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
-		sc.t.Fatal(err)
 	}
 }
 
@@ -157,7 +109,7 @@ func TestReconfigureWhileTrafficRuns(t *testing.T) {
 	// of CPU (CI runs test packages in parallel on 2 cores), config changes or not.
 	dropped := sc.counter("nic_router", "dropped")
 	for k := 0; k < 3; k++ {
-		sc.rewrite(`<domain name="b" interface="10.0.2.1/24"/>`,
+		sc.Edit(`<domain name="b" interface="10.0.2.1/24"/>`,
 			`<domain name="b" interface="10.0.2.1/24"/> <domain name="c`+string(rune('0'+k))+`" interface="10.0.3.1/24"/>`)
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -167,14 +119,14 @@ func TestReconfigureWhileTrafficRuns(t *testing.T) {
 		t.Errorf("reconfigurations that keep the route dropped %d frames (and %d at full queues)", now-dropped, sc.counter("nic_router", "dropped_full"))
 	}
 
-	sc.rewrite(udpRule, "")
+	sc.Edit(udpRule, "")
 	sc.waitCounter("nic_router", "dropped", dropped+1000)
 	stalled := sc.counter("rx", "rx_frames")
 	time.Sleep(200 * time.Millisecond)
 	if n := sc.counter("rx", "rx_frames"); n > stalled+50 { // frames in flight at most
 		t.Errorf("%d frames arrived after the route was removed", n-stalled)
 	}
-	sc.rewrite(`<domain name="a" interface="10.0.1.1/24">`, `<domain name="a" interface="10.0.1.1/24">`+udpRule)
+	sc.Edit(`<domain name="a" interface="10.0.1.1/24">`, `<domain name="a" interface="10.0.1.1/24">`+udpRule)
 	sc.waitCounter("rx", "rx_frames", stalled+1000)
 }
 
@@ -274,7 +226,7 @@ func TestClientWithInvalidDescriptors(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	invalid := uint64(0)
-	st, _ := sc.s.Status()
+	st, _ := sc.S.Status()
 	for _, c := range st.Components {
 		if c.Name == "nic_router" {
 			for _, s := range c.Sessions {
@@ -306,7 +258,7 @@ func (sc *scenario) mapSubmitQueue(component, suffix string) []byte {
 // tryMap is one attempt of mapSubmitQueue: nil while the component or its session is not up.
 func (sc *scenario) tryMap(component, suffix string) []byte {
 	var pid int
-	st, _ := sc.s.Status()
+	st, _ := sc.S.Status()
 	for _, c := range st.Components {
 		if c.Name == component {
 			pid = c.Pid

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -22,40 +22,7 @@ func runScenario(t *testing.T, name string, components []string, replace ...stri
 	for _, c := range components {
 		dir = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for i := 0; i+1 < len(replace); i += 2 {
-		if !strings.Contains(text, replace[i]) {
-			t.Fatalf("%s has no %q", name, replace[i])
-		}
-		text = strings.ReplaceAll(text, replace[i], replace[i+1])
-	}
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.SyncBuffer{}
-	s, err := supervisor.New(path, supervisor.Options{BinDirs: []string{dir}, Out: supervisor.NewOutput(logs, false),
-		RunDir: filepath.Join(t.TempDir(), "run")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
-			t.Logf("supervisor output:\n%s", logs.String())
-		}
-	})
-	return s
+	return scenariotest.Start(t, name, scenariotest.Deploy(t, name, replace...), supervisor.Options{BinDirs: []string{dir}}).S
 }
 
 // waitCounters waits until component's counter name is at least 1 and returns its counters.

@@ -2,7 +2,6 @@ package linuxnic
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -58,31 +58,10 @@ func runScenario(t *testing.T, text string) (*supervisor.Supervisor, *testutil.S
 	for _, c := range []string{"nic_router", "linux_nic", "packet_nic"} {
 		dir = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
 	}
-	path := filepath.Join(t.TempDir(), "scenario.hid")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.SyncBuffer{}
-	s, err := supervisor.New(path, supervisor.Options{
-		BinDirs: []string{dir}, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(t.TempDir(), "run"),
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+	r := scenariotest.Start(t, "scenario.hid", text, supervisor.Options{
+		BinDirs: []string{dir}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
-			t.Logf("supervisor output:\n%s", logs.String())
-		}
-	})
-	return s, logs
+	return r.S, r.Logs
 }
 
 // counters returns the named component's counters (nil while it is not running).

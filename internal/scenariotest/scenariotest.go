@@ -1,0 +1,108 @@
+// Package scenariotest runs a scenario under a real supervisor for the length of a test, as the
+// component and root tests do: the scenario file in a temporary folder, the components' logs
+// kept and shown when the test fails (or always with NICSTACK_TEST_LOGS set).
+package scenariotest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// Deploy returns the scenario deploy/name of this repository with the replacements (old, new
+// pairs) made; an old the scenario does not contain fails the test.
+func Deploy(t testing.TB, name string, replace ...string) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "..", "deploy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for i := 0; i+1 < len(replace); i += 2 {
+		if !strings.Contains(text, replace[i]) {
+			t.Fatalf("%s has no %q", name, replace[i])
+		}
+		text = strings.ReplaceAll(text, replace[i], replace[i+1])
+	}
+	return text
+}
+
+// Run is a running scenario.
+type Run struct {
+	S    *supervisor.Supervisor
+	Path string // the scenario file
+	Logs *testutil.SyncBuffer
+
+	t      testing.TB
+	text   string
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// Start writes text as the scenario file name (its extension says the syntax) and runs a
+// supervisor on it until Stop or the end of the test. opt needs BinDirs; Out and RunDir are
+// the run's own.
+func Start(t testing.TB, name, text string, opt supervisor.Options) *Run {
+	t.Helper()
+	r := &Run{Path: filepath.Join(t.TempDir(), name), Logs: &testutil.SyncBuffer{}, t: t}
+	r.write(text)
+	opt.Out = supervisor.NewOutput(r.Logs, false)
+	opt.RunDir = filepath.Join(t.TempDir(), "run")
+	s, err := supervisor.New(r.Path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.S, r.cancel, r.done = s, cancel, make(chan error, 1)
+	go func() { r.done <- s.Run(ctx) }()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Stop stops the supervisor and waits until everything it started is gone; later calls do
+// nothing.
+func (r *Run) Stop() {
+	r.once.Do(func() {
+		r.cancel()
+		if err := <-r.done; err != nil {
+			r.t.Error(err)
+		}
+		if r.t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
+			r.t.Logf("supervisor output:\n%s", r.Logs.String())
+		}
+	})
+}
+
+// Edit replaces every old with new in the scenario; the supervisor's watcher applies it.
+func (r *Run) Edit(old, new string) {
+	r.t.Helper()
+	if !strings.Contains(r.text, old) {
+		r.t.Fatalf("scenario has no %q", old)
+	}
+	// The watcher compares modification times, which come from a coarse clock (some ms).
+	time.Sleep(20 * time.Millisecond)
+	r.write(strings.ReplaceAll(r.text, old, new))
+}
+
+// write replaces the file in one rename, so that the watcher never reads half of it.
+func (r *Run) write(text string) {
+	r.t.Helper()
+	tmp := r.Path + ".new"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, r.Path); err != nil {
+		r.t.Fatal(err)
+	}
+	r.text = text
+}
