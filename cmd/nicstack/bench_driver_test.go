@@ -1,11 +1,7 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
@@ -32,33 +28,10 @@ func TestBenchDriverJSON(t *testing.T) {
 	for _, c := range []string{"intel_nic_hw", "ipxe_nic", "nic_perf"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	bin := testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack")
-	out := filepath.Join(t.TempDir(), "driver.json")
-	b, err := exec.Command(bin, "bench", "driver", "--time", "200ms", "--spin", "0", "--json", out).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if !strings.Contains(string(b), "TX doorbells/kframe") {
-		t.Fatalf("no table:\n%s", b)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var points []map[string]any
-	if err := json.Unmarshal(data, &points); err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	if len(points) != 6 {
-		t.Fatalf("%d points, want 6", len(points))
-	}
+	points, _ := runBenchJSON(t, "TX doorbells/kframe", 6, []string{"rx_irq_throttle", "tx_batch", "irqs_per_s",
+		"irqs_per_kframe", "tx_irqs", "doorbells_per_kframe", "driver_cpu", "hw_cpu", "mbps", "line_pct", "rx_overruns"},
+		"driver", "--time", "200ms", "--spin", "0")
 	for i, p := range points {
-		for _, k := range []string{"rx_irq_throttle", "tx_batch", "irqs_per_s", "irqs_per_kframe", "tx_irqs",
-			"doorbells_per_kframe", "driver_cpu", "hw_cpu", "mbps", "line_pct", "rx_overruns"} {
-			if _, ok := p[k]; !ok {
-				t.Errorf("point %d has no %q: %v", i, k, p)
-			}
-		}
 		if _, ok := p["tx_batch"].(bool); !ok {
 			t.Errorf("point %d: tx_batch %v is not a bool", i, p["tx_batch"])
 		}

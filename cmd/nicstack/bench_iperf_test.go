@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,34 +14,13 @@ func TestBenchIperfJSON(t *testing.T) {
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	bin := testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack")
-	out := filepath.Join(t.TempDir(), "iperf.json")
-	cmd := exec.Command(bin, "bench", "iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"),
-		"--time", "1s", "--rx-irq-throttle", "651", "--tx-batch", "yes", "--json", out)
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if !strings.Contains(string(b), "router CPU") || !strings.Contains(string(b), "rx_irq_throttle=651 tx_batch=yes") {
-		t.Fatalf("no table:\n%s", b)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var points []map[string]any
-	if err := json.Unmarshal(data, &points); err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	if len(points) != 1 {
-		t.Fatalf("%d points, want 1", len(points))
+	points, b := runBenchJSON(t, "rx_irq_throttle=651 tx_batch=yes", 1,
+		[]string{"rx_irq_throttle", "tx_batch", "mbps", "cpu", "irqs_per_s", "tx_irqs", "doorbells_per_kframe"},
+		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "1s", "--rx-irq-throttle", "651", "--tx-batch", "yes")
+	if !strings.Contains(string(b), "router CPU") {
+		t.Fatalf("no router CPU column:\n%s", b)
 	}
 	p := points[0]
-	for _, k := range []string{"rx_irq_throttle", "tx_batch", "mbps", "cpu", "irqs_per_s", "tx_irqs", "doorbells_per_kframe"} {
-		if _, ok := p[k]; !ok {
-			t.Errorf("the point lacks %q: %s", k, data)
-		}
-	}
 	if p["rx_irq_throttle"] != 651.0 || p["tx_batch"] != true {
 		t.Errorf("driver setting %v/%v, want 651/true", p["rx_irq_throttle"], p["tx_batch"])
 	}
