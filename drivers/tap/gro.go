@@ -80,8 +80,9 @@ func joins(fa []byte, a tcpSegment, prev tcpSegment, fb []byte, b tcpSegment) bo
 		string(ia[38:a.hdrLen-ethLen]) == string(ib[38:b.hdrLen-ethLen])
 }
 
-// run returns how many frames from frames[i] on form one super-frame (1: write it alone).
-func run(frames [][]byte, offs []ps.Offload, i int) int {
+// run returns how many frames from frames[i] on form one super-frame (1: write it alone) and,
+// when they are more than one, the first's segment.
+func run(frames [][]byte, offs []ps.Offload, i int) (int, tcpSegment) {
 	var none ps.Offload
 	off := func(k int) *ps.Offload {
 		if offs == nil {
@@ -91,7 +92,7 @@ func run(frames [][]byte, offs []ps.Offload, i int) int {
 	}
 	a, ok := parseSegment(frames[i], off(i))
 	if !ok {
-		return 1
+		return 1, a
 	}
 	prev, total := a, a.hdrLen-ethLen+a.payload
 	n := 1
@@ -103,7 +104,7 @@ func run(frames [][]byte, offs []ps.Offload, i int) int {
 		prev, total = b, total+b.payload
 		n++
 	}
-	return n
+	return n, a
 }
 
 // superHeader writes into h (at least a.hdrLen bytes) the headers of the super-frame made of

@@ -332,8 +332,8 @@ func (d *Device) writeBurst(fd uintptr) bool {
 // iovecs it has (0: frame d.wn is malformed) and the frames' bytes.
 func (d *Device) prepare() (n, iovs int, bytes uint64) {
 	frame := d.wbufs[d.wn]
-	if n = run(d.wbufs, d.woffs, d.wn); n > 1 {
-		seg, _ := parseSegment(frame, &ps.Offload{})
+	n, seg := run(d.wbufs, d.woffs, d.wn)
+	if n > 1 {
 		hdr := d.wsuper[:seg.hdrLen]
 		payload, last := 0, d.wbufs[d.wn+n-1]
 		for k, f := range d.wbufs[d.wn : d.wn+n] {
