@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +21,23 @@ var benchCmd = &cobra.Command{
 }
 
 func init() { root.AddCommand(benchCmd) }
+
+// printLoad prints the machine's load average, before and after a benchmark: numbers taken
+// on a busy machine say so.
+func printLoad(out io.Writer) {
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average: %s", load)
+	}
+}
+
+// writeJSON writes a benchmark's points to path (--json), indented.
+func writeJSON(path string, points any) error {
+	b, err := json.MarshalIndent(points, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
 
 // startBenchScenario runs a benchmark point's scenario (text) under a fresh supervisor in its
 // own temporary folder. done receives Run's result (whoever reads it early puts it back);

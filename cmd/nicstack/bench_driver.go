@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -98,9 +97,7 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "load average: %s", load)
-	}
+	printLoad(out)
 	if o.itrs == nil {
 		o.itrs = []int{0, 651, 5580}
 	}
@@ -143,15 +140,9 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 			p.IrqsPerS, p.IrqsPerKframe, p.TxIrqs, p.DoorbellsPerKframe, p.DriverCPU, p.DriverUsPerFrame, p.HwCPU, p.TxMbps, p.RxMbps, p.Mbps, p.LinePct, p.RxOverruns)
 	}
 	tw.Flush()
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "load average: %s", load)
-	}
+	printLoad(out)
 	if jsonFile != "" {
-		b, err := json.MarshalIndent(points, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(jsonFile, append(b, '\n'), 0o644)
+		return writeJSON(jsonFile, points)
 	}
 	return nil
 }

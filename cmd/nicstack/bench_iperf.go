@@ -133,9 +133,7 @@ func benchIperf(ctx context.Context, out io.Writer, path string, o iperfBenchOpt
 			}
 		}
 	}
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "load average: %s", load)
-	}
+	printLoad(out)
 	// The bar redraws with carriage returns: only for a terminal; a log or pipe gets a line
 	// per point instead.
 	_, err = unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
@@ -179,11 +177,9 @@ func benchIperf(ctx context.Context, out io.Writer, path string, o iperfBenchOpt
 		refs[c] = mbps
 	}
 	writeIperfComparison(out, points, refs)
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "load average: %s", load)
-	}
+	printLoad(out)
 	if o.jsonFile != "" {
-		if err := writeIperfPoints(o.jsonFile, points); err != nil {
+		if err := writeJSON(o.jsonFile, points); err != nil {
 			return err
 		}
 	}

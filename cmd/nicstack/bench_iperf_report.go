@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
@@ -94,14 +93,6 @@ func writeIperfComparison(out io.Writer, points []iperfPoint, refs map[string]fl
 			}
 		}
 	}
-}
-
-func writeIperfPoints(path string, points []iperfPoint) error {
-	b, err := json.MarshalIndent(points, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // plotIperf draws throughput (top) and the driver's and router's CPU (bottom) against the

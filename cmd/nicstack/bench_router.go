@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -76,9 +75,7 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 	if runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", runs)
 	}
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "load average: %s", load)
-	}
+	printLoad(out)
 	var points []routerPoint
 	for _, size := range sizes {
 		med := map[string]routerSample{}
@@ -115,15 +112,9 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.2f\t%.3f\t%.2f\t%.2f\t%.0f\t\n", p.FrameBytes, p.Mode, p.RoutedMpps, p.RoutedGbps, p.DirectMpps, p.DirectGbps, p.Ratio, p.RouterCPU)
 	}
 	tw.Flush()
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(out, "load average: %s", load)
-	}
+	printLoad(out)
 	if jsonFile != "" {
-		b, err := json.MarshalIndent(points, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(jsonFile, append(b, '\n'), 0o644)
+		return writeJSON(jsonFile, points)
 	}
 	return nil
 }

@@ -211,11 +211,7 @@ func benchStream(cmd *cobra.Command, b streamBench, jsonFile string) error {
 	}
 	tw.Flush()
 	if jsonFile != "" {
-		b, err := json.MarshalIndent(points, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(jsonFile, append(b, '\n'), 0o644); err != nil {
+		if err := writeJSON(jsonFile, points); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "wrote %s\n", jsonFile)
