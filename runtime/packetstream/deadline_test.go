@@ -7,8 +7,35 @@ import (
 	"time"
 )
 
+// waitModes runs a Waiter test with the thread blocked in epoll_wait and parked in the netpoller.
+func waitModes(t *testing.T, test func(t *testing.T, netpoll bool)) {
+	for _, netpoll := range []bool{false, true} {
+		name := "thread"
+		if netpoll {
+			name = "netpoll"
+		}
+		t.Run(name, func(t *testing.T) { test(t, netpoll) })
+	}
+}
+
+// newTestWaiter is NewWaiter(ep), in the netpoller if netpoll.
+func newTestWaiter(t *testing.T, netpoll bool, ep Endpoint) *Waiter {
+	w, err := NewWaiter(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if netpoll {
+		if err := w.UseNetpoll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
 // A wait with nothing to wake it ends at its deadline, whatever the endpoint waits for.
-func TestWaitDeadline(t *testing.T) {
+func TestWaitDeadline(t *testing.T) { waitModes(t, testWaitDeadline) }
+
+func testWaitDeadline(t *testing.T, netpoll bool) {
 	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
 	if err != nil {
 		t.Fatal(err)
@@ -30,10 +57,7 @@ func TestWaitDeadline(t *testing.T) {
 		t.Fatal("ack queue not full")
 	}
 	for _, ep := range []Endpoint{snk, src} {
-		w, err := NewWaiter(ep)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := newTestWaiter(t, netpoll, ep)
 		if ep == Endpoint(src) {
 			// The source has acknowledgements waiting: it must not sleep at all.
 			if err := w.WaitUntil(time.Now().Add(time.Second)); err != nil {
@@ -52,23 +76,37 @@ func TestWaitDeadline(t *testing.T) {
 }
 
 // tinyStreamWaiter is a heap stream of two entries and a Waiter on its sink, closed when t ends.
-func tinyStreamWaiter(t *testing.T) (*Source, *Sink, *Waiter) {
+func tinyStreamWaiter(t *testing.T) (*Source, *Sink, *Waiter) { return tinyStream(t, false) }
+
+func tinyStream(t *testing.T, netpoll bool) (*Source, *Sink, *Waiter) {
 	src, snk, err := NewHeapStream(Config{QueueSize: 2, BulkSize: 4 * BlockSize})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close(); snk.Close() })
-	w, err := NewWaiter(snk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return src, snk, w
+	return src, snk, newTestWaiter(t, netpoll, snk)
 }
 
-// Wake from another goroutine ends a wait; Close ends one with ErrClosed.
-func TestWakeAndClose(t *testing.T) {
-	_, _, w := tinyStreamWaiter(t)
+// Wake from another goroutine ends a wait, and so does a packet submitted by one; Close ends a
+// wait with ErrClosed.
+func TestWakeAndClose(t *testing.T) { waitModes(t, testWakeAndClose) }
+
+func testWakeAndClose(t *testing.T, netpoll bool) {
+	src, snk, w := tinyStream(t, netpoll)
 	w.Spin = 0
+	time.AfterFunc(50*time.Millisecond, func() {
+		p, _ := src.Alloc(64)
+		src.TrySubmit(p)
+		src.Wakeup()
+	})
+	for {
+		if _, ok := snk.TryGet(); ok {
+			break
+		}
+		if err := w.WaitUntil(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatalf("wait for a packet: %v", err)
+		}
+	}
 	time.AfterFunc(50*time.Millisecond, w.Wake)
 	if err := w.WaitUntil(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatalf("woken wait: %v", err)

@@ -1,11 +1,14 @@
 package packetstream
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,8 +50,9 @@ const (
 // sleeps in epoll_wait on its own epoll instance. That is a blocking system call, so the Go
 // scheduler hands the goroutine's P to other goroutines while it sleeps (a pinned component
 // with GOMAXPROCS 1 keeps serving its control plane); only the thread waits, and a signal
-// wakes it directly rather than through the netpoller. A Waiter is used by one goroutine;
-// Wake and Close may be called from others.
+// wakes it directly rather than through the netpoller (UseNetpoll parks the goroutine in the
+// netpoller instead, for a component whose goroutines should share one thread). A Waiter is
+// used by one goroutine; Wake and Close may be called from others.
 //
 // The no-lost-wakeup argument: the sleeper stores its armed flag and then loads the queue
 // index; the peer stores the index and then loads the flag. Both stores are atomic swaps,
@@ -77,6 +81,12 @@ type Waiter struct {
 	woken  atomic.Bool
 	closed atomic.Bool
 	events [8]unix.EpollEvent
+	n      int // events the last epoll_wait returned
+
+	// Netpoll, set before the first Wait, parks the goroutine in Go's netpoller instead of
+	// blocking its thread in epoll_wait. See UseNetpoll.
+	poll *os.File
+	rc   syscall.RawConn
 }
 
 // NewWaiter returns a Waiter over eps.
@@ -102,6 +112,26 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 		}
 	}
 	return w, nil
+}
+
+// UseNetpoll makes Wait park the goroutine in Go's netpoller (the Waiter's epoll instance is
+// itself pollable) instead of blocking a thread in epoll_wait. A component with one Go P and
+// several waiting goroutines then sleeps on one thread, and the scheduler's monitor does not
+// poll every 20 µs to take the P back from a blocked system call.
+func (w *Waiter) UseNetpoll() error {
+	if w.poll != nil {
+		return nil
+	}
+	if err := unix.SetNonblock(w.epfd, true); err != nil {
+		return fmt.Errorf("packetstream waiter: %w", err)
+	}
+	f := os.NewFile(uintptr(w.epfd), "packetstream-waiter")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("packetstream waiter: %w", err)
+	}
+	w.poll, w.rc = f, rc
+	return nil
 }
 
 func (w *Waiter) ctl(op, fd int) error {
@@ -159,6 +189,9 @@ func (w *Waiter) Close() error {
 	unix.Close(w.wake)
 	w.wake = -1
 	w.wakeMu.Unlock()
+	if w.poll != nil {
+		return w.poll.Close()
+	}
 	return unix.Close(w.epfd)
 }
 
@@ -238,6 +271,38 @@ func (w *Waiter) disarm() {
 func (w *Waiter) block(deadline time.Time) error {
 	w.waitMu.Lock()
 	defer w.waitMu.Unlock()
+	if w.closed.Load() {
+		return ErrClosed
+	}
+	var err error
+	if w.rc != nil {
+		err = w.parkNetpoll(deadline)
+	} else {
+		err = w.blockThread(deadline)
+	}
+	if err != nil {
+		return err
+	}
+	if w.closed.Load() {
+		return ErrClosed
+	}
+	for _, ev := range w.events[:w.n] {
+		if ev.Fd == w.wakeID {
+			var b [8]byte
+			unix.RawSyscall(unix.SYS_READ, uintptr(ev.Fd), uintptr(unsafe.Pointer(&b[0])), 8)
+			continue
+		}
+		for _, e := range w.eps {
+			if e.base().in == int(ev.Fd) {
+				e.base().drain()
+			}
+		}
+	}
+	return nil
+}
+
+// blockThread blocks the thread in epoll_wait until it reports events.
+func (w *Waiter) blockThread(deadline time.Time) error {
 	for {
 		if w.closed.Load() {
 			return ErrClosed
@@ -257,21 +322,36 @@ func (w *Waiter) block(deadline time.Time) error {
 		if err != nil {
 			return fmt.Errorf("packetstream waiter: epoll_wait: %w", err)
 		}
-		if w.closed.Load() {
-			return ErrClosed
-		}
-		for _, ev := range w.events[:n] {
-			if ev.Fd == w.wakeID {
-				var b [8]byte
-				unix.Read(int(ev.Fd), b[:])
-				continue
-			}
-			for _, e := range w.eps {
-				if e.base().in == int(ev.Fd) {
-					e.base().drain()
-				}
-			}
-		}
+		w.n = n
 		return nil
 	}
+}
+
+// parkNetpoll parks the goroutine until the epoll instance has events, and collects them.
+func (w *Waiter) parkNetpoll(deadline time.Time) error {
+	w.poll.SetReadDeadline(deadline)
+	var werr error
+	err := w.rc.Read(func(fd uintptr) bool {
+		// Raw: it does not block (timeout 0), and an ordinary system call would wake the
+		// scheduler's monitor thread from its deep sleep into polling every 20 µs.
+		n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)), 0, 0, 0)
+		switch {
+		case errno == unix.EINTR || (errno == 0 && n == 0):
+			return false
+		case errno != 0:
+			werr = fmt.Errorf("packetstream waiter: epoll_wait: %w", errno)
+		}
+		w.n = int(n)
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return os.ErrDeadlineExceeded
+	}
+	if err != nil && w.closed.Load() {
+		return ErrClosed
+	}
+	return err
 }
