@@ -208,8 +208,13 @@ func startTX(n *NIC, in *ps.Sink) (*txLoop, error) {
 	}
 	// Sleep at once instead of spinning, as a driver waits for its interrupt: on a component's
 	// one or two CPUs a spin keeps the wire reader and the kernel from running (measured: the
-	// spin cut throughput 5-10x).
+	// spin cut throughput 5-10x). It sleeps in the netpoller, as the wire reader does, so
+	// the two share a thread (linux_tap: 3-5 % more throughput than a thread of its own).
 	w.Spin = 0
+	if err := w.UseNetpoll(); err != nil {
+		w.Close()
+		return nil, err
+	}
 	t := &txLoop{n: n, in: in, w: w, done: make(chan struct{}),
 		pkts: make([]ps.Packet, 0, Burst), frames: make([][]byte, 0, Burst), offs: make([]ps.Offload, 0, Burst),
 		unack: make([]ps.Packet, 0, Burst)}

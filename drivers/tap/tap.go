@@ -250,7 +250,10 @@ func (d *Device) readBurst(fd uintptr) bool {
 		buf := d.rbufs[d.rn]
 		d.riov[1].Base = unsafe.SliceData(buf)
 		d.riov[1].SetLen(len(buf))
-		r, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&d.riov[0])), 3)
+		// Raw here and in writeBurst: the descriptor never blocks, and the runtime's bookkeeping around
+		// an ordinary system call woke its monitor thread into 20 µs polling (7,600 wakeups/s
+		// in linux_nic at 13 Gbit/s; 70 with raw calls).
+		r, _, e := unix.RawSyscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&d.riov[0])), 3)
 		switch e {
 		case 0:
 		case unix.EAGAIN:
@@ -302,7 +305,7 @@ func (d *Device) writeBurst(fd uintptr) bool {
 			continue
 		}
 		for {
-			_, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.wiov[0])), uintptr(iovs))
+			_, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.wiov[0])), uintptr(iovs))
 			switch e {
 			case 0:
 				d.Stats.TxFrames.Add(uint64(n))
