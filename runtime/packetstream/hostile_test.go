@@ -92,3 +92,63 @@ func TestHostileDescriptors(t *testing.T) {
 		t.Fatalf("in flight %d, invalid %d", src.InFlight(), src.Counters().Invalid.Load())
 	}
 }
+
+// The batch calls check what a hostile peer writes as the single ones do.
+func TestHostileBatch(t *testing.T) {
+	cfg := Config{QueueSize: 8, BulkSize: 8 * BlockSize}
+	src, snk, err := NewHeapStream(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	bulk := uint64(cfg.bulkStart())
+	q := newRing(snk.reg, cfg.submitQueue())
+	q.putDesc(0, 0, 64, 0, 0)                          // the queue headers
+	q.putDesc(1, bulk+uint64(cfg.BulkSize)-1, 2, 0, 0) // straddles the end
+	q.putDesc(2, bulk, BlockSize, 0, 0)                // in the bulk buffer
+	q.putDesc(3, math.MaxUint32, math.MaxUint32, 0, 0) // the sum overflows 32 bits
+	q.head.Store(4)
+	pks, frames := make([]Packet, 8), make([][]byte, 8)
+	if k := snk.TryGetBatch(pks, frames); k != 4 {
+		t.Fatalf("got %d descriptors, want 4", k)
+	}
+	for i, f := range frames[:4] {
+		if (f != nil) != (i == 2) || (f != nil && len(f) != BlockSize) {
+			t.Fatalf("descriptor %d: payload of %d bytes", i, len(f))
+		}
+	}
+	if k := snk.TryAckBatch(pks[:4]); k != 4 {
+		t.Fatalf("acknowledged %d of 4", k)
+	}
+	snk.Wakeup()
+	if got := snk.Counters().Invalid.Load(); got != 3 {
+		t.Fatalf("sink counted %d invalid, want 3", got)
+	}
+	if k := src.ReleaseAcked(); k != 0 {
+		t.Fatalf("source released %d packets it never sent", k)
+	}
+	src.Wakeup()
+	if got := src.Counters().Invalid.Load(); got != 4 {
+		t.Fatalf("source counted %d invalid acknowledgements, want 4", got)
+	}
+	// An impossible head reads as nothing new, counted once.
+	q.head.Store(4 + 1000)
+	for range 3 {
+		if k := snk.TryGetBatch(pks, frames); k != 0 {
+			t.Fatalf("got %d packets past an impossible head", k)
+		}
+	}
+	snk.Wakeup()
+	if got := snk.Counters().Invalid.Load(); got != 4 {
+		t.Fatalf("impossible head counted %d times", got-3)
+	}
+	// An impossible ack tail (the source's view of it) leaves no room to get or acknowledge.
+	a := newRing(snk.reg, cfg.ackQueue())
+	snk.ack.tail = snk.ack.head - uint32(cfg.QueueSize) // the view is full: the tail is read
+	a.tail.Store(snk.ack.head + 1)
+	q.head.Store(4)
+	if k := snk.TryGetBatch(pks, frames); k != 0 {
+		t.Fatalf("got %d packets with an impossible ack tail", k)
+	}
+}

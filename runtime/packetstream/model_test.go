@@ -177,6 +177,69 @@ func TestStreamModel(t *testing.T) {
 				sinkHeld = append(sinkHeld, p)
 				sinkDirty = true
 			},
+			"getBatch": func(t *rapid.T) {
+				want := rapid.IntRange(1, 2*cfg.QueueSize).Draw(t, "want")
+				pks, frames := make([]Packet, want), make([][]byte, want)
+				k := snk.TryGetBatch(pks, frames)
+				if k > len(submitted) {
+					t.Fatalf("TryGetBatch got %d with %d submitted", k, len(submitted))
+				}
+				room := cfg.QueueSize - len(acked)
+				if k > room {
+					t.Fatalf("TryGetBatch got %d with ack room for %d", k, room)
+				}
+				if !srcDirty && k != min(want, len(submitted), room) {
+					// The source published everything: only the queues limit the batch.
+					t.Fatalf("TryGetBatch got %d of %d wanted, %d submitted, ack room %d", k, want, len(submitted), room)
+				}
+				for i, p := range pks[:k] {
+					if submitted[0] != next || int(p.Offload().GSOSize) != int(uint16(next)) {
+						t.Fatalf("got frame %d (offload %d), want %d", submitted[0], p.Offload().GSOSize, next)
+					}
+					if !check(frames[i], next) || len(frames[i]) != int(p.Size) {
+						t.Fatalf("frame %d damaged", next)
+					}
+					submitted = submitted[1:]
+					next++
+					sinkHeld = append(sinkHeld, p)
+				}
+				if k > 0 {
+					sinkDirty = true
+				}
+			},
+			"ackBatch": func(t *rapid.T) {
+				if len(sinkHeld) == 0 {
+					t.Skip()
+				}
+				n := rapid.IntRange(1, len(sinkHeld)).Draw(t, "n")
+				k := snk.TryAckBatch(sinkHeld[:n])
+				if len(acked)+k > cfg.QueueSize {
+					t.Fatalf("TryAckBatch filled the ack queue to %d of %d", len(acked)+k, cfg.QueueSize)
+				}
+				if k < n && !srcDirty && len(acked)+k < cfg.QueueSize {
+					t.Fatalf("TryAckBatch acknowledged %d of %d with %d of %d entries used", k, n, len(acked), cfg.QueueSize)
+				}
+				for _, p := range sinkHeld[:k] {
+					acked = append(acked, p.Offset)
+				}
+				sinkHeld = sinkHeld[k:]
+				if k > 0 {
+					sinkDirty = true
+				}
+			},
+			"releaseAcked": func(t *rapid.T) {
+				k := src.ReleaseAcked()
+				if k > len(acked) || (k < len(acked) && !sinkDirty) {
+					t.Fatalf("ReleaseAcked released %d of %d acknowledged", k, len(acked))
+				}
+				for _, off := range acked[:k] {
+					delete(inFlightAt, off)
+				}
+				acked = acked[k:]
+				if k > 0 {
+					srcDirty = true
+				}
+			},
 			"ack": func(t *rapid.T) {
 				if len(sinkHeld) == 0 {
 					t.Skip()

@@ -89,11 +89,35 @@ func (p *producer) space() bool {
 	return p.head-t < p.size
 }
 
+// room is how many entries fit, at most want (space for a batch): it reads the consumer's
+// tail only when the last view has room for fewer, and validates it as space does.
+func (p *producer) room(want uint32) uint32 {
+	if r := p.size - (p.head - p.tail); r >= want {
+		return want
+	}
+	t := p.ring.tail.Load()
+	if p.head-t > p.size {
+		if t != p.badTail {
+			p.badTail = t
+			p.invalid++
+		}
+		return 0
+	}
+	p.tail = t
+	return min(want, p.size-(p.head-t))
+}
+
 // put writes d if there is space.
 func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 	if !p.space() {
 		return false
 	}
+	p.write(off, size, gso, csum)
+	return true
+}
+
+// write puts d at head, which space or room found free, and publishes head now and then.
+func (p *producer) write(off uint64, size uint32, gso uint64, csum uint16) {
 	p.putDesc(p.head, off, size, gso, csum)
 	p.head++
 	p.bytes += min(size, publishBytes)
@@ -103,7 +127,6 @@ func (p *producer) put(off uint64, size uint32, gso uint64, csum uint16) bool {
 		p.dirty = true
 		p.bytes = 0
 	}
-	return true
 }
 
 // publish stores head with a full barrier, which the armed-flag protocol needs (see Waiter),
@@ -152,6 +175,24 @@ func (c *consumer) avail() bool {
 	return h != c.tail
 }
 
+// ready is how many entries are ready, at most want (avail for a batch): it reads the
+// producer's head only when the last view has fewer, and validates it as avail does.
+func (c *consumer) ready(want uint32) uint32 {
+	if n := c.head - c.tail; n >= want {
+		return want
+	}
+	h := c.ring.head.Load()
+	if h-c.tail > c.size {
+		if h != c.badHead {
+			c.badHead = h
+			c.invalid++
+		}
+		return min(want, c.head-c.tail)
+	}
+	c.head = h
+	return min(want, h-c.tail)
+}
+
 // peek returns the next entry, or nil. The caller copies each field (and csum(tail)) out once,
 // then calls advance (which may publish the tail, handing the entry back to the producer).
 func (c *consumer) peek() unsafe.Pointer {
@@ -161,8 +202,9 @@ func (c *consumer) peek() unsafe.Pointer {
 	return c.entry(c.tail)
 }
 
-func (c *consumer) advance() {
-	c.tail++
+// advance moves past n entries that peek or ready found.
+func (c *consumer) advance(n uint32) {
+	c.tail += n
 	if c.tail-c.published >= c.every {
 		storeRelease(c.ring.tail, c.tail)
 		c.published = c.tail

@@ -63,7 +63,7 @@ func (s *Sink) TryGet() (Packet, bool) {
 		return Packet{}, false
 	}
 	off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), *s.submit.csum(s.submit.tail)
-	s.submit.advance()
+	s.submit.advance(1)
 	if !s.valid(off, size) {
 		s.invalid++
 		return Packet{Offset: uint32(off), Size: 0, gso: gso, csum: csum}, true
@@ -71,6 +71,34 @@ func (s *Sink) TryGet() (Packet, bool) {
 	s.frames++
 	s.bytes += uint64(size)
 	return Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}, true
+}
+
+// TryGetBatch is TryGet for up to len(pks) packets at once, and for no more than the ack
+// queue has room for, so that each can be acknowledged (CanAck before each TryGet): it looks
+// at each queue's index once per batch, not per packet. frames[i] is Payload(pks[i]); frames
+// must be as long as pks. It returns how many packets it got.
+func (s *Sink) TryGetBatch(pks []Packet, frames [][]byte) int {
+	room := s.ack.room(uint32(len(pks)))
+	s.wantSpace = room == 0
+	n := s.submit.ready(room)
+	frames = frames[:n]
+	for i := range frames {
+		t := s.submit.tail + uint32(i)
+		e := s.submit.entry(t)
+		off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), *s.submit.csum(t)
+		if !s.valid(off, size) {
+			s.invalid++
+			pks[i] = Packet{Offset: uint32(off), Size: 0, gso: gso, csum: csum}
+			frames[i] = nil
+			continue
+		}
+		s.frames++
+		s.bytes += uint64(size)
+		pks[i] = Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}
+		frames[i] = s.reg.mem[off : off+uint64(size) : off+uint64(size)]
+	}
+	s.submit.advance(n)
+	return int(n)
 }
 
 // Payload is the frame's bytes in place, or nil for an invalid descriptor. The source may not
@@ -92,6 +120,17 @@ func (s *Sink) TryAck(p Packet) bool {
 	}
 	s.wantSpace = false
 	return true
+}
+
+// TryAckBatch is TryAck for as many of pks as the ack queue has room for, with one look at
+// its index; it returns how many it acknowledged.
+func (s *Sink) TryAckBatch(pks []Packet) int {
+	n := s.ack.room(uint32(len(pks)))
+	for _, p := range pks[:n] {
+		s.ack.write(uint64(p.Offset), p.Size, p.gso, p.csum)
+	}
+	s.wantSpace = int(n) < len(pks)
+	return int(n)
 }
 
 // PacketAvail reports whether a packet is waiting (Genode's packet_avail).

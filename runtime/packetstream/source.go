@@ -121,7 +121,7 @@ func (s *Source) GetAcked() (Packet, bool) {
 			return Packet{}, false
 		}
 		off, size, gso, csum := descOff(e), descSize32(e), descGSO(e), *s.ack.csum(s.ack.tail)
-		s.ack.advance()
+		s.ack.advance(1)
 		b := s.block(off)
 		if b < 0 || s.alloc.block[b].state != blockSubmitted || size != s.alloc.block[b].size {
 			s.invalid++
@@ -131,6 +131,28 @@ func (s *Source) GetAcked() (Packet, bool) {
 		s.inFlight--
 		return Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}, true
 	}
+}
+
+// ReleaseAcked releases every packet the sink acknowledged (GetAcked and Release for each),
+// with one look at the ack queue's index, and returns how many.
+func (s *Source) ReleaseAcked() int {
+	n := s.ack.ready(s.ack.size)
+	released := 0
+	for i := range n {
+		t := s.ack.tail + i
+		e := s.ack.entry(t)
+		off, size := descOff(e), descSize32(e)
+		b := s.block(off)
+		if b < 0 || s.alloc.block[b].state != blockSubmitted || size != s.alloc.block[b].size {
+			s.invalid++
+			continue
+		}
+		s.alloc.release(b)
+		released++
+	}
+	s.ack.advance(n)
+	s.inFlight -= released
+	return released
 }
 
 // Release frees a packet the source holds (allocated and not submitted, or acknowledged).
