@@ -46,10 +46,12 @@ type Loop struct {
 	ctr counters
 	sig coalescing
 
-	// batch and frames are the packets take got from one interface, and their bytes.
-	batch  [takeBatch]packetstream.Packet
-	frames [takeBatch][]byte
-	off    packetstream.Offload // of the frame being handled
+	// batch and frames are the packets take got from one interface, and their bytes; handled
+	// are those of them the router is done with, acknowledged together.
+	batch   [takeBatch]packetstream.Packet
+	frames  [takeBatch][]byte
+	handled [takeBatch]packetstream.Packet
+	off     packetstream.Offload // of the frame being handled
 }
 
 // takeBatch is how many frames take prefetches together.
@@ -296,14 +298,17 @@ func (l *Loop) round() bool {
 			}
 			n += k
 			busy = true
+			d := 0
 			for j := range k {
 				pk := l.batch[j]
 				b := l.frames[j]
 				setOffload(&l.off, pk)
 				if b == nil || l.r.Handle(a.ifc, b, &l.off, frameID(pk)) == router.Done {
-					p.ack(pk)
+					l.handled[d] = pk
+					d++
 				}
 			}
+			p.ackAll(l.handled[:d])
 		}
 		if max > 0 && n >= max && p.in.PacketAvail() {
 			saturated = true
@@ -335,22 +340,12 @@ func setOffload(o *packetstream.Offload, pk packetstream.Packet) {
 
 // take gets up to want frames of p into l.batch and l.frames, and has the first line of each
 // fetched at once: the frames were written on the client's CPU, and the misses on them
-// overlap instead of stalling one frame after another. It takes a frame only while the ack
-// queue has room (Genode's ready_to_ack); an acknowledgement that still finds it full waits in
-// p.acks.
+// overlap instead of stalling one frame after another. It takes only as many frames as the ack
+// queue has room for (Genode's ready_to_ack); an acknowledgement that still finds it full (a
+// held frame released meanwhile took the room) waits in p.acks.
 func (l *Loop) take(p *Port, want int) int {
-	k := 0
-	for k < want && p.in.CanAck() {
-		pk, ok := p.in.TryGet()
-		if !ok {
-			break
-		}
-		l.batch[k] = pk
-		k++
-	}
-	for j := range k {
-		b := p.in.Payload(l.batch[j])
-		l.frames[j] = b
+	k := p.in.TryGetBatch(l.batch[:want], l.frames[:want])
+	for _, b := range l.frames[:k] {
 		if len(b) > 0 {
 			prefetch(&b[0])
 		}

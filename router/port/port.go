@@ -101,6 +101,12 @@ func (p *Port) ack(pk packetstream.Packet) {
 	}
 }
 
+// ackAll acknowledges received frames, as ack does each.
+func (p *Port) ackAll(pks []packetstream.Packet) {
+	n := p.in.TryAckBatch(pks)
+	p.acks = append(p.acks, pks[n:]...)
+}
+
 // LinkState passes the router's link state to the session's client.
 func (p *Port) LinkState(up bool) {
 	if p.link != nil {
@@ -113,17 +119,7 @@ func (p *Port) LinkState(up bool) {
 func frameID(pk packetstream.Packet) uint64 { return uint64(pk.Offset)<<32 | uint64(pk.Size) }
 
 // reclaim frees what the peer acknowledged of our frames.
-func (p *Port) reclaim() bool {
-	any := false
-	for {
-		pk, ok := p.out.GetAcked()
-		if !ok {
-			return any
-		}
-		p.out.Release(pk)
-		any = true
-	}
-}
+func (p *Port) reclaim() bool { return p.out.ReleaseAcked() > 0 }
 
 // retryAcks acknowledges held frames whose Release found the ack queue full.
 func (p *Port) retryAcks() {
