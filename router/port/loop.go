@@ -302,8 +302,12 @@ func (l *Loop) round() bool {
 			for j := range k {
 				pk := l.batch[j]
 				b := l.frames[j]
-				setOffload(&l.off, pk)
-				if b == nil || l.r.Handle(a.ifc, b, &l.off, frameID(pk)) == router.Done {
+				var off *packetstream.Offload // nil: none, most frames
+				if pk.HasOffload() {
+					setOffload(&l.off, pk)
+					off = &l.off
+				}
+				if b == nil || l.r.Handle(a.ifc, b, off, frameID(pk)) == router.Done {
 					l.handled[d] = pk
 					d++
 				}

@@ -31,6 +31,10 @@ func (p Packet) Offload() Offload {
 		GSOSize: uint16(p.gso >> 16), CsumStart: uint16(p.gso), CsumOffset: p.csum}
 }
 
+// HasOffload reports whether p carries offload metadata (Offload is not all zero), without
+// building it.
+func (p Packet) HasOffload() bool { return p.gso|uint64(p.csum) != 0 }
+
 // WithOffload returns p carrying o. (The packing order differs from Offload's memory layout on
 // purpose: the compiler would otherwise merge the field loads into one wide load.)
 func (p Packet) WithOffload(o Offload) Packet {
