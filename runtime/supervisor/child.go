@@ -26,7 +26,8 @@ type process struct {
 	ctl    controlpb.ComponentClient
 	sock   *net.UnixConn
 	pid    int
-	cancel context.CancelFunc // ends the event stream and heartbeat
+	calls  *callQueue
+	cancel context.CancelFunc // ends the event stream, heartbeat and call queue
 }
 
 // launch starts binary pinned to cpus with its control socket as fd 3, and waits for the

@@ -155,7 +155,7 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 				}
 			}
 			switch {
-			case r.session != 0:
+			case r.session != 0 && !r.opening:
 				rs.State, rs.OpenedAt = "open", r.openedAt
 			case r.denied != "":
 				rs.State = "denied"

@@ -60,8 +60,9 @@ func (o *Options) defaults() {
 // everything else talks to it through events. Slow work runs beside the loop and reports
 // back: launching a component, stopping one, making and deleting a parent service's session,
 // telling a client of a denial. The session calls (OpenSession, CloseSession, LinkState) and
-// UpdateConfig stay on the loop, which keeps them in order per component; each is bounded by
-// CallTimeout.
+// UpdateConfig go to a queue per process (calls.go), made in order by one goroutine each and
+// bounded by CallTimeout; their results come back as events, so a hung component holds up
+// only its own calls.
 type Supervisor struct {
 	path   string
 	opts   Options
@@ -73,7 +74,9 @@ type Supervisor struct {
 	// started instead of handing it over.
 	quitting  chan struct{}
 	launching sync.WaitGroup // launches and parent-service sessions being made
-	ending    sync.WaitGroup // processes being stopped, parent-service sessions being deleted
+	// ending counts processes being stopped, parent-service sessions being deleted and the
+	// processes' call queues.
+	ending sync.WaitGroup
 
 	sc       *Scenario
 	children map[string]*child
@@ -116,7 +119,6 @@ type request struct {
 	tx, rx    packetstream.Config
 	device    *component.DeviceSpec // set for a device session (tx and rx unused)
 	parent    *parentSession        // what the supervisor made for an open parent-service session
-	opening   bool                  // a parent-service session is being made
 	decision  *Decision
 	denied    string
 	session   uint64
@@ -124,6 +126,9 @@ type request struct {
 	linkUp    bool
 	ram       int
 	waitNoted bool
+	// opening: the session is being made, by the supervisor for a parent service (session
+	// still 0) or at the server; the client is handed it once that is done.
+	opening bool
 }
 
 // New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
@@ -327,6 +332,9 @@ func (s *Supervisor) launched(c *child, life int, p *process, err error, bin str
 	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", took)
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
+	p.calls = newCallQueue()
+	s.ending.Add(1)
+	go s.serveCalls(evctx, c.start.Name, p.calls)
 	go s.follow(evctx, c, life, p)
 	if c.start.Heartbeat && s.sc.HeartbeatMS > 0 {
 		go s.heartbeat(evctx, c, life, p, time.Duration(s.sc.HeartbeatMS)*time.Millisecond)
@@ -418,14 +426,35 @@ func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 		for _, r := range s.requests {
 			if r.session == k.LinkState.GetSessionId() && r.decision != nil && r.decision.Server == c.start.Name {
 				r.linkUp = k.LinkState.GetUp()
-				if cl := s.children[r.key.client]; cl != nil && cl.proc != nil {
-					ctx, cancel := s.ctx()
-					cl.proc.ctl.LinkState(ctx, &controlpb.LinkStateRequest{SessionId: r.session, Up: r.linkUp})
-					cancel()
+				// While the server's OpenSession is answered, the client has not been handed
+				// the session yet; it learns the link state right after (serverOpened).
+				if !r.opening {
+					s.linkState(r)
 				}
 			}
 		}
 	}
+}
+
+// linkState tells r's client the link state of its open session.
+func (s *Supervisor) linkState(r *request) {
+	cl := s.children[r.key.client]
+	if cl == nil || cl.proc == nil {
+		return
+	}
+	p, id, up := cl.proc, r.session, r.linkUp
+	p.calls.add(call{
+		what: fmt.Sprintf("LinkState of session %d", id),
+		do: func(ctx context.Context) error {
+			_, err := p.ctl.LinkState(ctx, &controlpb.LinkStateRequest{SessionId: id, Up: up})
+			return err
+		},
+		done: func(err error) {
+			if err != nil && cl.proc == p {
+				s.log.Debug(fmt.Sprintf("telling %s the link state of session %d: %v", cl.start.Name, id, err))
+			}
+		},
+	})
 }
 
 // request routes a new session request and opens it when its server is ready.
@@ -551,49 +580,99 @@ func (s *Supervisor) open(r *request) {
 		s.log.Error(fmt.Sprintf("session %s of %s: %v", r.service, r.key.client, err))
 		return
 	}
-	defer closeFiles(files) // both sides hold their own copies once sent
-	base := &controlpb.OpenSessionRequest{
-		SessionId: id, RequestId: r.key.id, Service: r.service, Label: r.decision.Label, Args: r.args,
+	req := &controlpb.OpenSessionRequest{
+		SessionId: id, RequestId: r.key.id, Role: controlpb.Role_SERVER, Service: r.service, Label: r.decision.Label, Args: r.args,
 		Files: uint32(len(files)),
 	}
 	if r.device != nil {
-		base.Device = component.DeviceSpecProto(*r.device)
+		req.Device = component.DeviceSpecProto(*r.device)
 	} else {
-		base.Tx = &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize)}
-		base.Rx = &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)}
+		req.Tx = &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize)}
+		req.Rx = &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)}
 	}
-	give := func(c *child, role controlpb.Role) error {
-		req := proto.Clone(base).(*controlpb.OpenSessionRequest)
-		req.Role = role
-		return s.hand(c, req, files)
-	}
-	if err := give(srv, controlpb.Role_SERVER); err != nil {
-		s.log.Error(fmt.Sprintf("session %s %q of %s: server %s refused: %v", r.service, r.label, r.key.client, srv.start.Name, err))
-		return
-	}
-	if err := give(cl, controlpb.Role_CLIENT); err != nil {
-		s.log.Error(fmt.Sprintf("session %s %q of %s: client refused: %v", r.service, r.label, r.key.client, err))
-		s.closeAt(srv, id, "client refused the session")
-		return
-	}
-	r.session, r.linkUp, r.ram, r.waitNoted = id, true, need, false
+	// The session counts as open from here (its ram charged, its id known), so that closing it
+	// meanwhile queues the server's CloseSession behind its OpenSession.
+	r.session, r.opening, r.linkUp, r.ram, r.waitNoted = id, true, true, need, false
 	cl.ramUsed += need
-	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at %s (link up)", id, r.service, r.label, r.key.client, srv.start.Name), "took", time.Since(r.openedAt))
+	s.hand(srv.proc, req, files, func(err error) { s.serverOpened(r, srv, req, files, err) })
 }
 
-// hand gives c a session: its files over the control socket, then the OpenSession call.
-func (s *Supervisor) hand(c *child, req *controlpb.OpenSessionRequest, files []*os.File) error {
-	if len(files) > 0 {
-		// A component that stopped reading its control socket must not block the supervisor.
-		c.proc.sock.SetWriteDeadline(time.Now().Add(s.opts.CallTimeout))
-		if err := component.SendFiles(c.proc.sock, req.SessionId, files); err != nil {
-			return err
-		}
+// serverOpened follows the server's answer to r's OpenSession: on success the client is
+// handed the session (files and all), then told the link state if the server reported it
+// down meanwhile.
+func (s *Supervisor) serverOpened(r *request, srv *child, req *controlpb.OpenSessionRequest, files []*os.File, err error) {
+	id := req.SessionId
+	if r.session != id {
+		closeFiles(files) // closed meanwhile: the server's CloseSession is queued behind
+		return
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	_, err := c.proc.ctl.OpenSession(ctx, req)
-	return err
+	// Both processes are still the ones the session was opened with: an exit or stop of
+	// either would have closed it.
+	r.opening = false
+	cl := s.children[r.key.client]
+	if err != nil {
+		closeFiles(files)
+		s.log.Error(fmt.Sprintf("session %s %q of %s: server %s refused: %v", r.service, r.label, r.key.client, srv.start.Name, err))
+		cl.ramUsed -= r.ram
+		r.session, r.linkUp, r.ram = 0, false, 0
+		return
+	}
+	creq := proto.Clone(req).(*controlpb.OpenSessionRequest)
+	creq.Role = controlpb.Role_CLIENT
+	s.hand(cl.proc, creq, files, func(err error) {
+		closeFiles(files) // both sides hold their own copies once sent
+		s.clientOpened(r, id, srv.start.Name, err)
+	})
+	if !r.linkUp {
+		s.linkState(r)
+	}
+}
+
+// clientOpened follows the client's answer to its OpenSession of session id of r.
+func (s *Supervisor) clientOpened(r *request, id uint64, server string, err error) {
+	if r.session != id {
+		return // closed meanwhile
+	}
+	if err != nil {
+		s.log.Error(fmt.Sprintf("session %s %q of %s: client refused: %v", r.service, r.label, r.key.client, err))
+		s.children[r.key.client].ramUsed -= r.ram
+		r.session, r.linkUp, r.ram = 0, false, 0
+		if r.parent != nil {
+			s.closeParent(r.parent)
+			r.parent = nil
+		} else {
+			s.closeAt(s.children[server], id, "client refused the session")
+		}
+		return
+	}
+	where := server
+	if r.parent != nil {
+		where = fmt.Sprintf("the parent: %s in namespace %s", r.parent.iface, r.parent.ns.Name)
+	}
+	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at %s (link up)", id, r.service, r.label, r.key.client, where), "took", time.Since(r.openedAt))
+}
+
+// hand queues giving process p a session: its files over the control socket, then the
+// OpenSession call; done gets the answer on the loop.
+func (s *Supervisor) hand(p *process, req *controlpb.OpenSessionRequest, files []*os.File, done func(error)) {
+	p.calls.add(call{
+		what: fmt.Sprintf("OpenSession of session %d", req.SessionId),
+		do: func(ctx context.Context) error {
+			if len(files) > 0 {
+				// A component that stopped reading its control socket must not block its queue
+				// past the call's time.
+				deadline, _ := ctx.Deadline()
+				p.sock.SetWriteDeadline(deadline)
+				if err := component.SendFiles(p.sock, req.SessionId, files); err != nil {
+					return err
+				}
+			}
+			_, err := p.ctl.OpenSession(ctx, req)
+			return err
+		},
+		done:  done,
+		files: files,
+	})
 }
 
 // openAtParent opens r at a service the supervisor serves itself.
@@ -638,14 +717,14 @@ func (s *Supervisor) openedAtParent(r *request, id uint64, p *parentSession, err
 		SessionId: id, RequestId: r.key.id, Role: controlpb.Role_CLIENT, Service: r.service, Label: r.decision.Label,
 		Args: p.args, Files: uint32(len(p.files)), Device: &controlpb.DeviceSpec{},
 	}
-	if err := s.hand(cl, req, p.files); err != nil {
-		s.log.Error(fmt.Sprintf("session %s %q of %s: client refused: %v", r.service, r.label, r.key.client, err))
-		s.closeParent(p)
-		return
-	}
-	closeFiles(p.files) // the client holds its own copies
 	r.session, r.linkUp, r.parent, r.waitNoted = id, true, p, false
-	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at the parent: %s in namespace %s", id, r.service, r.label, r.key.client, p.iface, p.ns.Name), "took", time.Since(r.openedAt))
+	s.hand(cl.proc, req, p.files, func(err error) {
+		if err == nil && r.session == id {
+			closeFiles(p.files) // the client holds its own copies
+		}
+		// Otherwise closing the session (now or before) deletes p and its files.
+		s.clientOpened(r, id, "", err)
+	})
 }
 
 // closeParent deletes what a parent-service session made, in the background like end.
@@ -669,15 +748,24 @@ func (s *Supervisor) sessionFiles(r *request, name string) ([]*os.File, error) {
 	return sf.Files(), nil
 }
 
+// closeAt queues closing session id at c's process.
 func (s *Supervisor) closeAt(c *child, id uint64, reason string) {
 	if c == nil || c.proc == nil || c.state != "running" {
 		return
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	if _, err := c.proc.ctl.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: id, Reason: reason}); err != nil {
-		s.log.Debug(fmt.Sprintf("closing session %d at %s: %v", id, c.start.Name, err))
-	}
+	p := c.proc
+	p.calls.add(call{
+		what: fmt.Sprintf("CloseSession of session %d", id),
+		do: func(ctx context.Context) error {
+			_, err := p.ctl.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: id, Reason: reason})
+			return err
+		},
+		done: func(err error) {
+			if err != nil && c.proc == p {
+				s.log.Debug(fmt.Sprintf("closing session %d at %s: %v", id, c.start.Name, err))
+			}
+		},
+	})
 }
 
 // closeSession closes an open session on both sides that are still there.
@@ -686,10 +774,11 @@ func (s *Supervisor) closeSession(r *request, reason string, atClient bool) {
 		return
 	}
 	id := r.session
-	r.session, r.linkUp = 0, false
+	handed := !r.opening // the client was handed the session (or is about to be)
+	r.session, r.opening, r.linkUp = 0, false, false
 	if cl := s.children[r.key.client]; cl != nil {
 		cl.ramUsed -= r.ram
-		if atClient {
+		if atClient && handed {
 			s.closeAt(cl, id, reason)
 		}
 	}
@@ -770,24 +859,27 @@ func (s *Supervisor) failed(c *child, err error) {
 	s.restartAfter(c, wait)
 }
 
-// stop closes c's sessions and ends its process.
+// stop closes c's sessions at their peers and ends its process (its Stop closes them there).
 func (s *Supervisor) stop(c *child) {
 	c.life++ // its exit is expected; a launch in flight or a pending restart is void
 	p := c.proc
+	c.proc = nil
+	c.state = "stopped"
 	if p == nil {
-		c.state = "stopped"
 		return
 	}
 	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name))
-	c.proc = nil
-	c.state = "stopped"
 	s.end(p)
 }
 
 // end stops process p in the background (a Stop call, then go-plugin's kill, which waits and
-// escalates to SIGKILL), so that a restart or a slow exit never holds up the event loop. The
-// run waits for every end before it returns.
+// escalates to SIGKILL), so that a restart or a slow exit never holds up the event loop. Its
+// queued calls are dropped and the one in flight is cancelled. The run waits for every end
+// before it returns.
 func (s *Supervisor) end(p *process) {
+	if p.cancel != nil {
+		p.cancel()
+	}
 	s.ending.Add(1)
 	go func() {
 		defer s.ending.Done()
@@ -803,14 +895,7 @@ func (s *Supervisor) stopAll() {
 	close(s.quitting)
 	s.launching.Wait()
 	// Launches that finished before quitting closed wait in the queue; launched kills them.
-	for drained := false; !drained; {
-		select {
-		case fn := <-s.events:
-			fn()
-		default:
-			drained = true
-		}
-	}
+	s.drain()
 	for i := len(s.sc.Starts) - 1; i >= 0; i-- {
 		if c := s.children[s.sc.Starts[i].Name]; c != nil {
 			s.stop(c)
@@ -820,7 +905,21 @@ func (s *Supervisor) stopAll() {
 		s.stop(c) // starts removed by a reload but still running
 	}
 	s.ending.Wait()
+	// Call results that made it into the queue still close their session's files.
+	s.drain()
 	s.log.Info("all components stopped")
+}
+
+// drain runs the events waiting in the queue.
+func (s *Supervisor) drain() {
+	for {
+		select {
+		case fn := <-s.events:
+			fn()
+		default:
+			return
+		}
+	}
 }
 
 // reload applies a changed scenario: new starts start, removed ones stop, a start whose launch
@@ -863,14 +962,7 @@ func (s *Supervisor) reload() {
 			c.backoff = s.opts.MinBackoff
 			s.launch(c)
 		case !sameConfig(prev, st) && c.proc != nil && c.state == "running":
-			ctx, cancel := s.ctx()
-			_, err := c.proc.ctl.UpdateConfig(ctx, configText(sc, st))
-			cancel()
-			if err != nil {
-				s.log.Error(fmt.Sprintf("%s rejected its new config (keeps the old one): %v", st.Name, err))
-			} else {
-				s.log.Info(fmt.Sprintf("%s: config updated", st.Name))
-			}
+			s.updateConfig(c, configText(sc, st))
 		}
 	}
 	// Routes may have changed for requests that were waiting.
@@ -884,6 +976,27 @@ func (s *Supervisor) reload() {
 		}
 	}
 	s.openWaiting()
+}
+
+// updateConfig queues handing c's process its changed config.
+func (s *Supervisor) updateConfig(c *child, cfg *controlpb.Config) {
+	p, name := c.proc, c.start.Name
+	p.calls.add(call{
+		what: "UpdateConfig",
+		do: func(ctx context.Context) error {
+			_, err := p.ctl.UpdateConfig(ctx, cfg)
+			return err
+		},
+		done: func(err error) {
+			switch {
+			case c.proc != p: // ended meanwhile; a new process starts with the scenario's config
+			case err != nil:
+				s.log.Error(fmt.Sprintf("%s rejected its new config (keeps the old one): %v", name, err))
+			default:
+				s.log.Info(fmt.Sprintf("%s: config updated", name))
+			}
+		},
+	})
 }
 
 // launchKey is everything about a start whose change needs a restart.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -14,9 +15,11 @@ import (
 )
 
 // EchoSchema is test_echo's config: tag is any number, shown as the counter "tag" so tests
-// see a live config change arrive; link (yes/no) is the link state it reports to its clients.
-// Device sessions (DeviceSpec) routed to it are served as the test device.
-var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service", "link"}}
+// see a live config change arrive; link (yes/no) is the link state it reports to its clients;
+// open_delay_ms makes it answer each OpenSession that much later (after reporting a link
+// down), as a slow component would. Device sessions (DeviceSpec) routed to it are served as
+// the test device.
+var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service", "link", "open_delay_ms"}}
 
 // ClientSchema is test_client's config.
 // device="yes" requests a device session (DeviceSpec) instead of a packet stream; service
@@ -39,6 +42,7 @@ type Echo struct {
 	loops   map[uint64]*loop
 	devices map[uint64]*device
 	link    bool
+	delay   time.Duration // before answering OpenSession
 	// c is the component, for announcing the service and reporting link state.
 	c *component.Component
 }
@@ -61,6 +65,10 @@ func (e *Echo) Configure(cfg *config.Node) error {
 	if err != nil {
 		return err
 	}
+	delay, err := cfg.Number("open_delay_ms", 0)
+	if err != nil {
+		return err
+	}
 	if e.configs.Add(1) == 1 {
 		e.c.Announce(cfg.String("service", "Nic"))
 	} else if link != e.link {
@@ -69,7 +77,7 @@ func (e *Echo) Configure(cfg *config.Node) error {
 		}
 	}
 	e.tag.Store(tag)
-	e.link = link
+	e.link, e.delay = link, time.Duration(delay)*time.Millisecond
 	return nil
 }
 
@@ -86,6 +94,7 @@ func (e *Echo) Open(s *component.Session) error {
 	if !e.link {
 		e.c.ReportLink(s, false)
 	}
+	time.Sleep(e.delay)
 	e.log.Info("session opened", "id", s.ID, "label", s.Label)
 	return nil
 }
