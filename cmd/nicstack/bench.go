@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -63,4 +64,20 @@ func startBenchScenario(ctx context.Context, name string, text []byte, bins []st
 	done = make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	return s, done, func() { cancel(); <-done; os.RemoveAll(dir) }, nil
+}
+
+// median is the median of f over xs (the mean of the middle two for an even count; 0 for none).
+func median[T any](xs []T, f func(T) float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,8 +47,10 @@ func init() {
 			"it, through nic_router (a udp-forward rule, then NAT) to a second nic_perf that counts what\n" +
 			"arrives; in the same run the two nic_perfs are connected directly as the reference. On two\n" +
 			"CPUs the sender has the first CPU, the router and the receiver share the second; directly\n" +
-			"connected, each nic_perf has a CPU. Each point is measured --runs times (consecutive windows\n" +
-			"of --time after a warm-up); the table shows the medians.",
+			"connected, each nic_perf has a CPU. A run measures the direct reference and both routed modes\n" +
+			"one after the other, each in a fresh scenario for --time after a warm-up; the ratio of a run\n" +
+			"is routed over that run's direct rate, so that a machine whose speed drifts between runs\n" +
+			"compares like with like. The table shows the medians of --runs runs.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return benchRouter(cmd.OutOrStdout(), sizes, duration, runs, binDirs(binDir), jsonFile, verbose)
@@ -78,34 +79,38 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 	printLoad(out)
 	var points []routerPoint
 	for _, size := range sizes {
-		med := map[string]routerSample{}
-		for _, mode := range routerModes {
-			samples, err := measureRouter(mode, size, d, runs, bins, verbose)
-			if err != nil {
-				return fmt.Errorf("%s, %d bytes: %w", mode, size, err)
-			}
-			for _, s := range samples {
-				fmt.Fprintf(out, "%5d B  %-11s  %7.3f Mpps  %6.2f Gbit/s  router CPU %3.0f%%  (sent %.3f Mpps, dropped at full queue %.3f Mpps)\n",
-					size, mode, s.mpps, s.gbps, s.cpu, s.offered, s.full)
-			}
-			med[mode] = routerSample{
-				mpps: median(samples, func(s routerSample) float64 { return s.mpps }),
-				gbps: median(samples, func(s routerSample) float64 { return s.gbps }),
-				cpu:  median(samples, func(s routerSample) float64 { return s.cpu }),
+		samples := map[string][]routerSample{}
+		ratios := map[string][]float64{}
+		for run := 1; run <= runs; run++ {
+			var direct float64
+			for _, mode := range routerModes {
+				s, err := measureRouter(mode, size, d, bins, verbose)
+				if err != nil {
+					return fmt.Errorf("%s, %d bytes, run %d: %w", mode, size, run, err)
+				}
+				samples[mode] = append(samples[mode], s)
+				ratio := ""
+				if mode == "direct" {
+					direct = s.mpps
+				} else if direct > 0 {
+					ratios[mode] = append(ratios[mode], s.mpps/direct)
+					ratio = fmt.Sprintf("  %.2f of direct", s.mpps/direct)
+				}
+				fmt.Fprintf(out, "%5d B  run %d  %-11s  %7.3f Mpps  %6.2f Gbit/s  router CPU %3.0f%%  (sent %.3f Mpps, dropped at full queue %.3f Mpps)%s\n",
+					size, run, mode, s.mpps, s.gbps, s.cpu, s.offered, s.full, ratio)
 			}
 		}
-		direct := med["direct"]
+		direct := samples["direct"]
 		for _, mode := range routerModes[1:] {
-			m := med[mode]
-			p := routerPoint{FrameBytes: size, Mode: mode, RoutedMpps: m.mpps, DirectMpps: direct.mpps,
-				RouterCPU: m.cpu, RoutedGbps: m.gbps, DirectGbps: direct.gbps, Runs: runs}
-			if direct.mpps > 0 {
-				p.Ratio = m.mpps / direct.mpps
-			}
+			m := samples[mode]
+			p := routerPoint{FrameBytes: size, Mode: mode, Runs: runs,
+				RoutedMpps: median(m, routerSample.Mpps), DirectMpps: median(direct, routerSample.Mpps),
+				RouterCPU: median(m, routerSample.CPU), RoutedGbps: median(m, routerSample.Gbps), DirectGbps: median(direct, routerSample.Gbps),
+				Ratio: median(ratios[mode], func(r float64) float64 { return r })}
 			points = append(points, p)
 		}
 	}
-	fmt.Fprintf(out, "\nmedians of %d runs of %v:\n", runs, d)
+	fmt.Fprintf(out, "\nmedians of %d runs of %v (routed/direct: the median of the runs' ratios):\n", runs, d)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "frame B\tmode\trouted Mpps\trouted Gbit/s\tdirect Mpps\tdirect Gbit/s\trouted/direct\trouter CPU %\t")
 	for _, p := range points {
@@ -119,20 +124,15 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 	return nil
 }
 
-func median(xs []routerSample, f func(routerSample) float64) float64 {
-	v := make([]float64, len(xs))
-	for i, x := range xs {
-		v[i] = f(x)
-	}
-	sort.Float64s(v)
-	return v[len(v)/2]
-}
+func (s routerSample) Mpps() float64 { return s.mpps }
+func (s routerSample) Gbps() float64 { return s.gbps }
+func (s routerSample) CPU() float64  { return s.cpu }
 
-// measureRouter runs one scenario and measures what reaches the receiving nic_perf.
-func measureRouter(mode string, size int, d time.Duration, runs int, bins []string, verbose bool) ([]routerSample, error) {
+// measureRouter runs one scenario and measures what reaches the receiving nic_perf for d.
+func measureRouter(mode string, size int, d time.Duration, bins []string, verbose bool) (routerSample, error) {
 	s, _, stop, err := startBenchScenario(context.Background(), "router", []byte(RouterBenchScenario(mode, size)), bins, verbose)
 	if err != nil {
-		return nil, err
+		return routerSample{}, err
 	}
 	defer stop()
 
@@ -169,26 +169,21 @@ func measureRouter(mode string, size int, d time.Duration, runs int, bins []stri
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no frame reached nic_perf_rx within 15 s (run with -v for the logs)")
+			return routerSample{}, fmt.Errorf("no frame reached nic_perf_rx within 15 s (run with -v for the logs)")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // warm-up: ARP resolved, spinning settled
-	var out []routerSample
 	prev, _ := read()
-	for range runs {
-		time.Sleep(d)
-		cur, ok := read()
-		if !ok {
-			return nil, fmt.Errorf("the scenario ended")
-		}
-		sec := cur.at.Sub(prev.at).Seconds()
-		fps := float64(cur.rx-prev.rx) / sec
-		out = append(out, routerSample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cur.cpu,
-			offered: float64(cur.tx-prev.tx) / sec / 1e6, full: float64(cur.full-prev.full) / sec / 1e6})
-		prev = cur
+	time.Sleep(d)
+	cur, ok := read()
+	if !ok {
+		return routerSample{}, fmt.Errorf("the scenario ended")
 	}
-	return out, nil
+	sec := cur.at.Sub(prev.at).Seconds()
+	fps := float64(cur.rx-prev.rx) / sec
+	return routerSample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cur.cpu,
+		offered: float64(cur.tx-prev.tx) / sec / 1e6, full: float64(cur.full-prev.full) / sec / 1e6}, nil
 }
 
 // RouterBenchScenario is the scenario of one bench point: "direct" connects the two nic_perfs,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -180,17 +179,6 @@ func benchStream(cmd *cobra.Command, b streamBench, jsonFile string) error {
 				r+1, size, fps/1e6, fps*float64(size)*8/1e9, sig, refMpps, res.source.Sleeps, res.sink.Sleeps,
 				100*res.source.CPUSeconds/res.source.Seconds, 100*res.sink.CPUSeconds/res.sink.Seconds)
 		}
-	}
-	median := func(xs []sample, f func(sample) float64) float64 {
-		v := make([]float64, len(xs))
-		for i, x := range xs {
-			v[i] = f(x)
-		}
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	var points []streamPoint
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)

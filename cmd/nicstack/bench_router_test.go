@@ -1,0 +1,38 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// The bench's scenarios are ones `nicstack check` accepts, the components' schemas included.
+func TestRouterBenchScenarioChecks(t *testing.T) {
+	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_router"))
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_perf")
+	for _, mode := range routerModes {
+		for _, e := range supervisor.Check(mode+".xml", []byte(RouterBenchScenario(mode, 64)), []string{bins}) {
+			t.Error(e)
+		}
+	}
+}
+
+// A short `nicstack bench router` prints the table and writes one JSON object per frame size
+// and routing mode with the documented keys, each run's ratio against its own direct run.
+func TestBenchRouterJSON(t *testing.T) {
+	for _, c := range []string{"nic_router", "nic_perf"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	points, out := runBenchJSON(t, "medians of 1 runs", 2, []string{"frame_bytes", "mode", "routed_mpps", "direct_mpps", "ratio", "router_cpu"},
+		"router", "--time", "300ms", "--runs", "1", "--sizes", "64")
+	for i, p := range points {
+		if p["routed_mpps"].(float64) <= 0 || p["direct_mpps"].(float64) <= 0 || p["ratio"].(float64) <= 0 {
+			t.Errorf("point %d moved nothing: %v\n%s", i, p, out)
+		}
+	}
+	if points[0]["mode"] != "udp-forward" || points[1]["mode"] != "nat" {
+		t.Errorf("modes %v and %v, want udp-forward and nat", points[0]["mode"], points[1]["mode"])
+	}
+}
