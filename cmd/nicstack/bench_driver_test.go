@@ -1,22 +1,14 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // The bench's scenario is one `nicstack check` accepts, schemas of the NIC components included.
 func TestDriverBenchScenarioChecks(t *testing.T) {
-	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/ipxe_nic"))
-	testutil.Binary(t, "github.com/nicstack/nicstack/components/intel_nic_hw")
-	testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_perf")
-	text := DriverBenchScenario(651, true, 0)
-	for _, e := range supervisor.Check("bench.xml", []byte(text), []string{bins}) {
-		t.Error(e)
-	}
+	checkScenario(t, "bench.xml", DriverBenchScenario(651, true, 0), "ipxe_nic", "intel_nic_hw", "nic_perf")
 }
 
 // A short `nicstack bench driver` prints the table and writes one JSON object per point with

@@ -1,21 +1,15 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // The bench's scenarios are ones `nicstack check` accepts, the components' schemas included.
 func TestRouterBenchScenarioChecks(t *testing.T) {
-	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_router"))
-	testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_perf")
 	for _, mode := range routerModes {
-		for _, e := range supervisor.Check(mode+".xml", []byte(RouterBenchScenario(mode, 64)), []string{bins}) {
-			t.Error(e)
-		}
+		checkScenario(t, mode+".xml", RouterBenchScenario(mode, 64), "nic_router", "nic_perf")
 	}
 }
 

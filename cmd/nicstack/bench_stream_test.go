@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // A short `nicstack bench stream` prints the table and writes one JSON object per frame size
@@ -56,4 +57,17 @@ func runBenchJSON(t *testing.T, table string, want int, keys []string, args ...s
 		}
 	}
 	return points, b
+}
+
+// checkScenario builds components and checks that `nicstack check` accepts scenario text
+// (named name in its errors), the components' schemas included.
+func checkScenario(t *testing.T, name, text string, components ...string) {
+	t.Helper()
+	var bins string
+	for _, c := range components {
+		bins = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
+	}
+	for _, e := range supervisor.Check(name, []byte(text), []string{bins}) {
+		t.Error(e)
+	}
 }

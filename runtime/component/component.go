@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/nicstack/nicstack/internal/fifo"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -157,7 +158,7 @@ type Component struct {
 	counters  map[string]*atomic.Uint64
 
 	nextRequest atomic.Uint64
-	events      eventQueue
+	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
 	stopped     chan struct{}
 	stopOnce    sync.Once
 }
@@ -171,7 +172,7 @@ func New(log *slog.Logger, newHandler func(*Component) (Handler, error)) *Compon
 		inbox:      newFileInbox(),
 		sessions:   map[uint64]*Session{},
 		counters:   map[string]*atomic.Uint64{},
-		events:     eventQueue{ready: make(chan struct{}, 1)},
+		events:     fifo.New[*controlpb.Event](),
 		stopped:    make(chan struct{}),
 	}
 }
@@ -281,7 +282,7 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 
 // Announce makes service reachable; session requests routed here wait until then.
 func (c *Component) Announce(service string) {
-	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Announce{Announce: &controlpb.Announce{Service: service}}})
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Announce{Announce: &controlpb.Announce{Service: service}}})
 }
 
 // Request asks the supervisor for a session and returns the request's id. The session arrives
@@ -289,7 +290,7 @@ func (c *Component) Announce(service string) {
 // came back; a denial comes through DenyHandler.
 func (c *Component) Request(service, label string, args map[string]string, tx, rx packetstream.Config) uint64 {
 	id := c.nextRequest.Add(1)
-	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
 		RequestId: id, Service: service, Label: label, Args: args,
 		Tx: streamSize(tx), Rx: streamSize(rx),
 	}}})
@@ -302,7 +303,7 @@ func (c *Component) Request(service, label string, args map[string]string, tx, r
 // ram quota. The session arrives through Handler.Open as Request's do.
 func (c *Component) RequestDevice(service, label string, args map[string]string, spec DeviceSpec) uint64 {
 	id := c.nextRequest.Add(1)
-	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Request{Request: &controlpb.SessionRequest{
 		RequestId: id, Service: service, Label: label, Args: args, Device: DeviceSpecProto(spec),
 	}}})
 	return id
@@ -327,12 +328,12 @@ func DeviceSpecFrom(p *controlpb.DeviceSpec) DeviceSpec {
 
 // Release gives up the session of request id.
 func (c *Component) Release(id uint64) {
-	c.events.push(&controlpb.Event{Kind: &controlpb.Event_Release{Release: &controlpb.SessionRelease{RequestId: id}}})
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Release{Release: &controlpb.SessionRelease{RequestId: id}}})
 }
 
 // ReportLink tells the client of session s (served here) that the link is up or down.
 func (c *Component) ReportLink(s *Session, up bool) {
-	c.events.push(&controlpb.Event{Kind: &controlpb.Event_LinkState{LinkState: &controlpb.LinkStateReport{SessionId: s.ID, Up: up}}})
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_LinkState{LinkState: &controlpb.LinkStateReport{SessionId: s.ID, Up: up}}})
 }
 
 func streamSize(c packetstream.Config) *controlpb.StreamSize {
@@ -450,7 +451,7 @@ func (c *Component) UpdateConfig(_ context.Context, req *controlpb.Config) (*con
 
 func (c *Component) Events(_ *controlpb.EventsRequest, stream controlpb.Component_EventsServer) error {
 	for {
-		ev, ok := c.events.pop(stream.Context().Done(), c.stopped)
+		ev, ok := c.events.Pop(stream.Context().Done(), c.stopped)
 		if !ok {
 			return nil
 		}
@@ -614,42 +615,4 @@ func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Em
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })
 	return &controlpb.Empty{}, nil
-}
-
-// eventQueue buffers events for the Events stream; it never blocks the component.
-type eventQueue struct {
-	mu    sync.Mutex
-	q     []*controlpb.Event
-	ready chan struct{}
-}
-
-func (e *eventQueue) push(ev *controlpb.Event) {
-	e.mu.Lock()
-	e.q = append(e.q, ev)
-	e.mu.Unlock()
-	select {
-	case e.ready <- struct{}{}:
-	default:
-	}
-}
-
-// pop returns the next event, or false once either done channel closes.
-func (e *eventQueue) pop(done1, done2 <-chan struct{}) (*controlpb.Event, bool) {
-	for {
-		e.mu.Lock()
-		if len(e.q) > 0 {
-			ev := e.q[0]
-			e.q = e.q[1:]
-			e.mu.Unlock()
-			return ev, true
-		}
-		e.mu.Unlock()
-		select {
-		case <-e.ready:
-		case <-done1:
-			return nil, false
-		case <-done2:
-			return nil, false
-		}
-	}
 }

@@ -131,7 +131,7 @@ func TestEventQueueOrder(t *testing.T) {
 	c.Release(id)
 	var kinds []string
 	for i := 0; i < 3; i++ {
-		ev, ok := c.events.pop(nil, nil)
+		ev, ok := c.events.Pop(nil, nil)
 		if !ok {
 			t.Fatal("queue ended")
 		}
@@ -141,7 +141,7 @@ func TestEventQueueOrder(t *testing.T) {
 		t.Errorf("events in order %v", kinds)
 	}
 	close(c.stopped)
-	if _, ok := c.events.pop(nil, c.stopped); ok {
+	if _, ok := c.events.Pop(nil, c.stopped); ok {
 		t.Error("pop after stop returned an event")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/fifo"
 	"github.com/nicstack/nicstack/internal/testutil"
 )
 
@@ -23,7 +24,7 @@ func TestCallQueue(t *testing.T) {
 		opts: Options{CallTimeout: 50 * time.Millisecond}, log: NewOutput(logs, false).Logger(true),
 		events: make(chan func(), 64), quitting: make(chan struct{}),
 	}
-	q := newCallQueue()
+	q := fifo.New[call]()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.ending.Add(1)
@@ -44,7 +45,7 @@ func TestCallQueue(t *testing.T) {
 	var made []int // appended by the queue's goroutine; read after the loop has all results
 	var answered []int
 	for i := range n {
-		q.add(call{
+		q.Push(call{
 			what: fmt.Sprintf("call %d", i),
 			do: func(context.Context) error {
 				made = append(made, i)
@@ -69,7 +70,7 @@ func TestCallQueue(t *testing.T) {
 	}
 
 	var hungErr error
-	q.add(call{what: "Hang", do: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, done: func(err error) { hungErr = err }})
+	q.Push(call{what: "Hang", do: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, done: func(err error) { hungErr = err }})
 	loop(1)
 	if !errors.Is(hungErr, context.DeadlineExceeded) || !strings.Contains(logs.String(), "comp did not answer Hang within 50ms") {
 		t.Errorf("a hung call ended with %v; logs:\n%s", hungErr, logs)
@@ -78,9 +79,9 @@ func TestCallQueue(t *testing.T) {
 	s.opts.CallTimeout = time.Minute // the end, not the timeout, must cut the next one off
 	inFlight := make(chan struct{})
 	var ended []error
-	q.add(call{what: "Hang", do: func(ctx context.Context) error { close(inFlight); <-ctx.Done(); return ctx.Err() }, done: func(err error) { ended = append(ended, err) }})
+	q.Push(call{what: "Hang", do: func(ctx context.Context) error { close(inFlight); <-ctx.Done(); return ctx.Err() }, done: func(err error) { ended = append(ended, err) }})
 	for range 3 {
-		q.add(call{what: "after", do: func(context.Context) error { t.Error("a call was made after the end"); return nil }, done: func(err error) { ended = append(ended, err) }})
+		q.Push(call{what: "after", do: func(context.Context) error { t.Error("a call was made after the end"); return nil }, done: func(err error) { ended = append(ended, err) }})
 	}
 	<-inFlight
 	t0 := time.Now()
@@ -106,11 +107,11 @@ func TestCallQueueQuitting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	q := newCallQueue()
+	q := fifo.New[call]()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ending.Add(1)
 	go s.serveCalls(ctx, "comp", q)
-	q.add(call{what: "OpenSession", do: func(context.Context) error { return nil }, done: func(error) { t.Error("done ran after the run ended") }, files: []*os.File{w}})
+	q.Push(call{what: "OpenSession", do: func(context.Context) error { return nil }, done: func(error) { t.Error("done ran after the run ended") }, files: []*os.File{w}})
 	cancel()
 	s.ending.Wait()
 	if err := w.Close(); !errors.Is(err, os.ErrClosed) {

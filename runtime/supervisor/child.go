@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"golang.org/x/sys/unix"
 
+	"github.com/nicstack/nicstack/internal/fifo"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/component"
@@ -26,7 +27,7 @@ type process struct {
 	ctl    controlpb.ComponentClient
 	sock   *net.UnixConn
 	pid    int
-	calls  *callQueue
+	calls  *fifo.Queue[call]
 	cancel context.CancelFunc // ends the event stream, heartbeat and call queue
 }
 

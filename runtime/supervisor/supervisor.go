@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nicstack/nicstack/internal/fifo"
 	"github.com/nicstack/nicstack/internal/netns"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/component"
@@ -332,7 +333,7 @@ func (s *Supervisor) launched(c *child, life int, p *process, err error, bin str
 	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", took)
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
-	p.calls = newCallQueue()
+	p.calls = fifo.New[call]()
 	s.ending.Add(1)
 	go s.serveCalls(evctx, c.start.Name, p.calls)
 	go s.follow(evctx, c, life, p)
@@ -443,7 +444,7 @@ func (s *Supervisor) linkState(r *request) {
 		return
 	}
 	p, id, up := cl.proc, r.session, r.linkUp
-	p.calls.add(call{
+	p.calls.Push(call{
 		what: fmt.Sprintf("LinkState of session %d", id),
 		do: func(ctx context.Context) error {
 			_, err := p.ctl.LinkState(ctx, &controlpb.LinkStateRequest{SessionId: id, Up: up})
@@ -655,7 +656,7 @@ func (s *Supervisor) clientOpened(r *request, id uint64, server string, err erro
 // hand queues giving process p a session: its files over the control socket, then the
 // OpenSession call; done gets the answer on the loop.
 func (s *Supervisor) hand(p *process, req *controlpb.OpenSessionRequest, files []*os.File, done func(error)) {
-	p.calls.add(call{
+	p.calls.Push(call{
 		what: fmt.Sprintf("OpenSession of session %d", req.SessionId),
 		do: func(ctx context.Context) error {
 			if len(files) > 0 {
@@ -754,7 +755,7 @@ func (s *Supervisor) closeAt(c *child, id uint64, reason string) {
 		return
 	}
 	p := c.proc
-	p.calls.add(call{
+	p.calls.Push(call{
 		what: fmt.Sprintf("CloseSession of session %d", id),
 		do: func(ctx context.Context) error {
 			_, err := p.ctl.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: id, Reason: reason})
@@ -981,7 +982,7 @@ func (s *Supervisor) reload() {
 // updateConfig queues handing c's process its changed config.
 func (s *Supervisor) updateConfig(c *child, cfg *controlpb.Config) {
 	p, name := c.proc, c.start.Name
-	p.calls.add(call{
+	p.calls.Push(call{
 		what: "UpdateConfig",
 		do: func(ctx context.Context) error {
 			_, err := p.ctl.UpdateConfig(ctx, cfg)
