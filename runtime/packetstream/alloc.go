@@ -151,6 +151,21 @@ func (a *allocator) mark(b, run int, free bool) {
 	}
 }
 
+// trim shortens the run starting at b to what size bytes need and frees the blocks past them.
+func (a *allocator) trim(b, size int) {
+	st := &a.block[b]
+	run := (size + a.shift + BlockSize - 1) / BlockSize
+	if extra := int(st.run) - run; extra > 0 {
+		a.mark(b+run, extra, true)
+		a.inUse -= extra
+		st.run = uint16(run)
+		if (b+run)>>6 < a.hint {
+			a.hint = (b + run) >> 6
+		}
+	}
+	st.size = uint32(size)
+}
+
 // release frees the run starting at b.
 func (a *allocator) release(b int) {
 	st := &a.block[b]

@@ -7,8 +7,8 @@ import (
 )
 
 // The allocator against a model bitmap: a one-block frame takes the last released one-block
-// run that is still free, else the first free block; longer runs are first fit; no overlaps,
-// and Alloc fails only when no free run is long enough.
+// run that is still free, else the first free block; longer runs are first fit; a trimmed run
+// frees its tail; no overlaps, and Alloc fails only when no free run is long enough.
 func TestAllocatorModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		blocks := rapid.IntRange(1, 200).Draw(t, "blocks")
@@ -49,6 +49,19 @@ func TestAllocatorModel(t *testing.T) {
 					order = append(order, got)
 				}
 			},
+			"trim": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("nothing allocated")
+				}
+				b := order[rapid.IntRange(0, len(order)-1).Draw(t, "which")]
+				size := rapid.IntRange(1, live[b]*BlockSize-IPAlignShift).Draw(t, "size")
+				run := (size + IPAlignShift + BlockSize - 1) / BlockSize
+				a.trim(b, size)
+				for k := b + run; k < b+live[b]; k++ {
+					used[k] = false
+				}
+				live[b] = run
+			},
 			"release": func(t *rapid.T) {
 				if len(order) == 0 {
 					t.Skip("nothing allocated")
@@ -57,7 +70,7 @@ func TestAllocatorModel(t *testing.T) {
 				b := order[i]
 				order = append(order[:i], order[i+1:]...)
 				a.release(b)
-				if live[b] == 1 {
+				if live[b] == 1 && len(released) < blocks { // the stack holds as many as there are blocks
 					released = append(released, b)
 				}
 				for k := b; k < b+live[b]; k++ {
@@ -131,6 +144,13 @@ func TestStreamModel(t *testing.T) {
 				p = p.WithOffload(Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
 				seq++
 				owned = append(owned, p)
+			},
+			"trim": func(t *rapid.T) {
+				if len(owned) == 0 {
+					t.Skip()
+				}
+				i := rapid.IntRange(0, len(owned)-1).Draw(t, "which")
+				owned[i] = src.Trim(owned[i], rapid.IntRange(8, int(owned[i].Size)).Draw(t, "size"))
 			},
 			"submit": func(t *rapid.T) {
 				if len(owned) == 0 {

@@ -155,6 +155,19 @@ func (s *Source) ReleaseAcked() int {
 	return released
 }
 
+// Trim lowers the size of p, allocated and not submitted, to size bytes (1 to p.Size) and
+// frees the blocks past them: a frame read straight into a buffer allocated for the largest
+// one keeps only what it needs.
+func (s *Source) Trim(p Packet, size int) Packet {
+	b := s.owned(p, "trim")
+	if size <= 0 || size > int(p.Size) {
+		panic(fmt.Sprintf("packetstream: trim of a %d-byte packet to %d bytes", p.Size, size))
+	}
+	s.alloc.trim(b, size)
+	p.Size = uint32(size)
+	return p
+}
+
 // Release frees a packet the source holds (allocated and not submitted, or acknowledged).
 func (s *Source) Release(p Packet) {
 	s.alloc.release(s.owned(p, "release"))
