@@ -82,6 +82,7 @@ func (g *Netns) Open(s *component.Session) error {
 			return err
 		}
 		g.dev, g.nic, g.ran = dev, linuxnic.New(dev, g.stats), make(chan error, 1)
+		g.nic.LimitFrames(linuxnic.TapFrameLimit(g.cfg.Offload, g.cfg.MTU))
 		go func(nic *linuxnic.NIC, ran chan<- error) { ran <- nic.Run(nil) }(g.nic, g.ran)
 		g.c.Log.Info("tap open", "interface", dev.Name(), "netns", g.cfg.Netns)
 		if g.nicSes != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -123,6 +124,13 @@ func (h *Handler) openDevice(s *component.Session) error {
 		return err
 	}
 	h.dev, h.nic, h.ran = dev, New(dev, h.stats), make(chan error, 1)
+	if h.kind == TapNIC && h.cfg.Args["offload"] == "no" {
+		mtu, err := strconv.Atoi(h.cfg.Args["mtu"])
+		if err != nil {
+			mtu = 1500 // the kernel's default, which the Tap service keeps when none is given
+		}
+		h.nic.LimitFrames(TapFrameLimit(false, mtu))
+	}
 	h.stopMon, h.monDone = make(chan struct{}), make(chan struct{})
 	go func(nic *NIC, ran chan<- error) { ran <- nic.Run(transient) }(h.nic, h.ran)
 	h.c.Log.Info("device open", "service", h.kind.Service, "args", s.Args)
