@@ -48,6 +48,9 @@ type Perf struct {
 	sent     uint64              // generated frames since start
 	// Per-batch counts, added to ctr once per round.
 	txFrames, txBytes, txFull, rxFrames, rxBytes, answers, other uint64
+	// A round's received packets and their frames.
+	batchPkts   [batch]packetstream.Packet
+	batchFrames [batch][]byte
 }
 
 // New returns a Perf for cfg.
@@ -129,25 +132,18 @@ func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Ti
 	if p.start.IsZero() {
 		p.start = now
 	}
-	for {
-		pk, ok := out.GetAcked()
-		if !ok {
-			break
-		}
-		out.Release(pk)
+	if out.ReleaseAcked() > 0 {
 		busy = true
 	}
-	for n := 0; n < batch && in.CanAck(); n++ {
-		pk, ok := in.TryGet()
-		if !ok {
-			break
-		}
+	if k := in.TryGetBatch(p.batchPkts[:], p.batchFrames[:]); k > 0 {
 		busy = true
-		if b := in.Payload(pk); b != nil {
-			p.receive(out, b)
+		for _, b := range p.batchFrames[:k] {
+			if b != nil {
+				p.receive(out, b)
+			}
 		}
 		if !p.cfg.NoAck {
-			in.TryAck(pk)
+			in.TryAckBatch(p.batchPkts[:k]) // TryGetBatch took no more than the ack queue holds
 		}
 	}
 	if p.cfg.TX && (p.cfg.Duration == 0 || now.Sub(p.start) < p.cfg.Duration) {
