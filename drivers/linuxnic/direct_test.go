@@ -103,7 +103,7 @@ func TestDirectRead(t *testing.T) {
 	}
 	small := [][]byte{frame(60, 1), frame(1500, 2), frame(9000, 3), frame(60, 4), frame(60, 5), frame(60, 6)}
 	if k := burst(small...); k != 6 {
-		t.Fatalf("the scriptedWire landed %d of 6 frames", k)
+		t.Fatalf("the wire landed %d of 6 frames", k)
 	}
 	take(small[:4]...) // the submit queue holds 4
 	if d := n.Stats.RxDropped.Load(); d != 2 {

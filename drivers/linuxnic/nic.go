@@ -151,23 +151,12 @@ func (n *NIC) deliver(k int) {
 	reclaim(out)
 	var frames, bytes, dropped uint64
 	for i := 0; i < k; i++ {
-		frame := n.bufs[i][:n.sizes[i]]
-		p, err := alloc(out, len(frame))
-		if err != nil {
-			dropped++
-			continue
-		}
-		copy(out.Payload(p), frame)
-		if o := n.offs[i]; o != (ps.Offload{}) {
-			p = p.WithOffload(o)
-		}
-		if !out.TrySubmit(p) {
-			out.Release(p)
+		if !submitCopy(out, n.bufs[i][:n.sizes[i]], &n.offs[i]) {
 			dropped++
 			continue
 		}
 		frames++
-		bytes += uint64(len(frame))
+		bytes += uint64(n.sizes[i])
 	}
 	n.delivered(out, frames, bytes, dropped)
 }
@@ -200,6 +189,7 @@ type rxTarget struct {
 	pk      ps.Packet  // the allocation handed out last
 	scratch bool       // the buffer handed out last is the scratch buffer
 	limit   int        // the largest frame the device hands out
+	size    int        // the buffers' size during a burst: limit, or less when the stream takes less
 
 	taken, frames, bytes, dropped, noLink uint64 // this burst
 }
@@ -209,6 +199,7 @@ func (t *rxTarget) Begin() {
 	t.out = t.n.out
 	if t.out != nil {
 		reclaim(t.out)
+		t.size = min(t.limit, t.out.Config().MaxFrame())
 	}
 }
 
@@ -217,7 +208,7 @@ func (t *rxTarget) Buffer() []byte {
 		return nil
 	}
 	if out := t.out; out != nil && out.CanSubmit() {
-		if p, err := alloc(out, min(t.limit, out.Config().MaxFrame())); err == nil {
+		if p, err := alloc(out, t.size); err == nil {
 			t.pk, t.scratch = p, false
 			return out.Payload(p)
 		}
@@ -239,22 +230,13 @@ func (t *rxTarget) Frame(size int, off *ps.Offload) {
 		t.noLink++
 		return
 	}
-	p := t.pk
+	var ok bool
 	if t.scratch {
-		var err error
-		if p, err = alloc(out, size); err != nil {
-			t.dropped++
-			return
-		}
-		copy(out.Payload(p), t.n.bufs[0][:size])
+		ok = submitCopy(out, t.n.bufs[0][:size], off)
 	} else {
-		p = out.Trim(p, size)
+		ok = submit(out, out.Trim(t.pk, size), off)
 	}
-	if *off != (ps.Offload{}) {
-		p = p.WithOffload(*off)
-	}
-	if !out.TrySubmit(p) {
-		out.Release(p)
+	if !ok {
 		t.dropped++
 		return
 	}
@@ -271,6 +253,30 @@ func (t *rxTarget) End() {
 	}
 	t.out, t.taken, t.frames, t.bytes, t.dropped, t.noLink = nil, 0, 0, 0, 0, 0
 	t.n.mu.Unlock()
+}
+
+// submitCopy copies frame into an allocation of its size and submits it with off; false: it
+// was dropped (no room).
+func submitCopy(out *ps.Source, frame []byte, off *ps.Offload) bool {
+	p, err := alloc(out, len(frame))
+	if err != nil {
+		return false
+	}
+	copy(out.Payload(p), frame)
+	return submit(out, p, off)
+}
+
+// submit hands p, with off's metadata, to the router; false: the submit queue was full (only
+// a router that corrupted its queue index lets that happen after CanSubmit), p is released.
+func submit(out *ps.Source, p ps.Packet, off *ps.Offload) bool {
+	if *off != (ps.Offload{}) {
+		p = p.WithOffload(*off)
+	}
+	if !out.TrySubmit(p) {
+		out.Release(p)
+		return false
+	}
+	return true
 }
 
 // alloc allocates size bytes in out, taking back what the router acknowledged when it has to.

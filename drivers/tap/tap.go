@@ -4,8 +4,9 @@
 //
 // The descriptor is non-blocking and waits in Go's netpoller: Read takes frames until the TAP
 // is empty (one wakeup per burst), ReadTo does the same into buffers its caller hands out as
-// frames arrive (straight into a packet stream), Write hands over a whole batch. A TAP has no batch syscall,
-// so each frame still costs one readv or writev; with super-frames that is one per 64 KiB.
+// frames arrive (straight into a packet stream), Write hands over a whole batch. A TAP has no
+// batch syscall, so each frame still costs one readv or writev; with super-frames that is one
+// per 64 KiB.
 package tap
 
 import (

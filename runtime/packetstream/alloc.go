@@ -44,9 +44,12 @@ func newAllocator(blocks, shift int) allocator {
 	return a
 }
 
+// runOf is how many blocks a frame of size bytes takes.
+func (a *allocator) runOf(size int) int { return (size + a.shift + BlockSize - 1) / BlockSize }
+
 // alloc returns the first block of a free run big enough for size bytes plus the shift, or -1.
 func (a *allocator) alloc(size int) int {
-	run := (size + a.shift + BlockSize - 1) / BlockSize
+	run := a.runOf(size)
 	var b int
 	if run == 1 {
 		b = a.recent()
@@ -154,7 +157,7 @@ func (a *allocator) mark(b, run int, free bool) {
 // trim shortens the run starting at b to what size bytes need and frees the blocks past them.
 func (a *allocator) trim(b, size int) {
 	st := &a.block[b]
-	run := (size + a.shift + BlockSize - 1) / BlockSize
+	run := a.runOf(size)
 	if extra := int(st.run) - run; extra > 0 {
 		a.mark(b+run, extra, true)
 		a.inUse -= extra
