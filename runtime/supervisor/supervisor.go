@@ -443,16 +443,23 @@ func (s *Supervisor) linkState(r *request) {
 	if cl == nil || cl.proc == nil {
 		return
 	}
-	p, id, up := cl.proc, r.session, r.linkUp
+	id, up := r.session, r.linkUp
+	s.tell(cl, fmt.Sprintf("LinkState of session %d", id), func(ctx context.Context, ctl controlpb.ComponentClient) error {
+		_, err := ctl.LinkState(ctx, &controlpb.LinkStateRequest{SessionId: id, Up: up})
+		return err
+	})
+}
+
+// tell queues a call at c's process whose answer needs no more than a log line when it
+// fails (and the process is still c's: an ended one's calls fail by design).
+func (s *Supervisor) tell(c *child, what string, do func(context.Context, controlpb.ComponentClient) error) {
+	p := c.proc
 	p.calls.Push(call{
-		what: fmt.Sprintf("LinkState of session %d", id),
-		do: func(ctx context.Context) error {
-			_, err := p.ctl.LinkState(ctx, &controlpb.LinkStateRequest{SessionId: id, Up: up})
-			return err
-		},
+		what: what,
+		do:   func(ctx context.Context) error { return do(ctx, p.ctl) },
 		done: func(err error) {
-			if err != nil && cl.proc == p {
-				s.log.Debug(fmt.Sprintf("telling %s the link state of session %d: %v", cl.start.Name, id, err))
+			if err != nil && c.proc == p {
+				s.log.Debug(fmt.Sprintf("%s at %s: %v", what, c.start.Name, err))
 			}
 		},
 	})
@@ -754,18 +761,9 @@ func (s *Supervisor) closeAt(c *child, id uint64, reason string) {
 	if c == nil || c.proc == nil || c.state != "running" {
 		return
 	}
-	p := c.proc
-	p.calls.Push(call{
-		what: fmt.Sprintf("CloseSession of session %d", id),
-		do: func(ctx context.Context) error {
-			_, err := p.ctl.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: id, Reason: reason})
-			return err
-		},
-		done: func(err error) {
-			if err != nil && c.proc == p {
-				s.log.Debug(fmt.Sprintf("closing session %d at %s: %v", id, c.start.Name, err))
-			}
-		},
+	s.tell(c, fmt.Sprintf("CloseSession of session %d", id), func(ctx context.Context, ctl controlpb.ComponentClient) error {
+		_, err := ctl.CloseSession(ctx, &controlpb.CloseSessionRequest{SessionId: id, Reason: reason})
+		return err
 	})
 }
 
