@@ -9,16 +9,54 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nicstack/nicstack/iperf"
 )
 
-// referenceIperf measures the reference path of mode with real iperf3 in namespaces made here
-// (the shape of /work/shared/baselines/run.sh): "kernel" is server <-veth-> Linux forwarding
-// <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over sockets to the server's
-// namespace. Everything it makes is deleted on return, also on error and Ctrl-C (ctx).
-func referenceIperf(ctx context.Context, mode string, d time.Duration, reverse bool) (float64, error) {
+// reference is a path --compare measures: kernel or pasta, at an MTU (0: the path's default as
+// the baseline script runs it: 1500 on the kernel's veths, 65520 on pasta's TAP).
+type reference struct {
+	name string
+	mtu  int
+}
+
+// parseReference reads NAME or NAME@MTU.
+func parseReference(s string) (reference, error) {
+	name, mtu, hasMTU := strings.Cut(s, "@")
+	r := reference{name: name}
+	if name != "kernel" && name != "pasta" {
+		return r, fmt.Errorf("--compare %q: expected kernel or pasta, optionally with @MTU (kernel@65000)", s)
+	}
+	if hasMTU {
+		n, err := strconv.Atoi(mtu)
+		if err != nil || n < 576 || n > 65520 {
+			return r, fmt.Errorf("--compare %q: MTU %q is not a number in 576..65520", s, mtu)
+		}
+		r.mtu = n
+	}
+	return r, nil
+}
+
+func (r reference) String() string {
+	switch {
+	case r.mtu > 0:
+		return fmt.Sprintf("%s@%d", r.name, r.mtu)
+	case r.name == "kernel":
+		return "kernel (veth MTU 1500)"
+	default:
+		return "pasta (its MTU 65520)"
+	}
+}
+
+// referenceIperf measures the reference path with real iperf3 in namespaces made here (the
+// shape of /work/shared/baselines/run.sh, whose third argument is ref's MTU): "kernel" is server
+// <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
+// sockets to the server's namespace. Everything it makes is deleted on return, also on error
+// and Ctrl-C (ctx).
+func referenceIperf(ctx context.Context, ref reference, d time.Duration, reverse bool) (float64, error) {
+	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, errors.New("needs root (network namespaces)")
 	}
@@ -52,6 +90,9 @@ func referenceIperf(ctx context.Context, mode string, d time.Duration, reverse b
 			{rtr, p + "c", "198.19.0.1/24"}, {vm, p + "d", "198.19.0.2/24"}} {
 			r.ip("-n", a[0], "addr", "add", a[2], "dev", a[1])
 			r.ip("-n", a[0], "link", "set", a[1], "up")
+			if ref.mtu > 0 {
+				r.ip("-n", a[0], "link", "set", a[1], "mtu", strconv.Itoa(ref.mtu))
+			}
 		}
 		r.ip("-n", vm, "route", "add", "default", "via", "198.19.0.1")
 		r.ip("-n", srv, "route", "add", "198.19.0.0/24", "via", "198.18.0.1")
@@ -67,8 +108,11 @@ func referenceIperf(ctx context.Context, mode string, d time.Duration, reverse b
 		r.ip("-n", srv, "link", "set", p+"b", "up")
 		r.ip("-n", srv, "route", "add", "default", "via", "198.18.0.1", "dev", p+"a", "onlink")
 		// pasta's guest reaches the namespace's own sockets through the gateway address.
-		argv = append([]string{"ip", "netns", "exec", srv, "pasta", "--runas", "0", "--config-net", "-q", "--"},
-			append(client, "-c", "198.18.0.1")...)
+		argv = []string{"ip", "netns", "exec", srv, "pasta", "--runas", "0", "--config-net", "-q"}
+		if ref.mtu > 0 {
+			argv = append(argv, "--mtu", strconv.Itoa(ref.mtu))
+		}
+		argv = append(append(argv, "--"), append(client, "-c", "198.18.0.1")...)
 	default:
 		return 0, fmt.Errorf("unknown reference %q", mode)
 	}

@@ -79,18 +79,12 @@ func writeIperfTable(out io.Writer, points []iperfPoint, sc *iperfScenario) {
 	}
 }
 
-// writeIperfComparison prints each reference path and the ratio of every point to it.
-func writeIperfComparison(out io.Writer, points []iperfPoint, refs map[string]float64) {
-	for _, name := range []string{"kernel", "pasta"} {
-		ref, ok := refs[name]
-		if !ok {
-			continue
-		}
-		fmt.Fprintf(out, "\n%s, same topology in namespaces: %.0f Mbit/s\n", name, ref)
-		for _, p := range points {
-			if p.Error == "" && ref > 0 {
-				fmt.Fprintf(out, "  %-34s %6.0f Mbit/s = %.2f x %s\n", p.setting(), p.Mbps, p.Mbps/ref, name)
-			}
+// writeIperfComparison prints a reference path's result and the ratio of every point to it.
+func writeIperfComparison(out io.Writer, points []iperfPoint, ref reference, mbps float64) {
+	fmt.Fprintf(out, "\n%s, same topology in namespaces: %.0f Mbit/s\n", ref, mbps)
+	for _, p := range points {
+		if p.Error == "" && mbps > 0 {
+			fmt.Fprintf(out, "  %-34s %6.0f Mbit/s = %.2f x %s\n", p.setting(), p.Mbps, p.Mbps/mbps, ref)
 		}
 	}
 }
