@@ -18,8 +18,12 @@ import (
 )
 
 func init() {
-	component.RegisterSchema("vm", Schema)
-	component.RegisterSchema("remote_host", Schema)
+	for _, name := range []string{"vm", "remote_host"} {
+		component.RegisterConfig(name, component.ConfigSpec{Schema: Schema, Parse: func(n *config.Node, name string) error {
+			_, _, err := ParseConfig(n, name)
+			return err
+		}})
+	}
 }
 
 // Counters the embedded guest reports; the bench reads them through the supervisor's status.

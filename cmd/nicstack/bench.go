@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,6 +55,12 @@ func startBenchScenario(ctx context.Context, name string, text []byte, bins []st
 		logs = os.Stderr
 	}
 	if err = os.WriteFile(path, text, 0o644); err == nil {
+		// What the components would refuse fails the bench now, not after its time-out.
+		if errs := supervisor.Check(path, text, bins); len(errs) > 0 {
+			err = errors.Join(errs...)
+		}
+	}
+	if err == nil {
 		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
 	}
 	if err != nil {

@@ -101,6 +101,13 @@ func init() {
 }
 
 func benchIperf(ctx context.Context, out io.Writer, path string, o iperfBenchOptions) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if errs := supervisor.Check(path, data, o.bins); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	sc, err := loadIperfScenario(path)
 	if err != nil {
 		return err
@@ -382,6 +389,9 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *iperfClient) (
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+	if last == nil {
+		return 0, 0, fmt.Errorf("iperf3 in namespace %s: the namespace never came up (is its component running? -v shows the logs)", c.netns)
 	}
 	return 0, 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
 }

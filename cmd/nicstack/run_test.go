@@ -196,6 +196,19 @@ func TestCheckCommand(t *testing.T) {
 			t.Errorf("check broken.xml lacks %q:\n%s", want, out)
 		}
 	}
+	// A value the component itself would refuse is found without starting it, and a bench of
+	// the scenario stops at once with the same message.
+	badMTU := write("bad_mtu.xml", `<config>
+<start name="vm"> <config guest="embedded" mtu="70000"/> </start>
+</config>`)
+	out, err = nicstack("check", badMTU)
+	if err == nil || !strings.Contains(out, badMTU+`:2:44: mtu=70000 is out of range (576..65000)`) {
+		t.Errorf("check of a vm config with a bad mtu: %v\n%s", err, out)
+	}
+	out, err = nicstack("bench", "iperf", "--time", "1s", badMTU)
+	if err == nil || !strings.Contains(out, badMTU+`:2:44: mtu=70000 is out of range`) {
+		t.Errorf("bench iperf of a vm config with a bad mtu: %v\n%s", err, out)
+	}
 	cfg := write("client.hid", "config | window: 8 | sise: 1\n-\n")
 	out, err = nicstack("check", "--component", "test_client", cfg)
 	if err == nil || !strings.Contains(out, cfg+`:1:22: unknown attribute "sise" of <config>; did you mean size?`) {

@@ -44,8 +44,12 @@ var (
 )
 
 func init() {
-	component.RegisterSchema(TapNIC.Binary, TapSchema)
-	component.RegisterSchema(PacketNIC.Binary, PacketSchema)
+	for _, k := range []*Kind{TapNIC, PacketNIC} {
+		component.RegisterConfig(k.Binary, component.ConfigSpec{Schema: k.Schema, Parse: func(n *config.Node, name string) error {
+			_, _, err := ParseConfig(k, name, n)
+			return err
+		}})
+	}
 }
 
 // Handler is the linux_nic or packet_nic component. It requests its device from the parent once

@@ -16,7 +16,9 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-func init() { component.RegisterSchema("nic_router", Schema()) }
+// The router refuses no config: a rule it cannot use invalidates its domain, with a log line,
+// as Genode's does; the schema is all an offline check can hold against it.
+func init() { component.RegisterConfig("nic_router", component.ConfigSpec{Schema: Schema()}) }
 
 // Schema is the nic_router config of router/model with nicstack's one addition: <report
 // file="PATH"/> names the file the state report is written to (the supervisor has no Report

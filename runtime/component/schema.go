@@ -8,36 +8,46 @@ import (
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
-// The schema registry: component libraries register the schema of their <config> so that
-// `nicstack check --component NAME FILE` can check a bare config without starting anything.
+// ConfigSpec is what a component library registers about its <config>, so that offline tools
+// (`nicstack check`, the benches before they start anything) report what the component would
+// refuse, with file:line:column, instead of a component that fails to start.
+type ConfigSpec struct {
+	Schema *config.Schema
+	// Parse runs the checks of values the component makes when it is configured (ranges,
+	// addresses, attributes that need each other); name is the <start>'s. Nil: schema only.
+	Parse func(n *config.Node, name string) error
+}
+
+// The registry, by binary name.
 var (
-	schemaMu sync.Mutex
-	schemas  = map[string]*config.Schema{}
+	specMu sync.Mutex
+	specs  = map[string]ConfigSpec{}
 )
 
-// RegisterSchema records the config schema of the component called name (its binary name).
-func RegisterSchema(name string, s *config.Schema) {
-	schemaMu.Lock()
-	defer schemaMu.Unlock()
-	if _, dup := schemas[name]; dup {
-		panic(fmt.Sprintf("component: schema of %q registered twice", name))
+// RegisterConfig records the config spec of the component called name (its binary name).
+func RegisterConfig(name string, s ConfigSpec) {
+	specMu.Lock()
+	defer specMu.Unlock()
+	if _, dup := specs[name]; dup {
+		panic(fmt.Sprintf("component: config of %q registered twice", name))
 	}
-	schemas[name] = s
+	specs[name] = s
 }
 
-// LookupSchema returns the registered schema of name, or nil.
-func LookupSchema(name string) *config.Schema {
-	schemaMu.Lock()
-	defer schemaMu.Unlock()
-	return schemas[name]
+// LookupConfig returns the registered spec of name.
+func LookupConfig(name string) (ConfigSpec, bool) {
+	specMu.Lock()
+	defer specMu.Unlock()
+	s, ok := specs[name]
+	return s, ok
 }
 
-// Schemas lists the names with a registered schema.
-func Schemas() []string {
-	schemaMu.Lock()
-	defer schemaMu.Unlock()
-	names := make([]string, 0, len(schemas))
-	for n := range schemas {
+// ConfigNames lists the names with a registered spec.
+func ConfigNames() []string {
+	specMu.Lock()
+	defer specMu.Unlock()
+	names := make([]string, 0, len(specs))
+	for n := range specs {
 		names = append(names, n)
 	}
 	sort.Strings(names)

@@ -38,10 +38,8 @@ func Check(file string, data []byte, binDirs []string) []error {
 				out = append(out, config.Errorf(st.Affinity.Pos, "affinity %s of %q lies outside the affinity space %s", v, st.Name, sc.Space))
 			}
 		}
-		if s := component.LookupSchema(st.Binary); s != nil && st.Config != nil {
-			for _, e := range config.Check(st.Config, s) {
-				out = append(out, e)
-			}
+		if spec, ok := component.LookupConfig(st.Binary); ok && st.Config != nil {
+			out = append(out, checkConfig(spec, st.Config, st.Name)...)
 		}
 		out = append(out, checkRoutes(sc, st)...)
 	}
@@ -109,19 +107,35 @@ func checkRoutes(sc *Scenario, st *Start) []error {
 	return out
 }
 
-// CheckComponent checks a bare component config against the schema the component registered.
+// CheckComponent checks a bare component config against what the component registered.
 func CheckComponent(name, file string, data []byte) []error {
-	s := component.LookupSchema(name)
-	if s == nil {
-		return []error{fmt.Errorf("no config schema registered for component %q (known: %s)", name, strings.Join(component.Schemas(), ", "))}
+	spec, ok := component.LookupConfig(name)
+	if !ok {
+		return []error{fmt.Errorf("no config registered for component %q (known: %s)", name, strings.Join(component.ConfigNames(), ", "))}
 	}
 	root, err := config.Parse(file, data)
 	if err != nil {
 		return flatten(err)
 	}
+	return checkConfig(spec, root, name)
+}
+
+// checkConfig reports n's schema problems and, when the schema holds, what the component's own
+// parse refuses (its errors name the position already).
+func checkConfig(spec component.ConfigSpec, n *config.Node, name string) []error {
 	var out []error
-	for _, e := range config.Check(root, s) {
+	for _, e := range config.Check(n, spec.Schema) {
 		out = append(out, e)
+	}
+	if len(out) == 0 && spec.Parse != nil {
+		if err := spec.Parse(n, name); err != nil {
+			// An error without a position gets the <config>'s.
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				err = config.Errorf(n.Pos, "%v", err)
+			}
+			out = append(out, err)
+		}
 	}
 	return out
 }

@@ -1,12 +1,15 @@
 package supervisor
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nicstack/nicstack/runtime/component"
 	_ "github.com/nicstack/nicstack/runtime/component/testcomp"
+	"github.com/nicstack/nicstack/runtime/config"
 )
 
 func TestCheck(t *testing.T) {
@@ -111,7 +114,35 @@ func TestCheckComponent(t *testing.T) {
 		t.Errorf("got %v", errs)
 	}
 	errs = CheckComponent("nope", "c.hid", []byte("config\n-\n"))
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `no config schema registered for component "nope" (known: `) {
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `no config registered for component "nope" (known: `) {
 		t.Errorf("got %v", errs)
+	}
+}
+
+// A component's registered parse runs after its schema holds: its positioned errors come as
+// they are, one without a position gets the <config>'s.
+func TestCheckComponentParse(t *testing.T) {
+	component.RegisterConfig("lint_parse_test", component.ConfigSpec{
+		Schema: &config.Schema{Type: "config", Attrs: []string{"mtu", "peer"}},
+		Parse: func(n *config.Node, name string) error {
+			if a, ok := n.Attr("mtu"); ok && a.Value != "1500" {
+				return config.Errorf(a.Pos, "mtu=%s of %s is out of range", a.Value, name)
+			}
+			if _, ok := n.Attr("peer"); ok {
+				return errors.New("peer needs an address")
+			}
+			return nil
+		},
+	})
+	for in, want := range map[string]string{
+		"config | mtu: 9\n-\n":    `c.hid:1:10: mtu=9 of lint_parse_test is out of range`,
+		"config | peer: x\n-\n":   `c.hid:1:1: peer needs an address`,
+		"config | mtus: 9\n-\n":   `c.hid:1:10: unknown attribute "mtus" of <config>; did you mean mtu?`,
+		"config | mtu: 1500\n-\n": "",
+	} {
+		errs := CheckComponent("lint_parse_test", "c.hid", []byte(in))
+		if want == "" && len(errs) != 0 || want != "" && (len(errs) != 1 || errs[0].Error() != want) {
+			t.Errorf("%q: got %v, want %q", in, errs, want)
+		}
 	}
 }

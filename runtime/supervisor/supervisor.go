@@ -162,11 +162,19 @@ func New(path string, opts Options) (*Supervisor, error) {
 	return s, nil
 }
 
-// warnUnknown logs the nodes and attributes init does not know: errors for `nicstack check`,
-// warnings at run time, as in Genode.
+// warnUnknown logs the nodes and attributes init does not know, and what a component's
+// registered config check refuses: errors for `nicstack check`, warnings at run time, as in
+// Genode (the file may be fixed while the run goes on).
 func (s *Supervisor) warnUnknown(sc *Scenario) {
 	for _, e := range config.Check(sc.Root, Schema) {
 		s.log.Warn(e.Error())
+	}
+	for _, st := range sc.Starts {
+		if spec, ok := component.LookupConfig(st.Binary); ok && st.Config != nil {
+			for _, e := range checkConfig(spec, st.Config, st.Name) {
+				s.log.Warn(e.Error(), "child", st.Name)
+			}
+		}
 	}
 }
 

@@ -13,7 +13,12 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-func init() { component.RegisterSchema("ipxe_nic", ipxe.ConfigSchema) }
+func init() {
+	component.RegisterConfig("ipxe_nic", component.ConfigSpec{Schema: ipxe.ConfigSchema, Parse: func(n *config.Node, _ string) error {
+		_, err := ipxe.ParseConfig(n)
+		return err
+	}})
+}
 
 // Handler is the ipxe_nic component: a Platform client of the emulated NIC and, while the link
 // is up, an Uplink client of the router.

@@ -29,8 +29,8 @@ var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "la
 	"netns", "address", "gateway", "mtu", "offload", "exec"}}
 
 func init() {
-	component.RegisterSchema("test_echo", EchoSchema)
-	component.RegisterSchema("test_client", ClientSchema)
+	component.RegisterConfig("test_echo", component.ConfigSpec{Schema: EchoSchema})
+	component.RegisterConfig("test_client", component.ConfigSpec{Schema: ClientSchema})
 }
 
 // Echo serves sessions by sending every frame back.
