@@ -44,8 +44,13 @@ func newAllocator(blocks, shift int) allocator {
 	return a
 }
 
-// runOf is how many blocks a frame of size bytes takes.
-func (a *allocator) runOf(size int) int { return (size + a.shift + BlockSize - 1) / BlockSize }
+// runOf is how many blocks a frame of size bytes takes (one, most frames: no division).
+func (a *allocator) runOf(size int) int {
+	if size+a.shift <= BlockSize {
+		return 1
+	}
+	return (size + a.shift + BlockSize - 1) / BlockSize
+}
 
 // alloc returns the first block of a free run big enough for size bytes plus the shift, or -1.
 func (a *allocator) alloc(size int) int {
