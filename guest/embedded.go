@@ -18,9 +18,9 @@ import (
 )
 
 func init() {
-	for _, name := range []string{"vm", "remote_host"} {
-		component.RegisterConfig(name, component.ConfigSpec{Schema: Schema, Parse: func(n *config.Node, name string) error {
-			_, _, err := ParseConfig(n, name)
+	for _, binary := range []string{"vm", "remote_host"} {
+		component.RegisterConfig(binary, component.ConfigSpec{Schema: Schema, Parse: func(n *config.Node, start string) error {
+			_, _, err := ParseConfig(n, start)
 			return err
 		}})
 	}
