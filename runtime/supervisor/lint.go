@@ -38,9 +38,7 @@ func Check(file string, data []byte, binDirs []string) []error {
 				out = append(out, config.Errorf(st.Affinity.Pos, "affinity %s of %q lies outside the affinity space %s", v, st.Name, sc.Space))
 			}
 		}
-		if spec, ok := component.LookupConfig(st.Binary); ok && st.Config != nil {
-			out = append(out, checkConfig(spec, st.Config, st.Name)...)
-		}
+		out = append(out, checkStartConfig(st)...)
 		out = append(out, checkRoutes(sc, st)...)
 	}
 	return sortErrs(out)
@@ -118,6 +116,15 @@ func CheckComponent(name, file string, data []byte) []error {
 		return flatten(err)
 	}
 	return checkConfig(spec, root, name)
+}
+
+// checkStartConfig checks a start's <config> against what its binary registered (nothing when
+// it registered nothing or has no config).
+func checkStartConfig(st *Start) []error {
+	if spec, ok := component.LookupConfig(st.Binary); ok && st.Config != nil {
+		return checkConfig(spec, st.Config, st.Name)
+	}
+	return nil
 }
 
 // checkConfig reports n's schema problems and, when the schema holds, what the component's own

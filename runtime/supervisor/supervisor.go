@@ -170,10 +170,8 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 		s.log.Warn(e.Error())
 	}
 	for _, st := range sc.Starts {
-		if spec, ok := component.LookupConfig(st.Binary); ok && st.Config != nil {
-			for _, e := range checkConfig(spec, st.Config, st.Name) {
-				s.log.Warn(e.Error(), "child", st.Name)
-			}
+		for _, e := range checkStartConfig(st) {
+			s.log.Warn(e.Error(), "child", st.Name)
 		}
 	}
 }
