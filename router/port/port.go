@@ -13,11 +13,10 @@ import (
 // Port is the router's side of one session: it sends on out (the server's RX, or a
 // nic-client's TX) and receives from in.
 type Port struct {
-	out     *packetstream.Source
-	in      *packetstream.Sink
-	link    func(up bool)
-	pending packetstream.Packet   // allocated, not yet submitted
-	acks    []packetstream.Packet // held frames released while the ack queue was full
+	out  *packetstream.Source
+	in   *packetstream.Sink
+	link func(up bool)
+	acks []packetstream.Packet // held frames released while the ack queue was full
 
 	// Signal coalescing (see Loop.round); sig is nil for a port outside a Loop.
 	sig         *coalescing
@@ -43,31 +42,16 @@ func NewPort(out *packetstream.Source, in *packetstream.Sink, link func(up bool)
 
 // Alloc reserves a frame in out's bulk buffer; false when its submit queue or buffer is full.
 func (p *Port) Alloc(size int) ([]byte, bool) {
-	if !p.out.CanSubmit() {
-		return nil, false
+	b, ok := p.out.Reserve(size)
+	if !ok && p.out.CanSubmit() && p.reclaim() { // acks may have arrived since the round began
+		b, ok = p.out.Reserve(size)
 	}
-	pk, err := p.out.Alloc(size)
-	if err != nil {
-		p.reclaim() // acks may have arrived since the round began
-		if pk, err = p.out.Alloc(size); err != nil {
-			return nil, false
-		}
-	}
-	p.pending = pk
-	return p.out.Payload(pk), true
+	return b, ok
 }
 
 // Submit queues the frame Alloc returned; Alloc checked the queue has room.
 func (p *Port) Submit(frame []byte, off packetstream.Offload) {
-	pk := p.pending
-	pk.Size = uint32(len(frame))
-	if off != (packetstream.Offload{}) {
-		pk = pk.WithOffload(off)
-	}
-	if !p.out.TrySubmit(pk) {
-		p.out.Release(pk)
-		return
-	}
+	p.out.Commit(len(frame), off)
 	if p.unsignalled == 0 && p.sig != nil {
 		p.since = p.sig.now
 	}

@@ -13,6 +13,7 @@ type Source struct {
 	maxFrame  int
 	inFlight  int  // submitted, not yet taken back by GetAcked
 	wantSpace bool // the last try found the submit queue full
+	reserved  int  // block of the frame Reserve returned, not yet committed; -1: none
 }
 
 // OpenSource maps the stream and returns its source side.
@@ -39,6 +40,7 @@ func newSource(reg *region, in, out int) (*Source, error) {
 		alloc:     newAllocator(reg.cfg.blocks(), reg.cfg.frameShift()),
 		bulkStart: uint64(reg.cfg.bulkStart()),
 		maxFrame:  reg.cfg.MaxFrame(),
+		reserved:  -1,
 	}
 	var err error
 	s.endpoint, err = newEndpoint(reg, in, out, func(e *endpoint) Endpoint { s.endpoint = e; return s })
@@ -66,6 +68,48 @@ func (s *Source) Alloc(size int) (Packet, error) {
 		return Packet{}, ErrExhausted
 	}
 	return Packet{Offset: uint32(s.bulkStart) + uint32(b)*BlockSize + uint32(s.alloc.shift), Size: uint32(size)}, nil
+}
+
+// Reserve allocates a frame of size bytes (1 to the largest frame) if the submit queue has
+// room and the bulk buffer a free run, and returns its bytes to fill; Commit submits it.
+// CanSubmit, Alloc and TrySubmit in one for a source that fills each frame right after it
+// allocated it (a router copying frames): the frame needs none of the checks TrySubmit makes on
+// a Packet. A frame still reserved is released first.
+func (s *Source) Reserve(size int) ([]byte, bool) {
+	if s.reserved >= 0 {
+		s.alloc.release(s.reserved)
+		s.reserved = -1
+	}
+	if !s.CanSubmit() || size <= 0 || size > s.maxFrame {
+		return nil, false
+	}
+	b := s.alloc.alloc(size)
+	if b < 0 {
+		return nil, false
+	}
+	s.reserved = b
+	off := int(s.bulkStart) + b*BlockSize + s.alloc.shift
+	return s.reg.mem[off : off+size : off+size], true
+}
+
+// Commit submits the frame Reserve returned, its first size bytes (1 to those reserved), with
+// offload metadata o. Reserve found room in the submit queue, and only Commit submits since.
+func (s *Source) Commit(size int, o Offload) {
+	b := s.reserved
+	if b < 0 || size <= 0 || size > int(s.alloc.block[b].size) {
+		panic(fmt.Sprintf("packetstream: commit of %d bytes without a frame reserved for them", size))
+	}
+	s.reserved = -1
+	var p Packet
+	if o != (Offload{}) {
+		p = p.WithOffload(o)
+	}
+	s.submit.write(s.bulkStart+uint64(b*BlockSize+s.alloc.shift), uint32(size), p.gso, p.csum)
+	st := &s.alloc.block[b]
+	st.state, st.size = blockSubmitted, uint32(size)
+	s.inFlight++
+	s.frames++
+	s.bytes += uint64(size)
 }
 
 // Payload is the frame's bytes in the bulk buffer, for the source to fill.

@@ -139,3 +139,67 @@ func TestFramePlacement(t *testing.T) {
 		snk.Close()
 	}
 }
+
+// Reserve and Commit carry frames like Alloc and TrySubmit, with offload metadata; Reserve
+// refuses while the submit queue is full, a second Reserve releases the first frame, and
+// Commit without a reserved frame is a caller's bug.
+func TestReserveCommit(t *testing.T) {
+	src, snk, err := NewHeapStream(Config{QueueSize: 4, BulkSize: 8 * BlockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	defer snk.Close()
+	off := Offload{Flags: OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}
+	for i := range 4 {
+		b, ok := src.Reserve(100 + i)
+		if !ok || len(b) != 100+i {
+			t.Fatalf("frame %d: Reserve = %d bytes, %v", i, len(b), ok)
+		}
+		fill(b, i)
+		if i == 3 {
+			src.Commit(90, off) // trimmed
+		} else {
+			src.Commit(len(b), Offload{})
+		}
+	}
+	if _, ok := src.Reserve(100); ok {
+		t.Fatal("Reserve succeeded with the submit queue full")
+	}
+	src.Wakeup()
+	for i := range 4 {
+		p, ok := snk.TryGet()
+		if !ok {
+			t.Fatalf("frame %d missing", i)
+		}
+		b, want := snk.Payload(p), 100+i
+		if i == 3 {
+			want = 90
+		}
+		if len(b) != want || !check(b, i) {
+			t.Fatalf("frame %d: %d bytes, want %d, or bad payload", i, len(b), want)
+		}
+		if got := p.Offload(); (i == 3) != (got == off) {
+			t.Fatalf("frame %d: offload %+v", i, got)
+		}
+		snk.TryAck(p)
+	}
+	snk.Wakeup()
+	if n := src.ReleaseAcked(); n != 4 {
+		t.Fatalf("ReleaseAcked = %d, want 4", n)
+	}
+	for range 20 { // a reserved frame left uncommitted is released by the next Reserve
+		if _, ok := src.Reserve(BlockSize); !ok {
+			t.Fatal("Reserve failed: an uncommitted frame was not released")
+		}
+	}
+	if _, ok := src.Reserve(src.Config().MaxFrame() + 1); ok {
+		t.Fatal("Reserve took more than MaxFrame")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Commit without a reserved frame did not panic")
+		}
+	}()
+	src.Commit(10, Offload{})
+}
