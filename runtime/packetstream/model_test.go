@@ -172,6 +172,41 @@ func TestStreamModel(t *testing.T) {
 					srcDirty = true
 				}
 			},
+			"reserveCommit": func(t *rapid.T) {
+				if len(owned) > 0 {
+					t.Skip("frames are numbered in the order they are submitted")
+				}
+				size := rapid.IntRange(8, min(cfg.MaxFrame(), 3*BlockSize)).Draw(t, "size")
+				b, ok := src.Reserve(size)
+				if !ok {
+					if !sinkDirty && len(submitted) < cfg.QueueSize && src.alloc.inUse == 0 {
+						t.Fatalf("Reserve refused with %d of %d entries used and the buffer empty", len(submitted), cfg.QueueSize)
+					}
+					return
+				}
+				if len(submitted) >= cfg.QueueSize {
+					t.Fatalf("Reserve accepted with the submit queue full (%d)", len(submitted))
+				}
+				off := uint32(src.bulkStart) + uint32(src.reserved*BlockSize+src.alloc.shift)
+				if len(b) != size || int(off)+size > cfg.bulkStart()+cfg.BulkSize {
+					t.Fatalf("reserved %d bytes at %d for %d", len(b), off, size)
+				}
+				for _, q := range sinkHeld {
+					if off < q.Offset+q.Size && q.Offset < off+uint32(size) {
+						t.Fatalf("reserved frame at %d overlaps %+v", off, q)
+					}
+				}
+				if inFlightAt[off] {
+					t.Fatalf("frame at %d reserved while in flight", off)
+				}
+				fill(b, seq)
+				sent := rapid.IntRange(8, size).Draw(t, "sent")
+				src.Commit(sent, Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
+				submitted = append(submitted, seq)
+				seq++
+				inFlightAt[off] = true
+				srcDirty = true
+			},
 			"sourceWakeup": func(t *rapid.T) { src.Wakeup(); srcDirty = false },
 			"sinkWakeup":   func(t *rapid.T) { snk.Wakeup(); sinkDirty = false },
 			"get": func(t *rapid.T) {
