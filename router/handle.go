@@ -14,6 +14,9 @@ func (r *Router) handle(i *Interface, frame []byte, off *packetstream.Offload, i
 		return r.drop(nil, "interface has no domain")
 	}
 	d.stats.RxBytes.add(uint64(len(frame)))
+	if !r.general && r.forwardLinked(i, d, frame, off) {
+		return Done
+	}
 	eth, ok := proto.NewEth(frame)
 	if !ok {
 		return r.drop(d, "frame shorter than an Ethernet header")
@@ -228,43 +231,45 @@ func adjustSum(c, sum uint16) uint16 { return ^proto.Fold(uint32(^c) + uint32(su
 func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off *packetstream.Offload, mac *macOrNone, rw *rewrite) {
 	sent := false
 	for _, o := range to.ifs {
-		if o == from {
-			continue
+		if o != from {
+			sent = true
+			r.copyTo(o, frame, off, mac, rw)
 		}
-		sent = true
-		buf := r.transmit(o, frame)
-		if buf == nil {
-			continue
-		}
-		eth := proto.Eth(buf)
-		eth.SetSrc(o.routerMAC)
-		if mac.ok {
-			eth.SetDst(mac.mac)
-		} else {
-			eth.SetDst(o.routerMAC) // use_arp="no"
-		}
-		if rw != nil {
-			applyRewrite(buf[proto.EthLen:], off, rw)
-		}
-		if to.m.VerbosePackets {
-			r.logPacket(to, o, "snd", buf)
-		}
-		r.submit(o, buf, off)
 	}
 	if !sent {
 		r.drop(to, "destination domain has no other interface")
 	}
 }
 
-// applyRewrite rewrites an IPv4 packet in place, checksums incrementally (RFC 1624). With
-// checksum offload pending (a super-frame or a guest's partial checksum) the transport
-// checksum field holds only the pseudo-header sum: addresses are folded into it, ports not.
-func applyRewrite(pkt []byte, off *packetstream.Offload, rw *rewrite) {
-	ip := proto.IPv4(pkt)
-	hl := ip.HeaderLen()
-	if off.Flags&packetstream.OffloadNeedsCsum == 0 && quickRewrite(ip, hl, rw) {
+// copyTo is sendTo for one interface o.
+func (r *Router) copyTo(o *Interface, frame []byte, off *packetstream.Offload, mac *macOrNone, rw *rewrite) {
+	buf := r.transmit(o, frame)
+	if buf == nil {
 		return
 	}
+	eth := proto.Eth(buf)
+	eth.SetSrc(o.routerMAC)
+	if mac.ok {
+		eth.SetDst(mac.mac)
+	} else {
+		eth.SetDst(o.routerMAC) // use_arp="no"
+	}
+	if ip := proto.IPv4(buf[proto.EthLen:]); rw != nil &&
+		(off.Flags&packetstream.OffloadNeedsCsum != 0 || !quickRewrite(ip, ip.HeaderLen(), rw)) {
+		rewriteFields(ip, off, rw)
+	}
+	if o.dom.m.VerbosePackets {
+		r.logPacket(o.dom, o, "snd", buf)
+	}
+	r.submit(o, buf, off)
+}
+
+// rewriteFields rewrites an IPv4 packet in place for rw, field by field, checksums
+// incrementally (RFC 1624): sendTo's way where quickRewrite cannot. With checksum offload
+// pending (a super-frame or a guest's partial checksum) the transport checksum field holds
+// only the pseudo-header sum: addresses are folded into it, ports not.
+func rewriteFields(ip proto.IPv4, off *packetstream.Offload, rw *rewrite) {
+	hl := ip.HeaderLen()
 	oldSrc, oldDst := ip.Src(), ip.Dst()
 	if oldSrc != rw.src {
 		ip.SetSrc(rw.src)
@@ -272,7 +277,7 @@ func applyRewrite(pkt []byte, off *packetstream.Offload, rw *rewrite) {
 	if oldDst != rw.dst {
 		ip.SetDst(rw.dst)
 	}
-	seg := pkt[hl:]
+	seg := ip[hl:]
 	var csumOff int
 	switch ip.Protocol() {
 	case proto.ProtoICMP:
@@ -309,7 +314,7 @@ func applyRewrite(pkt []byte, off *packetstream.Offload, rw *rewrite) {
 	binary.BigEndian.PutUint16(seg[csumOff:], c)
 }
 
-// quickRewrite is applyRewrite for a packet with complete checksums that carries rw.from
+// quickRewrite is rewriteFields for a packet with complete checksums that carries rw.from
 // (viaLink's packets all do; anything else is left to the field-by-field way): it adds the
 // summed changes to each checksum once.
 func quickRewrite(ip proto.IPv4, hl int, rw *rewrite) bool {

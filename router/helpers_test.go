@@ -35,11 +35,12 @@ type fakePort struct {
 	flushes  int
 	link     []bool
 	capacity int // 0: unlimited
+	full     bool
 	buf      []byte
 }
 
 func (p *fakePort) Alloc(n int) ([]byte, bool) {
-	if p.capacity > 0 && len(p.sent) >= p.capacity {
+	if p.full || p.capacity > 0 && len(p.sent) >= p.capacity {
 		return nil, false
 	}
 	return make([]byte, n), true

@@ -89,11 +89,11 @@ func TestQuickRewriteMatchesFieldByField(t *testing.T) {
 	}
 }
 
-// applySlow is applyRewrite's field-by-field way.
+// applySlow is the field-by-field rewrite.
 func applySlow(pkt []byte, rw *rewrite) {
 	slow := *rw
 	slow.from = flowKey{} // no packet carries it: quickRewrite refuses
-	applyRewrite(pkt, &packetstream.Offload{}, &slow)
+	rewriteFields(proto.IPv4(pkt), &packetstream.Offload{}, &slow)
 }
 
 // sameUpToZero compares two packets whose checksum fields may hold either form of one's

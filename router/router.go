@@ -77,6 +77,9 @@ type Router struct {
 	gen uint64
 
 	reportTrigger bool
+	// general routes every frame the general way, without forwardLinked: tests check the
+	// fast path against it.
+	general bool
 }
 
 // New returns a router with an empty config (no domains: every frame is dropped).
