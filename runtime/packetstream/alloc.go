@@ -64,7 +64,11 @@ func (a *allocator) alloc(size int) int {
 	if b < 0 {
 		return -1
 	}
-	a.mark(b, run, false)
+	if run == 1 {
+		a.free[b>>6] &^= 1 << (b & 63)
+	} else {
+		a.mark(b, run, false)
+	}
 	a.block[b] = blockState{size: uint32(size), run: uint16(run), state: blockOwned}
 	a.inUse += run
 	return b
@@ -136,16 +140,9 @@ func (a *allocator) findRun(run int) int {
 	return -1
 }
 
-// mark sets blocks [b, b+run) free or used.
+// mark sets blocks [b, b+run) free or used. (alloc and release set the one bit of a one-block
+// run, most of them, themselves: a call per frame cost more than the bit.)
 func (a *allocator) mark(b, run int, free bool) {
-	if run == 1 { // a frame of up to a block, most of them: one bit
-		if free {
-			a.free[b>>6] |= 1 << (b & 63)
-		} else {
-			a.free[b>>6] &^= 1 << (b & 63)
-		}
-		return
-	}
 	for i := b; i < b+run; {
 		w, o := i>>6, i&63
 		k := min(64-o, b+run-i)
@@ -179,10 +176,14 @@ func (a *allocator) release(b int) {
 	st := &a.block[b]
 	run := int(st.run)
 	*st = blockState{}
-	a.mark(b, run, true)
 	a.inUse -= run
-	if run == 1 && len(a.stack) < cap(a.stack) {
-		a.stack = append(a.stack, int32(b))
+	if run == 1 {
+		a.free[b>>6] |= 1 << (b & 63)
+		if len(a.stack) < cap(a.stack) {
+			a.stack = append(a.stack, int32(b))
+		}
+	} else {
+		a.mark(b, run, true)
 	}
 	if b>>6 < a.hint {
 		a.hint = b >> 6
