@@ -3,6 +3,8 @@ package packetstream
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/nicstack/nicstack/internal/release"
 )
 
 // ring is one queue in a region. Indices are free-running uint32 counters; a ring of N entries
@@ -122,7 +124,7 @@ func (p *producer) write(off uint64, size uint32, gso uint64, csum uint16) {
 	p.head++
 	p.bytes += min(size, publishBytes)
 	if p.head-p.published >= p.every || p.bytes >= publishBytes {
-		storeRelease(p.ring.head, p.head)
+		release.Store32(p.ring.head, p.head)
 		p.published = p.head
 		p.dirty = true
 		p.bytes = 0
@@ -206,7 +208,7 @@ func (c *consumer) peek() unsafe.Pointer {
 func (c *consumer) advance(n uint32) {
 	c.tail += n
 	if c.tail-c.published >= c.every {
-		storeRelease(c.ring.tail, c.tail)
+		release.Store32(c.ring.tail, c.tail)
 		c.published = c.tail
 		c.dirty = true
 	}
