@@ -6,13 +6,14 @@ import (
 )
 
 // forwardLinked is handle's fast path for the frames most traffic consists of: TCP or UDP of
-// the link state its domain saw last (domain.last), whose plan is current, without packet
-// logging. It routes such a frame exactly as handleIPv4, routeFlow and
-// viaLink would, in one function: those nested calls, each of which makes Go spill and reload
-// every live register, cost about a tenth of a 64-byte frame's routing (BenchmarkRound).
-// It reports false, having changed nothing, for every other frame, which handle then routes
-// the general way: ARP, ICMP, DHCP ports, fragments, domain-local traffic, other or expired
-// links, stale plans.
+// the link state its domain saw last (domain.last), whose plan is current, to a domain with
+// one interface, without packet logging. It routes such a frame exactly as handleIPv4,
+// routeFlow and viaLink would, in one function: those nested calls, each of which makes Go
+// spill and reload every live register, cost about 7 % of a 64-byte frame's routing
+// (BenchmarkRound). It reports false, having changed nothing, for every other frame, which
+// handle then routes the general way: ARP, ICMP, DHCP ports, fragments, domain-local traffic,
+// other or expired links, stale plans. TestFastPathMatchesGeneral and FuzzRouterFrame check
+// that both ways do the same.
 func (r *Router) forwardLinked(i *Interface, d *domain, frame []byte, off *packetstream.Offload) bool {
 	s := d.last
 	if s == nil || s.plan.gen != r.gen || d.m.VerbosePackets || len(frame) < proto.EthLen {
