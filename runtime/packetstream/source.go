@@ -67,7 +67,13 @@ func (s *Source) Alloc(size int) (Packet, error) {
 	if b < 0 {
 		return Packet{}, ErrExhausted
 	}
-	return Packet{Offset: uint32(s.bulkStart) + uint32(b)*BlockSize + uint32(s.alloc.shift), Size: uint32(size)}, nil
+	return Packet{Offset: s.offset(b), Size: uint32(size)}, nil
+}
+
+// offset is where the frame in the run starting at block b begins in the region (block's
+// inverse).
+func (s *Source) offset(b int) uint32 {
+	return uint32(s.bulkStart) + uint32(b)*BlockSize + uint32(s.alloc.shift)
 }
 
 // Reserve allocates a frame of size bytes (1 to the largest frame) if the submit queue has
@@ -88,8 +94,8 @@ func (s *Source) Reserve(size int) ([]byte, bool) {
 		return nil, false
 	}
 	s.reserved = b
-	off := int(s.bulkStart) + b*BlockSize + s.alloc.shift
-	return s.reg.mem[off : off+size : off+size], true
+	off := s.offset(b)
+	return s.reg.mem[off : off+uint32(size) : off+uint32(size)], true
 }
 
 // Commit submits the frame Reserve returned, its first size bytes (1 to those reserved), with
@@ -104,9 +110,14 @@ func (s *Source) Commit(size int, o Offload) {
 	if o != (Offload{}) {
 		p = p.WithOffload(o)
 	}
-	s.submit.write(s.bulkStart+uint64(b*BlockSize+s.alloc.shift), uint32(size), p.gso, p.csum)
+	s.submit.write(uint64(s.offset(b)), uint32(size), p.gso, p.csum)
+	s.submitted(b, uint32(size))
+}
+
+// submitted records that the frame in block b's run went to the sink with size bytes.
+func (s *Source) submitted(b int, size uint32) {
 	st := &s.alloc.block[b]
-	st.state, st.size = blockSubmitted, uint32(size)
+	st.state, st.size = blockSubmitted, size
 	s.inFlight++
 	s.frames++
 	s.bytes += uint64(size)
@@ -147,11 +158,7 @@ func (s *Source) TrySubmit(p Packet) bool {
 		return false
 	}
 	s.wantSpace = false
-	st := &s.alloc.block[b]
-	st.state, st.size = blockSubmitted, p.Size
-	s.inFlight++
-	s.frames++
-	s.bytes += uint64(p.Size)
+	s.submitted(b, p.Size)
 	return true
 }
 
