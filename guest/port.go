@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netstack"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -109,7 +110,7 @@ func (p *Port) WriteFrames(frames []netstack.Frame) int {
 			break // larger than the bulk buffer: drop the rest, TCP recovers
 		}
 		copy(p.out.Payload(pk), f.Data)
-		if f.Offload != (packetstream.Offload{}) {
+		if f.Offload != (netdev.Offload{}) {
 			pk = pk.WithOffload(f.Offload)
 		}
 		p.out.TrySubmit(pk) // CanSubmit above promised the room

@@ -2,15 +2,15 @@
 // narrow link endpoint, for guests that need no privileges (the VM component's embedded guest,
 // the remote host). Frames come in as batches through Stack.DeliverFrames and leave as batches
 // through an Outbound; with offloads on, TCP leaves as TSO super-frames up to 64 KiB described
-// by packetstream.Offload, exactly as a virtio-net guest would send them.
+// by netdev.Offload, exactly as a virtio-net guest would send them.
 package netstack
 
-import "github.com/nicstack/nicstack/runtime/packetstream"
+import "github.com/nicstack/nicstack/netdev"
 
 // Frame is one Ethernet frame (no FCS) with its offload metadata.
 type Frame struct {
 	Data    []byte
-	Offload packetstream.Offload
+	Offload netdev.Offload
 }
 
 // Outbound takes the stack's outgoing frames, in batches (up to 47 frames, gathered while the

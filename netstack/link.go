@@ -4,13 +4,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nicstack/nicstack/runtime/packetstream"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/stack/gro"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // gsoMaxSize keeps a TSO super-frame, Ethernet header included, within 64 KiB.
@@ -145,13 +146,13 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 
 // offloadOf describes a gVisor GSO packet in virtio-net terms (what fdbased writes as a vnet
 // header): a partial checksum to complete and, when larger than one segment, the TSO size.
-func offloadOf(pkt *stack.PacketBuffer) packetstream.Offload {
+func offloadOf(pkt *stack.PacketBuffer) netdev.Offload {
 	g := pkt.GSOOptions
 	if g.Type == stack.GSONone || !g.NeedsCsum {
-		return packetstream.Offload{}
+		return netdev.Offload{}
 	}
-	o := packetstream.Offload{
-		Flags:      packetstream.OffloadNeedsCsum,
+	o := netdev.Offload{
+		Flags:      netdev.OffloadNeedsCsum,
 		HdrLen:     uint16(pkt.HeaderSize()),
 		CsumStart:  header.EthernetMinimumSize + g.L3HdrLen,
 		CsumOffset: g.CsumOffset,
@@ -160,9 +161,9 @@ func offloadOf(pkt *stack.PacketBuffer) packetstream.Offload {
 		o.GSOSize = g.MSS
 		switch g.Type {
 		case stack.GSOTCPv4:
-			o.GSOType = packetstream.GSOTCPv4
+			o.GSOType = netdev.GSOTCPv4
 		case stack.GSOTCPv6:
-			o.GSOType = packetstream.GSOTCPv6
+			o.GSOType = netdev.GSOTCPv6
 		}
 	}
 	return o
@@ -200,7 +201,7 @@ func (l *link) deliver(f Frame) {
 		return
 	}
 	if eth.Type() == header.IPv4ProtocolNumber {
-		if f.Offload.Flags&(packetstream.OffloadNeedsCsum|packetstream.OffloadDataValid) == 0 && !ipv4ChecksumsValid(f.Data[header.EthernetMinimumSize:]) {
+		if f.Offload.Flags&(netdev.OffloadNeedsCsum|netdev.OffloadDataValid) == 0 && !ipv4ChecksumsValid(f.Data[header.EthernetMinimumSize:]) {
 			l.stats.RxBadChecksum.Add(1)
 			return
 		}

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/iperf"
-	"github.com/nicstack/nicstack/runtime/packetstream"
-	"golang.org/x/sys/unix"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // linuxPeer puts a TAP device into a fresh network namespace (198.18.7.1/24, Linux's own stack
@@ -118,7 +119,7 @@ const vnetHdrLen = 10
 
 // putVnetHdr and getVnetHdr convert between Offload and a virtio-net header (little-endian on
 // the x86 and arm64 hosts we run on).
-func putVnetHdr(b []byte, o packetstream.Offload) {
+func putVnetHdr(b []byte, o netdev.Offload) {
 	b[0], b[1] = o.Flags, o.GSOType
 	binary.LittleEndian.PutUint16(b[2:], o.HdrLen)
 	binary.LittleEndian.PutUint16(b[4:], o.GSOSize)
@@ -126,8 +127,8 @@ func putVnetHdr(b []byte, o packetstream.Offload) {
 	binary.LittleEndian.PutUint16(b[8:], o.CsumOffset)
 }
 
-func getVnetHdr(b []byte) packetstream.Offload {
-	return packetstream.Offload{Flags: b[0], GSOType: b[1], HdrLen: binary.LittleEndian.Uint16(b[2:]),
+func getVnetHdr(b []byte) netdev.Offload {
+	return netdev.Offload{Flags: b[0], GSOType: b[1], HdrLen: binary.LittleEndian.Uint16(b[2:]),
 		GSOSize: binary.LittleEndian.Uint16(b[4:]), CsumStart: binary.LittleEndian.Uint16(b[6:]), CsumOffset: binary.LittleEndian.Uint16(b[8:])}
 }
 

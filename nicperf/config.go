@@ -3,7 +3,7 @@ package nicperf
 import (
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -21,8 +21,8 @@ type Config struct {
 	// Session is the service a client requests: "Nic", or "Uplink" to stand in for a driver
 	// (UplinkMAC is then the driver's MAC, the router's identity on that wire).
 	Session   string
-	UplinkMAC proto.MAC
-	MAC       proto.MAC
+	UplinkMAC header.MAC
+	MAC       header.MAC
 	IP        [4]byte // answered for ARP and ICMP echo; the generator's source address
 	TX        bool    // generate frames
 	ICMP      bool    // generate ICMP echo requests instead of UDP
@@ -31,7 +31,7 @@ type Config struct {
 	// nic_perf answers a SYN with SYN|ACK and a FIN with FIN|ACK, whatever its mode.
 	TCP     bool
 	DstIP   [4]byte
-	DstMAC  proto.MAC // default: the router's MAC toward Nic clients
+	DstMAC  header.MAC // default: the router's MAC toward Nic clients
 	SrcPort uint16    // UDP source port, or the ICMP echo id
 	Flows   int       // frames cycle through this many source ports (ids) from SrcPort
 	DstPort uint16
@@ -55,10 +55,10 @@ type Config struct {
 }
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
-const minSize = proto.EthLen + 20 + 8
+const minSize = header.EthLen + 20 + 8
 
 // tcpMinSize is the smallest TCP frame with one byte of data.
-const tcpMinSize = proto.EthLen + 20 + 20 + 1
+const tcpMinSize = header.EthLen + 20 + 20 + 1
 
 // ParseConfig reads a <config>; unknown attributes are returned as warnings in errs along
 // with real errors, which make cfg unusable (err != nil).
@@ -71,13 +71,13 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 		a, _ := n.Attr("session")
 		return cfg, warnings, config.Errorf(a.Pos, "session=%q: want Nic or Uplink", cfg.Session)
 	}
-	if cfg.UplinkMAC, err = mac(n, "uplink_mac", proto.MAC{2, 0, 0, 0, 0, 0xfe}); err != nil {
+	if cfg.UplinkMAC, err = mac(n, "uplink_mac", header.MAC{2, 0, 0, 0, 0, 0xfe}); err != nil {
 		return
 	}
-	if cfg.MAC, err = mac(n, "mac", proto.MAC{2, 0, 0, 0, 0, 1}); err != nil {
+	if cfg.MAC, err = mac(n, "mac", header.MAC{2, 0, 0, 0, 0, 1}); err != nil {
 		return
 	}
-	if cfg.DstMAC, err = mac(n, "dst_mac", proto.MAC{2, 2, 2, 2, 2, 0}); err != nil {
+	if cfg.DstMAC, err = mac(n, "dst_mac", header.MAC{2, 2, 2, 2, 2, 0}); err != nil {
 		return
 	}
 	if cfg.IP, err = ip(n, "ip", [4]byte{10, 0, 1, 2}); err != nil {
@@ -133,12 +133,12 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	return cfg, warnings, err
 }
 
-func mac(n *config.Node, name string, def proto.MAC) (proto.MAC, error) {
+func mac(n *config.Node, name string, def header.MAC) (header.MAC, error) {
 	hw, ok, err := n.MAC(name)
 	if err != nil || !ok {
 		return def, err
 	}
-	return proto.MAC(hw), nil
+	return header.MAC(hw), nil
 }
 
 func ip(n *config.Node, name string, def [4]byte) ([4]byte, error) {

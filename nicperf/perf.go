@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -66,27 +66,27 @@ func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
 func (p *Perf) frame() []byte {
 	c := p.cfg
 	b := make([]byte, c.Size)
-	e := proto.Eth(b)
+	e := header.Eth(b)
 	e.SetDst(c.DstMAC)
 	e.SetSrc(c.MAC)
-	e.SetType(proto.EtherTypeIPv4)
-	ip := b[proto.EthLen:]
+	e.SetType(header.EtherTypeIPv4)
+	ip := b[header.EthLen:]
 	l4 := ip[20:]
 	for i := 8; i < len(l4); i++ {
 		l4[i] = byte(i)
 	}
 	if c.ICMP {
-		proto.PutIPv4(ip, len(ip), proto.ProtoICMP, c.IP, c.DstIP)
-		l4[0] = proto.ICMPEchoRequest
+		header.PutIPv4(ip, len(ip), header.ProtoICMP, c.IP, c.DstIP)
+		l4[0] = header.ICMPEchoRequest
 		binary.BigEndian.PutUint16(l4[4:], c.SrcPort)
-		proto.ICMP(l4).UpdateChecksum()
+		header.ICMP(l4).UpdateChecksum()
 		return b
 	}
-	proto.PutIPv4(ip, len(ip), proto.ProtoUDP, c.IP, c.DstIP)
-	proto.Ports(l4).SetSrc(c.SrcPort)
-	proto.Ports(l4).SetDst(c.DstPort)
+	header.PutIPv4(ip, len(ip), header.ProtoUDP, c.IP, c.DstIP)
+	header.Ports(l4).SetSrc(c.SrcPort)
+	header.Ports(l4).SetDst(c.DstPort)
 	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
-	binary.BigEndian.PutUint16(l4[6:], proto.Checksum(l4, proto.PseudoSum(c.IP, c.DstIP, proto.ProtoUDP, len(l4))))
+	binary.BigEndian.PutUint16(l4[6:], header.Checksum(l4, header.PseudoSum(c.IP, c.DstIP, header.ProtoUDP, len(l4))))
 	return b
 }
 
@@ -193,12 +193,12 @@ func (p *Perf) send(out *packetstream.Source, want uint64) uint64 {
 			continue
 		}
 		copy(b, p.template)
-		l4 := b[proto.EthLen+20:]
+		l4 := b[header.EthLen+20:]
 		if p.cfg.ICMP {
 			p.seq++
-			m := proto.ICMP(l4)
+			m := header.ICMP(l4)
 			binary.BigEndian.PutUint16(m[6:], p.seq)
-			m.SetChecksum(proto.Adjust(m.Checksum(), 0, p.seq))
+			m.SetChecksum(header.Adjust(m.Checksum(), 0, p.seq))
 		}
 		if p.cfg.Flows > 1 {
 			p.setFlow(l4)
@@ -215,35 +215,35 @@ func (p *Perf) setFlow(l4 []byte) {
 	port := p.cfg.SrcPort + uint16(p.flow)
 	p.flow = (p.flow + 1) % p.cfg.Flows
 	if p.cfg.ICMP {
-		proto.ICMP(l4).SetID(port)
+		header.ICMP(l4).SetID(port)
 		return
 	}
 	sum := binary.BigEndian.Uint16(l4[6:])
-	binary.BigEndian.PutUint16(l4[6:], proto.Adjust(sum, p.cfg.SrcPort, port))
-	proto.Ports(l4).SetSrc(port)
+	binary.BigEndian.PutUint16(l4[6:], header.Adjust(sum, p.cfg.SrcPort, port))
+	header.Ports(l4).SetSrc(port)
 }
 
 // receive counts a frame and answers ARP and ICMP echo requests for our address.
 func (p *Perf) receive(out *packetstream.Source, b []byte) {
-	e, ok := proto.NewEth(b)
+	e, ok := header.NewEth(b)
 	if !ok {
 		p.other++
 		return
 	}
 	switch e.Type() {
-	case proto.EtherTypeARP:
-		if a, ok := proto.NewARP(e.Payload()); ok && a.Op() == proto.ARPRequest && a.TargetIP() == p.cfg.IP {
+	case header.EtherTypeARP:
+		if a, ok := header.NewARP(e.Payload()); ok && a.Op() == header.ARPRequest && a.TargetIP() == p.cfg.IP {
 			p.answerARP(out, a)
 			return
 		}
-	case proto.EtherTypeIPv4:
-		ip, ok := proto.NewIPv4(e.Payload())
+	case header.EtherTypeIPv4:
+		ip, ok := header.NewIPv4(e.Payload())
 		if !ok {
 			break
 		}
 		switch ip.Protocol() {
-		case proto.ProtoTCP:
-			if seg, ok := proto.L4Header(ip); ok {
+		case header.ProtoTCP:
+			if seg, ok := header.L4Header(ip); ok {
 				p.rxFrames++
 				p.rxBytes += uint64(len(b))
 				if ip.Dst() == p.cfg.IP {
@@ -251,21 +251,21 @@ func (p *Perf) receive(out *packetstream.Source, b []byte) {
 				}
 				return
 			}
-		case proto.ProtoUDP:
+		case header.ProtoUDP:
 			p.rxFrames++
 			p.rxBytes += uint64(len(b))
 			return
-		case proto.ProtoICMP:
-			m := proto.ICMP(ip.Payload())
-			if len(m) < proto.ICMPLen {
+		case header.ProtoICMP:
+			m := header.ICMP(ip.Payload())
+			if len(m) < header.ICMPLen {
 				break
 			}
 			switch {
-			case m.Type() == proto.ICMPEchoReply:
+			case m.Type() == header.ICMPEchoReply:
 				p.rxFrames++
 				p.rxBytes += uint64(len(b))
 				return
-			case m.Type() == proto.ICMPEchoRequest && ip.Dst() == p.cfg.IP:
+			case m.Type() == header.ICMPEchoRequest && ip.Dst() == p.cfg.IP:
 				p.answerEcho(out, e, ip)
 				return
 			}
@@ -274,35 +274,35 @@ func (p *Perf) receive(out *packetstream.Source, b []byte) {
 	p.other++
 }
 
-func (p *Perf) answerARP(out *packetstream.Source, a proto.ARP) {
-	buf := p.reply(out, proto.EthLen+proto.ARPLen)
+func (p *Perf) answerARP(out *packetstream.Source, a header.ARP) {
+	buf := p.reply(out, header.EthLen+header.ARPLen)
 	if buf == nil {
 		return
 	}
-	e := proto.Eth(buf)
+	e := header.Eth(buf)
 	e.SetDst(a.SenderMAC())
 	e.SetSrc(p.cfg.MAC)
-	e.SetType(proto.EtherTypeARP)
-	proto.PutARP(e.Payload(), proto.ARPReply, p.cfg.MAC, p.cfg.IP, a.SenderMAC(), a.SenderIP())
+	e.SetType(header.EtherTypeARP)
+	header.PutARP(e.Payload(), header.ARPReply, p.cfg.MAC, p.cfg.IP, a.SenderMAC(), a.SenderIP())
 	p.submitReply(out)
 }
 
-func (p *Perf) answerEcho(out *packetstream.Source, in proto.Eth, ip proto.IPv4) {
-	n := proto.EthLen + ip.TotalLen()
+func (p *Perf) answerEcho(out *packetstream.Source, in header.Eth, ip header.IPv4) {
+	n := header.EthLen + ip.TotalLen()
 	buf := p.reply(out, n)
 	if buf == nil {
 		return
 	}
 	copy(buf, in[:n])
-	e := proto.Eth(buf)
+	e := header.Eth(buf)
 	e.SetDst(in.Src())
 	e.SetSrc(p.cfg.MAC)
-	rip := proto.IPv4(e.Payload())
+	rip := header.IPv4(e.Payload())
 	src, dst := ip.Src(), ip.Dst()
 	rip.SetSrc(dst)
 	rip.SetDst(src)
-	m := proto.ICMP(rip.Payload())
-	m[0] = proto.ICMPEchoReply
+	m := header.ICMP(rip.Payload())
+	m[0] = header.ICMPEchoReply
 	m.UpdateChecksum()
 	p.submitReply(out)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -52,10 +52,10 @@ func TestGeneratorAndSink(t *testing.T) {
 	}
 	defer cl.Close()
 	defer srv.Close()
-	gen := New(Config{MAC: proto.MAC{2, 0, 0, 0, 0, 1}, IP: [4]byte{10, 0, 1, 2}, TX: true, DstIP: [4]byte{10, 0, 2, 2},
+	gen := New(Config{MAC: header.MAC{2, 0, 0, 0, 0, 1}, IP: [4]byte{10, 0, 1, 2}, TX: true, DstIP: [4]byte{10, 0, 2, 2},
 		SrcPort: 40000, DstPort: 12345, Flows: 3, Size: 100}, NewCounters(nil), quiet)
 	sinkCtr := NewCounters(nil)
-	sink := New(Config{MAC: proto.MAC{2, 0, 0, 0, 0, 2}, IP: [4]byte{10, 0, 2, 2}}, sinkCtr, quiet)
+	sink := New(Config{MAC: header.MAC{2, 0, 0, 0, 0, 2}, IP: [4]byte{10, 0, 2, 2}}, sinkCtr, quiet)
 	now := time.Now()
 	gen.Step(cl.TX, cl.RX, now)
 	// Check the frames as they sit in the sink's queue, then let the sink count them.
@@ -66,13 +66,13 @@ func TestGeneratorAndSink(t *testing.T) {
 			break
 		}
 		b := srv.TX.Payload(pk)
-		ip, _ := proto.NewIPv4(b[proto.EthLen:])
+		ip, _ := header.NewIPv4(b[header.EthLen:])
 		seg := ip.Payload()
-		if proto.Checksum(seg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoUDP, len(seg))) != 0 {
+		if header.Checksum(seg, header.PseudoSum(ip.Src(), ip.Dst(), header.ProtoUDP, len(seg))) != 0 {
 			t.Fatalf("frame %d: bad UDP checksum", frames)
 		}
-		if want := uint16(40000 + frames%3); proto.Ports(seg).Src() != want {
-			t.Fatalf("frame %d from port %d, want %d", frames, proto.Ports(seg).Src(), want)
+		if want := uint16(40000 + frames%3); header.Ports(seg).Src() != want {
+			t.Fatalf("frame %d from port %d, want %d", frames, header.Ports(seg).Src(), want)
 		}
 		frames++
 		srv.TX.TryAck(pk)
@@ -81,15 +81,15 @@ func TestGeneratorAndSink(t *testing.T) {
 		t.Fatalf("generated %d frames in one step, want %d", frames, batch)
 	}
 	// ARP request and ping to the sink, which sits on the server end here.
-	arp := make([]byte, proto.EthLen+proto.ARPLen)
-	proto.Eth(arp).SetDst(proto.Broadcast)
-	proto.Eth(arp).SetType(proto.EtherTypeARP)
-	proto.PutARP(arp[proto.EthLen:], proto.ARPRequest, proto.MAC{2, 0, 0, 0, 0, 9}, [4]byte{10, 0, 2, 1}, proto.MAC{}, [4]byte{10, 0, 2, 2})
-	ping := make([]byte, proto.EthLen+20+16)
-	proto.Eth(ping).SetType(proto.EtherTypeIPv4)
-	proto.PutIPv4(ping[proto.EthLen:], 36, proto.ProtoICMP, [4]byte{10, 0, 2, 1}, [4]byte{10, 0, 2, 2})
-	ping[proto.EthLen+20] = proto.ICMPEchoRequest
-	proto.ICMP(ping[proto.EthLen+20:]).UpdateChecksum()
+	arp := make([]byte, header.EthLen+header.ARPLen)
+	header.Eth(arp).SetDst(header.Broadcast)
+	header.Eth(arp).SetType(header.EtherTypeARP)
+	header.PutARP(arp[header.EthLen:], header.ARPRequest, header.MAC{2, 0, 0, 0, 0, 9}, [4]byte{10, 0, 2, 1}, header.MAC{}, [4]byte{10, 0, 2, 2})
+	ping := make([]byte, header.EthLen+20+16)
+	header.Eth(ping).SetType(header.EtherTypeIPv4)
+	header.PutIPv4(ping[header.EthLen:], 36, header.ProtoICMP, [4]byte{10, 0, 2, 1}, [4]byte{10, 0, 2, 2})
+	ping[header.EthLen+20] = header.ICMPEchoRequest
+	header.ICMP(ping[header.EthLen+20:]).UpdateChecksum()
 	for _, f := range [][]byte{arp, ping} {
 		pk, err := cl.TX.Alloc(len(f))
 		if err != nil {

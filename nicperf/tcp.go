@@ -3,7 +3,7 @@ package nicperf
 import (
 	"encoding/binary"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -24,7 +24,7 @@ func (p *Perf) tcpLen() int {
 	if p.tcpStep == 1 {
 		return p.cfg.Size
 	}
-	return proto.EthLen + 20 + 20
+	return header.EthLen + 20 + 20
 }
 
 // nextTCP writes the next generated segment into b (of tcpLen bytes).
@@ -36,13 +36,13 @@ func (p *Perf) nextTCP(b []byte) {
 	var seq, ack uint32
 	switch p.tcpStep {
 	case 0:
-		flags, seq = proto.TCPSyn, clientISN
+		flags, seq = header.TCPSyn, clientISN
 	case 1:
-		flags, seq, ack = proto.TCPAck|tcpPSH, clientISN+1, serverISN+1
+		flags, seq, ack = header.TCPAck|tcpPSH, clientISN+1, serverISN+1
 	case 2:
-		flags, seq, ack = proto.TCPFin|proto.TCPAck, clientISN+1+data, serverISN+1
+		flags, seq, ack = header.TCPFin|header.TCPAck, clientISN+1+data, serverISN+1
 	case 3:
-		flags, seq, ack = proto.TCPAck, clientISN+2+data, serverISN+2
+		flags, seq, ack = header.TCPAck, clientISN+2+data, serverISN+2
 	}
 	p.tcpStep++
 	if p.tcpStep == 4 {
@@ -53,19 +53,19 @@ func (p *Perf) nextTCP(b []byte) {
 }
 
 // putTCP writes a whole frame: Ethernet, IPv4, a 20-byte TCP header and, to len(b), data.
-func putTCP(b []byte, src, dst proto.MAC, srcIP, dstIP [4]byte, sport, dport uint16, flags uint8, seq, ack uint32) {
-	e := proto.Eth(b)
+func putTCP(b []byte, src, dst header.MAC, srcIP, dstIP [4]byte, sport, dport uint16, flags uint8, seq, ack uint32) {
+	e := header.Eth(b)
 	e.SetDst(dst)
 	e.SetSrc(src)
-	e.SetType(proto.EtherTypeIPv4)
-	ip := b[proto.EthLen:]
-	proto.PutIPv4(ip, len(ip), proto.ProtoTCP, srcIP, dstIP)
+	e.SetType(header.EtherTypeIPv4)
+	ip := b[header.EthLen:]
+	header.PutIPv4(ip, len(ip), header.ProtoTCP, srcIP, dstIP)
 	seg := ip[20:]
 	for i := 20; i < len(seg); i++ {
 		seg[i] = byte(i)
 	}
-	proto.Ports(seg).SetSrc(sport)
-	proto.Ports(seg).SetDst(dport)
+	header.Ports(seg).SetSrc(sport)
+	header.Ports(seg).SetDst(dport)
 	binary.BigEndian.PutUint32(seg[4:], seq)
 	binary.BigEndian.PutUint32(seg[8:], ack)
 	seg[12] = 5 << 4
@@ -73,29 +73,29 @@ func putTCP(b []byte, src, dst proto.MAC, srcIP, dstIP [4]byte, sport, dport uin
 	binary.BigEndian.PutUint16(seg[14:], 65535)
 	binary.BigEndian.PutUint16(seg[16:], 0)
 	binary.BigEndian.PutUint16(seg[18:], 0)
-	binary.BigEndian.PutUint16(seg[16:], proto.Checksum(seg, proto.PseudoSum(srcIP, dstIP, proto.ProtoTCP, len(seg))))
+	binary.BigEndian.PutUint16(seg[16:], header.Checksum(seg, header.PseudoSum(srcIP, dstIP, header.ProtoTCP, len(seg))))
 }
 
 // answerTCP answers a SYN with SYN|ACK and a FIN with FIN|ACK (acknowledging it and closing
 // our side at once); other segments need no answer.
-func (p *Perf) answerTCP(out *packetstream.Source, in proto.Eth, ip proto.IPv4, seg []byte) {
-	flags := proto.TCPFlags(seg)
+func (p *Perf) answerTCP(out *packetstream.Source, in header.Eth, ip header.IPv4, seg []byte) {
+	flags := header.TCPFlags(seg)
 	var rflags uint8
 	var seq, ack uint32
 	switch {
-	case flags&(proto.TCPSyn|proto.TCPAck) == proto.TCPSyn:
-		rflags, seq, ack = proto.TCPSyn|proto.TCPAck, serverISN, proto.TCPSeq(seg)+1
-	case flags&proto.TCPFin != 0 && flags&proto.TCPRst == 0:
-		rflags, seq = proto.TCPFin|proto.TCPAck, serverISN+1
-		ack = proto.TCPSeq(seg) + uint32(proto.TCPPayloadLen(seg)) + 1
+	case flags&(header.TCPSyn|header.TCPAck) == header.TCPSyn:
+		rflags, seq, ack = header.TCPSyn|header.TCPAck, serverISN, header.TCPSeq(seg)+1
+	case flags&header.TCPFin != 0 && flags&header.TCPRst == 0:
+		rflags, seq = header.TCPFin|header.TCPAck, serverISN+1
+		ack = header.TCPSeq(seg) + uint32(header.TCPPayloadLen(seg)) + 1
 	default:
 		return
 	}
-	buf := p.reply(out, proto.EthLen+20+20)
+	buf := p.reply(out, header.EthLen+20+20)
 	if buf == nil {
 		return
 	}
-	ports := proto.Ports(seg)
+	ports := header.Ports(seg)
 	putTCP(buf, p.cfg.MAC, in.Src(), ip.Dst(), ip.Src(), ports.Dst(), ports.Src(), rflags, seq, ack)
 	p.submitReply(out)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -20,10 +20,10 @@ func TestTCPExchange(t *testing.T) {
 	}
 	defer cl.Close()
 	defer srv.Close()
-	gen := New(Config{MAC: proto.MAC{2, 0, 0, 0, 0, 1}, IP: [4]byte{10, 0, 1, 2}, TX: true, TCP: true, DstIP: [4]byte{10, 0, 2, 2},
+	gen := New(Config{MAC: header.MAC{2, 0, 0, 0, 0, 1}, IP: [4]byte{10, 0, 1, 2}, TX: true, TCP: true, DstIP: [4]byte{10, 0, 2, 2},
 		SrcPort: 40000, DstPort: 80, Flows: 2, Size: 100, Rate: 8}, NewCounters(nil), quiet)
 	peerCtr := NewCounters(nil)
-	peer := New(Config{MAC: proto.MAC{2, 0, 0, 0, 0, 2}, IP: [4]byte{10, 0, 2, 2}}, peerCtr, quiet)
+	peer := New(Config{MAC: header.MAC{2, 0, 0, 0, 0, 2}, IP: [4]byte{10, 0, 2, 2}}, peerCtr, quiet)
 	start := time.Now()
 	gen.Step(cl.TX, cl.RX, start)
 	gen.Step(cl.TX, cl.RX, start.Add(time.Second)) // 8 frames: two connections
@@ -33,8 +33,8 @@ func TestTCPExchange(t *testing.T) {
 		seq   uint32
 		data  int
 	}{
-		{40000, proto.TCPSyn, 1000, 0}, {40000, proto.TCPAck | tcpPSH, 1001, 46}, {40000, proto.TCPFin | proto.TCPAck, 1047, 0}, {40000, proto.TCPAck, 1048, 0},
-		{40001, proto.TCPSyn, 1000, 0},
+		{40000, header.TCPSyn, 1000, 0}, {40000, header.TCPAck | tcpPSH, 1001, 46}, {40000, header.TCPFin | header.TCPAck, 1047, 0}, {40000, header.TCPAck, 1048, 0},
+		{40001, header.TCPSyn, 1000, 0},
 	}
 	var got int
 	for {
@@ -43,18 +43,18 @@ func TestTCPExchange(t *testing.T) {
 			break
 		}
 		b := srv.TX.Payload(pk)
-		ip, _ := proto.NewIPv4(b[proto.EthLen:])
-		seg, ok := proto.L4Header(ip)
-		if !ok || ip.Protocol() != proto.ProtoTCP {
+		ip, _ := header.NewIPv4(b[header.EthLen:])
+		seg, ok := header.L4Header(ip)
+		if !ok || ip.Protocol() != header.ProtoTCP {
 			t.Fatalf("frame %d is no TCP segment", got)
 		}
-		if proto.Checksum(seg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(seg))) != 0 {
+		if header.Checksum(seg, header.PseudoSum(ip.Src(), ip.Dst(), header.ProtoTCP, len(seg))) != 0 {
 			t.Fatalf("frame %d: bad TCP checksum", got)
 		}
 		if got < len(want) {
 			w := want[got]
-			if proto.Ports(seg).Src() != w.port || proto.TCPFlags(seg) != w.flags || proto.TCPSeq(seg) != w.seq || proto.TCPPayloadLen(seg) != w.data {
-				t.Errorf("frame %d: port %d flags %#x seq %d data %d, want %+v", got, proto.Ports(seg).Src(), proto.TCPFlags(seg), proto.TCPSeq(seg), proto.TCPPayloadLen(seg), w)
+			if header.Ports(seg).Src() != w.port || header.TCPFlags(seg) != w.flags || header.TCPSeq(seg) != w.seq || header.TCPPayloadLen(seg) != w.data {
+				t.Errorf("frame %d: port %d flags %#x seq %d data %d, want %+v", got, header.Ports(seg).Src(), header.TCPFlags(seg), header.TCPSeq(seg), header.TCPPayloadLen(seg), w)
 			}
 		}
 		got++

@@ -1,8 +1,8 @@
 package router
 
 import (
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // maxHeldPerInterface bounds the frames one interface can have waiting for ARP replies, so a
@@ -15,7 +15,7 @@ const maxARPEntries = 1024
 // macOrNone is a resolved next-hop MAC; ok is false under use_arp="no", where each copy goes
 // to the interface's own MAC.
 type macOrNone struct {
-	mac proto.MAC
+	mac header.MAC
 	ok  bool
 }
 
@@ -26,7 +26,7 @@ type waiter struct {
 	dom      *domain
 	ip       [4]byte
 	frame    []byte
-	off      packetstream.Offload
+	off      netdev.Offload
 	id       uint64
 	deadline int64 // UnixNano
 }
@@ -42,7 +42,7 @@ func (r *Router) resolve(d *domain, hop [4]byte) (macOrNone, bool) {
 
 // hold keeps the frame (unacknowledged) until hop's MAC is known in d, asking for it once per
 // ARP timeout.
-func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off *packetstream.Offload, id uint64) Verdict {
+func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off *netdev.Offload, id uint64) Verdict {
 	if len(d.ifs) == 0 {
 		return r.drop(src, "destination domain has no interface")
 	}
@@ -56,12 +56,12 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 	if _, asked := d.arpAsked[hop]; !asked {
 		d.arpAsked[hop] = r.now.Add(r.cfg.ARPRequestTimeout)
 		for _, o := range d.ifs {
-			b := make([]byte, proto.EthLen+proto.ARPLen)
-			e := proto.Eth(b)
-			e.SetDst(proto.Broadcast)
+			b := make([]byte, header.EthLen+header.ARPLen)
+			e := header.Eth(b)
+			e.SetDst(header.Broadcast)
 			e.SetSrc(o.routerMAC)
-			e.SetType(proto.EtherTypeARP)
-			proto.PutARP(b[proto.EthLen:], proto.ARPRequest, o.routerMAC, d.ip.addr, proto.MAC{}, hop)
+			e.SetType(header.EtherTypeARP)
+			header.PutARP(b[header.EthLen:], header.ARPRequest, o.routerMAC, d.ip.addr, header.MAC{}, hop)
 			r.emit(o, b)
 		}
 	}
@@ -70,8 +70,8 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 
 // handleARP answers requests for the router's address (and, in a domain without gateway,
 // for any other address: the router is everybody's next hop there) and learns from replies.
-func (r *Router) handleARP(i *Interface, d *domain, eth proto.Eth) {
-	a, ok := proto.NewARP(eth.Payload())
+func (r *Router) handleARP(i *Interface, d *domain, eth header.Eth) {
+	a, ok := header.NewARP(eth.Payload())
 	if !ok {
 		r.drop(d, "bad ARP packet")
 		return
@@ -81,7 +81,7 @@ func (r *Router) handleARP(i *Interface, d *domain, eth proto.Eth) {
 		return
 	}
 	switch a.Op() {
-	case proto.ARPRequest:
+	case header.ARPRequest:
 		t := a.TargetIP()
 		if !d.m.UseARP || t == a.SenderIP() {
 			r.drop(d, "ARP request not answered (use_arp=\"no\" or gratuitous)")
@@ -91,14 +91,14 @@ func (r *Router) handleARP(i *Interface, d *domain, eth proto.Eth) {
 			r.drop(d, "ARP request for a foreign address in a domain with gateway")
 			return
 		}
-		b := make([]byte, proto.EthLen+proto.ARPLen)
-		e := proto.Eth(b)
+		b := make([]byte, header.EthLen+header.ARPLen)
+		e := header.Eth(b)
 		e.SetDst(a.SenderMAC())
 		e.SetSrc(i.routerMAC)
-		e.SetType(proto.EtherTypeARP)
-		proto.PutARP(b[proto.EthLen:], proto.ARPReply, i.routerMAC, t, a.SenderMAC(), a.SenderIP())
+		e.SetType(header.EtherTypeARP)
+		header.PutARP(b[header.EthLen:], header.ARPReply, i.routerMAC, t, a.SenderMAC(), a.SenderIP())
 		r.emit(i, b)
-	case proto.ARPReply:
+	case header.ARPReply:
 		ip := a.SenderIP()
 		if !d.ip.inSubnet(ip) {
 			r.drop(d, "ARP reply from outside the subnet")

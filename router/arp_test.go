@@ -4,12 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 func TestARPHoldUntilReply(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
 	up, upp := b.attach("uplink", Uplink, macUplink)
 	f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil)
 	if v := b.r.Handle(vm, f, nil, 7); v != Held {
@@ -21,8 +21,8 @@ func TestARPHoldUntilReply(t *testing.T) {
 		t.Fatalf("uplink got %d frames", len(out))
 	}
 	p := parse(t, out[0])
-	if p.arp == nil || p.arp.Op() != proto.ARPRequest || p.arp.TargetIP() != ip4("198.18.0.1") ||
-		p.arp.SenderIP() != ip4("198.18.0.10") || p.eth.Dst() != proto.Broadcast {
+	if p.arp == nil || p.arp.Op() != header.ARPRequest || p.arp.TargetIP() != ip4("198.18.0.1") ||
+		p.arp.SenderIP() != ip4("198.18.0.10") || p.eth.Dst() != header.Broadcast {
 		t.Fatal("no proper ARP request")
 	}
 	// A second frame to the same hop is held without asking again.
@@ -33,7 +33,7 @@ func TestARPHoldUntilReply(t *testing.T) {
 	if len(vmp.released) != 0 {
 		t.Fatal("held frames released early")
 	}
-	b.send(up, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
+	b.send(up, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
 	out = upp.take()
 	if len(out) != 2 {
 		t.Fatalf("held frames sent: %d, want 2", len(out))
@@ -48,7 +48,7 @@ func TestARPHoldUntilReply(t *testing.T) {
 
 func TestARPTimeoutDropsHeld(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
 	_, upp := b.attach("uplink", Uplink, macUplink)
 	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil), nil, 3)
 	upp.take()
@@ -74,7 +74,7 @@ func TestARPTimeoutDropsHeld(t *testing.T) {
 
 func TestARPHeldBound(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, _ := b.attach("vm", Nic, proto.MAC{})
+	vm, _ := b.attach("vm", Nic, header.MAC{})
 	b.attach("uplink", Uplink, macUplink)
 	held := 0
 	for k := 0; k < maxHeldPerInterface+10; k++ {
@@ -95,10 +95,10 @@ func TestARPHeldBound(t *testing.T) {
 
 func TestARPAnswers(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
 	up, upp := b.attach("uplink", Uplink, macUplink)
-	ask := func(i *Interface, p *fakePort, sender proto.MAC, sIP, target string) proto.ARP {
-		b.send(i, arpFrame(proto.ARPRequest, sender, ip4(sIP), proto.MAC{}, ip4(target), proto.Broadcast))
+	ask := func(i *Interface, p *fakePort, sender header.MAC, sIP, target string) header.ARP {
+		b.send(i, arpFrame(header.ARPRequest, sender, ip4(sIP), header.MAC{}, ip4(target), header.Broadcast))
 		out := p.take()
 		if len(out) == 0 {
 			return nil
@@ -106,7 +106,7 @@ func TestARPAnswers(t *testing.T) {
 		return parse(t, out[0]).arp
 	}
 	// Own address, in a domain with gateway and without.
-	if a := ask(up, upp, macGateway, "198.18.0.1", "198.18.0.10"); a == nil || a.SenderMAC() != macUplink || a.Op() != proto.ARPReply {
+	if a := ask(up, upp, macGateway, "198.18.0.1", "198.18.0.10"); a == nil || a.SenderMAC() != macUplink || a.Op() != header.ARPReply {
 		t.Fatal("no answer for the router's uplink address")
 	}
 	if a := ask(vm, vmp, vm.MAC(), "10.0.1.2", "10.0.1.1"); a == nil || a.SenderMAC() != routerMACNic {
@@ -127,9 +127,9 @@ func TestUseARPNo(t *testing.T) {
   <domain name="a" interface="10.0.1.1/24"><ip dst="10.0.2.0/24" domain="b"/></domain>
   <domain name="b" interface="10.0.2.1/24" use_arp="no"/>
 </config>`)
-	a, _ := b.attach("a", Nic, proto.MAC{})
+	a, _ := b.attach("a", Nic, header.MAC{})
 	bi, bp := b.attach("b", Uplink, macUplink)
-	b.send(bi, arpFrame(proto.ARPRequest, macServer, ip4("10.0.2.2"), proto.MAC{}, ip4("10.0.2.1"), proto.Broadcast))
+	b.send(bi, arpFrame(header.ARPRequest, macServer, ip4("10.0.2.2"), header.MAC{}, ip4("10.0.2.1"), header.Broadcast))
 	if len(bp.take()) != 0 {
 		t.Fatal("answered ARP with use_arp=\"no\"")
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
 	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // threadCPU is the CPU time of the calling OS thread.
@@ -29,11 +30,11 @@ type benchPort struct {
 	sent int
 }
 
-func (p *benchPort) Alloc(n int) ([]byte, bool)          { return p.buf[:n], true }
-func (p *benchPort) Submit([]byte, packetstream.Offload) { p.sent++ }
-func (p *benchPort) Flush()                              {}
-func (p *benchPort) Release(uint64)                      {}
-func (p *benchPort) LinkState(bool)                      {}
+func (p *benchPort) Alloc(n int) ([]byte, bool)    { return p.buf[:n], true }
+func (p *benchPort) Submit([]byte, netdev.Offload) { p.sent++ }
+func (p *benchPort) Flush()                        {}
+func (p *benchPort) Release(uint64)                {}
+func (p *benchPort) LinkState(bool)                {}
 
 // BenchmarkForward measures the forwarding path for an existing link state, as Genode's
 // test-nic_perf_router runs it: udp-forward (a client sends to the router's port, forwarded
@@ -63,13 +64,13 @@ func BenchmarkForward(b *testing.B) {
 				cp, sp := &benchPort{buf: make([]byte, 2048)}, &benchPort{buf: make([]byte, 2048)}
 				client := r.Attach(Session{Label: "client", Kind: Nic, Port: cp})
 				server := r.Attach(Session{Label: "server", Kind: Nic, Port: sp})
-				payload := make([]byte, size-proto.EthLen-20-8)
+				payload := make([]byte, size-header.EthLen-20-8)
 				var frames [][]byte
 				if mode == "udp-forward" {
-					r.Handle(server, arpFrame(proto.ARPReply, server.MAC(), ip4("10.0.2.2"), routerMACNic, ip4("10.0.2.1"), routerMACNic), nil, 0)
+					r.Handle(server, arpFrame(header.ARPReply, server.MAC(), ip4("10.0.2.2"), routerMACNic, ip4("10.0.2.1"), routerMACNic), nil, 0)
 					frames = append(frames, udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), 5000, 7, payload))
 				} else {
-					r.Handle(server, arpFrame(proto.ARPReply, macGateway, ip4("10.0.2.254"), routerMACNic, ip4("10.0.2.1"), routerMACNic), nil, 0)
+					r.Handle(server, arpFrame(header.ARPReply, macGateway, ip4("10.0.2.254"), routerMACNic, ip4("10.0.2.1"), routerMACNic), nil, 0)
 					flows := 1
 					if mode == "nat-64flows" {
 						flows = 64
@@ -119,10 +120,10 @@ func TestForwardingDoesNotAllocate(t *testing.T) {
 	bp := &benchPort{buf: make([]byte, 2048)}
 	up.port, vm.port = bp, bp
 	peer := b.r.Attach(Session{Label: "vm2", Kind: Nic, Port: bp})
-	b.send(vm, arpFrame(proto.ARPReply, peer.MAC(), ip4("10.0.1.3"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+	b.send(vm, arpFrame(header.ARPReply, peer.MAC(), ip4("10.0.1.3"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
 	out := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, make([]byte, 100))
 	back := udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, make([]byte, 100))
-	direct := ethFrame(vm.MAC(), routerMACNic, proto.EtherTypeIPv4, ipPacket(47, ip4("10.0.1.2"), ip4("198.18.9.9"), make([]byte, 64)))
+	direct := ethFrame(vm.MAC(), routerMACNic, header.EtherTypeIPv4, ipPacket(47, ip4("10.0.1.2"), ip4("198.18.9.9"), make([]byte, 64)))
 	local := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.3"), 1, 2, make([]byte, 64))
 	b.send(vm, out)
 	for name, c := range map[string]struct {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 func TestInvalidDomainPropagates(t *testing.T) {
@@ -58,7 +58,7 @@ func TestInvalidDomainPropagates(t *testing.T) {
 		t.Errorf("no log line saying why:\n%s", b.log.String())
 	}
 	// Sessions whose policy names an invalid domain get none; their frames are dropped.
-	i, _ := b.attach("x", Nic, proto.MAC{})
+	i, _ := b.attach("x", Nic, header.MAC{})
 	if i.Domain() != "" || i.LinkUp() {
 		t.Fatal("interface in an invalid domain")
 	}
@@ -74,7 +74,7 @@ func TestReconfigureKeepsAllowedLinks(t *testing.T) {
 		return len(upp.take())
 	}
 	tcp := func() int {
-		b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 6000, 443, proto.TCPSyn, 1, 0, nil))
+		b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 6000, 443, header.TCPSyn, 1, 0, nil))
 		return len(upp.take())
 	}
 	if udp(53) != 1 || tcp() != 1 {

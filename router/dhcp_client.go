@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // dhcpClient configures a domain without interface attribute: DISCOVER on every interface
@@ -45,19 +45,19 @@ func (c *dhcpClient) discover(r *Router, d *domain) {
 	r.xid++
 	c.xid, c.state = r.xid, clientSelecting
 	c.deadline = r.now.Add(r.cfg.DHCPDiscoverTimeout)
-	c.send(r, d, proto.DHCPDiscover)
+	c.send(r, d, header.DHCPDiscover)
 }
 
 func (c *dhcpClient) send(r *Router, d *domain, typ uint8) {
 	for _, i := range d.ifs {
-		w := proto.NewDHCPMessage(1, c.xid, [4]byte{}, [4]byte{}, [4]byte{}, i.routerMAC, true)
-		w.Add(proto.OptMessageType, typ)
-		if typ == proto.DHCPRequest { // selecting and renewing alike: name address and server
-			w.AddIPv4s(proto.OptRequestedIP, c.offered)
-			w.AddIPv4s(proto.OptServerID, c.server)
+		w := header.NewDHCPMessage(1, c.xid, [4]byte{}, [4]byte{}, [4]byte{}, i.routerMAC, true)
+		w.Add(header.OptMessageType, typ)
+		if typ == header.DHCPRequest { // selecting and renewing alike: name address and server
+			w.AddIPv4s(header.OptRequestedIP, c.offered)
+			w.AddIPv4s(header.OptServerID, c.server)
 		}
-		r.emit(i, udpFrame(i.routerMAC, proto.Broadcast, [4]byte{}, [4]byte{255, 255, 255, 255},
-			proto.DHCPClientPort, proto.DHCPServerPort, w.End()))
+		r.emit(i, udpFrame(i.routerMAC, header.Broadcast, [4]byte{}, [4]byte{255, 255, 255, 255},
+			header.DHCPClientPort, header.DHCPServerPort, w.End()))
 	}
 }
 
@@ -68,7 +68,7 @@ func (c *dhcpClient) tick(r *Router, d *domain) {
 	switch c.state {
 	case clientBound:
 		c.state, c.deadline = clientRenewing, c.leaseEnd
-		c.send(r, d, proto.DHCPRequest)
+		c.send(r, d, header.DHCPRequest)
 		return
 	case clientRenewing:
 		r.log.Info("DHCP lease ended", "domain", d.name)
@@ -78,20 +78,20 @@ func (c *dhcpClient) tick(r *Router, d *domain) {
 }
 
 // receive handles a reply to the router's DHCP client in domain d.
-func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip proto.IPv4) {
-	msg, ok := proto.NewDHCP(ip.Payload()[8:])
+func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip header.IPv4) {
+	msg, ok := header.NewDHCP(ip.Payload()[8:])
 	if !ok || msg.Op() != 2 || msg.XID() != c.xid || msg.ClientMAC() != i.routerMAC {
 		r.drop(d, "DHCP reply not for this client")
 		return
 	}
 	switch typ := msg.MessageType(); {
-	case typ == proto.DHCPOffer && c.state == clientSelecting:
+	case typ == header.DHCPOffer && c.state == clientSelecting:
 		c.offered = msg.YIAddr()
-		c.server, _ = msg.OptionIPv4(proto.OptServerID)
+		c.server, _ = msg.OptionIPv4(header.OptServerID)
 		c.state = clientRequesting
 		c.deadline = r.now.Add(r.cfg.DHCPRequestTimeout)
-		c.send(r, d, proto.DHCPRequest)
-	case typ == proto.DHCPAck && (c.state == clientRequesting || c.state == clientRenewing):
+		c.send(r, d, header.DHCPRequest)
+	case typ == header.DHCPAck && (c.state == clientRequesting || c.state == clientRenewing):
 		cfg, lease, ok := configFromAck(msg)
 		if !ok || (c.state == clientRenewing && cfg.addr != d.ip.addr) {
 			r.log.Info("DHCP ACK lacks address, subnet mask or lease time, or changes the address", "domain", d.name)
@@ -108,7 +108,7 @@ func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip proto.IPv4) 
 		if !renewal || !sameIPConfig(d.ip, cfg) {
 			r.setIPConfig(d, cfg)
 		}
-	case typ == proto.DHCPNak:
+	case typ == header.DHCPNak:
 		if c.state == clientBound || c.state == clientRenewing {
 			r.setIPConfig(d, ipConfig{})
 		}
@@ -131,9 +131,9 @@ func sameIPConfig(a, b ipConfig) bool {
 	return true
 }
 
-func configFromAck(msg proto.DHCP) (ipConfig, time.Duration, bool) {
-	mask, ok1 := msg.OptionIPv4(proto.OptSubnetMask)
-	leaseRaw, ok2 := msg.Option(proto.OptLeaseTime)
+func configFromAck(msg header.DHCP) (ipConfig, time.Duration, bool) {
+	mask, ok1 := msg.OptionIPv4(header.OptSubnetMask)
+	leaseRaw, ok2 := msg.Option(header.OptLeaseTime)
 	if !ok1 || !ok2 || len(leaseRaw) != 4 {
 		return ipConfig{}, 0, false
 	}
@@ -146,14 +146,14 @@ func configFromAck(msg proto.DHCP) (ipConfig, time.Duration, bool) {
 		return ipConfig{}, 0, false
 	}
 	var gw netip.Addr
-	if g, ok := msg.OptionIPv4(proto.OptRouter); ok && pfx.Masked().Contains(netip.AddrFrom4(g)) {
+	if g, ok := msg.OptionIPv4(header.OptRouter); ok && pfx.Masked().Contains(netip.AddrFrom4(g)) {
 		gw = netip.AddrFrom4(g)
 	}
 	cfg := newIPConfig(pfx, gw)
-	for _, a := range msg.OptionIPv4s(proto.OptDNSServer) {
+	for _, a := range msg.OptionIPv4s(header.OptDNSServer) {
 		cfg.dns = append(cfg.dns, netip.AddrFrom4(a))
 	}
-	if v, ok := msg.Option(proto.OptDomainName); ok {
+	if v, ok := msg.Option(header.OptDomainName); ok {
 		cfg.dnsDomain = string(v)
 	}
 	lease := time.Duration(be([4]byte(leaseRaw))) * time.Second

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/router/model"
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // dhcpServer hands out addresses of one domain: offers expire after dhcp_offer_timeout_sec
@@ -14,13 +14,13 @@ type dhcpServer struct {
 	m      *model.DHCPServer
 	first  uint32
 	last   uint32
-	allocs map[proto.MAC]*allocation
+	allocs map[header.MAC]*allocation
 	used   map[uint32]*allocation
 }
 
 type allocation struct {
 	ip       [4]byte
-	mac      proto.MAC
+	mac      header.MAC
 	bound    bool
 	deadline time.Time
 	ifc      *Interface
@@ -28,10 +28,10 @@ type allocation struct {
 
 func newDHCPServer(m *model.DHCPServer) *dhcpServer {
 	return &dhcpServer{m: m, first: be(m.IPFirst.As4()), last: be(m.IPLast.As4()),
-		allocs: map[proto.MAC]*allocation{}, used: map[uint32]*allocation{}}
+		allocs: map[header.MAC]*allocation{}, used: map[uint32]*allocation{}}
 }
 
-func (s *dhcpServer) alloc(r *Router, i *Interface, mac proto.MAC) *allocation {
+func (s *dhcpServer) alloc(r *Router, i *Interface, mac header.MAC) *allocation {
 	for n := s.first; n <= s.last && n >= s.first; n++ {
 		if s.used[n] == nil {
 			a := &allocation{mac: mac, ifc: i, deadline: r.now.Add(r.cfg.DHCPOfferTimeout)}
@@ -84,9 +84,9 @@ func (s *dhcpServer) dns(r *Router) ([]netip.Addr, string, bool) {
 
 // serveDHCP answers DISCOVER with OFFER, REQUEST with ACK or NAK, and frees on RELEASE and
 // DECLINE.
-func (r *Router) serveDHCP(i *Interface, d *domain, ip proto.IPv4) {
+func (r *Router) serveDHCP(i *Interface, d *domain, ip header.IPv4) {
 	s := d.dhcpServer
-	msg, ok := proto.NewDHCP(ip.Payload()[8:])
+	msg, ok := header.NewDHCP(ip.Payload()[8:])
 	if !ok || msg.Op() != 1 {
 		r.drop(d, "bad DHCP request")
 		return
@@ -99,16 +99,16 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip proto.IPv4) {
 	mac := msg.ClientMAC()
 	a := s.allocs[mac]
 	switch msg.MessageType() {
-	case proto.DHCPDiscover:
+	case header.DHCPDiscover:
 		if a == nil {
 			if a = s.alloc(r, i, mac); a == nil {
 				r.drop(d, "DHCP address range used up")
 				return
 			}
 		}
-		r.dhcpReply(i, d, msg, proto.DHCPOffer, a.ip, dns, dnsDomain)
-	case proto.DHCPRequest:
-		want, ok := msg.OptionIPv4(proto.OptRequestedIP)
+		r.dhcpReply(i, d, msg, header.DHCPOffer, a.ip, dns, dnsDomain)
+	case header.DHCPRequest:
+		want, ok := msg.OptionIPv4(header.OptRequestedIP)
 		if !ok {
 			want = msg.CIAddr()
 		}
@@ -116,15 +116,15 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip proto.IPv4) {
 			if a != nil {
 				s.free(a)
 			}
-			r.dhcpReply(i, d, msg, proto.DHCPNak, [4]byte{}, nil, "")
+			r.dhcpReply(i, d, msg, header.DHCPNak, [4]byte{}, nil, "")
 			return
 		}
 		a.bound = true
 		a.deadline = r.now.Add(s.m.LeaseTime)
-		r.dhcpReply(i, d, msg, proto.DHCPAck, a.ip, dns, dnsDomain)
-	case proto.DHCPInform:
-		r.dhcpReply(i, d, msg, proto.DHCPAck, msg.CIAddr(), dns, dnsDomain)
-	case proto.DHCPRelease, proto.DHCPDecline:
+		r.dhcpReply(i, d, msg, header.DHCPAck, a.ip, dns, dnsDomain)
+	case header.DHCPInform:
+		r.dhcpReply(i, d, msg, header.DHCPAck, msg.CIAddr(), dns, dnsDomain)
+	case header.DHCPRelease, header.DHCPDecline:
 		if a != nil {
 			s.free(a)
 		}
@@ -134,54 +134,54 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip proto.IPv4) {
 }
 
 // dhcpReply sends a reply with options in Genode's order: 53, 54, 51, 1, 3, 6, 15, 28.
-func (r *Router) dhcpReply(i *Interface, d *domain, req proto.DHCP, typ uint8, client [4]byte, dns []netip.Addr, dnsDomain string) {
+func (r *Router) dhcpReply(i *Interface, d *domain, req header.DHCP, typ uint8, client [4]byte, dns []netip.Addr, dnsDomain string) {
 	yi, ci := client, [4]byte{}
-	if req.MessageType() == proto.DHCPInform {
+	if req.MessageType() == header.DHCPInform {
 		yi, ci = [4]byte{}, client
 	}
-	w := proto.NewDHCPMessage(2, req.XID(), ci, yi, d.ip.addr, req.ClientMAC(), false)
-	w.Add(proto.OptMessageType, typ)
-	w.AddIPv4s(proto.OptServerID, d.ip.addr)
-	if typ != proto.DHCPNak {
-		w.AddUint32(proto.OptLeaseTime, uint32(d.dhcpServer.m.LeaseTime/time.Second))
+	w := header.NewDHCPMessage(2, req.XID(), ci, yi, d.ip.addr, req.ClientMAC(), false)
+	w.Add(header.OptMessageType, typ)
+	w.AddIPv4s(header.OptServerID, d.ip.addr)
+	if typ != header.DHCPNak {
+		w.AddUint32(header.OptLeaseTime, uint32(d.dhcpServer.m.LeaseTime/time.Second))
 		var mask [4]byte
 		mask[0], mask[1], mask[2], mask[3] = byte(d.ip.mask>>24), byte(d.ip.mask>>16), byte(d.ip.mask>>8), byte(d.ip.mask)
-		w.AddIPv4s(proto.OptSubnetMask, mask)
-		w.AddIPv4s(proto.OptRouter, d.ip.addr)
+		w.AddIPv4s(header.OptSubnetMask, mask)
+		w.AddIPv4s(header.OptRouter, d.ip.addr)
 		if len(dns) > 0 {
 			as := make([][4]byte, len(dns))
 			for k, a := range dns {
 				as[k] = a.As4()
 			}
-			w.AddIPv4s(proto.OptDNSServer, as...)
+			w.AddIPv4s(header.OptDNSServer, as...)
 		}
 		if dnsDomain != "" {
-			w.Add(proto.OptDomainName, []byte(dnsDomain)...)
+			w.Add(header.OptDomainName, []byte(dnsDomain)...)
 		}
-		w.AddIPv4s(proto.OptBroadcast, d.ip.broadcast())
+		w.AddIPv4s(header.OptBroadcast, d.ip.broadcast())
 	}
 	dst := client
-	if typ == proto.DHCPNak {
+	if typ == header.DHCPNak {
 		dst = [4]byte{255, 255, 255, 255}
 	}
-	r.emit(i, udpFrame(i.routerMAC, req.ClientMAC(), d.ip.addr, dst, proto.DHCPServerPort, proto.DHCPClientPort, w.End()))
+	r.emit(i, udpFrame(i.routerMAC, req.ClientMAC(), d.ip.addr, dst, header.DHCPServerPort, header.DHCPClientPort, w.End()))
 }
 
 // udpFrame builds an Ethernet frame with a UDP datagram (checksum filled in).
-func udpFrame(srcMAC, dstMAC proto.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
+func udpFrame(srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
 	n := 20 + 8 + len(payload)
-	b := make([]byte, proto.EthLen+n)
-	e := proto.Eth(b)
+	b := make([]byte, header.EthLen+n)
+	e := header.Eth(b)
 	e.SetSrc(srcMAC)
 	e.SetDst(dstMAC)
-	e.SetType(proto.EtherTypeIPv4)
-	proto.PutIPv4(b[proto.EthLen:], n, proto.ProtoUDP, src, dst)
-	u := b[proto.EthLen+20:]
-	proto.Ports(u).SetSrc(sport)
-	proto.Ports(u).SetDst(dport)
+	e.SetType(header.EtherTypeIPv4)
+	header.PutIPv4(b[header.EthLen:], n, header.ProtoUDP, src, dst)
+	u := b[header.EthLen+20:]
+	header.Ports(u).SetSrc(sport)
+	header.Ports(u).SetDst(dport)
 	u[4], u[5] = byte((8+len(payload))>>8), byte(8+len(payload))
 	copy(u[8:], payload)
-	c := proto.Checksum(u, proto.PseudoSum(src, dst, proto.ProtoUDP, len(u)))
+	c := header.Checksum(u, header.PseudoSum(src, dst, header.ProtoUDP, len(u)))
 	if c == 0 {
 		c = 0xffff
 	}

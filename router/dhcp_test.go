@@ -6,29 +6,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
-func dhcpRequest(mac proto.MAC, typ uint8, xid uint32, requested [4]byte) []byte {
-	w := proto.NewDHCPMessage(1, xid, [4]byte{}, [4]byte{}, [4]byte{}, mac, true)
-	w.Add(proto.OptMessageType, typ)
+func dhcpRequest(mac header.MAC, typ uint8, xid uint32, requested [4]byte) []byte {
+	w := header.NewDHCPMessage(1, xid, [4]byte{}, [4]byte{}, [4]byte{}, mac, true)
+	w.Add(header.OptMessageType, typ)
 	if requested != ([4]byte{}) {
-		w.AddIPv4s(proto.OptRequestedIP, requested)
+		w.AddIPv4s(header.OptRequestedIP, requested)
 	}
-	return udpFrame(mac, proto.Broadcast, [4]byte{}, [4]byte{255, 255, 255, 255}, proto.DHCPClientPort, proto.DHCPServerPort, w.End())
+	return udpFrame(mac, header.Broadcast, [4]byte{}, [4]byte{255, 255, 255, 255}, header.DHCPClientPort, header.DHCPServerPort, w.End())
 }
 
-func dhcpReplyOf(t *testing.T, p *fakePort) proto.DHCP {
+func dhcpReplyOf(t *testing.T, p *fakePort) header.DHCP {
 	t.Helper()
 	out := p.take()
 	if len(out) != 1 {
 		t.Fatalf("got %d frames, want one DHCP reply", len(out))
 	}
 	pk := parse(t, out[0])
-	if pk.sport != proto.DHCPServerPort || pk.dport != proto.DHCPClientPort {
+	if pk.sport != header.DHCPServerPort || pk.dport != header.DHCPClientPort {
 		t.Fatalf("reply ports %d > %d", pk.sport, pk.dport)
 	}
-	m, ok := proto.NewDHCP(pk.ip.Payload()[8:])
+	m, ok := header.NewDHCP(pk.ip.Payload()[8:])
 	if !ok {
 		t.Fatal("reply is no DHCP message")
 	}
@@ -36,10 +36,10 @@ func dhcpReplyOf(t *testing.T, p *fakePort) proto.DHCP {
 }
 
 // optionCodes lists the options of a message in order.
-func optionCodes(m proto.DHCP) []byte {
+func optionCodes(m header.DHCP) []byte {
 	var out []byte
 	o := m[240:]
-	for len(o) >= 2 && o[0] != proto.OptEnd {
+	for len(o) >= 2 && o[0] != header.OptEnd {
 		out = append(out, o[0])
 		o = o[2+int(o[1]):]
 	}
@@ -48,10 +48,10 @@ func optionCodes(m proto.DHCP) []byte {
 
 func TestDHCPServerExchange(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, vmp := b.attach("vm", Nic, proto.MAC{})
-	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 42, [4]byte{}))
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
+	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPDiscover, 42, [4]byte{}))
 	offer := dhcpReplyOf(t, vmp)
-	if offer.MessageType() != proto.DHCPOffer || offer.XID() != 42 || offer.YIAddr() != ip4("10.0.1.2") {
+	if offer.MessageType() != header.DHCPOffer || offer.XID() != 42 || offer.YIAddr() != ip4("10.0.1.2") {
 		t.Fatalf("offer type %d xid %d yiaddr %v", offer.MessageType(), offer.XID(), offer.YIAddr())
 	}
 	if got, want := optionCodes(offer), []byte{53, 54, 51, 1, 3, 6, 15, 28}; !bytes.Equal(got, want) {
@@ -62,25 +62,25 @@ func TestDHCPServerExchange(t *testing.T) {
 			t.Errorf("option %d = %v, want %v", code, v, want)
 		}
 	}
-	check(proto.OptServerID, ip4("10.0.1.1"))
-	check(proto.OptSubnetMask, ip4("255.255.255.0"))
-	check(proto.OptRouter, ip4("10.0.1.1"))
-	check(proto.OptDNSServer, ip4("198.18.0.53"))
-	check(proto.OptBroadcast, ip4("10.0.1.255"))
-	if v, _ := offer.Option(proto.OptDomainName); string(v) != "example.org" {
+	check(header.OptServerID, ip4("10.0.1.1"))
+	check(header.OptSubnetMask, ip4("255.255.255.0"))
+	check(header.OptRouter, ip4("10.0.1.1"))
+	check(header.OptDNSServer, ip4("198.18.0.53"))
+	check(header.OptBroadcast, ip4("10.0.1.255"))
+	if v, _ := offer.Option(header.OptDomainName); string(v) != "example.org" {
 		t.Errorf("domain name %q", v)
 	}
-	if v, _ := offer.Option(proto.OptLeaseTime); be([4]byte(v)) != 100 {
+	if v, _ := offer.Option(header.OptLeaseTime); be([4]byte(v)) != 100 {
 		t.Errorf("lease time %v", v)
 	}
-	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPRequest, 43, ip4("10.0.1.2")))
-	if ack := dhcpReplyOf(t, vmp); ack.MessageType() != proto.DHCPAck || ack.YIAddr() != ip4("10.0.1.2") {
+	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPRequest, 43, ip4("10.0.1.2")))
+	if ack := dhcpReplyOf(t, vmp); ack.MessageType() != header.DHCPAck || ack.YIAddr() != ip4("10.0.1.2") {
 		t.Fatalf("no ACK: type %d", ack.MessageType())
 	}
 	// Another client gets the next address; a third gets the last; a fourth gets nothing.
-	macs := []proto.MAC{{2, 9, 9, 9, 9, 1}, {2, 9, 9, 9, 9, 2}, {2, 9, 9, 9, 9, 3}}
+	macs := []header.MAC{{2, 9, 9, 9, 9, 1}, {2, 9, 9, 9, 9, 2}, {2, 9, 9, 9, 9, 3}}
 	for k, mac := range macs {
-		b.send(vm, dhcpRequest(mac, proto.DHCPDiscover, 50, [4]byte{}))
+		b.send(vm, dhcpRequest(mac, header.DHCPDiscover, 50, [4]byte{}))
 		out := vmp.take()
 		if k < 2 {
 			if len(out) != 1 {
@@ -93,7 +93,7 @@ func TestDHCPServerExchange(t *testing.T) {
 	// The un-requested offers expire after dhcp_offer_timeout_sec (10 s) and the range frees.
 	b.clock.advance(10 * time.Second)
 	b.r.Tick()
-	b.send(vm, dhcpRequest(macs[2], proto.DHCPDiscover, 51, [4]byte{}))
+	b.send(vm, dhcpRequest(macs[2], header.DHCPDiscover, 51, [4]byte{}))
 	if o := dhcpReplyOf(t, vmp); o.YIAddr() != ip4("10.0.1.3") {
 		t.Fatalf("expired offer not reused: %v", o.YIAddr())
 	}
@@ -107,16 +107,16 @@ func TestDHCPServerExchange(t *testing.T) {
 
 func TestDHCPServerNak(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, vmp := b.attach("vm", Nic, proto.MAC{})
-	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPRequest, 1, ip4("10.0.1.3")))
-	if m := dhcpReplyOf(t, vmp); m.MessageType() != proto.DHCPNak {
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
+	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPRequest, 1, ip4("10.0.1.3")))
+	if m := dhcpReplyOf(t, vmp); m.MessageType() != header.DHCPNak {
 		t.Fatal("request without offer not NAKed")
 	}
-	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 2, [4]byte{}))
+	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPDiscover, 2, [4]byte{}))
 	dhcpReplyOf(t, vmp)
-	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPRequest, 3, ip4("10.0.1.4")))
+	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPRequest, 3, ip4("10.0.1.4")))
 	m := dhcpReplyOf(t, vmp)
-	if m.MessageType() != proto.DHCPNak {
+	if m.MessageType() != header.DHCPNak {
 		t.Fatal("request for another address not NAKed")
 	}
 	if got := optionCodes(m); !bytes.Equal(got, []byte{53, 54}) {
@@ -145,11 +145,11 @@ func TestChainedRoutersDHCP(t *testing.T) {
 </config>`)
 	ra.clock = rb.clock // one time for both
 	ra.r.clock = rb.clock
-	bSide, bPort := rb.attach("router-a", Nic, proto.MAC{})
-	inner, innerPort := ra.attach("vm", Nic, proto.MAC{})
+	bSide, bPort := rb.attach("router-a", Nic, header.MAC{})
+	inner, innerPort := ra.attach("vm", Nic, header.MAC{})
 	aUp, aPort := ra.attach("up", Uplink, bSide.MAC())
 	// Until the uplink is configured, A's DHCP server stays silent.
-	ra.send(inner, dhcpRequest(inner.MAC(), proto.DHCPDiscover, 1, [4]byte{}))
+	ra.send(inner, dhcpRequest(inner.MAC(), header.DHCPDiscover, 1, [4]byte{}))
 	if len(innerPort.take()) != 0 {
 		t.Fatal("DHCP server answered without DNS config from its dns_config_from domain")
 	}
@@ -174,9 +174,9 @@ func TestChainedRoutersDHCP(t *testing.T) {
 	if !aUp.LinkUp() {
 		t.Fatal("uplink interface not up after DHCP")
 	}
-	ra.send(inner, dhcpRequest(inner.MAC(), proto.DHCPDiscover, 2, [4]byte{}))
+	ra.send(inner, dhcpRequest(inner.MAC(), header.DHCPDiscover, 2, [4]byte{}))
 	offer := dhcpReplyOf(t, innerPort)
-	if v, _ := offer.OptionIPv4(proto.OptDNSServer); v != ip4("10.0.5.53") {
+	if v, _ := offer.OptionIPv4(header.OptDNSServer); v != ip4("10.0.5.53") {
 		t.Fatalf("dns_config_from not applied: %v", v)
 	}
 	// Detaching the last uplink ends the config; the next uplink asks again.
@@ -214,13 +214,13 @@ func TestChainedRoutersDHCP(t *testing.T) {
 	if up.ip.valid {
 		t.Fatal("config kept after the lease")
 	}
-	if out := aPort.take(); len(out) != 1 || dhcpType(t, out[0]) != proto.DHCPDiscover {
+	if out := aPort.take(); len(out) != 1 || dhcpType(t, out[0]) != header.DHCPDiscover {
 		t.Fatal("no new DISCOVER after the lease")
 	}
 }
 
 func dhcpType(t *testing.T, f []byte) uint8 {
-	m, ok := proto.NewDHCP(parse(t, f).ip.Payload()[8:])
+	m, ok := header.NewDHCP(parse(t, f).ip.Payload()[8:])
 	if !ok {
 		t.Fatal("no DHCP message")
 	}
@@ -251,9 +251,9 @@ func TestSculptShapeBehindDHCP(t *testing.T) {
   </domain>
 </config>`)
 	sculpt.r.clock = lan.clock
-	wire, wirePort := lan.attach("sculpt", Nic, proto.MAC{})
+	wire, wirePort := lan.attach("sculpt", Nic, header.MAC{})
 	up, upPort := sculpt.attach("nic_drv -> ", Uplink, wire.MAC())
-	vm, vmPort := sculpt.attach("vm", Nic, proto.MAC{})
+	vm, vmPort := sculpt.attach("vm", Nic, header.MAC{})
 	pump := func() {
 		for k := 0; k < 4; k++ {
 			for _, f := range upPort.take() {
@@ -268,20 +268,20 @@ func TestSculptShapeBehindDHCP(t *testing.T) {
 	if !up.LinkUp() {
 		t.Fatal("uplink not configured by DHCP")
 	}
-	sculpt.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 1, [4]byte{}))
+	sculpt.send(vm, dhcpRequest(vm.MAC(), header.DHCPDiscover, 1, [4]byte{}))
 	offer := dhcpReplyOf(t, vmPort)
-	if d, _ := offer.OptionIPv4(proto.OptDNSServer); d != ip4("198.18.7.53") || offer.YIAddr() != ip4("10.0.1.2") {
+	if d, _ := offer.OptionIPv4(header.OptDNSServer); d != ip4("198.18.7.53") || offer.YIAddr() != ip4("10.0.1.2") {
 		t.Fatalf("VM offer %v with DNS %v", offer.YIAddr(), d)
 	}
 	// The VM's DNS query leaves with the uplink's DHCP address; the LAN router forwards it
 	// domain-locally toward the DNS server after ARP.
-	sculpt.send(vm, arpFrame(proto.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+	sculpt.send(vm, arpFrame(header.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
 	sculpt.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.7.53"), 3333, 53, []byte("q")))
 	out := upPort.take()
 	if len(out) != 1 || parse(t, out[0]).arp == nil {
 		t.Fatal("no ARP request for the DNS server on the uplink")
 	}
-	sculpt.send(up, arpFrame(proto.ARPReply, macServer, ip4("198.18.7.53"), wire.MAC(), ip4("198.18.7.100"), wire.MAC()))
+	sculpt.send(up, arpFrame(header.ARPReply, macServer, ip4("198.18.7.53"), wire.MAC(), ip4("198.18.7.100"), wire.MAC()))
 	out = upPort.take()
 	if len(out) != 1 {
 		t.Fatal("held DNS query not sent after ARP")

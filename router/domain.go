@@ -8,7 +8,7 @@ import (
 
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/nat"
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // Protocol indexes for per-protocol tables: link states, NAT port spaces, quotas.
@@ -20,9 +20,9 @@ const (
 
 func protoIndex(p uint8) int {
 	switch p {
-	case proto.ProtoTCP:
+	case header.ProtoTCP:
 		return pTCP
-	case proto.ProtoUDP:
+	case header.ProtoUDP:
 		return pUDP
 	}
 	return pICMP
@@ -81,7 +81,7 @@ type domain struct {
 	tcpRules, udpRules []transportRule
 	forward            [2]map[uint16]forwardRule // pTCP, pUDP
 
-	arp      map[[4]byte]proto.MAC
+	arp      map[[4]byte]header.MAC
 	arpAsked map[[4]byte]time.Time // requests sent and not yet timed out
 
 	links map[flowKey]*side
@@ -129,7 +129,7 @@ func newDomain(m *model.Domain) *domain {
 	d := &domain{
 		m:        m,
 		name:     m.Name,
-		arp:      map[[4]byte]proto.MAC{},
+		arp:      map[[4]byte]header.MAC{},
 		arpAsked: map[[4]byte]time.Time{},
 		links:    map[flowKey]*side{},
 		quota:    map[string]*[3]int{},

@@ -1,8 +1,8 @@
 package router
 
 import (
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // forwardLinked is handle's fast path for the frames most traffic consists of: TCP or UDP of
@@ -14,15 +14,15 @@ import (
 // handle then routes the general way: ARP, ICMP, DHCP ports, fragments, domain-local traffic,
 // other or expired links, stale plans. TestFastPathMatchesGeneral and FuzzRouterFrame check
 // that both ways do the same.
-func (r *Router) forwardLinked(i *Interface, d *domain, frame []byte, off *packetstream.Offload) bool {
+func (r *Router) forwardLinked(i *Interface, d *domain, frame []byte, off *netdev.Offload) bool {
 	s := d.last
-	if s == nil || s.plan.gen != r.gen || d.m.VerbosePackets || len(frame) < proto.EthLen {
+	if s == nil || s.plan.gen != r.gen || d.m.VerbosePackets || len(frame) < header.EthLen {
 		return false
 	}
-	if proto.Eth(frame).Type() != proto.EtherTypeIPv4 {
+	if header.Eth(frame).Type() != header.EtherTypeIPv4 {
 		return false
 	}
-	ip, ok := proto.NewIPv4(frame[proto.EthLen:])
+	ip, ok := header.NewIPv4(frame[header.EthLen:])
 	if !ok || !d.ip.valid || ip.Fragmented() {
 		return false
 	}
@@ -30,12 +30,12 @@ func (r *Router) forwardLinked(i *Interface, d *domain, frame []byte, off *packe
 	if p != s.key.proto {
 		return false
 	}
-	seg, ok := proto.L4Header(ip) // refuses anything but TCP and UDP
+	seg, ok := header.L4Header(ip) // refuses anything but TCP and UDP
 	if !ok {
 		return false
 	}
-	ports := proto.Ports(seg)
-	if p == proto.ProtoUDP && (ports.Dst() == proto.DHCPServerPort || ports.Dst() == proto.DHCPClientPort) {
+	ports := header.Ports(seg)
+	if p == header.ProtoUDP && (ports.Dst() == header.DHCPServerPort || ports.Dst() == header.DHCPClientPort) {
 		return false // handleIPv4 may serve it before routing (no link can hold such a tuple today)
 	}
 	dst := ip.Dst()

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // pairedBench is the same config twice, one router with forwardLinked and one without, so
@@ -25,7 +25,7 @@ func newPairedBench(t *testing.T, cfg string, labels ...string) *pairedBench {
 	p := &pairedBench{fast: newBench(t, cfg), general: newBench(t, cfg)}
 	p.general.r.general = true
 	for _, l := range labels {
-		kind, mac := Nic, proto.MAC{}
+		kind, mac := Nic, header.MAC{}
 		if l == "uplink" {
 			kind, mac = Uplink, macUplink
 		}
@@ -39,7 +39,7 @@ func newPairedBench(t *testing.T, cfg string, labels ...string) *pairedBench {
 
 // handle gives both routers frame at interface k and fails the test when they differ in
 // verdict, frames sent (bytes and offload), releases, counters or report.
-func (p *pairedBench) handle(t *testing.T, k int, frame []byte, off *packetstream.Offload, what string) {
+func (p *pairedBench) handle(t *testing.T, k int, frame []byte, off *netdev.Offload, what string) {
 	t.Helper()
 	v1 := p.fast.r.Handle(p.fastIfs[k], bytes.Clone(frame), off, 7)
 	v2 := p.general.r.Handle(p.generalIfs[k], bytes.Clone(frame), off, 7)
@@ -74,12 +74,12 @@ func statsOf(r *Router) string {
 // does exactly what the one without does.
 func TestFastPathMatchesGeneral(t *testing.T) {
 	p := newPairedBench(t, natConfig, "vm", "uplink")
-	arp := arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)
+	arp := arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)
 	p.handle(t, 1, arp, nil, "gateway ARP reply")
 	for _, ip := range []string{"10.0.1.5", "10.0.1.6"} {
-		p.handle(t, 0, arpFrame(proto.ARPReply, macVM, ip4(ip), routerMACNic, ip4("10.0.1.1"), routerMACNic), nil, "VM ARP reply")
+		p.handle(t, 0, arpFrame(header.ARPReply, macVM, ip4(ip), routerMACNic, ip4("10.0.1.1"), routerMACNic), nil, "VM ARP reply")
 	}
-	moved := arpFrame(proto.ARPReply, macServer, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)
+	moved := arpFrame(header.ARPReply, macServer, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)
 	rng := rand.New(rand.NewPCG(5, 6))
 	remotes := [][4]byte{ip4("198.18.1.1"), ip4("198.18.1.2"), ip4("10.0.1.7"), ip4("10.0.1.255"), ip4("10.0.1.1")}
 	var (
@@ -115,16 +115,16 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		default:
 			f = icmpEcho(macVM, routerMACNic, local, remote, 8, sport, uint16(n))
 		}
-		var off *packetstream.Offload
+		var off *netdev.Offload
 		switch rng.IntN(40) {
 		case 0:
-			binary16(f[proto.EthLen+6:], 0x2000) // more fragments
+			binary16(f[header.EthLen+6:], 0x2000) // more fragments
 		case 1:
-			off = &packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, CsumStart: proto.EthLen + 20, CsumOffset: 6}
+			off = &netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: header.EthLen + 20, CsumOffset: 6}
 		case 2:
-			f = f[:proto.EthLen+10] // truncated
+			f = f[:header.EthLen+10] // truncated
 		case 3:
-			f[proto.EthLen] = 0x46 // an IPv4 header with options (the length no longer fits)
+			f[header.EthLen] = 0x46 // an IPv4 header with options (the length no longer fits)
 		case 4:
 			p.fast.clock.advance(time.Duration(rng.IntN(300)) * time.Second)
 			p.general.clock.advance(p.fast.clock.t.Sub(p.general.clock.t))

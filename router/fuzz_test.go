@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // FuzzRouterFrame feeds any bytes as frames from any interface: the input is a sequence of
@@ -15,7 +15,7 @@ import (
 // states) stays bounded, and a router without its fast path (forwardLinked) does exactly
 // the same with every frame.
 func FuzzRouterFrame(f *testing.F) {
-	vmMAC := proto.MAC{2, 2, 2, 2, 2, 1}
+	vmMAC := header.MAC{2, 2, 2, 2, 2, 1}
 	seed := func(ifc byte, frames ...[]byte) []byte {
 		var out []byte
 		for _, fr := range frames {
@@ -28,26 +28,26 @@ func FuzzRouterFrame(f *testing.F) {
 		return out
 	}
 	f.Add(seed(0, udpFrameT(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("q"))))
-	f.Add(seed(0, dhcpRequest(vmMAC, proto.DHCPDiscover, 1, [4]byte{})))
-	f.Add(seed(1, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)))
-	f.Add(seed(0, tcpFrame(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, proto.TCPSyn, 1, 0, nil)))
-	f.Add(seed(0, icmpEcho(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), proto.ICMPEchoRequest, 1, 1)))
-	f.Add(seed(1, tcpFrame(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 5, 80, proto.TCPSyn, 1, 0, nil)))
+	f.Add(seed(0, dhcpRequest(vmMAC, header.DHCPDiscover, 1, [4]byte{})))
+	f.Add(seed(1, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)))
+	f.Add(seed(0, tcpFrame(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, header.TCPSyn, 1, 0, nil)))
+	f.Add(seed(0, icmpEcho(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), header.ICMPEchoRequest, 1, 1)))
+	f.Add(seed(1, tcpFrame(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 5, 80, header.TCPSyn, 1, 0, nil)))
 	seedFlow := udpFrameT(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("q"))
 	f.Add(append(seed(0, seedFlow, seedFlow, seedFlow), seed(1, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, []byte("a")))...))
 	cfg := strings.Replace(natConfig, `verbose_packet_drop="yes"`, ``, 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := newPairedBench(t, cfg, "vm", "uplink")
-		p.handle(t, 1, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink), nil, "gateway ARP reply")
+		p.handle(t, 1, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink), nil, "gateway ARP reply")
 		for n := 0; len(data) >= 3; n++ {
 			k, flags, size := int(data[0])%2, data[1], int(data[2])
 			data = data[3:]
 			size = min(size, len(data))
 			frame := data[:size]
 			data = data[size:]
-			var off *packetstream.Offload // none, as most frames come
+			var off *netdev.Offload // none, as most frames come
 			if flags&1 != 0 {
-				off = &packetstream.Offload{Flags: packetstream.OffloadNeedsCsum}
+				off = &netdev.Offload{Flags: netdev.OffloadNeedsCsum}
 			}
 			p.handle(t, k, frame, off, fmt.Sprintf("record %d", n))
 			if flags&2 != 0 {

@@ -3,12 +3,12 @@ package router
 import (
 	"encoding/binary"
 
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // handle routes one frame from interface i (see Handle).
-func (r *Router) handle(i *Interface, frame []byte, off *packetstream.Offload, id uint64) Verdict {
+func (r *Router) handle(i *Interface, frame []byte, off *netdev.Offload, id uint64) Verdict {
 	d := i.dom
 	if d == nil {
 		return r.drop(nil, "interface has no domain")
@@ -17,7 +17,7 @@ func (r *Router) handle(i *Interface, frame []byte, off *packetstream.Offload, i
 	if !r.general && r.forwardLinked(i, d, frame, off) {
 		return Done
 	}
-	eth, ok := proto.NewEth(frame)
+	eth, ok := header.NewEth(frame)
 	if !ok {
 		return r.drop(d, "frame shorter than an Ethernet header")
 	}
@@ -25,28 +25,28 @@ func (r *Router) handle(i *Interface, frame []byte, off *packetstream.Offload, i
 		r.logPacket(d, i, "rcv", frame)
 	}
 	switch eth.Type() {
-	case proto.EtherTypeARP:
+	case header.EtherTypeARP:
 		r.handleARP(i, d, eth)
 		return Done
-	case proto.EtherTypeIPv4:
+	case header.EtherTypeIPv4:
 		return r.handleIPv4(i, d, frame, off, id)
 	}
 	return r.drop(d, "EtherType is neither IPv4 nor ARP")
 }
 
-func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64) Verdict {
-	ip, ok := proto.NewIPv4(frame[proto.EthLen:])
+func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64) Verdict {
+	ip, ok := header.NewIPv4(frame[header.EthLen:])
 	if !ok {
 		return r.drop(d, "bad IPv4 header")
 	}
-	if ip.Protocol() == proto.ProtoUDP && len(ip.Payload()) >= 8 {
-		ports := proto.Ports(ip.Payload())
+	if ip.Protocol() == header.ProtoUDP && len(ip.Payload()) >= 8 {
+		ports := header.Ports(ip.Payload())
 		toRouter := ip.Dst() == [4]byte{255, 255, 255, 255} || (d.ip.valid && ip.Dst() == d.ip.addr)
-		if ports.Dst() == proto.DHCPServerPort && d.dhcpServer != nil && toRouter {
+		if ports.Dst() == header.DHCPServerPort && d.dhcpServer != nil && toRouter {
 			r.serveDHCP(i, d, ip)
 			return Done
 		}
-		if ports.Dst() == proto.DHCPClientPort && d.dhcpClient != nil {
+		if ports.Dst() == header.DHCPClientPort && d.dhcpClient != nil {
 			d.dhcpClient.receive(r, d, i, ip)
 			return Done
 		}
@@ -69,34 +69,34 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 		return r.forwardDirect(i, d, d, frame, off, id, dst)
 	}
 	switch ip.Protocol() {
-	case proto.ProtoTCP, proto.ProtoUDP:
-		seg, ok := proto.L4Header(ip)
+	case header.ProtoTCP, header.ProtoUDP:
+		seg, ok := header.L4Header(ip)
 		if !ok {
 			return r.drop(d, "truncated TCP or UDP header")
 		}
-		ports := proto.Ports(seg)
+		ports := header.Ports(seg)
 		// Field by field: a composite literal is built in a temporary and copied as words,
 		// which waits for its narrow stores (no store-to-load forwarding).
 		var key flowKey
 		key.src, key.dst = src, dst
 		key.sport, key.dport, key.proto = ports.Src(), ports.Dst(), ip.Protocol()
 		return r.routeFlow(i, d, frame, off, id, &key, seg, true)
-	case proto.ProtoICMP:
-		m := proto.ICMP(ip.Payload())
-		if len(m) < proto.ICMPLen {
+	case header.ProtoICMP:
+		m := header.ICMP(ip.Payload())
+		if len(m) < header.ICMPLen {
 			return r.drop(d, "truncated ICMP header")
 		}
 		switch m.Type() {
-		case proto.ICMPEchoRequest, proto.ICMPEchoReply:
-			if dst == d.ip.addr && m.Type() == proto.ICMPEchoRequest && d.m.ICMPEchoServer {
+		case header.ICMPEchoRequest, header.ICMPEchoReply:
+			if dst == d.ip.addr && m.Type() == header.ICMPEchoRequest && d.m.ICMPEchoServer {
 				r.echoReply(i, frame)
 				return Done
 			}
 			var key flowKey // field by field, as above
 			key.src, key.dst = src, dst
-			key.sport, key.dport, key.proto = m.ID(), m.ID(), proto.ProtoICMP
-			return r.routeFlow(i, d, frame, off, id, &key, nil, m.Type() == proto.ICMPEchoRequest)
-		case proto.ICMPDestUnreach:
+			key.sport, key.dport, key.proto = m.ID(), m.ID(), header.ProtoICMP
+			return r.routeFlow(i, d, frame, off, id, &key, nil, m.Type() == header.ICMPEchoRequest)
+		case header.ICMPDestUnreach:
 			if v, ok := r.icmpError(i, d, frame, off, id, m); ok {
 				return v
 			}
@@ -110,7 +110,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *packetst
 
 // routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one
 // (when the packet may open one: not an echo reply).
-func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *packetstream.Offload, id uint64, key *flowKey, seg []byte, mayOpen bool) Verdict {
+func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64, key *flowKey, seg []byte, mayOpen bool) Verdict {
 	if s := r.lookup(d, key); s != nil {
 		return r.viaLink(i, s, frame, off, id, seg)
 	}
@@ -140,7 +140,7 @@ func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *packetstr
 
 // viaLink sends a packet arriving at link side s to the other side, rewritten to the tuple
 // the other side expects.
-func (r *Router) viaLink(i *Interface, s *side, frame []byte, off *packetstream.Offload, id uint64, seg []byte) Verdict {
+func (r *Router) viaLink(i *Interface, s *side, frame []byte, off *netdev.Offload, id uint64, seg []byte) Verdict {
 	o := s.peer()
 	to := o.dom
 	if s.plan.gen == r.gen {
@@ -167,7 +167,7 @@ func (r *Router) viaLink(i *Interface, s *side, frame []byte, off *packetstream.
 
 // forwardDirect sends a packet to domain to without a link state, changing only Ethernet
 // addresses (domain-local traffic and <ip> rules).
-func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off *packetstream.Offload, id uint64, dst [4]byte) Verdict {
+func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off *netdev.Offload, id uint64, dst [4]byte) Verdict {
 	if !to.ip.valid {
 		return r.drop(from, "destination domain has no IPv4 config")
 	}
@@ -208,11 +208,11 @@ type rewrite struct {
 func newRewrite(from, to flowKey) rewrite {
 	rw := rewrite{src: to.dst, dst: to.src, sport: to.dport, dport: to.sport, from: from}
 	ip := sum4(from.src, rw.src) + sum4(from.dst, rw.dst)
-	rw.ipSum = proto.Fold(ip)
-	if from.proto == proto.ProtoICMP {
-		rw.l4Sum = proto.Fold(uint32(^from.sport) + uint32(rw.sport))
+	rw.ipSum = header.Fold(ip)
+	if from.proto == header.ProtoICMP {
+		rw.l4Sum = header.Fold(uint32(^from.sport) + uint32(rw.sport))
 	} else {
-		rw.l4Sum = proto.Fold(ip + uint32(^from.sport) + uint32(rw.sport) + uint32(^from.dport) + uint32(rw.dport))
+		rw.l4Sum = header.Fold(ip + uint32(^from.sport) + uint32(rw.sport) + uint32(^from.dport) + uint32(rw.dport))
 	}
 	return rw
 }
@@ -224,11 +224,11 @@ func sum4(old, new [4]byte) uint32 {
 }
 
 // adjustSum applies a change summed by newRewrite to checksum c.
-func adjustSum(c, sum uint16) uint16 { return ^proto.Fold(uint32(^c) + uint32(sum)) }
+func adjustSum(c, sum uint16) uint16 { return ^header.Fold(uint32(^c) + uint32(sum)) }
 
 // sendTo copies the frame to every interface of domain to but the one it came from and
 // rewrites each copy: Ethernet addresses always, the IPv4 and transport header when rw is set.
-func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off *packetstream.Offload, mac *macOrNone, rw *rewrite) {
+func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off *netdev.Offload, mac *macOrNone, rw *rewrite) {
 	sent := false
 	for _, o := range to.ifs {
 		if o != from {
@@ -242,20 +242,20 @@ func (r *Router) sendTo(from *Interface, to *domain, frame []byte, off *packetst
 }
 
 // copyTo is sendTo for one interface o.
-func (r *Router) copyTo(o *Interface, frame []byte, off *packetstream.Offload, mac *macOrNone, rw *rewrite) {
+func (r *Router) copyTo(o *Interface, frame []byte, off *netdev.Offload, mac *macOrNone, rw *rewrite) {
 	buf := r.transmit(o, frame)
 	if buf == nil {
 		return
 	}
-	eth := proto.Eth(buf)
+	eth := header.Eth(buf)
 	eth.SetSrc(o.routerMAC)
 	if mac.ok {
 		eth.SetDst(mac.mac)
 	} else {
 		eth.SetDst(o.routerMAC) // use_arp="no"
 	}
-	if ip := proto.IPv4(buf[proto.EthLen:]); rw != nil &&
-		(off.Flags&packetstream.OffloadNeedsCsum != 0 || !quickRewrite(ip, ip.HeaderLen(), rw)) {
+	if ip := header.IPv4(buf[header.EthLen:]); rw != nil &&
+		(off.Flags&netdev.OffloadNeedsCsum != 0 || !quickRewrite(ip, ip.HeaderLen(), rw)) {
 		rewriteFields(ip, off, rw)
 	}
 	if o.dom.m.VerbosePackets {
@@ -268,7 +268,7 @@ func (r *Router) copyTo(o *Interface, frame []byte, off *packetstream.Offload, m
 // incrementally (RFC 1624): sendTo's way where quickRewrite cannot. With checksum offload
 // pending (a super-frame or a guest's partial checksum) the transport checksum field holds
 // only the pseudo-header sum: addresses are folded into it, ports not.
-func rewriteFields(ip proto.IPv4, off *packetstream.Offload, rw *rewrite) {
+func rewriteFields(ip header.IPv4, off *netdev.Offload, rw *rewrite) {
 	hl := ip.HeaderLen()
 	oldSrc, oldDst := ip.Src(), ip.Dst()
 	if oldSrc != rw.src {
@@ -280,34 +280,34 @@ func rewriteFields(ip proto.IPv4, off *packetstream.Offload, rw *rewrite) {
 	seg := ip[hl:]
 	var csumOff int
 	switch ip.Protocol() {
-	case proto.ProtoICMP:
-		proto.ICMP(seg).SetID(rw.sport)
+	case header.ProtoICMP:
+		header.ICMP(seg).SetID(rw.sport)
 		return
-	case proto.ProtoTCP:
-		csumOff = proto.TCPChecksumOff
+	case header.ProtoTCP:
+		csumOff = header.TCPChecksumOff
 	default:
-		csumOff = proto.UDPChecksumOff
+		csumOff = header.UDPChecksumOff
 	}
-	ports := proto.Ports(seg)
+	ports := header.Ports(seg)
 	oldSport, oldDport := ports.Src(), ports.Dst()
 	ports.SetSrc(rw.sport)
 	ports.SetDst(rw.dport)
 	c := binary.BigEndian.Uint16(seg[csumOff:])
-	partial := off.Flags&packetstream.OffloadNeedsCsum != 0
-	if ip.Protocol() == proto.ProtoUDP && c == 0 && !partial {
+	partial := off.Flags&netdev.OffloadNeedsCsum != 0
+	if ip.Protocol() == header.ProtoUDP && c == 0 && !partial {
 		return // UDP without checksum
 	}
 	if partial {
 		c = ^c
 	}
-	c = proto.Adjust4(c, oldSrc, rw.src)
-	c = proto.Adjust4(c, oldDst, rw.dst)
+	c = header.Adjust4(c, oldSrc, rw.src)
+	c = header.Adjust4(c, oldDst, rw.dst)
 	if partial {
 		c = ^c
 	} else {
-		c = proto.Adjust(c, oldSport, rw.sport)
-		c = proto.Adjust(c, oldDport, rw.dport)
-		if c == 0 && ip.Protocol() == proto.ProtoUDP {
+		c = header.Adjust(c, oldSport, rw.sport)
+		c = header.Adjust(c, oldDport, rw.dport)
+		if c == 0 && ip.Protocol() == header.ProtoUDP {
 			c = 0xffff
 		}
 	}
@@ -317,35 +317,35 @@ func rewriteFields(ip proto.IPv4, off *packetstream.Offload, rw *rewrite) {
 // quickRewrite is rewriteFields for a packet with complete checksums that carries rw.from
 // (viaLink's packets all do; anything else is left to the field-by-field way): it adds the
 // summed changes to each checksum once.
-func quickRewrite(ip proto.IPv4, hl int, rw *rewrite) bool {
+func quickRewrite(ip header.IPv4, hl int, rw *rewrite) bool {
 	p := ip.Protocol()
 	if p != rw.from.proto || ip.Src() != rw.from.src || ip.Dst() != rw.from.dst {
 		return false
 	}
 	seg := ip[hl:]
 	switch p {
-	case proto.ProtoICMP:
-		m := proto.ICMP(seg)
+	case header.ProtoICMP:
+		m := header.ICMP(seg)
 		if m.ID() != rw.from.sport {
 			return false
 		}
 		binary.BigEndian.PutUint16(m[4:], rw.sport)
 		m.SetChecksum(adjustSum(m.Checksum(), rw.l4Sum))
-	case proto.ProtoTCP, proto.ProtoUDP:
-		ports := proto.Ports(seg)
+	case header.ProtoTCP, header.ProtoUDP:
+		ports := header.Ports(seg)
 		if ports.Src() != rw.from.sport || ports.Dst() != rw.from.dport {
 			return false
 		}
-		csumOff := proto.UDPChecksumOff
-		if p == proto.ProtoTCP {
-			csumOff = proto.TCPChecksumOff
+		csumOff := header.UDPChecksumOff
+		if p == header.ProtoTCP {
+			csumOff = header.TCPChecksumOff
 		}
 		ports.SetSrc(rw.sport)
 		ports.SetDst(rw.dport)
 		c := binary.BigEndian.Uint16(seg[csumOff:])
-		if p == proto.ProtoTCP || c != 0 { // a UDP checksum of 0: none
+		if p == header.ProtoTCP || c != 0 { // a UDP checksum of 0: none
 			c = adjustSum(c, rw.l4Sum)
-			if c == 0 && p == proto.ProtoUDP {
+			if c == 0 && p == header.ProtoUDP {
 				c = 0xffff
 			}
 			binary.BigEndian.PutUint16(seg[csumOff:], c)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/config"
-	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // xmlNode parses a test config.
@@ -30,7 +30,7 @@ func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 // fakePort records what the router sends; capacity limits Alloc to simulate a full stream.
 type fakePort struct {
 	sent     [][]byte
-	offs     []packetstream.Offload
+	offs     []netdev.Offload
 	released []uint64
 	flushes  int
 	link     []bool
@@ -45,7 +45,7 @@ func (p *fakePort) Alloc(n int) ([]byte, bool) {
 	}
 	return make([]byte, n), true
 }
-func (p *fakePort) Submit(f []byte, off packetstream.Offload) {
+func (p *fakePort) Submit(f []byte, off netdev.Offload) {
 	p.sent = append(p.sent, f)
 	p.offs = append(p.offs, off)
 }
@@ -78,7 +78,7 @@ func newBenchNode(t testing.TB, cfg *config.Node) (*bench, []error) {
 	return b, b.r.Configure(cfg)
 }
 
-func (b *bench) attach(label string, kind Kind, mac proto.MAC) (*Interface, *fakePort) {
+func (b *bench) attach(label string, kind Kind, mac header.MAC) (*Interface, *fakePort) {
 	p := &fakePort{}
 	return b.r.Attach(Session{Label: label, Kind: kind, MAC: mac, Port: p}), p
 }
@@ -104,101 +104,101 @@ func ip4(s string) [4]byte {
 }
 
 var (
-	macVM      = proto.MAC{2, 2, 2, 2, 2, 1}
-	macUplink  = proto.MAC{2, 0, 0, 0, 0, 0x10}
-	macGateway = proto.MAC{2, 0, 0, 0, 0, 1}
-	macServer  = proto.MAC{2, 0, 0, 0, 0, 5}
+	macVM      = header.MAC{2, 2, 2, 2, 2, 1}
+	macUplink  = header.MAC{2, 0, 0, 0, 0, 0x10}
+	macGateway = header.MAC{2, 0, 0, 0, 0, 1}
+	macServer  = header.MAC{2, 0, 0, 0, 0, 5}
 )
 
-func ethFrame(src, dst proto.MAC, typ uint16, payload []byte) []byte {
-	b := make([]byte, proto.EthLen+len(payload))
-	e := proto.Eth(b)
+func ethFrame(src, dst header.MAC, typ uint16, payload []byte) []byte {
+	b := make([]byte, header.EthLen+len(payload))
+	e := header.Eth(b)
 	e.SetSrc(src)
 	e.SetDst(dst)
 	e.SetType(typ)
-	copy(b[proto.EthLen:], payload)
+	copy(b[header.EthLen:], payload)
 	return b
 }
 
 func ipPacket(protocol uint8, src, dst [4]byte, l4 []byte) []byte {
 	b := make([]byte, 20+len(l4))
-	proto.PutIPv4(b, len(b), protocol, src, dst)
+	header.PutIPv4(b, len(b), protocol, src, dst)
 	copy(b[20:], l4)
 	return b
 }
 
-func udpFrameT(srcMAC, dstMAC proto.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
+func udpFrameT(srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
 	return udpFrame(srcMAC, dstMAC, src, dst, sport, dport, payload)
 }
 
-func tcpFrame(srcMAC, dstMAC proto.MAC, src, dst [4]byte, sport, dport uint16, flags uint8, seq, ack uint32, payload []byte) []byte {
+func tcpFrame(srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16, flags uint8, seq, ack uint32, payload []byte) []byte {
 	seg := make([]byte, 20+len(payload))
-	proto.Ports(seg).SetSrc(sport)
-	proto.Ports(seg).SetDst(dport)
+	header.Ports(seg).SetSrc(sport)
+	header.Ports(seg).SetDst(dport)
 	binary.BigEndian.PutUint32(seg[4:], seq)
 	binary.BigEndian.PutUint32(seg[8:], ack)
 	seg[12] = 5 << 4
 	seg[13] = flags
 	copy(seg[20:], payload)
-	c := proto.Checksum(seg, proto.PseudoSum(src, dst, proto.ProtoTCP, len(seg)))
+	c := header.Checksum(seg, header.PseudoSum(src, dst, header.ProtoTCP, len(seg)))
 	binary.BigEndian.PutUint16(seg[16:], c)
-	return ethFrame(srcMAC, dstMAC, proto.EtherTypeIPv4, ipPacket(proto.ProtoTCP, src, dst, seg))
+	return ethFrame(srcMAC, dstMAC, header.EtherTypeIPv4, ipPacket(header.ProtoTCP, src, dst, seg))
 }
 
-func icmpEcho(srcMAC, dstMAC proto.MAC, src, dst [4]byte, typ uint8, id, seq uint16) []byte {
+func icmpEcho(srcMAC, dstMAC header.MAC, src, dst [4]byte, typ uint8, id, seq uint16) []byte {
 	m := make([]byte, 16)
 	m[0] = typ
 	binary.BigEndian.PutUint16(m[4:], id)
 	binary.BigEndian.PutUint16(m[6:], seq)
 	copy(m[8:], "pingdata")
-	proto.ICMP(m).UpdateChecksum()
-	return ethFrame(srcMAC, dstMAC, proto.EtherTypeIPv4, ipPacket(proto.ProtoICMP, src, dst, m))
+	header.ICMP(m).UpdateChecksum()
+	return ethFrame(srcMAC, dstMAC, header.EtherTypeIPv4, ipPacket(header.ProtoICMP, src, dst, m))
 }
 
-func arpFrame(op uint16, sMAC proto.MAC, sIP [4]byte, tMAC proto.MAC, tIP [4]byte, ethDst proto.MAC) []byte {
-	p := make([]byte, proto.ARPLen)
-	proto.PutARP(p, op, sMAC, sIP, tMAC, tIP)
-	return ethFrame(sMAC, ethDst, proto.EtherTypeARP, p)
+func arpFrame(op uint16, sMAC header.MAC, sIP [4]byte, tMAC header.MAC, tIP [4]byte, ethDst header.MAC) []byte {
+	p := make([]byte, header.ARPLen)
+	header.PutARP(p, op, sMAC, sIP, tMAC, tIP)
+	return ethFrame(sMAC, ethDst, header.EtherTypeARP, p)
 }
 
 // parsed is a sent frame's headers, checked for valid checksums.
 type parsed struct {
-	eth          proto.Eth
-	ip           proto.IPv4
+	eth          header.Eth
+	ip           header.IPv4
 	sport, dport uint16
-	icmp         proto.ICMP
-	arp          proto.ARP
+	icmp         header.ICMP
+	arp          header.ARP
 }
 
 func parse(t testing.TB, f []byte) parsed {
 	t.Helper()
-	e, ok := proto.NewEth(f)
+	e, ok := header.NewEth(f)
 	if !ok {
 		t.Fatalf("short frame")
 	}
 	out := parsed{eth: e}
-	if e.Type() == proto.EtherTypeARP {
-		out.arp, _ = proto.NewARP(e.Payload())
+	if e.Type() == header.EtherTypeARP {
+		out.arp, _ = header.NewARP(e.Payload())
 		return out
 	}
-	ip, ok := proto.NewIPv4(e.Payload())
+	ip, ok := header.NewIPv4(e.Payload())
 	if !ok {
 		t.Fatalf("bad IPv4 in sent frame")
 	}
 	out.ip = ip
-	if proto.Checksum(ip.Header(), 0) != 0 {
+	if header.Checksum(ip.Header(), 0) != 0 {
 		t.Fatalf("bad IPv4 header checksum")
 	}
 	switch ip.Protocol() {
-	case proto.ProtoTCP, proto.ProtoUDP:
+	case header.ProtoTCP, header.ProtoUDP:
 		seg := ip.Payload()
-		out.sport, out.dport = proto.Ports(seg).Src(), proto.Ports(seg).Dst()
-		if proto.Checksum(seg, proto.PseudoSum(ip.Src(), ip.Dst(), ip.Protocol(), len(seg))) != 0 {
+		out.sport, out.dport = header.Ports(seg).Src(), header.Ports(seg).Dst()
+		if header.Checksum(seg, header.PseudoSum(ip.Src(), ip.Dst(), ip.Protocol(), len(seg))) != 0 {
 			t.Fatalf("bad %d checksum", ip.Protocol())
 		}
-	case proto.ProtoICMP:
-		out.icmp = proto.ICMP(ip.Payload())
-		if proto.Checksum(out.icmp, 0) != 0 {
+	case header.ProtoICMP:
+		out.icmp = header.ICMP(ip.Payload())
+		if header.Checksum(out.icmp, 0) != 0 {
 			t.Fatalf("bad ICMP checksum")
 		}
 	}
@@ -233,10 +233,10 @@ const natConfig = `<config verbose_packet_drop="yes">
 // MACs.
 func natBench(t testing.TB) (*bench, *Interface, *fakePort, *Interface, *fakePort) {
 	b := newBench(t, natConfig)
-	vm, vmp := b.attach("vm", Nic, proto.MAC{})
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
 	up, upp := b.attach("uplink", Uplink, macUplink)
-	b.send(up, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
-	b.send(vm, arpFrame(proto.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+	b.send(up, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
+	b.send(vm, arpFrame(header.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
 	vmp.take()
 	upp.take()
 	return b, vm, vmp, up, upp

@@ -1,8 +1,8 @@
 package router
 
 import (
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // Kind is the kind of session behind an interface.
@@ -33,7 +33,7 @@ type Port interface {
 	// With a packet stream: CanSubmit, then Source.Alloc, then Source.Payload.
 	Alloc(size int) ([]byte, bool)
 	// Submit queues the buffer Alloc returned, filled, with its offload metadata.
-	Submit(frame []byte, off packetstream.Offload)
+	Submit(frame []byte, off netdev.Offload)
 	// Flush wakes the peer once for everything submitted since the last Flush.
 	Flush()
 	// Release acknowledges a received frame the router had held (Verdict Held).
@@ -46,7 +46,7 @@ type Port interface {
 type Session struct {
 	Label string
 	Kind  Kind
-	MAC   proto.MAC // Uplink and NicClient: the router's MAC there; Nic: ignored, the router allocates one
+	MAC   header.MAC // Uplink and NicClient: the router's MAC there; Nic: ignored, the router allocates one
 	Port  Port
 }
 
@@ -54,8 +54,8 @@ type Session struct {
 type Interface struct {
 	label     string
 	kind      Kind
-	routerMAC proto.MAC // the router's source MAC on this interface
-	peerMAC   proto.MAC // the Nic client's MAC
+	routerMAC header.MAC // the router's source MAC on this interface
+	peerMAC   header.MAC // the Nic client's MAC
 	macIndex  uint16
 	port      Port
 	dom       *domain
@@ -75,7 +75,7 @@ func (i *Interface) Kind() Kind { return i.kind }
 
 // MAC is the MAC the session's client uses: the allocated one for Nic sessions, the driver's
 // own for uplinks.
-func (i *Interface) MAC() proto.MAC {
+func (i *Interface) MAC() header.MAC {
 	if i.kind == Nic {
 		return i.peerMAC
 	}
@@ -97,7 +97,7 @@ func (i *Interface) LinkUp() bool { return i.up }
 func (i *Interface) Stats() *InterfaceStats { return &i.stats }
 
 // routerMACNic is the router's own MAC toward Nic clients; clients get 02:02:02:02:02:xx.
-var routerMACNic = proto.MAC{2, 2, 2, 2, 2, 0}
+var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 
 // Attach adds a session as an interface and puts it into the domain its label's best policy
 // names (none: the interface exists but every frame from it is dropped until a config names
@@ -109,7 +109,7 @@ func (r *Router) Attach(s Session) *Interface {
 	} else {
 		i.routerMAC = routerMACNic
 		i.macIndex = r.allocMAC()
-		i.peerMAC = proto.MAC{2, 2, 2, 2, byte(2 + i.macIndex>>8), byte(i.macIndex)}
+		i.peerMAC = header.MAC{2, 2, 2, 2, byte(2 + i.macIndex>>8), byte(i.macIndex)}
 	}
 	r.ifs = append(r.ifs, i)
 	r.assign(i)
@@ -231,7 +231,7 @@ func (r *Router) full(i *Interface) {
 }
 
 // submit hands a filled buffer to i's port and marks i for the next Flush.
-func (r *Router) submit(i *Interface, buf []byte, off *packetstream.Offload) {
+func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 	i.port.Submit(buf, *off)
 	r.stats.Sent.add(1)
 	i.stats.TxFrames.add(1)
@@ -252,7 +252,7 @@ func (r *Router) emit(i *Interface, frame []byte) {
 		r.logPacket(i.dom, i, "snd", frame)
 	}
 	if buf := r.transmit(i, frame); buf != nil {
-		r.submit(i, buf, &packetstream.Offload{})
+		r.submit(i, buf, &netdev.Offload{})
 	}
 }
 

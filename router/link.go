@@ -1,7 +1,7 @@
 package router
 
 import (
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
 
@@ -188,7 +188,7 @@ func (r *Router) touch(s *side, seg []byte) {
 		return
 	}
 	was := l.tcp.State
-	now := l.tcp.Segment(s.idx, proto.TCPFlags(seg), proto.TCPSeq(seg), proto.TCPAckNum(seg), proto.TCPPayloadLen(seg))
+	now := l.tcp.Segment(s.idx, header.TCPFlags(seg), header.TCPSeq(seg), header.TCPAckNum(seg), header.TCPPayloadLen(seg))
 	if now == tcpstate.Closed && was != tcpstate.Closed {
 		l.closedAt = r.nowNs
 	}

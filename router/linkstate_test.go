@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
 
@@ -41,7 +41,7 @@ func newTCPPair(t *testing.T) *tcpPair {
 
 func TestTCPStateMachine(t *testing.T) {
 	p := newTCPPair(t)
-	const A, S = proto.TCPAck, proto.TCPSyn
+	const A, S = header.TCPAck, header.TCPSyn
 	step := func(name string, sent int, want tcpstate.State) {
 		t.Helper()
 		if sent != 1 {
@@ -55,9 +55,9 @@ func TestTCPStateMachine(t *testing.T) {
 	step("SYN-ACK", p.server(S|A, 500, 101, 0), tcpstate.Opening)
 	step("ACK", p.client(A, 101, 501, 0), tcpstate.Open)
 	step("data", p.client(A, 101, 501, 10), tcpstate.Open)
-	step("FIN client", p.client(proto.TCPFin|A, 111, 501, 0), tcpstate.Closing)
+	step("FIN client", p.client(header.TCPFin|A, 111, 501, 0), tcpstate.Closing)
 	step("ACK of FIN", p.server(A, 501, 112, 0), tcpstate.Closing)
-	step("FIN server", p.server(proto.TCPFin|A, 501, 112, 0), tcpstate.Closing)
+	step("FIN server", p.server(header.TCPFin|A, 501, 112, 0), tcpstate.Closing)
 	step("last ACK", p.client(A, 112, 502, 0), tcpstate.Closed)
 	// Closed links still carry stray segments until 2 MSL (15 s each) are over.
 	p.b.clock.advance(29 * time.Second)
@@ -76,8 +76,8 @@ func TestTCPStateMachine(t *testing.T) {
 
 func TestTCPResetCloses(t *testing.T) {
 	p := newTCPPair(t)
-	p.client(proto.TCPSyn, 1, 0, 0)
-	p.server(proto.TCPRst|proto.TCPAck, 0, 2, 0)
+	p.client(header.TCPSyn, 1, 0, 0)
+	p.server(header.TCPRst|header.TCPAck, 0, 2, 0)
 	if st, _ := p.state(t); st != tcpstate.Closed {
 		t.Fatalf("state after RST %v", st)
 	}
@@ -97,13 +97,13 @@ func TestIdleTimeouts(t *testing.T) {
 		idle time.Duration
 		send func(p *tcpPair) int
 	}{
-		{"tcp", 600 * time.Second, func(p *tcpPair) int { return p.client(proto.TCPSyn, 1, 0, 0) }},
+		{"tcp", 600 * time.Second, func(p *tcpPair) int { return p.client(header.TCPSyn, 1, 0, 0) }},
 		{"udp", 30 * time.Second, func(p *tcpPair) int {
 			p.b.send(p.vm, udpFrameT(p.vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, nil))
 			return len(p.upp.take())
 		}},
 		{"icmp", 10 * time.Second, func(p *tcpPair) int {
-			p.b.send(p.vm, icmpEcho(p.vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ICMPEchoRequest, 5, 1))
+			p.b.send(p.vm, icmpEcho(p.vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), header.ICMPEchoRequest, 5, 1))
 			return len(p.upp.take())
 		}},
 	} {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 func addrPort(a [4]byte, port uint16) string {
@@ -13,20 +13,20 @@ func addrPort(a [4]byte, port uint16) string {
 
 // logPacket logs the main header fields of a frame (verbose_packets).
 func (r *Router) logPacket(d *domain, i *Interface, dir string, frame []byte) {
-	e := proto.Eth(frame)
+	e := header.Eth(frame)
 	attrs := []any{"domain", d.name, "interface", i.label, "dir", dir, "eth", fmt.Sprintf("%s > %s", e.Src(), e.Dst())}
 	switch e.Type() {
-	case proto.EtherTypeARP:
-		if a, ok := proto.NewARP(e.Payload()); ok {
+	case header.EtherTypeARP:
+		if a, ok := header.NewARP(e.Payload()); ok {
 			attrs = append(attrs, "arp", fmt.Sprintf("op %d %s asks %s", a.Op(), netip.AddrFrom4(a.SenderIP()), netip.AddrFrom4(a.TargetIP())))
 		}
-	case proto.EtherTypeIPv4:
-		if ip, ok := proto.NewIPv4(e.Payload()); ok {
+	case header.EtherTypeIPv4:
+		if ip, ok := header.NewIPv4(e.Payload()); ok {
 			attrs = append(attrs, "ipv4", fmt.Sprintf("%s > %s proto %d len %d", netip.AddrFrom4(ip.Src()), netip.AddrFrom4(ip.Dst()), ip.Protocol(), ip.TotalLen()))
-			if seg, ok := proto.L4Header(ip); ok {
-				attrs = append(attrs, "ports", fmt.Sprintf("%d > %d", proto.Ports(seg).Src(), proto.Ports(seg).Dst()))
-			} else if ip.Protocol() == proto.ProtoICMP && len(ip.Payload()) >= proto.ICMPLen {
-				m := proto.ICMP(ip.Payload())
+			if seg, ok := header.L4Header(ip); ok {
+				attrs = append(attrs, "ports", fmt.Sprintf("%d > %d", header.Ports(seg).Src(), header.Ports(seg).Dst()))
+			} else if ip.Protocol() == header.ProtoICMP && len(ip.Payload()) >= header.ICMPLen {
+				m := header.ICMP(ip.Payload())
 				attrs = append(attrs, "icmp", fmt.Sprintf("type %d code %d id %d", m.Type(), m.Code(), m.ID()))
 			}
 		}

@@ -6,25 +6,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 func TestEchoServer(t *testing.T) {
 	b, vm, vmp, _, _ := natBench(t)
-	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), proto.ICMPEchoRequest, 9, 3))
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), header.ICMPEchoRequest, 9, 3))
 	out := vmp.take()
 	if len(out) != 1 {
 		t.Fatal("no echo reply")
 	}
 	p := parse(t, out[0])
-	if p.icmp.Type() != proto.ICMPEchoReply || p.src() != ip4("10.0.1.1") || p.dst() != ip4("10.0.1.2") || p.eth.Dst() != vm.MAC() {
+	if p.icmp.Type() != header.ICMPEchoReply || p.src() != ip4("10.0.1.1") || p.dst() != ip4("10.0.1.2") || p.eth.Dst() != vm.MAC() {
 		t.Fatal("bad echo reply")
 	}
 	// Switched off per domain.
 	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<domain name="default" interface="10.0.1.1/24">`,
 		`<domain name="default" interface="10.0.1.1/24" icmp_echo_server="no">`, 1)))
-	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), proto.ICMPEchoRequest, 9, 4))
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), header.ICMPEchoRequest, 9, 4))
 	if len(vmp.take()) != 0 {
 		t.Fatal("echo answered with icmp_echo_server=\"no\"")
 	}
@@ -33,7 +33,7 @@ func TestEchoServer(t *testing.T) {
 func TestFragmentsDroppedOrAnswered(t *testing.T) {
 	b, vm, vmp, _, upp := natBench(t)
 	f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 2, []byte("x"))
-	ip := proto.IPv4(f[proto.EthLen:])
+	ip := header.IPv4(f[header.EthLen:])
 	binary.BigEndian.PutUint16(ip[6:], 0x2000) // more fragments
 	ip.SetChecksum(0)
 	ip.SetChecksum(ip.ComputeChecksum())
@@ -47,7 +47,7 @@ func TestFragmentsDroppedOrAnswered(t *testing.T) {
 	if len(out) != 1 {
 		t.Fatal("no ICMP answer to a fragment")
 	}
-	if p := parse(t, out[0]); p.icmp.Type() != proto.ICMPDestUnreach || p.icmp.Code() != 4 {
+	if p := parse(t, out[0]); p.icmp.Type() != header.ICMPDestUnreach || p.icmp.Code() != 4 {
 		t.Fatal("wrong ICMP answer to a fragment")
 	}
 }
@@ -69,29 +69,29 @@ func TestFullDestinationDropsAndCounts(t *testing.T) {
 func TestOffloadSuperFrame(t *testing.T) {
 	b, vm, _, _, upp := natBench(t)
 	payload := make([]byte, 60000)
-	f := tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, proto.TCPAck, 1, 1, payload)
-	seg := f[proto.EthLen+20:]
-	partial := ^proto.Checksum(nil, proto.PseudoSum(ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ProtoTCP, len(seg)))
+	f := tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, header.TCPAck, 1, 1, payload)
+	seg := f[header.EthLen+20:]
+	partial := ^header.Checksum(nil, header.PseudoSum(ip4("10.0.1.2"), ip4("198.18.1.1"), header.ProtoTCP, len(seg)))
 	binary.BigEndian.PutUint16(seg[16:], partial)
-	off := packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, GSOType: packetstream.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	off := netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 	b.r.Handle(vm, f, &off, 0)
 	if len(upp.sent) != 1 || upp.offs[0] != off || len(upp.sent[0]) != len(f) {
 		t.Fatal("super-frame not passed whole with its offload metadata")
 	}
-	out := upp.sent[0][proto.EthLen:]
-	ip := proto.IPv4(out)
-	if proto.Checksum(ip.Header(), 0) != 0 {
+	out := upp.sent[0][header.EthLen:]
+	ip := header.IPv4(out)
+	if header.Checksum(ip.Header(), 0) != 0 {
 		t.Fatal("IPv4 checksum")
 	}
 	oseg := ip.Payload()
-	want := ^proto.Checksum(nil, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(oseg)))
+	want := ^header.Checksum(nil, header.PseudoSum(ip.Src(), ip.Dst(), header.ProtoTCP, len(oseg)))
 	if got := binary.BigEndian.Uint16(oseg[16:]); got != want {
 		t.Fatalf("partial checksum %#04x, want %#04x", got, want)
 	}
 	// Completing the checksum as a device would gives a valid segment.
 	binary.BigEndian.PutUint16(oseg[16:], 0)
-	binary.BigEndian.PutUint16(oseg[16:], proto.Checksum(oseg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(oseg))))
-	if proto.Checksum(oseg, proto.PseudoSum(ip.Src(), ip.Dst(), proto.ProtoTCP, len(oseg))) != 0 {
+	binary.BigEndian.PutUint16(oseg[16:], header.Checksum(oseg, header.PseudoSum(ip.Src(), ip.Dst(), header.ProtoTCP, len(oseg))))
+	if header.Checksum(oseg, header.PseudoSum(ip.Src(), ip.Dst(), header.ProtoTCP, len(oseg))) != 0 {
 		t.Fatal("completed checksum invalid")
 	}
 }
@@ -99,7 +99,7 @@ func TestOffloadSuperFrame(t *testing.T) {
 func TestReportAndVerboseLogging(t *testing.T) {
 	b, vm, _, _, _ := natBench(t)
 	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<config `, `<config verbose="yes" verbose_packets="yes" `, 1)))
-	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, proto.TCPSyn, 1, 0, nil))
+	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, header.TCPSyn, 1, 0, nil))
 	rep := b.r.Report()
 	var up, def string
 	for _, d := range rep.Nodes {
@@ -167,10 +167,10 @@ func TestNicClientAndReportTriggers(t *testing.T) {
 
 func TestLinkStatesPerSessionBounded(t *testing.T) {
 	b := newBench(t, rulesConfig)
-	src, _ := b.attach("src", Nic, proto.MAC{})
-	b.attach("d2", Nic, proto.MAC{})
+	src, _ := b.attach("src", Nic, header.MAC{})
+	b.attach("d2", Nic, header.MAC{})
 	for k := 0; k < maxLinksPerInterface+5; k++ {
-		b.send(src, tcpFrame(src.MAC(), routerMACNic, ip4("10.0.0.2"), ip4("192.168.7.9"), uint16(k), uint16(k>>16)+1, proto.TCPSyn, 1, 0, nil))
+		b.send(src, tcpFrame(src.MAC(), routerMACNic, ip4("10.0.0.2"), ip4("192.168.7.9"), uint16(k), uint16(k>>16)+1, header.TCPSyn, 1, 0, nil))
 	}
 	if len(b.r.links) != maxLinksPerInterface || src.links != maxLinksPerInterface {
 		t.Fatalf("%d link states", len(b.r.links))

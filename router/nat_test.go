@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 func TestUDPThroughNATAndBack(t *testing.T) {
@@ -88,8 +88,8 @@ func TestNATPortSpaceSharedAcrossDomains(t *testing.T) {
   <domain name="a" interface="10.0.1.1/24" use_arp="no"><udp dst="0.0.0.0/0"><permit-any domain="up"/></udp></domain>
   <domain name="c" interface="10.0.2.1/24" use_arp="no"><udp dst="0.0.0.0/0"><permit-any domain="up"/></udp></domain>
 </config>`)
-	a, _ := b.attach("a", Nic, proto.MAC{})
-	c, _ := b.attach("c", Nic, proto.MAC{})
+	a, _ := b.attach("a", Nic, header.MAC{})
+	c, _ := b.attach("c", Nic, header.MAC{})
 	_, upp := b.attach("up", Uplink, macUplink)
 	b.send(a, udpFrameT(a.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.0.7"), 1, 9, nil))
 	b.send(c, udpFrameT(c.MAC(), routerMACNic, ip4("10.0.2.2"), ip4("198.18.0.7"), 1, 9, nil))
@@ -111,7 +111,7 @@ func TestNATPortSpaceSharedAcrossDomains(t *testing.T) {
 
 func TestICMPEchoThroughNAT(t *testing.T) {
 	b, vm, vmp, up, upp := natBench(t)
-	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ICMPEchoRequest, 77, 1))
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), header.ICMPEchoRequest, 77, 1))
 	out := upp.take()
 	if len(out) != 1 {
 		t.Fatalf("uplink got %d", len(out))
@@ -120,13 +120,13 @@ func TestICMPEchoThroughNAT(t *testing.T) {
 	if p.src() != ip4("198.18.0.10") || p.icmp.ID() != 49152 {
 		t.Fatalf("echo not translated: %v id %d", p.src(), p.icmp.ID())
 	}
-	b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), proto.ICMPEchoReply, 49152, 1))
+	b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), header.ICMPEchoReply, 49152, 1))
 	out = vmp.take()
 	if len(out) != 1 {
 		t.Fatalf("vm got %d", len(out))
 	}
 	p = parse(t, out[0])
-	if p.dst() != ip4("10.0.1.2") || p.icmp.ID() != 77 || p.icmp.Type() != proto.ICMPEchoReply {
+	if p.dst() != ip4("10.0.1.2") || p.icmp.ID() != 77 || p.icmp.Type() != header.ICMPEchoReply {
 		t.Fatalf("reply not translated back: %v id %d", p.dst(), p.icmp.ID())
 	}
 }
@@ -136,36 +136,36 @@ func TestICMPErrorCarryingNATedFlow(t *testing.T) {
 	b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("q")))
 	sent := upp.take()[0]
 	// The gateway answers port unreachable, quoting the translated packet.
-	quoted := sent[proto.EthLen : proto.EthLen+28]
+	quoted := sent[header.EthLen : header.EthLen+28]
 	m := make([]byte, 8+len(quoted))
-	m[0], m[1] = proto.ICMPDestUnreach, 3
+	m[0], m[1] = header.ICMPDestUnreach, 3
 	copy(m[8:], quoted)
-	proto.ICMP(m).UpdateChecksum()
-	b.send(up, ethFrame(macGateway, macUplink, proto.EtherTypeIPv4, ipPacket(proto.ProtoICMP, ip4("198.18.0.1"), ip4("198.18.0.10"), m)))
+	header.ICMP(m).UpdateChecksum()
+	b.send(up, ethFrame(macGateway, macUplink, header.EtherTypeIPv4, ipPacket(header.ProtoICMP, ip4("198.18.0.1"), ip4("198.18.0.10"), m)))
 	out := vmp.take()
 	if len(out) != 1 {
 		t.Fatalf("vm got %d frames", len(out))
 	}
 	p := parse(t, out[0])
-	if p.icmp.Type() != proto.ICMPDestUnreach || p.dst() != ip4("10.0.1.2") || p.src() != ip4("198.18.1.1") {
+	if p.icmp.Type() != header.ICMPDestUnreach || p.dst() != ip4("10.0.1.2") || p.src() != ip4("198.18.1.1") {
 		t.Fatalf("outer header not translated: %v > %v", p.src(), p.dst())
 	}
-	in := proto.IPv4(p.icmp.Body())
+	in := header.IPv4(p.icmp.Body())
 	if in.Src() != ip4("10.0.1.2") || in.Dst() != ip4("198.18.1.1") {
 		t.Fatalf("embedded addresses %v > %v", in.Src(), in.Dst())
 	}
-	if proto.Checksum(in.Header(), 0) != 0 {
+	if header.Checksum(in.Header(), 0) != 0 {
 		t.Fatal("embedded IPv4 checksum broken")
 	}
-	ports := proto.Ports(p.icmp.Body()[20:])
+	ports := header.Ports(p.icmp.Body()[20:])
 	if ports.Src() != 5000 || ports.Dst() != 53 {
 		t.Fatalf("embedded ports %d > %d", ports.Src(), ports.Dst())
 	}
 	// An error about a packet no link state knows goes nowhere (no <ip> rule in uplink).
 	m2 := append([]byte(nil), m...)
-	proto.Ports(m2[8+20:]).SetDst(49999)
-	proto.ICMP(m2).UpdateChecksum()
-	b.send(up, ethFrame(macGateway, macUplink, proto.EtherTypeIPv4, ipPacket(proto.ProtoICMP, ip4("198.18.0.1"), ip4("198.18.0.10"), m2)))
+	header.Ports(m2[8+20:]).SetDst(49999)
+	header.ICMP(m2).UpdateChecksum()
+	b.send(up, ethFrame(macGateway, macUplink, header.EtherTypeIPv4, ipPacket(header.ProtoICMP, ip4("198.18.0.1"), ip4("198.18.0.10"), m2)))
 	if len(vmp.take()) != 0 {
 		t.Fatal("unrelated ICMP error forwarded")
 	}
@@ -176,13 +176,13 @@ func TestICMPErrorCarryingNATedFlow(t *testing.T) {
 func TestFloodDoesNotStarveEstablishedFlow(t *testing.T) {
 	b, vm, vmp, up, upp := natBench(t)
 	ping := func(seq uint16) bool {
-		b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), proto.ICMPEchoRequest, 1, seq))
+		b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), header.ICMPEchoRequest, 1, seq))
 		out := upp.take()
 		if len(out) != 1 {
 			return false
 		}
 		id := parse(t, out[0]).icmp.ID()
-		b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), proto.ICMPEchoReply, id, seq))
+		b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), header.ICMPEchoReply, id, seq))
 		return len(vmp.take()) == 1
 	}
 	if !ping(1) {
@@ -190,9 +190,9 @@ func TestFloodDoesNotStarveEstablishedFlow(t *testing.T) {
 	}
 	for k := 0; k < 1000; k++ {
 		dst := [4]byte{203, 0, byte(k >> 8), byte(k)}
-		b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, uint16(k), 80, proto.TCPSyn, 1, 0, nil))
+		b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, uint16(k), 80, header.TCPSyn, 1, 0, nil))
 		b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, uint16(k), 53, nil))
-		b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, proto.ICMPEchoRequest, uint16(k+2), 1))
+		b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), dst, header.ICMPEchoRequest, uint16(k+2), 1))
 		upp.take()
 		if k%100 == 0 && !ping(uint16(k)) {
 			t.Fatalf("ping lost during the flood at %d", k)

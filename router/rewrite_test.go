@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/proto"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // TestQuickRewriteMatchesFieldByField checks the summed-up rewrite of a link side's plan
@@ -25,7 +25,7 @@ func TestQuickRewriteMatchesFieldByField(t *testing.T) {
 		return a
 	}
 	port := func() uint16 { return []uint16{0, 0xffff, uint16(rng.Uint32())}[rng.IntN(3)] }
-	var mac proto.MAC
+	var mac header.MAC
 	for n := range 20000 {
 		from := flowKey{src: addr(), dst: addr(), sport: port(), dport: port()}
 		to := flowKey{src: addr(), dst: addr(), sport: port(), dport: port()}
@@ -36,55 +36,55 @@ func TestQuickRewriteMatchesFieldByField(t *testing.T) {
 		var f []byte
 		switch n % 4 {
 		case 0, 1:
-			from.proto = proto.ProtoUDP
+			from.proto = header.ProtoUDP
 			f = udpFrameT(mac, mac, from.src, from.dst, from.sport, from.dport, payload)
 			if n%4 == 1 {
-				f[proto.EthLen+20+6], f[proto.EthLen+20+7] = 0, 0 // no checksum
+				f[header.EthLen+20+6], f[header.EthLen+20+7] = 0, 0 // no checksum
 			}
 		case 2:
-			from.proto = proto.ProtoTCP
+			from.proto = header.ProtoTCP
 			f = tcpFrame(mac, mac, from.src, from.dst, from.sport, from.dport, 0x10, rng.Uint32(), rng.Uint32(), payload)
 		case 3:
-			from.proto = proto.ProtoICMP
+			from.proto = header.ProtoICMP
 			from.dport = from.sport
-			f = icmpEcho(mac, mac, from.src, from.dst, proto.ICMPEchoRequest, from.sport, uint16(n))
+			f = icmpEcho(mac, mac, from.src, from.dst, header.ICMPEchoRequest, from.sport, uint16(n))
 		}
 		to.proto = from.proto
 		rw := newRewrite(from, to)
-		quick := bytes.Clone(f[proto.EthLen:])
+		quick := bytes.Clone(f[header.EthLen:])
 		slow := bytes.Clone(quick)
-		if !quickRewrite(proto.IPv4(quick), 20, &rw) {
+		if !quickRewrite(header.IPv4(quick), 20, &rw) {
 			t.Fatalf("packet %d: the quick rewrite refused a packet carrying its tuple", n)
 		}
 		applySlow(slow, &rw)
 		if !sameUpToZero(quick, slow) {
 			t.Fatalf("packet %d (protocol %d):\nquick % x\nslow  % x", n, from.proto, quick, slow)
 		}
-		ip := proto.IPv4(quick)
-		if proto.Checksum(ip.Header(), 0) != 0 {
+		ip := header.IPv4(quick)
+		if header.Checksum(ip.Header(), 0) != 0 {
 			t.Fatalf("packet %d: bad IPv4 header checksum", n)
 		}
 		seg := ip.Payload()
 		switch {
-		case from.proto == proto.ProtoICMP:
-			if proto.Checksum(seg, 0) != 0 {
+		case from.proto == header.ProtoICMP:
+			if header.Checksum(seg, 0) != 0 {
 				t.Fatalf("packet %d: bad ICMP checksum", n)
 			}
-		case from.proto == proto.ProtoUDP && seg[6] == 0 && seg[7] == 0:
+		case from.proto == header.ProtoUDP && seg[6] == 0 && seg[7] == 0:
 			if n%4 != 1 {
 				t.Fatalf("packet %d: a UDP checksum became 0 (none)", n)
 			}
 		default:
-			if proto.Checksum(seg, proto.PseudoSum(ip.Src(), ip.Dst(), ip.Protocol(), len(seg))) != 0 {
+			if header.Checksum(seg, header.PseudoSum(ip.Src(), ip.Dst(), ip.Protocol(), len(seg))) != 0 {
 				t.Fatalf("packet %d: bad protocol %d checksum", n, from.proto)
 			}
 		}
 	}
 	// A packet that does not carry the plan's tuple is left to the field-by-field way.
-	from := flowKey{src: ip4("10.0.0.1"), dst: ip4("10.0.0.2"), sport: 1, dport: 2, proto: proto.ProtoUDP}
-	rw := newRewrite(from, flowKey{src: ip4("10.0.1.1"), dst: ip4("10.0.1.2"), sport: 3, dport: 4, proto: proto.ProtoUDP})
+	from := flowKey{src: ip4("10.0.0.1"), dst: ip4("10.0.0.2"), sport: 1, dport: 2, proto: header.ProtoUDP}
+	rw := newRewrite(from, flowKey{src: ip4("10.0.1.1"), dst: ip4("10.0.1.2"), sport: 3, dport: 4, proto: header.ProtoUDP})
 	f := udpFrameT(mac, mac, from.src, from.dst, from.sport, 9, nil)
-	if quickRewrite(proto.IPv4(f[proto.EthLen:]), 20, &rw) {
+	if quickRewrite(header.IPv4(f[header.EthLen:]), 20, &rw) {
 		t.Fatal("quick rewrite of a packet with another tuple")
 	}
 }
@@ -93,7 +93,7 @@ func TestQuickRewriteMatchesFieldByField(t *testing.T) {
 func applySlow(pkt []byte, rw *rewrite) {
 	slow := *rw
 	slow.from = flowKey{} // no packet carries it: quickRewrite refuses
-	rewriteFields(proto.IPv4(pkt), &packetstream.Offload{}, &slow)
+	rewriteFields(header.IPv4(pkt), &netdev.Offload{}, &slow)
 }
 
 // sameUpToZero compares two packets whose checksum fields may hold either form of one's
@@ -123,14 +123,14 @@ func TestLinkPlanFollowsARP(t *testing.T) {
 	out := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("x"))
 	for range 2 { // the first makes the link and its plan, the second uses the plan
 		b.send(vm, out)
-		if got := upp.take(); len(got) != 1 || proto.Eth(got[0]).Dst() != macGateway {
+		if got := upp.take(); len(got) != 1 || header.Eth(got[0]).Dst() != macGateway {
 			t.Fatalf("sent %d frames, want 1 to the gateway", len(got))
 		}
 	}
-	moved := proto.MAC{2, 0, 0, 0, 0, 0x77}
-	b.send(up, arpFrame(proto.ARPReply, moved, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
+	moved := header.MAC{2, 0, 0, 0, 0, 0x77}
+	b.send(up, arpFrame(header.ARPReply, moved, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
 	b.send(vm, out)
-	if got := upp.take(); len(got) != 1 || proto.Eth(got[0]).Dst() != moved {
+	if got := upp.take(); len(got) != 1 || header.Eth(got[0]).Dst() != moved {
 		t.Fatalf("after the gateway's MAC changed: %d frames, want 1 to %v", len(got), moved)
 	}
 }

@@ -25,9 +25,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
-	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // Clock gives the time for link-state, ARP and DHCP timeouts; tests use a fake one.
@@ -137,13 +137,13 @@ func (r *Router) ReportTriggered() bool {
 func (r *Router) Stats() *Stats { return &r.stats }
 
 // noOffload is the offload metadata of a frame without any (never written).
-var noOffload packetstream.Offload
+var noOffload netdev.Offload
 
 // Handle routes one frame received at interface i, with its offload metadata (nil: none; read
 // during the call only). id is the component's handle for the
 // frame, given back through Port.Release when the router held it. The frame's bytes must stay
 // valid until then; they are never written.
-func (r *Router) Handle(i *Interface, frame []byte, off *packetstream.Offload, id uint64) Verdict {
+func (r *Router) Handle(i *Interface, frame []byte, off *netdev.Offload, id uint64) Verdict {
 	if off == nil {
 		off = &noOffload
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // rulesConfig has one source domain "src" with rules of every kind toward domains d1..d5,
@@ -38,10 +38,10 @@ const rulesConfig = `<config>
 
 func TestRuleOrder(t *testing.T) {
 	b := newBench(t, rulesConfig)
-	src, srcp := b.attach("src", Nic, proto.MAC{})
+	src, srcp := b.attach("src", Nic, header.MAC{})
 	ports := map[string]*fakePort{}
 	for _, n := range []string{"d1", "d2", "d3", "d4", "d5"} {
-		i, p := b.attach(n+"-session", Nic, proto.MAC{})
+		i, p := b.attach(n+"-session", Nic, header.MAC{})
 		if i.Domain() != n {
 			t.Fatalf("policy put %s-session into %q", n, i.Domain())
 		}
@@ -61,7 +61,7 @@ func TestRuleOrder(t *testing.T) {
 	}
 	s := ip4("10.0.0.2")
 	tcp := func(dst string, port uint16) []byte {
-		return tcpFrame(src.MAC(), routerMACNic, s, ip4(dst), 40000, port, proto.TCPSyn, 1, 0, nil)
+		return tcpFrame(src.MAC(), routerMACNic, s, ip4(dst), 40000, port, header.TCPSyn, 1, 0, nil)
 	}
 	cases := []struct {
 		name string
@@ -73,12 +73,12 @@ func TestRuleOrder(t *testing.T) {
 		{"permit-any before permit", tcp("192.168.7.9", 80), "d2"},
 		{"udp permit", udpFrameT(src.MAC(), routerMACNic, s, ip4("192.168.1.9"), 1000, 53, nil), "d1"},
 		{"udp without permit goes to ip rule", udpFrameT(src.MAC(), routerMACNic, s, ip4("192.168.1.9"), 1000, 54, nil), "d5"},
-		{"icmp rule before ip rule", icmpEcho(src.MAC(), routerMACNic, s, ip4("192.168.2.9"), proto.ICMPEchoRequest, 1, 1), "d4"},
-		{"longest ip prefix", ethFrame(src.MAC(), routerMACNic, proto.EtherTypeIPv4, ipPacket(47, s, ip4("192.168.2.9"), make([]byte, 8))), "d1"},
-		{"other protocol by ip rule", ethFrame(src.MAC(), routerMACNic, proto.EtherTypeIPv4, ipPacket(47, s, ip4("192.168.9.9"), make([]byte, 8))), "d5"},
+		{"icmp rule before ip rule", icmpEcho(src.MAC(), routerMACNic, s, ip4("192.168.2.9"), header.ICMPEchoRequest, 1, 1), "d4"},
+		{"longest ip prefix", ethFrame(src.MAC(), routerMACNic, header.EtherTypeIPv4, ipPacket(47, s, ip4("192.168.2.9"), make([]byte, 8))), "d1"},
+		{"other protocol by ip rule", ethFrame(src.MAC(), routerMACNic, header.EtherTypeIPv4, ipPacket(47, s, ip4("192.168.9.9"), make([]byte, 8))), "d5"},
 		{"tcp-forward to router address", tcp("10.0.0.1", 2222), "d3"},
 		{"router address without forward rule goes on to tcp rules", tcp("10.0.0.1", 2223), "d2"},
-		{"forward rule before tcp rule", tcpFrame(src.MAC(), routerMACNic, s, ip4("10.0.0.1"), 40001, 2222, proto.TCPSyn, 1, 0, nil), "d3"},
+		{"forward rule before tcp rule", tcpFrame(src.MAC(), routerMACNic, s, ip4("10.0.0.1"), 40001, 2222, header.TCPSyn, 1, 0, nil), "d3"},
 		{"no rule at all", tcp("172.16.0.1", 80), ""},
 	}
 	for _, c := range cases {
@@ -97,14 +97,14 @@ func TestRuleOrder(t *testing.T) {
 		t.Fatalf("udp-forward rewrite %v:%d from %v", p.dst(), p.dport, p.src())
 	}
 	// Domain-local traffic goes to the domain's other interfaces, not through rules.
-	_, src2p := b.attach("src", Nic, proto.MAC{})
+	_, src2p := b.attach("src", Nic, header.MAC{})
 	b.send(src, tcp("10.0.0.3", 80))
 	if len(src2p.take()) != 1 || len(srcp.take()) != 0 || where() != "" {
 		t.Fatal("domain-local traffic not sent to the other interface only")
 	}
 	// A link state beats the rules: a reply from d3's side for the link created above reaches
 	// every interface of the client's domain (the router is a hub there).
-	b.send(ifcByLabel(b.r, "d3-session"), tcpFrame(macServer, routerMACNic, ip4("192.168.1.9"), s, 22, 40000, proto.TCPSyn|proto.TCPAck, 9, 2, nil))
+	b.send(ifcByLabel(b.r, "d3-session"), tcpFrame(macServer, routerMACNic, ip4("192.168.1.9"), s, 22, 40000, header.TCPSyn|header.TCPAck, 9, 2, nil))
 	if len(srcp.take()) != 1 || len(src2p.take()) != 1 {
 		t.Fatal("reply through link state not delivered")
 	}
@@ -139,7 +139,7 @@ func TestPolicyScore(t *testing.T) {
 		"drv -> uplink":  "suffix",
 		"something else": "def",
 	} {
-		if i, _ := b.attach(label, Nic, proto.MAC{}); i.Domain() != want {
+		if i, _ := b.attach(label, Nic, header.MAC{}); i.Domain() != want {
 			t.Errorf("label %q: domain %q, want %q", label, i.Domain(), want)
 		}
 	}
@@ -147,17 +147,17 @@ func TestPolicyScore(t *testing.T) {
 
 func TestNicMACsAndChurn(t *testing.T) {
 	b := newBench(t, natConfig)
-	seen := map[proto.MAC]bool{}
+	seen := map[header.MAC]bool{}
 	var ifs []*Interface
 	for k := 0; k < 300; k++ {
-		i, _ := b.attach("vm", Nic, proto.MAC{})
+		i, _ := b.attach("vm", Nic, header.MAC{})
 		if seen[i.MAC()] || i.MAC() == routerMACNic {
 			t.Fatalf("duplicate MAC %s", i.MAC())
 		}
 		seen[i.MAC()] = true
 		ifs = append(ifs, i)
 	}
-	if ifs[0].MAC() != (proto.MAC{2, 2, 2, 2, 2, 1}) {
+	if ifs[0].MAC() != (header.MAC{2, 2, 2, 2, 2, 1}) {
 		t.Fatalf("first client MAC %s", ifs[0].MAC())
 	}
 	for _, i := range ifs {
@@ -182,12 +182,12 @@ func TestIPRulesBothWays(t *testing.T) {
 			c = strings.Replace(cfg, "BACK", `<ip dst="10.0.1.0/24" domain="a"/>`, 1)
 		}
 		b := newBench(t, c)
-		a, ap := b.attach("a", Nic, proto.MAC{})
-		bi, bp := b.attach("b", Nic, proto.MAC{})
+		a, ap := b.attach("a", Nic, header.MAC{})
+		bi, bp := b.attach("b", Nic, header.MAC{})
 		f := udpFrameT(a.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.2.2"), 1000, 2000, []byte("x"))
 		b.send(a, f)
 		out := bp.take()
-		if len(out) != 1 || string(out[0][proto.EthLen:]) != string(f[proto.EthLen:]) {
+		if len(out) != 1 || string(out[0][header.EthLen:]) != string(f[header.EthLen:]) {
 			t.Fatal("<ip> rule changed the IP packet or did not route it")
 		}
 		b.send(bi, udpFrameT(bi.MAC(), routerMACNic, ip4("10.0.2.2"), ip4("10.0.1.2"), 2000, 1000, nil))

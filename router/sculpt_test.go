@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/router/model"
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -39,13 +39,13 @@ func TestSculptConfigBothSyntaxes(t *testing.T) {
 	}
 	b := newBench(t, "<config/>")
 	b.r.Configure(nodes[1])
-	vm, vmp := b.attach("vm_1 -> nic", Nic, proto.MAC{})
+	vm, vmp := b.attach("vm_1 -> nic", Nic, header.MAC{})
 	up, upp := b.attach("nic_drv -> uplink", Uplink, macUplink)
 	if vm.Domain() != "default" || up.Domain() != "uplink" {
 		t.Fatalf("policies: %q %q", vm.Domain(), up.Domain())
 	}
-	b.send(up, arpFrame(proto.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
-	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.50"), ip4("93.184.216.34"), 40000, 443, proto.TCPSyn, 1, 0, nil))
+	b.send(up, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
+	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.50"), ip4("93.184.216.34"), 40000, 443, header.TCPSyn, 1, 0, nil))
 	out := upp.take()
 	if len(out) != 1 {
 		t.Fatal("TCP 443 not routed to the uplink")
@@ -53,11 +53,11 @@ func TestSculptConfigBothSyntaxes(t *testing.T) {
 	if p := parse(t, out[0]); p.src() != ip4("198.18.0.10") || p.sport < 49152 {
 		t.Fatal("not translated")
 	}
-	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.50"), ip4("93.184.216.34"), 40001, 25, proto.TCPSyn, 1, 0, nil))
+	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.50"), ip4("93.184.216.34"), 40001, 25, header.TCPSyn, 1, 0, nil))
 	if len(upp.take()) != 0 {
 		t.Fatal("TCP 25 routed although no rule permits it")
 	}
-	b.send(vm, dhcpRequest(vm.MAC(), proto.DHCPDiscover, 9, [4]byte{}))
+	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPDiscover, 9, [4]byte{}))
 	if o := dhcpReplyOf(t, vmp); o.YIAddr() != ip4("10.0.1.2") {
 		t.Fatal("no DHCP offer")
 	}

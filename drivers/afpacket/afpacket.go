@@ -1,6 +1,6 @@
 // Package afpacket is the AF_PACKET back end: a packet socket bound to a named interface with
 // a TPACKET_V3 RX ring and a TPACKET_V3 TX ring, both mapped into this process, and
-// PACKET_VNET_HDR so that every frame carries its virtio-net header as packetstream.Offload
+// PACKET_VNET_HDR so that every frame carries its virtio-net header as netdev.Offload
 // (TCP super-frames pass whole both ways; the kernel segments and checksums in software where
 // the interface cannot).
 //
@@ -23,7 +23,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/tap/vnethdr"
 	"github.com/nicstack/nicstack/internal/netns"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // MaxFrame is the largest frame (a 64 KiB GSO packet with Ethernet and VLAN headers, rounded
@@ -101,7 +101,7 @@ type Socket struct {
 	readFn func(uintptr) bool
 	rbufs  [][]byte
 	rsizes []int
-	roffs  []ps.Offload
+	roffs  []netdev.Offload
 	rn     int
 	rerr   error
 	waited bool // this Read has slept in the netpoller once
@@ -115,7 +115,7 @@ type Socket struct {
 
 	writeFn func(uintptr) bool
 	wbufs   [][]byte
-	woffs   []ps.Offload
+	woffs   []netdev.Offload
 	wn      int
 	pending int // slots filled since the last kick
 	werr    error
@@ -313,7 +313,7 @@ func (s *Socket) KernelDrops() (uint64, error) {
 // wakeup (unless a block is half read), while frames gather in the ring. When the link goes
 // down or the interface disappears, a waiting Read returns ENETDOWN; a later Read waits for
 // frames again.
-func (s *Socket) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
+func (s *Socket) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	if len(bufs) == 0 {
 		return 0, nil
 	}
@@ -418,7 +418,7 @@ func (s *Socket) slot(i int) []byte {
 // kicks the kernel once per batch (more often only when the ring is full), waiting while no
 // slot is free. Frames whose metadata does not fit them, or too large for a slot, are counted
 // in TxDropped and skipped. It returns how many frames it consumed, all unless err is set.
-func (s *Socket) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
+func (s *Socket) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	if offs != nil {
 		offs = offs[:len(bufs)]
 	}
@@ -449,7 +449,7 @@ func (s *Socket) fillAndKick(fd uintptr) bool {
 		}
 		frame := s.wbufs[s.wn]
 		s.wn++
-		var o ps.Offload
+		var o netdev.Offload
 		if s.woffs != nil {
 			o = s.woffs[s.wn-1]
 		}

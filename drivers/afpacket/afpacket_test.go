@@ -12,7 +12,7 @@ import (
 
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/netns/backendtest"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // setup makes namespaces "nic" (veth nsa0, no address: the socket's side) and "host" (veth
@@ -114,7 +114,7 @@ func TestAFPacketRxMinInterval(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = make([]byte, 2048)
 	}
-	sizes, offs := make([]int, 64), make([]ps.Offload, 64)
+	sizes, offs := make([]int, 64), make([]netdev.Offload, 64)
 	start, got := time.Now(), 0
 	for got < frames {
 		n, err := s.Read(bufs, sizes, offs)
@@ -135,7 +135,7 @@ func TestAFPacketClose(t *testing.T) {
 	_, _, s, _ := setup(t, Config{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1))
+		_, err := s.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -153,7 +153,7 @@ func TestAFPacketClose(t *testing.T) {
 // Link down wakes a waiting Read with ENETDOWN; after link up, frames arrive again.
 func TestAFPacketLinkDownAndUp(t *testing.T) {
 	nic, host, s, path := setup(t, Config{})
-	bufs, sizes, offs := [][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1)
+	bufs, sizes, offs := [][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1)
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Read(bufs, sizes, offs)

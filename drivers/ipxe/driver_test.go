@@ -12,6 +12,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -579,7 +580,7 @@ func newSessionRig(t *testing.T) (*rig, *packetstream.Server, *ipxe.SessionUplin
 }
 
 // routerSubmit queues frame f with offload o from the router's end (not yet signalled).
-func routerSubmit(t *testing.T, router *packetstream.Server, f []byte, o packetstream.Offload) {
+func routerSubmit(t *testing.T, router *packetstream.Server, f []byte, o netdev.Offload) {
 	p, err := router.RX.Alloc(len(f))
 	if err != nil {
 		t.Fatal(err)
@@ -599,10 +600,10 @@ func TestSessionUplink(t *testing.T) {
 		out = append(out, frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 60+i*5, i))
 		in = append(in, frame(nicMAC, 1514-i*4, i))
 	}
-	submit := func(f []byte, o packetstream.Offload) { routerSubmit(t, router, f, o) }
-	submit(frame(nicMAC, 1514, 999), packetstream.Offload{GSOType: packetstream.GSOTCPv4, GSOSize: 1448})
+	submit := func(f []byte, o netdev.Offload) { routerSubmit(t, router, f, o) }
+	submit(frame(nicMAC, 1514, 999), netdev.Offload{GSOType: netdev.GSOTCPv4, GSOSize: 1448})
 	for _, f := range out {
-		submit(f, packetstream.Offload{})
+		submit(f, netdev.Offload{})
 	}
 	router.RX.Wakeup()
 	r.drv.Transmit()

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/nicstack/nicstack/internal/checksum"
-	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // The emulated NIC, like iPXE's driver for it, offers neither checksum offload nor TSO, while
@@ -58,9 +58,9 @@ const (
 
 // start takes a super-frame; false when it is not a TCP frame the segmenter can cut (its
 // headers or the offload metadata do not fit it).
-func (s *segmenter) start(f []byte, o packetstream.Offload) bool {
-	gso := o.GSOType &^ packetstream.GSOECN
-	if gso != packetstream.GSOTCPv4 && gso != packetstream.GSOTCPv6 || o.GSOSize == 0 {
+func (s *segmenter) start(f []byte, o netdev.Offload) bool {
+	gso := o.GSOType &^ netdev.GSOECN
+	if gso != netdev.GSOTCPv4 && gso != netdev.GSOTCPv6 || o.GSOSize == 0 {
 		return false
 	}
 	s.frame = append(s.frame[:0], f...)
@@ -77,7 +77,7 @@ func (s *segmenter) start(f []byte, o packetstream.Offload) bool {
 		etype = be.Uint16(f[l3+2:])
 		l3 += 4
 	}
-	s.v6 = gso == packetstream.GSOTCPv6
+	s.v6 = gso == netdev.GSOTCPv6
 	var l4, end int
 	switch {
 	case !s.v6 && etype == 0x0800:

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -107,13 +108,13 @@ func checkSegment(t *testing.T, v6 bool, f []byte) (payload []byte, seq uint32, 
 // carries frames a receiver takes.
 func TestSoftwareOffload(t *testing.T) {
 	r, router, session := newSessionRig(t)
-	submit := func(f []byte, o packetstream.Offload) { routerSubmit(t, router, f, o) }
+	submit := func(f []byte, o netdev.Offload) { routerSubmit(t, router, f, o) }
 	const mss, payload = 1448, 60000                 // 42 segments: more than fit a TX batch of a few
 	v4 := superFrame(false, payload, 0x18|0x01|0x80) // PSH ACK FIN CWR
 	v6 := superFrame(true, 5000, 0x18)
-	submit(v4, packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, GSOType: packetstream.GSOTCPv4,
+	submit(v4, netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4,
 		GSOSize: mss, HdrLen: 66, CsumStart: 34, CsumOffset: 16})
-	submit(v6, packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, GSOType: packetstream.GSOTCPv6,
+	submit(v6, netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv6,
 		GSOSize: 1208, HdrLen: 86, CsumStart: 54, CsumOffset: 16})
 	// UDP with a partial checksum: the field holds the pseudo header's sum
 	udp := make([]byte, 14+20+8+300)
@@ -127,9 +128,9 @@ func TestSoftwareOffload(t *testing.T) {
 		udp[i] = byte(i)
 	}
 	be.PutUint16(udp[40:], uint16(onesSum(udp[26:34], 17+uint32(len(udp)-34))))
-	submit(udp, packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6})
+	submit(udp, netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6})
 	// a super-frame whose metadata does not fit it is dropped and counted
-	submit(v4[:100], packetstream.Offload{Flags: packetstream.OffloadNeedsCsum, GSOType: packetstream.GSOUDP, GSOSize: mss, CsumStart: 34, CsumOffset: 6})
+	submit(v4[:100], netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOUDP, GSOSize: mss, CsumStart: 34, CsumOffset: 6})
 	router.RX.Wakeup()
 
 	want4 := (payload + mss - 1) / mss
@@ -204,8 +205,8 @@ func TestSoftwareOffload(t *testing.T) {
 // FuzzSoftwareOffload feeds the driver frames with arbitrary offload metadata from the router:
 // it must neither panic nor put more than a buffer on the wire.
 func FuzzSoftwareOffload(f *testing.F) {
-	f.Add(superFrame(false, 3000, 0x18), uint8(1), uint8(packetstream.GSOTCPv4), uint16(1448), uint16(34), uint16(16))
-	f.Add(superFrame(true, 3000, 0x18), uint8(1), uint8(packetstream.GSOTCPv6), uint16(1208), uint16(54), uint16(16))
+	f.Add(superFrame(false, 3000, 0x18), uint8(1), uint8(netdev.GSOTCPv4), uint16(1448), uint16(34), uint16(16))
+	f.Add(superFrame(true, 3000, 0x18), uint8(1), uint8(netdev.GSOTCPv6), uint16(1208), uint16(54), uint16(16))
 	f.Add(superFrame(false, 300, 0x18), uint8(1), uint8(0), uint16(0), uint16(34), uint16(16))
 	f.Fuzz(func(t *testing.T, frame []byte, flags, gso uint8, size, start, off uint16) {
 		if len(frame) == 0 || len(frame) > 65535 {
@@ -223,7 +224,7 @@ func FuzzSoftwareOffload(f *testing.F) {
 			return
 		}
 		copy(router.RX.Payload(p), frame)
-		router.RX.TrySubmit(p.WithOffload(packetstream.Offload{Flags: flags, GSOType: gso, GSOSize: size, CsumStart: start, CsumOffset: off}))
+		router.RX.TrySubmit(p.WithOffload(netdev.Offload{Flags: flags, GSOType: gso, GSOSize: size, CsumStart: start, CsumOffset: off}))
 		buf := make([]byte, ipxe.BufSize)
 		for range 1 << 17 {
 			n, ok := session.Fetch(buf)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -99,7 +100,7 @@ func (u *SessionUplink) Fetch(buf []byte) (n int, ok bool) {
 	payload := u.c.RX.Payload(p)
 	n = len(payload)
 	switch o := p.Offload(); {
-	case o.GSOType != packetstream.GSONone:
+	case o.GSOType != netdev.GSONone:
 		if u.seg.start(payload, o) {
 			u.SoftGSO.Add(1)
 			u.Segments.Add(1)
@@ -109,7 +110,7 @@ func (u *SessionUplink) Fetch(buf []byte) (n int, ok bool) {
 			n = len(buf) + 1
 		}
 	case n > len(buf):
-	case o.Flags&packetstream.OffloadNeedsCsum != 0:
+	case o.Flags&netdev.OffloadNeedsCsum != 0:
 		copy(buf, payload)
 		if completeChecksum(buf[:n], int(o.CsumStart), int(o.CsumOffset)) {
 			u.SoftCsum.Add(1)

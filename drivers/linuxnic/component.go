@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -29,7 +30,7 @@ type Kind struct {
 
 // backend is an opened device with the counters it keeps itself.
 type backend interface {
-	Device
+	netdev.Device
 	Close() error
 	publish()     // copy the device's counters to the component's
 	linkUp() bool // the interface is up and has carrier

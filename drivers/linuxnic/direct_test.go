@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/netdev"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -14,12 +14,12 @@ import (
 // target's buffers as a TAP's would, the rest is dropped as too large, and the burst ends
 // with the empty read a TAP ends with.
 type scriptedWire struct {
-	bursts chan [][]byte
-	done   chan int // frames landed per burst
-	Device          // Write, unused: the test sends nothing to the wire
+	bursts        chan [][]byte
+	done          chan int // frames landed per burst
+	netdev.Device          // Write, unused: the test sends nothing to the wire
 }
 
-func (w *scriptedWire) ReadTo(t tap.Target) (int, error) {
+func (w *scriptedWire) ReadTo(t netdev.Target) (int, error) {
 	frames, ok := <-w.bursts
 	if !ok {
 		return 0, os.ErrClosed
@@ -34,7 +34,7 @@ func (w *scriptedWire) ReadTo(t tap.Target) (int, error) {
 		if len(f) > len(buf) { // the TAP drops it and reads the next into the same buffer
 			continue
 		}
-		off := ps.Offload{GSOSize: uint16(len(f))}
+		off := netdev.Offload{GSOSize: uint16(len(f))}
 		t.Frame(copy(buf, f), &off)
 		n++
 	}

@@ -7,26 +7,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // wire is a Device in memory: Read hands out the bursts pushed to it, Write records frames.
 type wire struct {
 	bursts chan [][]byte
-	offs   chan []ps.Offload
+	offs   chan []netdev.Offload
 	closed chan struct{}
 
 	mu      sync.Mutex
 	written [][]byte
-	woffs   []ps.Offload
+	woffs   []netdev.Offload
 	writes  int
 }
 
 func newWire() *wire {
-	return &wire{bursts: make(chan [][]byte, 16), offs: make(chan []ps.Offload, 16), closed: make(chan struct{})}
+	return &wire{bursts: make(chan [][]byte, 16), offs: make(chan []netdev.Offload, 16), closed: make(chan struct{})}
 }
 
-func (w *wire) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
+func (w *wire) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	select {
 	case b := <-w.bursts:
 		o := <-w.offs
@@ -40,7 +41,7 @@ func (w *wire) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) 
 	}
 }
 
-func (w *wire) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
+func (w *wire) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, f := range bufs {
@@ -51,13 +52,13 @@ func (w *wire) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
 	return len(bufs), nil
 }
 
-func (w *wire) push(frames [][]byte, offs []ps.Offload) {
+func (w *wire) push(frames [][]byte, offs []netdev.Offload) {
 	w.bursts <- frames
 	w.offs <- offs
 }
 
 // got waits until n frames were written and returns them.
-func (w *wire) got(t *testing.T, n int) ([][]byte, []ps.Offload, int) {
+func (w *wire) got(t *testing.T, n int) ([][]byte, []netdev.Offload, int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -97,13 +98,13 @@ func heapNIC(t *testing.T, w *wire, cfg ps.Config) (*NIC, *ps.Server) {
 	return n, srv
 }
 
-func superFrame(seed byte) ([]byte, ps.Offload) {
+func superFrame(seed byte) ([]byte, netdev.Offload) {
 	f := make([]byte, 65000)
 	for i := range f {
 		f[i] = seed + byte(i*7)
 	}
 	f[14+20+12] = 5 << 4 // TCP data offset
-	return f, ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	return f, netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 }
 
 // A burst from the wire reaches the router with one signal; a super-frame passes whole with
@@ -113,7 +114,7 @@ func TestWireToRouterBurst(t *testing.T) {
 	n, srv := heapNIC(t, w, ps.Config{QueueSize: 64, BulkSize: 256 * ps.BlockSize})
 	sf, so := superFrame(1)
 	frames := [][]byte{[]byte("small frame 0"), sf, []byte("small frame 2")}
-	offs := []ps.Offload{{}, so, {}}
+	offs := []netdev.Offload{{}, so, {}}
 	w.push(frames, offs)
 	for i := range frames {
 		p, err := srv.TX.Get()
@@ -139,7 +140,7 @@ func TestWireToRouterFullStreamDrops(t *testing.T) {
 	w := newWire()
 	n, srv := heapNIC(t, w, ps.Config{QueueSize: 8, BulkSize: 64 * ps.BlockSize})
 	burst := make([][]byte, Burst)
-	offs := make([]ps.Offload, Burst)
+	offs := make([]netdev.Offload, Burst)
 	for i := range burst {
 		burst[i] = bytes.Repeat([]byte{byte(i)}, 1000)
 	}
@@ -184,12 +185,12 @@ func TestRouterToWireBatch(t *testing.T) {
 	w := newWire()
 	n, srv := heapNIC(t, w, ps.Config{QueueSize: 64, BulkSize: 512 * ps.BlockSize})
 	var frames [][]byte
-	var offs []ps.Offload
+	var offs []netdev.Offload
 	var pkts []ps.Packet
 	for i := 0; i < 20; i++ {
 		f, o := superFrame(byte(i))
 		if i%2 == 1 {
-			f, o = bytes.Repeat([]byte{byte(i)}, 60+i), ps.Offload{}
+			f, o = bytes.Repeat([]byte{byte(i)}, 60+i), netdev.Offload{}
 		}
 		frames, offs = append(frames, f), append(offs, o)
 		p, err := srv.RX.Alloc(len(f))

@@ -17,16 +17,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/affinity"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
-
-// Device is the batch API of the back ends (tap.Device, afpacket.Socket).
-type Device interface {
-	Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error)
-	Write(bufs [][]byte, offs []ps.Offload) (int, error)
-}
 
 // Burst bounds the frames taken per read and per write. A read buffer holds the largest frame,
 // so the read side keeps Burst x MaxFrame bytes (2 MiB).
@@ -66,7 +60,7 @@ func NewStats(counter func(name string) *atomic.Uint64) *Stats {
 type NIC struct {
 	Stats *Stats
 
-	dev Device
+	dev netdev.Device
 
 	mu  sync.Mutex // held while a burst goes to the session; Attach and Detach take it
 	out *ps.Source // the session's TX stream, nil while detached
@@ -74,20 +68,20 @@ type NIC struct {
 
 	bufs  [][]byte // the bursts of a Device that is no DirectReader; bufs[0] is rx's scratch buffer
 	sizes []int
-	offs  []ps.Offload
+	offs  []netdev.Offload
 	rx    rxTarget
 }
 
 // New returns a NIC over dev, detached, counting in st (nil: private counters).
-func New(dev Device, st *Stats) *NIC {
+func New(dev netdev.Device, st *Stats) *NIC {
 	if st == nil {
 		st = NewStats(nil)
 	}
 	k := Burst
-	if _, ok := dev.(DirectReader); ok {
+	if _, ok := dev.(netdev.DirectReader); ok {
 		k = 1 // the scratch buffer alone
 	}
-	n := &NIC{Stats: st, dev: dev, bufs: make([][]byte, k), sizes: make([]int, k), offs: make([]ps.Offload, k)}
+	n := &NIC{Stats: st, dev: dev, bufs: make([][]byte, k), sizes: make([]int, k), offs: make([]netdev.Offload, k)}
 	for i := range n.bufs {
 		n.bufs[i] = make([]byte, MaxFrame)
 	}
@@ -110,18 +104,11 @@ func TapFrameLimit(offload bool, mtu int) int {
 // cycling through the stream's buffer (MTU 1500 without offloads ran 10-20 % slower that way).
 func (n *NIC) LimitFrames(max int) { n.rx.limit = min(max, MaxFrame) }
 
-// DirectReader is a Device that reads frames straight into memory it is handed once frames
-// are there (tap.Device): the NIC hands it the session's buffer, so a frame is not copied
-// again, and holds none of it while the wire is quiet.
-type DirectReader interface {
-	ReadTo(t tap.Target) (int, error)
-}
-
 // Run reads bursts from the wire until Read fails, and returns that error (closing the device
 // ends it). An error transient says may pass (the interface went down) is reported to it and
 // reading goes on; transient may be nil.
 func (n *NIC) Run(transient func(error) bool) error {
-	direct, _ := n.dev.(DirectReader)
+	direct, _ := n.dev.(netdev.DirectReader)
 	for {
 		var err error
 		if direct != nil {
@@ -178,7 +165,7 @@ func (n *NIC) delivered(out *ps.Source, frames, bytes, dropped uint64) {
 	}
 }
 
-// rxTarget is the tap.Target of a DirectReader: each buffer is an allocation in the session's
+// rxTarget is the netdev.Target of a DirectReader: each buffer is an allocation in the session's
 // TX stream for the largest frame the stream takes, trimmed to the frame that lands in it.
 // When the stream has no free run that long (small frames in flight split it), the frame
 // lands in a scratch buffer and is copied into an allocation of its size, as Read's frames
@@ -217,7 +204,7 @@ func (t *rxTarget) Buffer() []byte {
 	return t.n.bufs[0]
 }
 
-func (t *rxTarget) Frame(size int, off *ps.Offload) {
+func (t *rxTarget) Frame(size int, off *netdev.Offload) {
 	if size == 0 {
 		if !t.scratch {
 			t.out.Release(t.pk)
@@ -257,7 +244,7 @@ func (t *rxTarget) End() {
 
 // submitCopy copies frame into an allocation of its size and submits it with off; false: it
 // was dropped (no room).
-func submitCopy(out *ps.Source, frame []byte, off *ps.Offload) bool {
+func submitCopy(out *ps.Source, frame []byte, off *netdev.Offload) bool {
 	p, err := alloc(out, len(frame))
 	if err != nil {
 		return false
@@ -268,8 +255,8 @@ func submitCopy(out *ps.Source, frame []byte, off *ps.Offload) bool {
 
 // submit hands p, with off's metadata, to the router; false: the submit queue was full (only
 // a router that corrupted its queue index lets that happen after CanSubmit), p is released.
-func submit(out *ps.Source, p ps.Packet, off *ps.Offload) bool {
-	if *off != (ps.Offload{}) {
+func submit(out *ps.Source, p ps.Packet, off *netdev.Offload) bool {
+	if *off != (netdev.Offload{}) {
 		p = p.WithOffload(*off)
 	}
 	if !out.TrySubmit(p) {
@@ -336,7 +323,7 @@ type txLoop struct {
 
 	pkts   []ps.Packet
 	frames [][]byte
-	offs   []ps.Offload
+	offs   []netdev.Offload
 	unack  []ps.Packet // taken and handled, not yet acknowledged (ack queue was full)
 }
 
@@ -355,7 +342,7 @@ func startTX(n *NIC, in *ps.Sink) (*txLoop, error) {
 		return nil, err
 	}
 	t := &txLoop{n: n, in: in, w: w, done: make(chan struct{}),
-		pkts: make([]ps.Packet, 0, Burst), frames: make([][]byte, 0, Burst), offs: make([]ps.Offload, 0, Burst),
+		pkts: make([]ps.Packet, 0, Burst), frames: make([][]byte, 0, Burst), offs: make([]netdev.Offload, 0, Burst),
 		unack: make([]ps.Packet, 0, Burst)}
 	go t.run()
 	return t, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/netdev"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -34,7 +35,7 @@ func newRouter(t testing.TB, srv *ps.Server) *router {
 	return &router{srv: srv, w: w}
 }
 
-func (r *router) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
+func (r *router) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	r.reading.Lock()
 	defer r.reading.Unlock()
 	n := 0
@@ -63,7 +64,7 @@ func (r *router) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error
 
 // Write submits the frames with one wakeup, as the router does per batch (more only while the
 // stream is full).
-func (r *router) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
+func (r *router) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	out := r.srv.RX
 	defer out.Wakeup()
 	for i, f := range bufs {
@@ -120,7 +121,7 @@ func (r *router) close() {
 
 // attach runs a NIC over dev, attached to a heap Uplink session whose server end the returned
 // router plays. Everything stops when t ends, the device closed by closeDev.
-func attach(t testing.TB, dev Device, closeDev func() error) (*NIC, *router) {
+func attach(t testing.TB, dev netdev.Device, closeDev func() error) (*NIC, *router) {
 	cfg := ps.Config{QueueSize: 1024, BulkSize: 2560 * ps.BlockSize}
 	cl, srv, err := ps.NewHeapSession(cfg, cfg)
 	if err != nil {

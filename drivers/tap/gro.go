@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/nicstack/nicstack/internal/checksum"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // sum is the folded ones' complement sum of b and acc (0xffff: a checksum over its own field
@@ -38,9 +38,9 @@ type tcpSegment struct {
 }
 
 // parseSegment reports whether frame is such a segment.
-func parseSegment(frame []byte, o *ps.Offload) (tcpSegment, bool) {
+func parseSegment(frame []byte, o *netdev.Offload) (tcpSegment, bool) {
 	var s tcpSegment
-	if o.GSOType != ps.GSONone || o.Flags&ps.OffloadNeedsCsum != 0 || len(frame) < ethLen+ipv4Len+20 {
+	if o.GSOType != netdev.GSONone || o.Flags&netdev.OffloadNeedsCsum != 0 || len(frame) < ethLen+ipv4Len+20 {
 		return s, false
 	}
 	ip := frame[ethLen:]
@@ -82,9 +82,9 @@ func joins(fa []byte, a tcpSegment, prev tcpSegment, fb []byte, b tcpSegment) bo
 
 // run returns how many frames from frames[i] on form one super-frame (1: write it alone) and,
 // when they are more than one, the first's segment.
-func run(frames [][]byte, offs []ps.Offload, i int) (int, tcpSegment) {
-	var none ps.Offload
-	off := func(k int) *ps.Offload {
+func run(frames [][]byte, offs []netdev.Offload, i int) (int, tcpSegment) {
+	var none netdev.Offload
+	off := func(k int) *netdev.Offload {
 		if offs == nil {
 			return &none
 		}
@@ -110,7 +110,7 @@ func run(frames [][]byte, offs []ps.Offload, i int) (int, tcpSegment) {
 // superHeader writes into h (at least a.hdrLen bytes) the headers of the super-frame made of
 // the first segment's headers and payload bytes of payload in all, with PSH if the last had
 // it, and returns the GSO metadata for the kernel.
-func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) ps.Offload {
+func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) netdev.Offload {
 	copy(h, first[:a.hdrLen])
 	ip := h[ethLen:a.hdrLen]
 	tcpLen := a.hdrLen - ethLen - ipv4Len + payload
@@ -122,7 +122,7 @@ func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) ps.Offloa
 	}
 	// A partial checksum, as the kernel keeps it: the pseudo header's sum, not complemented.
 	binary.BigEndian.PutUint16(ip[ipv4Len+16:], checksum.Fold(pseudoSum(ip, tcpLen)))
-	return ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, HdrLen: uint16(a.hdrLen),
+	return netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, HdrLen: uint16(a.hdrLen),
 		GSOSize: uint16(a.payload), CsumStart: ethLen + ipv4Len, CsumOffset: 16}
 }
 

@@ -9,7 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/nicstack/nicstack/internal/checksum"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // segment builds an Ethernet/IPv4/TCP frame of one flow with complete checksums.
@@ -44,7 +44,7 @@ type fataler interface {
 
 // segmentLike does what the kernel does with a super-frame: cuts it into GSOSize segments
 // with the first's headers, sequence numbers counted on, and complete checksums.
-func segmentLike(t fataler, hdr []byte, o ps.Offload, payload []byte) [][]byte {
+func segmentLike(t fataler, hdr []byte, o netdev.Offload, payload []byte) [][]byte {
 	ip := hdr[ethLen:]
 	if got := int(binary.BigEndian.Uint16(ip[2:])); got != len(hdr)-ethLen+len(payload) {
 		t.Fatalf("super-frame IP length %d for %d bytes", got, len(hdr)-ethLen+len(payload))
@@ -56,7 +56,7 @@ func segmentLike(t fataler, hdr []byte, o ps.Offload, payload []byte) [][]byte {
 	if got := binary.BigEndian.Uint16(tcp[16:]); got != checksum.Fold(pseudoSum(ip, len(tcp)+len(payload))) {
 		t.Fatalf("partial checksum %#x, want the pseudo header's %#x", got, checksum.Fold(pseudoSum(ip, len(tcp)+len(payload))))
 	}
-	if o.GSOType != ps.GSOTCPv4 || o.Flags != ps.OffloadNeedsCsum || int(o.HdrLen) != len(hdr) ||
+	if o.GSOType != netdev.GSOTCPv4 || o.Flags != netdev.OffloadNeedsCsum || int(o.HdrLen) != len(hdr) ||
 		o.CsumStart != ethLen+ipv4Len || o.CsumOffset != 16 {
 		t.Fatalf("offload %+v", o)
 	}
@@ -158,7 +158,7 @@ func TestJoinBreaks(t *testing.T) {
 	if n, _ := run([][]byte{a, segment(1100, tcpACK, nil, p[:10])}, nil, 0); n != 2 {
 		t.Errorf("a shorter last segment: run of %d, want 2", n)
 	}
-	if n, _ := run([][]byte{a, segment(1100, tcpACK, nil, p)}, []ps.Offload{{}, {GSOType: ps.GSOTCPv4, GSOSize: 1000, Flags: ps.OffloadNeedsCsum}}, 0); n != 1 {
+	if n, _ := run([][]byte{a, segment(1100, tcpACK, nil, p)}, []netdev.Offload{{}, {GSOType: netdev.GSOTCPv4, GSOSize: 1000, Flags: netdev.OffloadNeedsCsum}}, 0); n != 1 {
 		t.Errorf("a frame with GSO metadata joined")
 	}
 }

@@ -1,6 +1,6 @@
 // Package tap is the TAP back end: a Linux TAP device with IFF_VNET_HDR and TSO/checksum
 // offloads, read and written in batches. Every frame carries its virtio-net header as
-// packetstream.Offload, so 64 KiB TCP super-frames pass whole in both directions.
+// netdev.Offload, so 64 KiB TCP super-frames pass whole in both directions.
 //
 // The descriptor is non-blocking and waits in Go's netpoller: Read takes frames until the TAP
 // is empty (one wakeup per burst), ReadTo does the same into buffers its caller hands out as
@@ -21,7 +21,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/tap/vnethdr"
 	"github.com/nicstack/nicstack/internal/netns"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // MaxFrame is the largest frame a TAP with TSO hands out (a 64 KiB GSO packet plus the
@@ -61,18 +61,18 @@ type Device struct {
 
 	// Read's state, kept here so that the netpoller callback is a method value made once.
 	readFn func(uintptr) bool
-	rt     Target     // where the frames of the Read or ReadTo in progress go
-	bufs   bufsTarget // Read's target
-	rn     int        // frames read by the call in progress
+	rt     netdev.Target // where the frames of the Read or ReadTo in progress go
+	bufs   bufsTarget    // Read's target
+	rn     int           // frames read by the call in progress
 	rerr   error
 	rhdr   [vnethdr.Len]byte
-	roff   ps.Offload
+	roff   netdev.Offload
 	rspill [1]byte // a frame that reaches this byte did not fit its buffer
 	riov   [3]unix.Iovec
 
 	writeFn func(uintptr) bool
 	wbufs   [][]byte
-	woffs   []ps.Offload
+	woffs   []netdev.Offload
 	wn      int
 	werr    error
 	whdr    [vnethdr.Len]byte
@@ -223,23 +223,9 @@ func (d *Device) Close() error {
 	return d.file.Close()
 }
 
-// A Target takes the frames ReadTo reads, straight into memory it hands out one buffer at a
-// time, so that it holds none while the TAP is empty. Each attempt at a burst starts with Begin
-// and ends with End (ReadTo may make several, one per wakeup, until a frame lands); between
-// them Buffer gives room for the next frame (nil ends the burst) and Frame reports what
-// landed in the buffer given last: n bytes with their offload metadata, or n == 0 for
-// nothing (the TAP ran empty or failed; the buffer is the target's again). A malformed frame
-// is counted in RxDropped and the next one is read into the same buffer.
-type Target interface {
-	Begin()
-	Buffer() []byte
-	Frame(n int, off *ps.Offload)
-	End()
-}
-
 // ReadTo waits until the TAP has frames, then reads into t's buffers until it is empty or t
 // hands out no more. It returns the number of frames read, at least one unless err is set.
-func (d *Device) ReadTo(t Target) (int, error) {
+func (d *Device) ReadTo(t netdev.Target) (int, error) {
 	d.rt, d.rn, d.rerr = t, 0, nil
 	err := d.rc.Read(d.readFn)
 	n := d.rn
@@ -259,7 +245,7 @@ func (d *Device) ReadTo(t Target) (int, error) {
 // least as long as bufs, and a buffer of MaxFrame bytes holds any frame. Malformed frames are
 // counted in RxDropped and skipped. It returns the number of frames read, at least one unless
 // err is set.
-func (d *Device) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
+func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	if len(bufs) == 0 {
 		return 0, nil
 	}
@@ -273,7 +259,7 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error
 type bufsTarget struct {
 	bufs  [][]byte
 	sizes []int
-	offs  []ps.Offload
+	offs  []netdev.Offload
 	n     int
 }
 
@@ -287,7 +273,7 @@ func (t *bufsTarget) Buffer() []byte {
 	return t.bufs[t.n]
 }
 
-func (t *bufsTarget) Frame(n int, off *ps.Offload) {
+func (t *bufsTarget) Frame(n int, off *netdev.Offload) {
 	if n > 0 {
 		t.sizes[t.n], t.offs[t.n] = n, *off
 		t.n++
@@ -339,7 +325,7 @@ func (d *Device) readBurst(fd uintptr) bool {
 // TAP cannot take more. Frames whose metadata does not fit them, and frames the kernel refuses
 // (too short, invalid header, link down), are counted in TxDropped and skipped. It returns how
 // many frames it consumed, all of them unless err is set.
-func (d *Device) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
+func (d *Device) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	if offs != nil {
 		offs = offs[:len(bufs)]
 	}
@@ -410,7 +396,7 @@ func (d *Device) prepare() (n, iovs int, bytes uint64) {
 		d.wiov[1].SetLen(len(hdr))
 		return n, 2 + n, bytes
 	}
-	var o ps.Offload
+	var o netdev.Offload
 	if d.woffs != nil {
 		o = d.woffs[d.wn]
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/netns/backendtest"
 	"github.com/nicstack/nicstack/internal/testutil"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // ourMAC is the host behind the TAP that the tests play.
@@ -77,7 +77,7 @@ func TestTAPShortBufferDrops(t *testing.T) {
 	c.Write(make([]byte, 10))
 	bufs := [][]byte{make([]byte, 200)}
 	sizes := make([]int, 1)
-	offs := make([]ps.Offload, 1)
+	offs := make([]netdev.Offload, 1)
 	if n, err := d.Read(bufs, sizes, offs); err != nil || n != 1 || sizes[0] != 14+20+8+10 {
 		t.Fatalf("read %d frames (%d bytes): %v", n, sizes[0], err)
 	}
@@ -100,7 +100,7 @@ func TestTAPFromFileAndClose(t *testing.T) {
 	d.Close()
 	done := make(chan error, 1)
 	go func() {
-		_, err := d2.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1))
+		_, err := d2.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -124,7 +124,7 @@ func TestTAPDeletedUnderRead(t *testing.T) {
 	ns, d, _ := setup(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]ps.Offload, 1))
+		_, err := d.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/model"
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -131,7 +131,7 @@ func (h *Handler) writeReport(n *config.Node) {
 func (h *Handler) Open(s *component.Session) error {
 	var (
 		kind     router.Kind
-		mac      proto.MAC
+		mac      header.MAC
 		label    = s.Label
 		out, in  = (*packetstream.Source)(nil), (*packetstream.Sink)(nil)
 		linkFunc func(bool)
@@ -145,13 +145,13 @@ func (h *Handler) Open(s *component.Session) error {
 		kind, label, out, in = router.NicClient, nc, s.Client.TX, s.Client.RX
 		// Our sessions carry no MAC from the server: the router's identity on a nic-client
 		// session is a local address made from the request id.
-		mac = proto.MAC{2, 2, 2, 2, 1, byte(s.Request)}
+		mac = header.MAC{2, 2, 2, 2, 1, byte(s.Request)}
 	case s.Service == "Uplink":
 		hw, err := net.ParseMAC(s.Args["mac"])
 		if err != nil || len(hw) != 6 {
 			return fmt.Errorf("Uplink session %q: the driver's MAC (argument mac=%q) is missing or bad", s.Label, s.Args["mac"])
 		}
-		kind, mac, out, in = router.Uplink, proto.MAC(hw), s.Server.RX, s.Server.TX
+		kind, mac, out, in = router.Uplink, header.MAC(hw), s.Server.RX, s.Server.TX
 	default:
 		kind, out, in = router.Nic, s.Server.RX, s.Server.TX
 		reported := true // the supervisor shows a session's link up when it opens

@@ -6,9 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/model"
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -51,7 +52,7 @@ type Loop struct {
 	batch   [takeBatch]packetstream.Packet
 	frames  [takeBatch][]byte
 	handled [takeBatch]packetstream.Packet
-	off     packetstream.Offload // of the frame being handled
+	off     netdev.Offload // of the frame being handled
 }
 
 // takeBatch is how many frames take prefetches together.
@@ -167,7 +168,7 @@ func (l *Loop) NicClients() (ncs []model.NicClient) {
 // Attach adds a session: the router sends on out and receives from in; link (may be nil)
 // carries the link state to the session's client. mac is the router's MAC on an Uplink or
 // nic-client session.
-func (l *Loop) Attach(label string, kind router.Kind, mac proto.MAC, out *packetstream.Source, in *packetstream.Sink, link func(bool)) (*Attachment, error) {
+func (l *Loop) Attach(label string, kind router.Kind, mac header.MAC, out *packetstream.Source, in *packetstream.Sink, link func(bool)) (*Attachment, error) {
 	a := &Attachment{port: NewPort(out, in, link)}
 	a.port.sig = &l.sig
 	a.port.coalesce = max(1, out.Config().QueueSize/4)
@@ -308,7 +309,7 @@ func (l *Loop) round() bool {
 			for j := range k {
 				pk := l.batch[j]
 				b := l.frames[j]
-				var off *packetstream.Offload // nil: none, most frames
+				var off *netdev.Offload // nil: none, most frames
 				if pk.HasOffload() {
 					setOffload(&l.off, pk)
 					off = &l.off
@@ -337,7 +338,7 @@ func (l *Loop) round() bool {
 // setOffload stores pk's offload metadata in *o field by field: the compiler builds the
 // six-field struct Offload returns with narrow stores, and copying it whole reads them back as
 // words, which waits for the stores (no store-to-load forwarding): half of round's samples.
-func setOffload(o *packetstream.Offload, pk packetstream.Packet) {
+func setOffload(o *netdev.Offload, pk packetstream.Packet) {
 	// Each field from its own call: the inlined calls reduce to the field's bits, where a
 	// copy of the whole result would be the wide load again.
 	o.Flags = pk.Offload().Flags

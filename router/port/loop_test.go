@@ -11,7 +11,7 @@ import (
 
 	"github.com/nicstack/nicstack/nicperf"
 	"github.com/nicstack/nicstack/router"
-	"github.com/nicstack/nicstack/router/proto"
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -67,7 +67,7 @@ func attachPeer(t *testing.T, l *Loop, label string, cfg *nicperf.Config) *peer 
 		t.Fatal(err)
 	}
 	p := &peer{cl: cl, srv: srv, ctr: nicperf.NewCounters(nil)}
-	if p.a, err = l.Attach(label, router.Nic, proto.MAC{}, srv.RX, srv.TX, nil); err != nil {
+	if p.a, err = l.Attach(label, router.Nic, header.MAC{}, srv.RX, srv.TX, nil); err != nil {
 		t.Fatal(err)
 	}
 	if cfg != nil {
@@ -99,8 +99,8 @@ func (p *peer) close(l *Loop) {
 }
 
 func perfConfig(ip, dst [4]byte, tx bool) *nicperf.Config {
-	return &nicperf.Config{MAC: proto.MAC{2, 0, 0, 0, 0, ip[3]}, IP: ip, TX: tx, DstIP: dst,
-		DstMAC: proto.MAC{2, 2, 2, 2, 2, 0}, SrcPort: 40000, DstPort: 12345, Size: 128, Rate: 20000}
+	return &nicperf.Config{MAC: header.MAC{2, 0, 0, 0, 0, ip[3]}, IP: ip, TX: tx, DstIP: dst,
+		DstMAC: header.MAC{2, 2, 2, 2, 2, 0}, SrcPort: 40000, DstPort: 12345, Size: 128, Rate: 20000}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

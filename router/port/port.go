@@ -7,6 +7,7 @@ package port
 import (
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -50,7 +51,7 @@ func (p *Port) Alloc(size int) ([]byte, bool) {
 }
 
 // Submit queues the frame Alloc returned; Alloc checked the queue has room.
-func (p *Port) Submit(frame []byte, off packetstream.Offload) {
+func (p *Port) Submit(frame []byte, off netdev.Offload) {
 	p.out.Commit(len(frame), off)
 	if p.unsignalled == 0 && p.sig != nil {
 		p.since = p.sig.now

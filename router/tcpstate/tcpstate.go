@@ -4,7 +4,7 @@
 // router uses the state only for the link state's lifetime.
 package tcpstate
 
-import "github.com/nicstack/nicstack/router/proto"
+import "github.com/nicstack/nicstack/router/header"
 
 // State of a tracked connection.
 type State uint8
@@ -45,24 +45,24 @@ func (c *Conn) Segment(side int, flags uint8, seq, ack uint32, payload int) Stat
 	if c.State == Closed {
 		return Closed
 	}
-	if flags&proto.TCPRst != 0 {
+	if flags&header.TCPRst != 0 {
 		c.State = Closed
 		return Closed
 	}
 	peer := 1 - side
-	if flags&proto.TCPAck != 0 {
+	if flags&header.TCPAck != 0 {
 		for _, f := range []*flag{&c.syn[peer], &c.fin[peer]} {
 			if f.seen && !f.acked && seqAfterEq(ack, f.seq+1) {
 				f.acked = true
 			}
 		}
 	}
-	if flags&proto.TCPSyn != 0 && !c.syn[side].seen {
+	if flags&header.TCPSyn != 0 && !c.syn[side].seen {
 		c.syn[side] = flag{seen: true, seq: seq}
 	}
-	if flags&proto.TCPFin != 0 && !c.fin[side].seen {
+	if flags&header.TCPFin != 0 && !c.fin[side].seen {
 		n := uint32(payload)
-		if flags&proto.TCPSyn != 0 {
+		if flags&header.TCPSyn != 0 {
 			n++
 		}
 		c.fin[side] = flag{seen: true, seq: seq + n}

@@ -78,8 +78,8 @@ const (
 	bulkAlignment = 64
 	descOffOffset = 0 // uint32: frame offset from the region start
 	descOffSize   = 4 // uint32: frame size
-	descOffGSO    = 8 // uint64: Offload packed as in Packet but for CsumOffset
-	csumSize      = 2 // Offload.CsumOffset, in an array after the descriptors
+	descOffGSO    = 8 // uint64: netdev.Offload packed as in Packet but for CsumOffset
+	csumSize      = 2 // netdev.Offload.CsumOffset, in an array after the descriptors
 )
 
 // queueBytes: the header, the descriptors, then their CsumOffsets (kept apart so that four

@@ -8,11 +8,13 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // Packet names a frame in a stream's bulk buffer. A source gets it from Alloc, may lower Size
 // and attach offload metadata (WithOffload) before submitting; a sink gets it from TryGet,
-// reads Offload and hands it back to TryAck unchanged.
+// reads netdev.Offload and hands it back to TryAck unchanged.
 //
 // The offload metadata is kept packed so that a Packet has four scalar fields: Go then keeps
 // it in registers, where a struct holding an Offload (six fields) would be spilled field by
@@ -26,18 +28,18 @@ type Packet struct {
 }
 
 // Offload returns the packet's offload metadata.
-func (p Packet) Offload() Offload {
-	return Offload{Flags: uint8(p.gso >> 56), GSOType: uint8(p.gso >> 48), HdrLen: uint16(p.gso >> 32),
+func (p Packet) Offload() netdev.Offload {
+	return netdev.Offload{Flags: uint8(p.gso >> 56), GSOType: uint8(p.gso >> 48), HdrLen: uint16(p.gso >> 32),
 		GSOSize: uint16(p.gso >> 16), CsumStart: uint16(p.gso), CsumOffset: p.csum}
 }
 
-// HasOffload reports whether p carries offload metadata (Offload is not all zero), without
+// HasOffload reports whether p carries offload metadata (its Offload is not all zero), without
 // building it.
 func (p Packet) HasOffload() bool { return p.gso|uint64(p.csum) != 0 }
 
-// WithOffload returns p carrying o. (The packing order differs from Offload's memory layout on
+// WithOffload returns p carrying o. (The packing order differs from netdev.Offload's memory layout on
 // purpose: the compiler would otherwise merge the field loads into one wide load.)
-func (p Packet) WithOffload(o Offload) Packet {
+func (p Packet) WithOffload(o netdev.Offload) Packet {
 	p.gso = uint64(o.Flags)<<56 | uint64(o.GSOType)<<48 | uint64(o.HdrLen)<<32 | uint64(o.GSOSize)<<16 | uint64(o.CsumStart)
 	p.csum = o.CsumOffset
 	return p

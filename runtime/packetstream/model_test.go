@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // The allocator against a model bitmap: a one-block frame takes the last released one-block
@@ -141,7 +143,7 @@ func TestStreamModel(t *testing.T) {
 					t.Fatalf("packet at %d allocated while in flight", p.Offset)
 				}
 				fill(b, seq)
-				p = p.WithOffload(Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
+				p = p.WithOffload(netdev.Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: netdev.OffloadNeedsCsum})
 				seq++
 				owned = append(owned, p)
 			},
@@ -201,7 +203,7 @@ func TestStreamModel(t *testing.T) {
 				}
 				fill(b, seq)
 				sent := rapid.IntRange(8, size).Draw(t, "sent")
-				src.Commit(sent, Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
+				src.Commit(sent, netdev.Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: netdev.OffloadNeedsCsum})
 				submitted = append(submitted, seq)
 				seq++
 				inFlightAt[off] = true
@@ -330,7 +332,7 @@ func TestStreamModel(t *testing.T) {
 				if rapid.Bool().Draw(t, "reuse") {
 					// An acknowledged packet is the source's again: refill and resubmit it.
 					fill(src.Payload(p), seq)
-					p = p.WithOffload(Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: OffloadNeedsCsum})
+					p = p.WithOffload(netdev.Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: netdev.OffloadNeedsCsum})
 					seq++
 					owned = append(owned, p)
 				} else {

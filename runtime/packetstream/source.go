@@ -1,6 +1,10 @@
 package packetstream
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nicstack/nicstack/netdev"
+)
 
 // Source is the sending side of a stream: it allocates frames in the bulk buffer, submits them
 // and releases them once the sink acknowledged them. One goroutine uses a Source at a time.
@@ -100,14 +104,14 @@ func (s *Source) Reserve(size int) ([]byte, bool) {
 
 // Commit submits the frame Reserve returned, its first size bytes (1 to those reserved), with
 // offload metadata o. Reserve found room in the submit queue, and only Commit submits since.
-func (s *Source) Commit(size int, o Offload) {
+func (s *Source) Commit(size int, o netdev.Offload) {
 	b := s.reserved
 	if b < 0 || size <= 0 || size > int(s.alloc.block[b].size) {
 		panic(fmt.Sprintf("packetstream: commit of %d bytes without a frame reserved for them", size))
 	}
 	s.reserved = -1
 	var p Packet
-	if o != (Offload{}) {
+	if o != (netdev.Offload{}) {
 		p = p.WithOffload(o)
 	}
 	s.submit.write(uint64(s.offset(b)), uint32(size), p.gso, p.csum)

@@ -3,6 +3,8 @@ package packetstream
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // pump moves n frames of the given sizes through src and snk in one goroutine, batching try
@@ -150,7 +152,7 @@ func TestReserveCommit(t *testing.T) {
 	}
 	defer src.Close()
 	defer snk.Close()
-	off := Offload{Flags: OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}
+	off := netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}
 	for i := range 4 {
 		b, ok := src.Reserve(100 + i)
 		if !ok || len(b) != 100+i {
@@ -160,7 +162,7 @@ func TestReserveCommit(t *testing.T) {
 		if i == 3 {
 			src.Commit(90, off) // trimmed
 		} else {
-			src.Commit(len(b), Offload{})
+			src.Commit(len(b), netdev.Offload{})
 		}
 	}
 	if _, ok := src.Reserve(100); ok {
@@ -201,5 +203,5 @@ func TestReserveCommit(t *testing.T) {
 			t.Fatal("Commit without a reserved frame did not panic")
 		}
 	}()
-	src.Commit(10, Offload{})
+	src.Commit(10, netdev.Offload{})
 }

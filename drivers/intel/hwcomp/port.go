@@ -7,17 +7,14 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // Port is a Linux interface as the NIC's wire: drivers/tap.Device (TapPort) or
 // drivers/afpacket.Socket (PacketPort), or a test's. One goroutine Reads while another Writes;
 // Close makes both return.
 type Port interface {
-	// Read waits for frames and reads a burst (see tap.Device.Read).
-	Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error)
-	// Write writes a batch (see tap.Device.Write).
-	Write(bufs [][]byte, offs []ps.Offload) (int, error)
+	netdev.Device
 	// Drops are the malformed frames the port dropped so far, received and sent.
 	Drops() (rx, tx uint64)
 	Close() error
@@ -70,7 +67,7 @@ func (n *NIC) portLoop(wr *wire) {
 	for i := range bufs {
 		bufs[i] = make([]byte, portFrame)
 	}
-	sizes, offs, frames := make([]int, rxBatch), make([]ps.Offload, rxBatch), make([][]byte, rxBatch)
+	sizes, offs, frames := make([]int, rxBatch), make([]netdev.Offload, rxBatch), make([][]byte, rxBatch)
 	for !wr.stop.Load() {
 		k, err := wr.port.Read(bufs, sizes, offs)
 		n.publishDrops(wr)
@@ -83,7 +80,7 @@ func (n *NIC) portLoop(wr *wire) {
 		}
 		m := 0
 		for i := range k {
-			if offs[i].GSOType != ps.GSONone || offs[i].Flags&ps.OffloadNeedsCsum != 0 {
+			if offs[i].GSOType != netdev.GSONone || offs[i].Flags&netdev.OffloadNeedsCsum != 0 {
 				n.cnt.WireRXOffload.Add(1)
 				continue
 			}

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/netdev"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // fakePort hands out the bursts put into in and records the batches written.
 type fakePort struct {
 	in      chan [][]byte
-	inOffs  chan []ps.Offload
+	inOffs  chan []netdev.Offload
 	closed  chan struct{}
 	once    sync.Once
 	mu      sync.Mutex
@@ -23,10 +24,10 @@ type fakePort struct {
 }
 
 func newFakePort() *fakePort {
-	return &fakePort{in: make(chan [][]byte, 4), inOffs: make(chan []ps.Offload, 4), closed: make(chan struct{})}
+	return &fakePort{in: make(chan [][]byte, 4), inOffs: make(chan []netdev.Offload, 4), closed: make(chan struct{})}
 }
 
-func (p *fakePort) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error) {
+func (p *fakePort) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	select {
 	case burst := <-p.in:
 		o := <-p.inOffs
@@ -43,7 +44,7 @@ func (p *fakePort) Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, err
 	}
 }
 
-func (p *fakePort) Write(bufs [][]byte, offs []ps.Offload) (int, error) {
+func (p *fakePort) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	batch := make([][]byte, len(bufs))
 	for i, b := range bufs {
 		batch[i] = bytes.Clone(b)
@@ -96,7 +97,7 @@ func TestPortWire(t *testing.T) {
 
 	frame := make([]byte, 60)
 	p.in <- [][]byte{frame, frame, frame}
-	p.inOffs <- []ps.Offload{{}, {GSOType: ps.GSOTCPv4, GSOSize: 1448}, {Flags: ps.OffloadNeedsCsum}}
+	p.inOffs <- []netdev.Offload{{}, {GSOType: netdev.GSOTCPv4, GSOSize: 1448}, {Flags: netdev.OffloadNeedsCsum}}
 	waitCount(t, "wire_rx_lost", cnt.WireRXLost, 1)
 	waitCount(t, "wire_rx_offload", cnt.WireRXOffload, 2)
 	waitCount(t, "wire_rx_invalid", cnt.WireRXInvalid, 1)

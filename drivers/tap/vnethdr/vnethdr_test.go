@@ -3,7 +3,7 @@ package vnethdr
 import (
 	"testing"
 
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // tcpFrame is Ethernet + IPv4 + a TCP header with data offset doff words, plus payload bytes.
@@ -14,10 +14,10 @@ func tcpFrame(doff, payload int) []byte {
 }
 
 func TestRoundTrip(t *testing.T) {
-	o := ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, HdrLen: 1234, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	o := netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, HdrLen: 1234, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 	var h [Len]byte
 	Encode(h[:], &o)
-	var got ps.Offload
+	var got netdev.Offload
 	if !Decode(h[:], tcpFrame(8, 3000), &got) {
 		t.Fatal("valid header refused")
 	}
@@ -30,23 +30,23 @@ func TestRoundTrip(t *testing.T) {
 func TestFix(t *testing.T) {
 	cases := []struct {
 		name string
-		o    ps.Offload
+		o    netdev.Offload
 		f    []byte
 		ok   bool
 		hdr  uint16
 	}{
-		{"plain", ps.Offload{HdrLen: 99, GSOSize: 5}, tcpFrame(5, 0), true, 0},
-		{"udp csum", ps.Offload{Flags: ps.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}, make([]byte, 42), true, 0},
-		{"csum past end", ps.Offload{Flags: ps.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}, make([]byte, 41), false, 0},
-		{"unknown flag", ps.Offload{Flags: 4}, tcpFrame(5, 0), false, 0},
-		{"ecn alone", ps.Offload{GSOType: ps.GSOECN}, tcpFrame(5, 0), false, 0},
-		{"gso without csum", ps.Offload{GSOType: ps.GSOTCPv4, GSOSize: 1448}, tcpFrame(5, 9000), false, 0},
-		{"gso size 0", ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, CsumStart: 34, CsumOffset: 16}, tcpFrame(5, 9000), false, 0},
-		{"tso6 ecn", ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv6 | ps.GSOECN, GSOSize: 1440, CsumStart: 34, CsumOffset: 16}, tcpFrame(5, 9000), true, 54},
-		{"tcp doff 4", ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}, tcpFrame(4, 9000), false, 0},
-		{"tcp header cut", ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}, tcpFrame(15, 0)[:60], false, 0},
-		{"ufo", ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: ps.GSOUDP, GSOSize: 1400, CsumStart: 34, CsumOffset: 6}, make([]byte, 3000), true, 42},
-		{"udp l4 unknown", ps.Offload{Flags: ps.OffloadNeedsCsum, GSOType: 5, GSOSize: 1400, CsumStart: 34, CsumOffset: 6}, make([]byte, 3000), false, 0},
+		{"plain", netdev.Offload{HdrLen: 99, GSOSize: 5}, tcpFrame(5, 0), true, 0},
+		{"udp csum", netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}, make([]byte, 42), true, 0},
+		{"csum past end", netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: 34, CsumOffset: 6}, make([]byte, 41), false, 0},
+		{"unknown flag", netdev.Offload{Flags: 4}, tcpFrame(5, 0), false, 0},
+		{"ecn alone", netdev.Offload{GSOType: netdev.GSOECN}, tcpFrame(5, 0), false, 0},
+		{"gso without csum", netdev.Offload{GSOType: netdev.GSOTCPv4, GSOSize: 1448}, tcpFrame(5, 9000), false, 0},
+		{"gso size 0", netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, CsumStart: 34, CsumOffset: 16}, tcpFrame(5, 9000), false, 0},
+		{"tso6 ecn", netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv6 | netdev.GSOECN, GSOSize: 1440, CsumStart: 34, CsumOffset: 16}, tcpFrame(5, 9000), true, 54},
+		{"tcp doff 4", netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}, tcpFrame(4, 9000), false, 0},
+		{"tcp header cut", netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}, tcpFrame(15, 0)[:60], false, 0},
+		{"ufo", netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOUDP, GSOSize: 1400, CsumStart: 34, CsumOffset: 6}, make([]byte, 3000), true, 42},
+		{"udp l4 unknown", netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: 5, GSOSize: 1400, CsumStart: 34, CsumOffset: 6}, make([]byte, 3000), false, 0},
 	}
 	for _, c := range cases {
 		o := c.o
@@ -60,17 +60,17 @@ func TestFix(t *testing.T) {
 // stays inside the frame.
 func FuzzDecode(f *testing.F) {
 	var h [Len]byte
-	Encode(h[:], &ps.Offload{Flags: 1, GSOType: 1, GSOSize: 1448, CsumStart: 34, CsumOffset: 16})
+	Encode(h[:], &netdev.Offload{Flags: 1, GSOType: 1, GSOSize: 1448, CsumStart: 34, CsumOffset: 16})
 	f.Add(h[:], tcpFrame(5, 100))
 	f.Fuzz(func(t *testing.T, h, frame []byte) {
 		if len(h) < Len {
 			return
 		}
-		var o ps.Offload
+		var o netdev.Offload
 		if !Decode(h, frame, &o) {
 			return
 		}
-		if o.Flags&ps.OffloadNeedsCsum != 0 && int(o.CsumStart)+int(o.CsumOffset)+2 > len(frame) {
+		if o.Flags&netdev.OffloadNeedsCsum != 0 && int(o.CsumStart)+int(o.CsumOffset)+2 > len(frame) {
 			t.Fatalf("checksum outside frame: %+v len %d", o, len(frame))
 		}
 		if int(o.HdrLen) > len(frame) {

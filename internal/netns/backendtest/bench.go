@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/netns"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // Bounce is the prefix the kernel routes back to the back end in a forwarding benchmark.
@@ -37,14 +37,14 @@ func ForwardBack(tb testing.TB, n *netns.NS, dev string, via netip.Addr) {
 // BenchFrame is one kind of frame a benchmark sends.
 type BenchFrame struct {
 	Name string
-	Make func(p Path) ([]byte, ps.Offload)
+	Make func(p Path) ([]byte, netdev.Offload)
 }
 
 // BenchFrames are the two sizes the back ends are measured with: full-size MTU 1500 UDP frames
 // and 64000-byte TCP super-frames (GSO_TCPV4, MSS 1448, NEEDS_CSUM).
 var BenchFrames = []BenchFrame{
-	{"mtu1500", func(p Path) ([]byte, ps.Offload) { return p.UDP(9000, 9001, make([]byte, 1472), false) }},
-	{"super64k", func(p Path) ([]byte, ps.Offload) {
+	{"mtu1500", func(p Path) ([]byte, netdev.Offload) { return p.UDP(9000, 9001, make([]byte, 1472), false) }},
+	{"super64k", func(p Path) ([]byte, netdev.Offload) {
 		return p.TCP(9000, 9001, 1, 1, FlagACK, nil, make([]byte, 64000), 1448)
 	}},
 }
@@ -56,7 +56,7 @@ func BenchWrite(b *testing.B, e Env, bf BenchFrame) {
 	p.Dst.MAC = net.HardwareAddr{0x02, 0, 0x5e, 0, 0, 0x99}
 	f, o := bf.Make(p)
 	const batch = 64
-	frames, offs := make([][]byte, batch), make([]ps.Offload, batch)
+	frames, offs := make([][]byte, batch), make([]netdev.Offload, batch)
 	for i := range frames {
 		frames[i], offs[i] = f, o
 	}
@@ -83,13 +83,13 @@ func BenchForward(b *testing.B, e Env, bf BenchFrame) {
 	f, o := bf.Make(p)
 	window := min(max((1<<20)/len(f), 8), 256)
 	batch := min(32, window/2)
-	frames, offs := make([][]byte, batch), make([]ps.Offload, batch)
+	frames, offs := make([][]byte, batch), make([]netdev.Offload, batch)
 	for i := range frames {
 		frames[i], offs[i] = f, o
 	}
 	var got atomic.Int64
 	progress := make(chan struct{}, 1)
-	bufs, sizes, roffs := make([][]byte, batch), make([]int, batch), make([]ps.Offload, batch)
+	bufs, sizes, roffs := make([][]byte, batch), make([]int, batch), make([]netdev.Offload, batch)
 	for i := range bufs {
 		bufs[i] = make([]byte, e.MaxFrame)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/netns"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 const childEnv = "NICSTACK_BACKENDTEST_CHILD"
@@ -84,8 +84,8 @@ const EchoPort = 7400
 
 // Echo reads from dev until a UDP datagram to EchoPort arrives and writes it back with
 // addresses and ports swapped: the child's part of an unprivileged test.
-func Echo(t *testing.T, dev Device, maxFrame int) {
-	bufs, sizes, offs := [][]byte{make([]byte, maxFrame)}, make([]int, 1), make([]ps.Offload, 1)
+func Echo(t *testing.T, dev netdev.Device, maxFrame int) {
+	bufs, sizes, offs := [][]byte{make([]byte, maxFrame)}, make([]int, 1), make([]netdev.Offload, 1)
 	for {
 		n, err := dev.Read(bufs, sizes, offs)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/netip"
 
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // IP protocol numbers and TCP flags the tests use.
@@ -64,7 +64,7 @@ func (p Path) frame(proto byte, l4len int) []byte {
 
 // UDP builds a UDP frame. partial leaves the checksum to the receiver of the metadata
 // (NEEDS_CSUM, as a guest with checksum offload sends it); otherwise it is complete.
-func (p Path) UDP(sport, dport uint16, payload []byte, partial bool) ([]byte, ps.Offload) {
+func (p Path) UDP(sport, dport uint16, payload []byte, partial bool) ([]byte, netdev.Offload) {
 	f := p.frame(ProtoUDP, 8+len(payload))
 	u := f[l4Start:]
 	binary.BigEndian.PutUint16(u[0:], sport)
@@ -77,7 +77,7 @@ func (p Path) UDP(sport, dport uint16, payload []byte, partial bool) ([]byte, ps
 // TCP builds a TCP segment with options opts (a multiple of 4 bytes). With mss > 0 and a
 // payload longer than mss it is a GSO super-frame (GSO_TCPV4, NEEDS_CSUM) as a TSO-capable
 // sender hands it over; otherwise its checksum is complete.
-func (p Path) TCP(sport, dport uint16, seq, ack uint32, flags byte, opts, payload []byte, mss uint16) ([]byte, ps.Offload) {
+func (p Path) TCP(sport, dport uint16, seq, ack uint32, flags byte, opts, payload []byte, mss uint16) ([]byte, netdev.Offload) {
 	hl := 20 + len(opts)
 	f := p.frame(ProtoTCP, hl+len(payload))
 	t := f[l4Start:]
@@ -93,7 +93,7 @@ func (p Path) TCP(sport, dport uint16, seq, ack uint32, flags byte, opts, payloa
 	gso := mss > 0 && len(payload) > int(mss)
 	o := checksum(f, 16, gso)
 	if gso {
-		o.GSOType, o.GSOSize, o.HdrLen = ps.GSOTCPv4, mss, uint16(l4Start+hl)
+		o.GSOType, o.GSOSize, o.HdrLen = netdev.GSOTCPv4, mss, uint16(l4Start+hl)
 	}
 	return f, o
 }
@@ -103,19 +103,19 @@ func MSSOption(mss uint16) []byte { return []byte{2, 4, byte(mss >> 8), byte(mss
 
 // checksum fills the L4 checksum at offset off: in full, or as the pseudo-header sum that the
 // NEEDS_CSUM receiver completes.
-func checksum(f []byte, off int, partial bool) ps.Offload {
+func checksum(f []byte, off int, partial bool) netdev.Offload {
 	l4 := f[l4Start:]
 	ph := pseudo(f)
 	if partial {
 		binary.BigEndian.PutUint16(l4[off:], fold(ph))
-		return ps.Offload{Flags: ps.OffloadNeedsCsum, CsumStart: l4Start, CsumOffset: uint16(off)}
+		return netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: l4Start, CsumOffset: uint16(off)}
 	}
 	c := ^fold(sum(l4, ph))
 	if c == 0 && f[ethLen+9] == ProtoUDP {
 		c = 0xffff
 	}
 	binary.BigEndian.PutUint16(l4[off:], c)
-	return ps.Offload{}
+	return netdev.Offload{}
 }
 
 func pseudo(f []byte) uint32 {
@@ -143,7 +143,7 @@ func fold(s uint32) uint16 {
 // Packet is a parsed IPv4 frame.
 type Packet struct {
 	Frame        []byte
-	Off          ps.Offload
+	Off          netdev.Offload
 	Proto        byte
 	Src, Dst     netip.Addr
 	SPort, DPort uint16 // UDP and TCP
@@ -156,7 +156,7 @@ type Packet struct {
 
 // Parse parses an Ethernet frame carrying IPv4 (20-byte header) and its offload metadata.
 // It completes a partial checksum in place. ok is false for anything else.
-func Parse(frame []byte, o ps.Offload) (p Packet, ok bool) {
+func Parse(frame []byte, o netdev.Offload) (p Packet, ok bool) {
 	if len(frame) < l4Start || binary.BigEndian.Uint16(frame[12:]) != 0x0800 || frame[ethLen] != 0x45 {
 		return p, false
 	}
@@ -169,7 +169,7 @@ func Parse(frame []byte, o ps.Offload) (p Packet, ok bool) {
 	p = Packet{Frame: frame, Off: o, Proto: ip[9],
 		Src: netip.AddrFrom4([4]byte(ip[12:16])), Dst: netip.AddrFrom4([4]byte(ip[16:20]))}
 	l4 := frame[l4Start:]
-	if o.Flags&ps.OffloadNeedsCsum != 0 {
+	if o.Flags&netdev.OffloadNeedsCsum != 0 {
 		s, c := int(o.CsumStart), int(o.CsumStart)+int(o.CsumOffset)
 		if c+2 > len(frame) {
 			return p, false
@@ -197,7 +197,7 @@ func Parse(frame []byte, o ps.Offload) (p Packet, ok bool) {
 		p.SPort, p.DPort = binary.BigEndian.Uint16(l4[0:]), binary.BigEndian.Uint16(l4[2:])
 		p.Seq, p.Ack, p.Flags = binary.BigEndian.Uint32(l4[4:]), binary.BigEndian.Uint32(l4[8:]), l4[13]
 		p.Payload = l4[int(l4[12]>>4)*4:]
-		if o.GSOType == ps.GSONone {
+		if o.GSOType == netdev.GSONone {
 			p.ChecksumOK = p.ChecksumOK && fold(sum(l4, pseudo(frame))) == 0xffff
 		}
 	}

@@ -11,18 +11,12 @@ import (
 
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/testutil"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/netdev"
 )
-
-// Device is the batch API every back end offers.
-type Device interface {
-	Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error)
-	Write(bufs [][]byte, offs []ps.Offload) (int, error)
-}
 
 // Env is one back end under test, facing the kernel stack of namespace Kernel.
 type Env struct {
-	Dev       Device
+	Dev       netdev.Device
 	MaxFrame  int           // read buffer size
 	Kernel    *netns.NS     // the namespace whose stack is the peer
 	Path      Path          // Src: the host the test plays behind Dev; Dst: the kernel's interface
@@ -85,7 +79,7 @@ func (e Env) reader(rx chan<- Packet, done <-chan struct{}) {
 		bufs[i] = make([]byte, e.MaxFrame)
 	}
 	sizes := make([]int, batch)
-	offs := make([]ps.Offload, batch)
+	offs := make([]netdev.Offload, batch)
 	for {
 		n, err := e.Dev.Read(bufs, sizes, offs)
 		for i := 0; i < n; i++ {
@@ -121,7 +115,7 @@ func expect(t *testing.T, rx <-chan Packet, what string, match func(Packet) bool
 	}
 }
 
-func (e Env) write(t *testing.T, frames [][]byte, offs []ps.Offload) {
+func (e Env) write(t *testing.T, frames [][]byte, offs []netdev.Offload) {
 	t.Helper()
 	if n, err := e.Dev.Write(frames, offs); err != nil || n != len(frames) {
 		t.Fatalf("Write: %d of %d frames, %v", n, len(frames), err)
@@ -143,7 +137,7 @@ func (e Env) icmpFromKernel(t *testing.T, rx <-chan Packet) {
 		t.Fatal(err)
 	}
 	p := expect(t, rx, "ICMP echo request", func(p Packet) bool { return p.Proto == ProtoICMP && p.Type == 8 })
-	if !p.ChecksumOK || p.Off != (ps.Offload{}) || !bytes.Equal(p.Payload, msg[8:]) {
+	if !p.ChecksumOK || p.Off != (netdev.Offload{}) || !bytes.Equal(p.Payload, msg[8:]) {
 		t.Fatalf("echo request: checksum ok %v, offload %+v, payload %q", p.ChecksumOK, p.Off, p.Payload)
 	}
 }
@@ -167,7 +161,7 @@ func (e Env) udpFromKernel(t *testing.T, rx <-chan Packet) {
 		if !bytes.Equal(p.Payload, msg) || !p.ChecksumOK {
 			t.Fatalf("%d-byte datagram: got %d bytes, checksum ok %v", size, len(p.Payload), p.ChecksumOK)
 		}
-		if p.Off.Flags&ps.OffloadNeedsCsum != 0 && (p.Off.CsumStart != l4Start || p.Off.CsumOffset != 6) {
+		if p.Off.Flags&netdev.OffloadNeedsCsum != 0 && (p.Off.CsumStart != l4Start || p.Off.CsumOffset != 6) {
 			t.Fatalf("NEEDS_CSUM at %d+%d, want %d+6", p.Off.CsumStart, p.Off.CsumOffset, l4Start)
 		}
 		t.Logf("%d-byte datagram: offload %+v", size, p.Off)
@@ -191,14 +185,14 @@ func (e Env) udpToKernel(t *testing.T) {
 	defer c.Close()
 	// One batch: full and partial checksums, and a frame whose checksum field lies past its end.
 	var frames [][]byte
-	var offs []ps.Offload
+	var offs []netdev.Offload
 	for i := 0; i < 16; i++ {
 		f, o := e.Path.UDP(7000, 7002, []byte{'d', 'g', byte(i)}, i%2 == 1)
 		frames, offs = append(frames, f), append(offs, o)
 		if i == 7 {
 			bad, _ := e.Path.UDP(7000, 7002, []byte("bad"), false)
 			frames = append(frames, bad)
-			offs = append(offs, ps.Offload{Flags: ps.OffloadNeedsCsum, CsumStart: uint16(len(bad)), CsumOffset: 6})
+			offs = append(offs, netdev.Offload{Flags: netdev.OffloadNeedsCsum, CsumStart: uint16(len(bad)), CsumOffset: 6})
 		}
 	}
 	before := e.TxDropped()
@@ -242,7 +236,7 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 	fromUs := func(p Packet) bool { return p.Proto == ProtoTCP && p.SPort == port && p.DPort == ours }
 	seq := uint32(1000)
 	f, o := e.Path.TCP(ours, port, seq, 0, FlagSYN, MSSOption(mss), nil, 0)
-	e.write(t, [][]byte{f}, []ps.Offload{o})
+	e.write(t, [][]byte{f}, []netdev.Offload{o})
 	synack := expect(t, rx, "SYN-ACK", fromUs)
 	if synack.Flags&(FlagSYN|FlagACK) != FlagSYN|FlagACK || synack.Ack != seq+1 || !synack.ChecksumOK {
 		t.Fatalf("SYN-ACK: flags %#x ack %d checksum ok %v", synack.Flags, synack.Ack, synack.ChecksumOK)
@@ -257,7 +251,7 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 	}
 	ack, _ := e.Path.TCP(ours, port, seq, peer, FlagACK, nil, nil, 0)
 	super, so := e.Path.TCP(ours, port, seq, peer, FlagACK|FlagPSH, nil, data, mss)
-	e.write(t, [][]byte{ack, super}, []ps.Offload{{}, so})
+	e.write(t, [][]byte{ack, super}, []netdev.Offload{{}, so})
 	seq += uint32(len(data))
 	conn, ok := <-accepted
 	if !ok {
@@ -314,9 +308,9 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 		if len(p.Payload) == 0 {
 			continue
 		}
-		if p.Off.GSOType != ps.GSONone {
+		if p.Off.GSOType != netdev.GSONone {
 			supers++
-			if p.Off.GSOType != ps.GSOTCPv4 || p.Off.GSOSize != mss || p.Off.Flags&ps.OffloadNeedsCsum == 0 ||
+			if p.Off.GSOType != netdev.GSOTCPv4 || p.Off.GSOSize != mss || p.Off.Flags&netdev.OffloadNeedsCsum == 0 ||
 				p.Off.CsumStart != l4Start || p.Off.CsumOffset != 16 || p.Off.HdrLen != l4Start+20 {
 				t.Fatalf("super-frame of %d bytes with offload %+v", len(p.Frame), p.Off)
 			}

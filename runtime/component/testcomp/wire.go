@@ -7,8 +7,8 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/component"
-	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // wire is a parent service's interface (a TAP or an AF_PACKET socket) as the client uses it:
@@ -17,8 +17,8 @@ import (
 // "wire_frames" read and "wire_reflected".
 type wire struct {
 	port interface {
-		Read(bufs [][]byte, sizes []int, offs []ps.Offload) (int, error)
-		Write(bufs [][]byte, offs []ps.Offload) (int, error)
+		Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error)
+		Write(bufs [][]byte, offs []netdev.Offload) (int, error)
 		Close() error
 	}
 	done sync.WaitGroup
@@ -50,7 +50,7 @@ func (cl *Client) openWire(s *component.Session) error {
 
 func (w *wire) reflect(frames, reflected *atomic.Uint64) {
 	bufs := [][]byte{make([]byte, tap.MaxFrame)}
-	sizes, offs := make([]int, 1), make([]ps.Offload, 1)
+	sizes, offs := make([]int, 1), make([]netdev.Offload, 1)
 	for {
 		n, err := w.port.Read(bufs, sizes, offs)
 		if err != nil {

@@ -1,7 +1,8 @@
-// Package proto holds views over the headers the router reads and rewrites: Ethernet, ARP,
-// IPv4, TCP, UDP, ICMP and DHCP. A view is a byte slice; nothing is copied or allocated, and a
-// view is made only after its length was checked (the New* functions).
-package proto
+// Package header holds the wire formats nicstack reads and writes: Ethernet, ARP, IPv4, TCP,
+// UDP, ICMP and DHCP, as views over the frame's bytes (nothing is copied or allocated; a view
+// is made only after its length was checked, by the New* functions). It is the one codec the
+// router, the guests and the tests share; it is not a protocol stack.
+package header
 
 import "encoding/binary"
 

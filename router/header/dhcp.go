@@ -1,4 +1,4 @@
-package proto
+package header
 
 import "encoding/binary"
 

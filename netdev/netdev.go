@@ -1,0 +1,64 @@
+// Package netdev is what every frame carries and every device offers: the offload metadata a
+// frame takes through nicstack (the fields of a virtio-net header) and the one batch interface
+// of a device (a TAP, an AF_PACKET socket, an emulated NIC's wire). It is a leaf: it imports
+// only the standard library, so every layer can use its types without importing another.
+package netdev
+
+// Offload is the offload metadata a frame carries: the fields of a virtio-net header, so that
+// super-frames from a TAP with IFF_VNET_HDR, or from a guest, pass through whole and the
+// checksum is filled in only where the frame finally leaves.
+type Offload struct {
+	Flags      uint8 // OffloadNeedsCsum, OffloadDataValid
+	GSOType    uint8 // GSONone, GSOTCPv4, GSOUDP, GSOTCPv6, optionally | GSOECN
+	HdrLen     uint16
+	GSOSize    uint16
+	CsumStart  uint16
+	CsumOffset uint16
+}
+
+// Values as in Linux's virtio_net.h, so a vnet header converts field by field.
+const (
+	OffloadNeedsCsum = 1
+	OffloadDataValid = 2
+
+	GSONone  = 0
+	GSOTCPv4 = 1
+	GSOUDP   = 3
+	GSOTCPv6 = 4
+	GSOECN   = 0x80
+)
+
+// Device is a network device as nicstack's drivers and tests drive it: frames in batches,
+// each with its offload metadata. One goroutine may Read while another Writes; closing the
+// device (however its type does that) makes both return an error.
+type Device interface {
+	// Read waits until the device has frames, then reads a burst: frame i into bufs[i], its
+	// length into sizes[i] and its metadata into offs[i]. It returns the number of frames
+	// read, at least one unless err is set. len(sizes) and len(offs) are at least len(bufs).
+	// A frame that does not fit its buffer, or is malformed, is dropped and counted by the
+	// device, never returned cut short.
+	Read(bufs [][]byte, sizes []int, offs []Offload) (n int, err error)
+	// Write writes bufs[i] with metadata offs[i] (len(offs) >= len(bufs)) and returns how
+	// many were taken; a frame the device refuses (malformed, too large, metadata it cannot
+	// honour) is dropped and counted, and still counts as taken.
+	Write(bufs [][]byte, offs []Offload) (n int, err error)
+}
+
+// A Target takes the frames a DirectReader reads, straight into memory it hands out one
+// buffer at a time, so that it holds none while the device is quiet. Each attempt at a burst
+// starts with Begin and ends with End (a read may make several, one per wakeup, until a frame
+// lands); between them Buffer gives room for the next frame (nil ends the burst) and Frame
+// reports what landed in the buffer given last: n bytes with their offload metadata, or
+// n == 0 for nothing (the device ran empty or failed; the buffer is the target's again).
+type Target interface {
+	Begin()
+	Buffer() []byte
+	Frame(n int, off *Offload)
+	End()
+}
+
+// DirectReader is a Device that can read frames straight into memory a Target hands out
+// once frames are there (a TAP: one copy fewer per frame than Read into private buffers).
+type DirectReader interface {
+	ReadTo(t Target) (n int, err error)
+}
