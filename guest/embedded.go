@@ -17,15 +17,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-func init() {
-	for _, binary := range []string{"vm", "remote_host"} {
-		component.RegisterConfig(binary, component.ConfigSpec{Schema: Schema, Parse: func(n *config.Node, start string) error {
-			_, _, err := ParseConfig(n, start)
-			return err
-		}})
-	}
-}
-
 // Counters the embedded guest reports; the bench reads them through the supervisor's status.
 type Counters struct {
 	Leases  *atomic.Uint64 // DHCP leases obtained

@@ -9,13 +9,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-func init() {
-	component.RegisterConfig("nic_perf", component.ConfigSpec{Schema: Schema, Parse: func(n *config.Node, _ string) error {
-		_, _, err := ParseConfig(n)
-		return err
-	}})
-}
-
 // Handler is the nic_perf component: a Nic client (or, with service="Nic", a Nic server) that
 // runs a Perf on each of its sessions. A config change applies to sessions opened later.
 type Handler struct {

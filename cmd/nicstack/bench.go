@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -56,12 +57,12 @@ func startBenchScenario(ctx context.Context, name string, text []byte, bins []st
 	}
 	if err = os.WriteFile(path, text, 0o644); err == nil {
 		// What the components would refuse fails the bench now, not after its time-out.
-		if errs := supervisor.Check(path, text, bins); len(errs) > 0 {
+		if errs := supervisor.Check(path, text, bins, components.Table); len(errs) > 0 {
 			err = errors.Join(errs...)
 		}
 	}
 	if err == nil {
-		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Components: components.Table, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
 	}
 	if err != nil {
 		os.RemoveAll(dir)

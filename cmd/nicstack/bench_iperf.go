@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/nicstack/nicstack/components"
 	_ "github.com/nicstack/nicstack/guest" // registers the vm's and remote_host's schemas for check
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -105,7 +106,7 @@ func benchIperf(ctx context.Context, out io.Writer, path string, o iperfBenchOpt
 	if err != nil {
 		return err
 	}
-	if errs := supervisor.Check(path, data, o.bins); len(errs) > 0 {
+	if errs := supervisor.Check(path, data, o.bins, components.Table); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	sc, err := loadIperfScenario(path)

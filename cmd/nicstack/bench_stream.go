@@ -12,9 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/packetstream"
-	"github.com/spf13/cobra"
 )
 
 // streamPoint is one frame size's result, as printed and written by --json.

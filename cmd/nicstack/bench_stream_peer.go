@@ -9,8 +9,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/nicstack/nicstack/runtime/packetstream"
 	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // writeAhead is how many frames ahead of the one it writes the source claims lines.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -61,13 +62,13 @@ func runBenchJSON(t *testing.T, table string, want int, keys []string, args ...s
 
 // checkScenario builds components and checks that `nicstack check` accepts scenario text
 // (named name in its errors), the components' schemas included.
-func checkScenario(t *testing.T, name, text string, components ...string) {
+func checkScenario(t *testing.T, name, text string, binaries ...string) {
 	t.Helper()
 	var bins string
-	for _, c := range components {
+	for _, c := range binaries {
 		bins = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
 	}
-	for _, e := range supervisor.Check(name, []byte(text), []string{bins}) {
+	for _, e := range supervisor.Check(name, []byte(text), []string{bins}, components.Table) {
 		t.Error(e)
 	}
 }

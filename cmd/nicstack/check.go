@@ -6,8 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	_ "github.com/nicstack/nicstack/router/port"                // registers nic_router's config schema
-	_ "github.com/nicstack/nicstack/runtime/component/testcomp" // registers the test components' schemas
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -29,9 +28,9 @@ their component's schema. With --component NAME, FILE is a bare <config> of that
 			}
 			var errs []error
 			if componentName != "" {
-				errs = supervisor.CheckComponent(componentName, args[0], data)
+				errs = supervisor.CheckComponent(components.Table, componentName, args[0], data)
 			} else {
-				errs = supervisor.Check(args[0], data, binDirs(binDir))
+				errs = supervisor.Check(args[0], data, binDirs(binDir), components.Table)
 			}
 			for _, e := range errs {
 				fmt.Fprintln(cmd.ErrOrStderr(), e)

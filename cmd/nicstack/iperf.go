@@ -11,8 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nicstack/nicstack/iperf"
 	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/iperf"
 )
 
 func init() {

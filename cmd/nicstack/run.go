@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -36,7 +37,8 @@ Component binaries are looked up next to nicstack and in bin/.`,
 			}
 			out := supervisor.NewOutput(os.Stderr, logFormat == "json")
 			s, err := supervisor.New(args[0], supervisor.Options{
-				BinDirs: binDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+				Components: components.Table,
+				BinDirs:    binDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
 			})
 			if err != nil {
 				return err

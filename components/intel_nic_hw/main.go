@@ -6,12 +6,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/drivers/intel/hwcomp"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("intel_nic_hw"), func(c *component.Component) (component.Handler, error) {
 		return hwcomp.NewHandler(c), nil
 	}, component.OneP())
 }

@@ -5,12 +5,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/drivers/ipxe/nicdrv"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("ipxe_nic"), func(c *component.Component) (component.Handler, error) {
 		return nicdrv.NewHandler(c), nil
 	})
 }

@@ -8,12 +8,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/drivers/linuxnic"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("linux_nic"), func(c *component.Component) (component.Handler, error) {
 		return linuxnic.NewHandler(c, linuxnic.TapNIC), nil
 	})
 }

@@ -4,12 +4,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/nicperf"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("nic_perf"), func(c *component.Component) (component.Handler, error) {
 		return nicperf.NewHandler(c), nil
 	})
 }

@@ -5,12 +5,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/router/port"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("nic_router"), func(c *component.Component) (component.Handler, error) {
 		return port.NewHandler(c)
 	})
 }

@@ -3,12 +3,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/component/testcomp"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("test_client"), func(c *component.Component) (component.Handler, error) {
 		return testcomp.NewClient(c), nil
 	})
 }

@@ -5,12 +5,13 @@
 package main
 
 import (
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
-	component.Main(func(c *component.Component) (component.Handler, error) {
+	component.Main(components.Lookup("vm"), func(c *component.Component) (component.Handler, error) {
 		return guest.NewVM(c), nil
 	})
 }

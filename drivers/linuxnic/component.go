@@ -44,15 +44,6 @@ var (
 	PacketNIC = &Kind{Binary: "packet_nic", Service: "Packet", Schema: PacketSchema, open: openPacket}
 )
 
-func init() {
-	for _, k := range []*Kind{TapNIC, PacketNIC} {
-		component.RegisterConfig(k.Binary, component.ConfigSpec{Schema: k.Schema, Parse: func(n *config.Node, name string) error {
-			_, _, err := ParseConfig(k, name, n)
-			return err
-		}})
-	}
-}
-
 // Handler is the linux_nic or packet_nic component. It requests its device from the parent once
 // configured; while the device is open (the link is up) it requests an Uplink session to the
 // router with the NIC's MAC and binds the two.

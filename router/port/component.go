@@ -16,10 +16,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-// The router refuses no config: a rule it cannot use invalidates its domain, with a log line,
-// as Genode's does; the schema is all an offline check can hold against it.
-func init() { component.RegisterConfig("nic_router", component.ConfigSpec{Schema: Schema()}) }
-
 // Schema is the nic_router config of router/model with nicstack's one addition: <report
 // file="PATH"/> names the file the state report is written to (the supervisor has no Report
 // service to route it to). A path ending in .xml gets XML, any other HID.

@@ -2,12 +2,12 @@
 // protocol over go-plugin, hands the component its config (and every later change), opens the
 // sessions the supervisor routes to it or grants it, and reports its counters.
 //
-// A component's main.go is a few lines:
+// A component's main.go is a few lines: its Spec from the one table (package components) and
+// the constructor of its Handler:
 //
 //	func main() {
-//		component.Main(func(c *component.Component) (component.Handler, error) {
-//			c.Announce("Nic")
-//			return echo.New(c.Log), nil
+//		component.Main(components.Lookup("test_echo"), func(c *component.Component) (component.Handler, error) {
+//			return newEcho(c), nil
 //		})
 //	}
 package component
@@ -146,6 +146,7 @@ type Component struct {
 	Name string
 	CPUs string // the CPU set the supervisor pinned this process to
 	Log  *slog.Logger
+	Spec Spec // what the table says of this component; its Check guards every config
 
 	newHandler func(*Component) (Handler, error)
 	inbox      *fileInbox
@@ -165,8 +166,9 @@ type Component struct {
 
 // New returns a component that builds its handler with newHandler once the supervisor has
 // sent the name and config. Main uses it; tests drive it directly through its gRPC methods.
-func New(log *slog.Logger, newHandler func(*Component) (Handler, error)) *Component {
+func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, error)) *Component {
 	return &Component{
+		Spec:       spec,
 		Log:        log,
 		newHandler: newHandler,
 		inbox:      newFileInbox(),
@@ -190,7 +192,7 @@ func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
 // it, then exits. It never returns.
-func Main(newHandler func(*Component) (Handler, error), opts ...Option) {
+func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -216,7 +218,7 @@ func Main(newHandler func(*Component) (Handler, error), opts ...Option) {
 	} else {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
 	}
-	c := New(log, newHandler)
+	c := New(spec, log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {
 		log.Error("control socket", "err", err)
@@ -418,6 +420,9 @@ func (c *Component) Start(_ context.Context, req *controlpb.StartRequest) (*cont
 		return nil, fmt.Errorf("component %s already started", c.Name)
 	}
 	c.Name, c.CPUs = req.GetName(), req.GetCpus()
+	if err := c.check(cfg); err != nil {
+		return nil, err
+	}
 	h, err := c.newHandler(c)
 	if err != nil {
 		return nil, err
@@ -427,6 +432,13 @@ func (c *Component) Start(_ context.Context, req *controlpb.StartRequest) (*cont
 	}
 	c.h = h
 	return &controlpb.StartReply{}, nil
+}
+
+// check holds cfg to the component's Spec, as `nicstack check` does: what Validate refuses is
+// refused. (The supervisor logs the warnings, with the same table, before it hands a config.)
+func (c *Component) check(cfg *config.Node) error {
+	_, err := c.Spec.Check(cfg, c.Name)
+	return err
 }
 
 func (c *Component) started() error {
@@ -444,6 +456,9 @@ func (c *Component) UpdateConfig(_ context.Context, req *controlpb.Config) (*con
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.started(); err != nil {
+		return nil, err
+	}
+	if err := c.check(cfg); err != nil {
 		return nil, err
 	}
 	return &controlpb.Empty{}, c.h.Configure(cfg)

@@ -50,7 +50,7 @@ func socketPair(t *testing.T) (ours, theirs *net.UnixConn) {
 func TestComponentSessions(t *testing.T) {
 	ours, theirs := socketPair(t)
 	rec := &recorder{}
-	c := New(slog.New(slog.DiscardHandler), func(*Component) (Handler, error) { return rec, nil })
+	c := New(Spec{}, slog.New(slog.DiscardHandler), func(*Component) (Handler, error) { return rec, nil })
 	go c.inbox.receive(theirs)
 	ctx := context.Background()
 
@@ -125,7 +125,7 @@ func TestComponentSessions(t *testing.T) {
 }
 
 func TestEventQueueOrder(t *testing.T) {
-	c := New(slog.New(slog.DiscardHandler), nil)
+	c := New(Spec{}, slog.New(slog.DiscardHandler), nil)
 	c.Announce("Nic")
 	id := c.Request("Uplink", "x", nil, packetstream.DefaultConfig(), packetstream.DefaultConfig())
 	c.Release(id)

@@ -1,54 +1,84 @@
 package component
 
 import (
+	"errors"
 	"fmt"
 	"sort"
-	"sync"
+	"strings"
 
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
-// ConfigSpec is what a component library registers about its <config>, so that offline tools
-// (`nicstack check`, the benches before they start anything) report what the component would
-// refuse, with file:line:column, instead of a component that fails to start.
-type ConfigSpec struct {
-	Schema *config.Schema
-	// Parse runs the checks of values the component makes when it is configured (ranges,
-	// addresses, attributes that need each other); name is the <start>'s. Nil: schema only.
-	Parse func(n *config.Node, name string) error
+// Spec is what nicstack knows of a component without starting it: its binary, the schema of
+// its <config> and the full validation its parse makes. `nicstack check`, the supervisor's
+// start-up warnings, the benches and the component process itself (Main refuses a config
+// its Spec refuses) all read the same Spec from the one table (package components).
+type Spec struct {
+	Binary  string // the binary's name, as a <start>'s <binary name> (or start name) gives it
+	Summary string // one line for help and `nicstack check --list`
+	Schema  *config.Schema // nil: any config
+	// Validate makes every check of values the component makes when it is configured
+	// (ranges, addresses, attributes that need each other); start is the <start>'s name,
+	// which some components derive defaults from. Nil: the schema is all there is.
+	Validate func(n *config.Node, start string) error
+	// Warn lists what the component accepts but works around when configured (a nic_router
+	// domain with an invalid rule is disabled, as in Genode): problems for `nicstack check`,
+	// log lines at run time. Nil: none.
+	Warn func(n *config.Node, start string) []error
 }
 
-// The registry, by binary name.
-var (
-	specMu sync.Mutex
-	specs  = map[string]ConfigSpec{}
-)
-
-// RegisterConfig records the config spec of the component called name (its binary name).
-func RegisterConfig(name string, s ConfigSpec) {
-	specMu.Lock()
-	defer specMu.Unlock()
-	if _, dup := specs[name]; dup {
-		panic(fmt.Sprintf("component: config of %q registered twice", name))
+// Check checks n as the <config> of start: warnings are what the schema does not know and what
+// Warn reports (errors for `nicstack check`, log lines at run time, as in Genode); err is what
+// the component refuses. Warn and Validate run only when the schema holds. An error without a
+// position gets the <config>'s.
+func (s Spec) Check(n *config.Node, start string) (warnings []error, err error) {
+	if s.Schema != nil {
+		for _, e := range config.Check(n, s.Schema) {
+			warnings = append(warnings, e)
+		}
 	}
-	specs[name] = s
+	if len(warnings) > 0 {
+		return warnings, nil
+	}
+	if s.Warn != nil {
+		for _, w := range s.Warn(n, start) {
+			warnings = append(warnings, positioned(n, w))
+		}
+	}
+	if s.Validate != nil {
+		if err = s.Validate(n, start); err != nil {
+			err = positioned(n, err)
+		}
+	}
+	return warnings, err
 }
 
-// LookupConfig returns the registered spec of name.
-func LookupConfig(name string) (ConfigSpec, bool) {
-	specMu.Lock()
-	defer specMu.Unlock()
-	s, ok := specs[name]
-	return s, ok
+func positioned(n *config.Node, err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return config.Errorf(n.Pos, "%v", err)
 }
 
-// ConfigNames lists the names with a registered spec.
-func ConfigNames() []string {
-	specMu.Lock()
-	defer specMu.Unlock()
-	names := make([]string, 0, len(specs))
-	for n := range specs {
-		names = append(names, n)
+// Table is the components nicstack knows, each once, by binary.
+type Table []Spec
+
+// Lookup returns the spec of binary, or an error that names the known ones.
+func (t Table) Lookup(binary string) (Spec, error) {
+	for _, s := range t {
+		if s.Binary == binary {
+			return s, nil
+		}
+	}
+	return Spec{}, fmt.Errorf("%q is not a nicstack component (known: %s)", binary, strings.Join(t.Names(), ", "))
+}
+
+// Names lists the binaries in the table, sorted.
+func (t Table) Names() []string {
+	names := make([]string, len(t))
+	for i, s := range t {
+		names[i] = s.Binary
 	}
 	sort.Strings(names)
 	return names

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,9 +13,10 @@ import (
 
 // Check validates a scenario without starting anything, as `nicstack check` does: syntax,
 // unknown nodes and attributes, values, binaries missing from binDirs, routes to services
-// nobody provides, ambiguous <any-child/>, affinity outside the space, and each <config>
-// against its component's registered schema. Errors come back sorted by position.
-func Check(file string, data []byte, binDirs []string) []error {
+// nobody provides, ambiguous <any-child/>, affinity outside the space, binaries the table of
+// components does not know, and each <config> against its component's Spec. Errors come back
+// sorted by position.
+func Check(file string, data []byte, binDirs []string, table component.Table) []error {
 	root, err := config.Parse(file, data)
 	if err != nil {
 		return flatten(err)
@@ -38,7 +38,12 @@ func Check(file string, data []byte, binDirs []string) []error {
 				out = append(out, config.Errorf(st.Affinity.Pos, "affinity %s of %q lies outside the affinity space %s", v, st.Name, sc.Space))
 			}
 		}
-		out = append(out, checkStartConfig(st)...)
+		spec, err := table.Lookup(st.Binary)
+		if err != nil {
+			out = append(out, config.Errorf(binaryPos(st), "binary of %q: %v", st.Name, err))
+			continue
+		}
+		out = append(out, checkStartConfig(spec, st)...)
 		out = append(out, checkRoutes(sc, st)...)
 	}
 	return sortErrs(out)
@@ -105,46 +110,35 @@ func checkRoutes(sc *Scenario, st *Start) []error {
 	return out
 }
 
-// CheckComponent checks a bare component config against what the component registered.
-func CheckComponent(name, file string, data []byte) []error {
-	spec, ok := component.LookupConfig(name)
-	if !ok {
-		return []error{fmt.Errorf("no config registered for component %q (known: %s)", name, strings.Join(component.ConfigNames(), ", "))}
+// CheckComponent checks a bare config of the component binary against its Spec.
+func CheckComponent(table component.Table, binary, file string, data []byte) []error {
+	spec, err := table.Lookup(binary)
+	if err != nil {
+		return []error{err}
 	}
 	root, err := config.Parse(file, data)
 	if err != nil {
 		return flatten(err)
 	}
-	return checkConfig(spec, root, name)
+	return checkConfig(spec, root, binary)
 }
 
-// checkStartConfig checks a start's <config> against what its binary registered (nothing when
-// it registered nothing or has no config).
-func checkStartConfig(st *Start) []error {
-	if spec, ok := component.LookupConfig(st.Binary); ok && st.Config != nil {
-		return checkConfig(spec, st.Config, st.Name)
+// checkStartConfig checks a start's <config> (an absent one as empty) against its Spec.
+func checkStartConfig(spec component.Spec, st *Start) []error {
+	n := st.Config
+	if n == nil {
+		n = &config.Node{Type: "config", Pos: st.Node.Pos}
 	}
-	return nil
+	return checkConfig(spec, n, st.Name)
 }
 
-// checkConfig reports n's schema problems and, when the schema holds, what the component's own
-// parse refuses (its errors name the position already).
-func checkConfig(spec component.ConfigSpec, n *config.Node, name string) []error {
-	var out []error
-	for _, e := range config.Check(n, spec.Schema) {
-		out = append(out, e)
+// checkConfig lists everything spec.Check finds in n, warnings and error alike.
+func checkConfig(spec component.Spec, n *config.Node, start string) []error {
+	warnings, err := spec.Check(n, start)
+	if err != nil {
+		warnings = append(warnings, err)
 	}
-	if len(out) == 0 && spec.Parse != nil {
-		if err := spec.Parse(n, name); err != nil {
-			// An error without a position gets the <config>'s.
-			var ce *config.Error
-			if !errors.As(err, &ce) {
-				err = config.Errorf(n.Pos, "%v", err)
-			}
-			out = append(out, err)
-		}
-	}
-	return out
+	return warnings
 }
 
 // flatten splits joined errors (a parser's list, FromNode's lines) into one error each.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/component"
-	_ "github.com/nicstack/nicstack/runtime/component/testcomp"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -90,7 +90,7 @@ func TestCheck(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := Check("f.xml", []byte(tc.scenario), []string{bin})
+			errs := Check("f.xml", []byte(tc.scenario), []string{bin}, components.Table)
 			var got []string
 			for _, e := range errs {
 				got = append(got, e.Error())
@@ -109,12 +109,12 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckComponent(t *testing.T) {
-	errs := CheckComponent("test_client", "c.hid", []byte("config | window: 8 | sise: 1\n-\n"))
+	errs := CheckComponent(components.Table, "test_client", "c.hid", []byte("config | window: 8 | sise: 1\n-\n"))
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `c.hid:1:22: unknown attribute "sise" of <config>; did you mean size?`) {
 		t.Errorf("got %v", errs)
 	}
-	errs = CheckComponent("nope", "c.hid", []byte("config\n-\n"))
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `no config registered for component "nope" (known: `) {
+	errs = CheckComponent(components.Table, "nope", "c.hid", []byte("config\n-\n"))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `"nope" is not a nicstack component (known: `) {
 		t.Errorf("got %v", errs)
 	}
 }
@@ -122,9 +122,10 @@ func TestCheckComponent(t *testing.T) {
 // A component's registered parse runs after its schema holds: its positioned errors come as
 // they are, one without a position gets the <config>'s.
 func TestCheckComponentParse(t *testing.T) {
-	component.RegisterConfig("lint_parse_test", component.ConfigSpec{
+	table := component.Table{{
+		Binary: "lint_parse_test",
 		Schema: &config.Schema{Type: "config", Attrs: []string{"mtu", "peer"}},
-		Parse: func(n *config.Node, name string) error {
+		Validate: func(n *config.Node, name string) error {
 			if a, ok := n.Attr("mtu"); ok && a.Value != "1500" {
 				return config.Errorf(a.Pos, "mtu=%s of %s is out of range", a.Value, name)
 			}
@@ -133,14 +134,14 @@ func TestCheckComponentParse(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}}
 	for in, want := range map[string]string{
 		"config | mtu: 9\n-\n":    `c.hid:1:10: mtu=9 of lint_parse_test is out of range`,
 		"config | peer: x\n-\n":   `c.hid:1:1: peer needs an address`,
 		"config | mtus: 9\n-\n":   `c.hid:1:10: unknown attribute "mtus" of <config>; did you mean mtu?`,
 		"config | mtu: 1500\n-\n": "",
 	} {
-		errs := CheckComponent("lint_parse_test", "c.hid", []byte(in))
+		errs := CheckComponent(table, "lint_parse_test", "c.hid", []byte(in))
 		if want == "" && len(errs) != 0 || want != "" && (len(errs) != 1 || errs[0].Error() != want) {
 			t.Errorf("%q: got %v, want %q", in, errs, want)
 		}

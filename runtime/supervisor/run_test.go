@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -38,7 +39,7 @@ func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 		t.Fatal(err)
 	}
 	opts := Options{
-		BinDirs: []string{testBinDir(t)}, Out: NewOutput(r.logs, false), Verbose: true,
+		BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(r.logs, false), Verbose: true,
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 20 * time.Millisecond,
 	}
@@ -426,7 +427,7 @@ func TestStopRemovesEverything(t *testing.T) {
 	runDir := filepath.Join(t.TempDir(), "run")
 	path := filepath.Join(t.TempDir(), "s.xml")
 	os.WriteFile(path, []byte(echoScenario), 0o644)
-	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Out: NewOutput(&testutil.SyncBuffer{}, false), RunDir: runDir})
+	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(&testutil.SyncBuffer{}, false), RunDir: runDir})
 	if err != nil {
 		t.Fatal(err)
 	}

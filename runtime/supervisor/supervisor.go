@@ -24,6 +24,10 @@ import (
 // Options configure a supervisor run.
 type Options struct {
 	BinDirs []string // where component binaries are looked up, in order
+	// Components is the table of components (package components): each start's <config> is
+	// checked against its binary's Spec before launch, and problems are logged. Nil: no checks
+	// (a test of the supervisor alone).
+	Components component.Table
 	// RunDir is the per-run folder (go-plugin sockets); made unique under os.TempDir when
 	// empty. It is removed when the run ends.
 	RunDir  string
@@ -170,7 +174,15 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 		s.log.Warn(e.Error())
 	}
 	for _, st := range sc.Starts {
-		for _, e := range checkStartConfig(st) {
+		if s.opts.Components == nil {
+			break
+		}
+		spec, err := s.opts.Components.Lookup(st.Binary)
+		if err != nil {
+			s.log.Warn(err.Error(), "child", st.Name)
+			continue
+		}
+		for _, e := range checkStartConfig(spec, st) {
 			s.log.Warn(e.Error(), "child", st.Name)
 		}
 	}

@@ -10,13 +10,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
-func init() {
-	component.RegisterConfig("intel_nic_hw", component.ConfigSpec{Schema: intel.ConfigSchema, Parse: func(n *config.Node, _ string) error {
-		_, err := intel.ParseConfig(n)
-		return err
-	}})
-}
-
 // Handler is the intel_nic_hw component: it serves the device session "Platform" to one
 // driver and the "Nic" session of the wire's far end, or (<wire type="tap"> or "packet")
 // requests its wire from the supervisor's parent service Tap or Packet.

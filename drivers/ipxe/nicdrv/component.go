@@ -13,13 +13,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-func init() {
-	component.RegisterConfig("ipxe_nic", component.ConfigSpec{Schema: ipxe.ConfigSchema, Parse: func(n *config.Node, _ string) error {
-		_, err := ipxe.ParseConfig(n)
-		return err
-	}})
-}
-
 // Handler is the ipxe_nic component: a Platform client of the emulated NIC and, while the link
 // is up, an Uplink client of the router.
 type Handler struct {

@@ -28,11 +28,6 @@ var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service"
 var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size", "device",
 	"netns", "address", "gateway", "mtu", "offload", "exec"}}
 
-func init() {
-	component.RegisterConfig("test_echo", component.ConfigSpec{Schema: EchoSchema})
-	component.RegisterConfig("test_client", component.ConfigSpec{Schema: ClientSchema})
-}
-
 // Echo serves sessions by sending every frame back.
 type Echo struct {
 	log     *slog.Logger

@@ -1,0 +1,111 @@
+// Package components is the one table of nicstack's components: for each binary its config
+// schema and the full validation its parse makes. `nicstack check`, the supervisor, the
+// benches and each component process (through component.Main) read it; a component's home is
+// components/<binary>/, its main and its glue, and its entry here is how nicstack knows it.
+//
+// The table links only config code: no packet path, no TCP/IP stack.
+package components
+
+import (
+	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/drivers/linuxnic"
+	"github.com/nicstack/nicstack/guest"
+	"github.com/nicstack/nicstack/nicperf"
+	"github.com/nicstack/nicstack/router/port"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/component/testcomp"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Table lists every component nicstack ships.
+var Table = component.Table{
+	{
+		Binary:  "nic_router",
+		Summary: "Genode's NIC router: domains, policies, NAT, link states, ARP, DHCP, ICMP",
+		Schema:  port.Schema(),
+	},
+	{
+		Binary:  "intel_nic_hw",
+		Summary: "the emulated Intel 82574L / i217-LM NIC, its wire a session, a TAP or AF_PACKET",
+		Schema:  intel.ConfigSchema,
+		Validate: func(n *config.Node, _ string) error {
+			_, err := intel.ParseConfig(n)
+			return err
+		},
+	},
+	{
+		Binary:  "ipxe_nic",
+		Summary: "the ipxe-style Intel NIC driver: RX interrupt throttling, TX batching",
+		Schema:  ipxe.ConfigSchema,
+		Validate: func(n *config.Node, _ string) error {
+			_, err := ipxe.ParseConfig(n)
+			return err
+		},
+	},
+	{
+		Binary:  "linux_nic",
+		Summary: "an Uplink driver on a Linux TAP with IFF_VNET_HDR offloads",
+		Schema:  linuxnic.TapNIC.Schema,
+		Validate: func(n *config.Node, start string) error {
+			_, _, err := linuxnic.ParseConfig(linuxnic.TapNIC, start, n)
+			return err
+		},
+	},
+	{
+		Binary:  "packet_nic",
+		Summary: "an Uplink driver on AF_PACKET TPACKET_V3 rings",
+		Schema:  linuxnic.PacketNIC.Schema,
+		Validate: func(n *config.Node, start string) error {
+			_, _, err := linuxnic.ParseConfig(linuxnic.PacketNIC, start, n)
+			return err
+		},
+	},
+	{
+		Binary:  "vm",
+		Summary: "the VM side: an embedded TCP/IP stack or a TAP into a network namespace",
+		Schema:  guest.Schema,
+		Validate: func(n *config.Node, start string) error {
+			_, _, err := guest.ParseConfig(n, start)
+			return err
+		},
+	},
+	{
+		Binary:  "remote_host",
+		Summary: "the far end of a wire: an embedded stack with a static address and iperf server",
+		Schema:  guest.Schema,
+		Validate: func(n *config.Node, start string) error {
+			_, _, err := guest.ParseConfig(n, start)
+			return err
+		},
+	},
+	{
+		Binary:  "nic_perf",
+		Summary: "Genode's packet-stream test tool: UDP generator and sink",
+		Schema:  nicperf.Schema,
+		Validate: func(n *config.Node, _ string) error {
+			_, _, err := nicperf.ParseConfig(n)
+			return err
+		},
+	},
+	{
+		Binary:  "test_echo",
+		Summary: "test component: sends every frame back",
+		Schema:  testcomp.EchoSchema,
+	},
+	{
+		Binary:  "test_client",
+		Summary: "test component: sends numbered frames and checks the replies",
+		Schema:  testcomp.ClientSchema,
+	},
+}
+
+// Lookup returns the spec of binary; it panics on a binary the table lacks, for the mains,
+// whose own entry is there by construction.
+func Lookup(binary string) component.Spec {
+	s, err := Table.Lookup(binary)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
