@@ -32,8 +32,8 @@ type Config struct {
 	TCP     bool
 	DstIP   [4]byte
 	DstMAC  header.MAC // default: the router's MAC toward Nic clients
-	SrcPort uint16    // UDP source port, or the ICMP echo id
-	Flows   int       // frames cycle through this many source ports (ids) from SrcPort
+	SrcPort uint16     // UDP source port, or the ICMP echo id
+	Flows   int        // frames cycle through this many source ports (ids) from SrcPort
 	DstPort uint16
 	Size    int           // Ethernet frame bytes
 	Rate    uint64        // frames per second, 0: as fast as the stream takes them

@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/model"
 )
 
 // dhcpServer hands out addresses of one domain: offers expire after dhcp_offer_timeout_sec

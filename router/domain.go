@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/nat"
-	"github.com/nicstack/nicstack/router/header"
 )
 
 // Protocol indexes for per-protocol tables: link states, NAT port spaces, quotas.

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/nicstack/nicstack/router"
-	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/router"
-	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"

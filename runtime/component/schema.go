@@ -14,8 +14,8 @@ import (
 // start-up warnings, the benches and the component process itself (Main refuses a config
 // its Spec refuses) all read the same Spec from the one table (package components).
 type Spec struct {
-	Binary  string // the binary's name, as a <start>'s <binary name> (or start name) gives it
-	Summary string // one line for help and `nicstack check --list`
+	Binary  string         // the binary's name, as a <start>'s <binary name> (or start name) gives it
+	Summary string         // one line for help and `nicstack check --list`
 	Schema  *config.Schema // nil: any config
 	// Validate makes every check of values the component makes when it is configured
 	// (ranges, addresses, attributes that need each other); start is the <start>'s name,
