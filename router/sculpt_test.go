@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -19,7 +20,7 @@ func TestSculptConfigBothSyntaxes(t *testing.T) {
 	for _, f := range []string{"nic_router.xml", "nic_router.hid"} {
 		n, err := config.ParseFile("../runtime/config/testdata/" + f)
 		if os.IsNotExist(err) {
-			t.Skip("golden configs not present")
+			testutil.SkipOrFail(t, "golden configs not present: "+err.Error())
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -17,8 +17,9 @@ import (
 // InCI reports whether the tests run under CI (CI=true), where a skipped root test is a failure.
 func InCI() bool { return os.Getenv("CI") == "true" }
 
-// skipOrFail skips t with reason, or fails it when running under CI.
-func skipOrFail(t testing.TB, reason string) {
+// SkipOrFail skips t with reason, or fails it when running under CI: the one way a test says
+// it cannot run here.
+func SkipOrFail(t testing.TB, reason string) {
 	t.Helper()
 	if InCI() {
 		t.Fatalf("CI=true but this test cannot run: %s", reason)
@@ -30,7 +31,7 @@ func skipOrFail(t testing.TB, reason string) {
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (network namespaces, TAP, AF_PACKET); run make test as root")
+		SkipOrFail(t, "needs root (network namespaces, TAP, AF_PACKET); run make test as root")
 	}
 }
 
@@ -39,7 +40,7 @@ func RequireCommand(t testing.TB, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
-			skipOrFail(t, n+" is not installed (make test installs it when root)")
+			SkipOrFail(t, n+" is not installed (make test installs it when root)")
 		}
 	}
 }

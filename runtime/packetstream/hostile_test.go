@@ -16,17 +16,19 @@ func TestHostileDescriptors(t *testing.T) {
 	defer snk.Close()
 	bulk := uint64(cfg.bulkStart())
 	q := newRing(snk.reg, cfg.submitQueue())
-	// A hostile source writes descriptors straight into the submit queue.
-	bad := []struct{ off, size uint64 }{
-		{0, 64},                              // the queue headers
-		{bulk - 1, 2},                        // straddles the bulk start
-		{bulk + uint64(cfg.BulkSize) - 1, 2}, // straddles the end
-		{math.MaxUint64 - 10, 64},            // the sum overflows
-		{bulk, 0},                            // no frame
-		{1 << 40, 1},                         // far outside
+	// A hostile source writes descriptors straight into the submit queue. Offsets and sizes
+	// are 32 bits in shared memory; the sink adds them in 64 bits, so no sum wraps.
+	bad := []struct{ off, size uint32 }{
+		{0, 64},               // the queue headers
+		{uint32(bulk) - 1, 2}, // straddles the bulk start
+		{uint32(bulk) + uint32(cfg.BulkSize) - 1, 2}, // straddles the end
+		{math.MaxUint32 - 10, 64},                    // the sum passes 2^32 (wraps in 32-bit arithmetic)
+		{uint32(bulk), math.MaxUint32},               // a size that passes 2^32 from inside the buffer
+		{uint32(bulk), 0},                            // no frame
+		{math.MaxUint32, 1},                          // far past the region
 	}
 	for i, d := range bad {
-		q.putDesc(uint32(i), d.off, uint32(d.size), 0, 0)
+		q.putDesc(uint32(i), uint64(d.off), d.size, 0, 0)
 	}
 	q.head.Store(uint32(len(bad)))
 	for i := range bad {

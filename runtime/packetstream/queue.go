@@ -3,8 +3,6 @@ package packetstream
 import (
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/nicstack/nicstack/internal/release"
 )
 
 // ring is one queue in a region. Indices are free-running uint32 counters; a ring of N entries
@@ -124,17 +122,17 @@ func (p *producer) write(off uint64, size uint32, gso uint64, csum uint16) {
 	p.head++
 	p.bytes += min(size, publishBytes)
 	if p.head-p.published >= p.every || p.bytes >= publishBytes {
-		release.Store32(p.ring.head, p.head)
+		p.ring.head.Store(p.head)
 		p.published = p.head
 		p.dirty = true
 		p.bytes = 0
 	}
 }
 
-// publish stores head with a full barrier, which the armed-flag protocol needs (see Waiter),
-// also when put already stored it: put's store is no barrier. It is a Swap, not a Store: both
-// are XCHG on amd64, but under the race detector a Store is only a release store, which lets
-// the following load of the armed flag pass it.
+// publish stores head with a Swap, which the armed-flag protocol needs (see Waiter), also when
+// write already stored it: the following load of the armed flag must not pass the store. Go's
+// atomics are sequentially consistent, but the race detector models a Store as a release only,
+// and a Swap is what the protocol's argument names (both are XCHG on amd64).
 func (p *producer) publish() {
 	if p.head != p.published || p.dirty {
 		p.ring.head.Swap(p.head)
@@ -208,7 +206,7 @@ func (c *consumer) peek() unsafe.Pointer {
 func (c *consumer) advance(n uint32) {
 	c.tail += n
 	if c.tail-c.published >= c.every {
-		release.Store32(c.ring.tail, c.tail)
+		c.ring.tail.Store(c.tail)
 		c.published = c.tail
 		c.dirty = true
 	}

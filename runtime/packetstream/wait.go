@@ -55,11 +55,11 @@ const (
 // used by one goroutine; Wake and Close may be called from others.
 //
 // The no-lost-wakeup argument: the sleeper stores its armed flag and then loads the queue
-// index; the peer stores the index and then loads the flag. Both stores are atomic swaps,
-// full barriers (a plain atomic Store is one on amd64, but not under the race detector, which
-// makes it a release store), so at least one of them sees the other's store: either the sleeper sees the work
-// and does not block, or the peer sees the flag and signals, and the eventfd keeps the signal
-// until the sleeper's epoll_wait collects it.
+// index; the peer stores the index and then loads the flag. Both stores are atomic swaps
+// (the arm in Source and Sink, producer.publish and consumer.publish), sequentially
+// consistent in Go's memory model, so at least one of them sees the other's store: either
+// the sleeper sees the work and does not block, or the peer sees the flag and signals, and
+// the eventfd keeps the signal until the sleeper's epoll_wait collects it.
 type Waiter struct {
 	// Spin is how many polls a wait starts with before it sleeps; 0 sleeps at once. A waiter
 	// whose sleeps keep ending by a signal within shortSleep polls up to 8 times longer (a
