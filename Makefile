@@ -37,8 +37,8 @@ bench: deps build
 # package's default.pgo by itself): the CPU profile of the router's in-process benchmark, its
 # per-frame path over two packet streams (udp-forward and NAT, 64 and 1500 bytes).
 pgo:
-	$(GO) test ./router/port -run '^$$' -bench Round -benchtime 2s -cpuprofile $(CURDIR)/components/nic_router/default.pgo -o $(CURDIR)/port.test
-	rm -f port.test
+	$(GO) test ./components/nic_router -run '^$$' -bench Round -benchtime 2s -cpuprofile $(CURDIR)/components/nic_router/default.pgo -o $(CURDIR)/nic_router.test
+	rm -f nic_router.test
 
 # Regenerates the committed gRPC code; protoc comes from Debian, the plugins from go.mod's tool lines.
 proto: deps

@@ -12,7 +12,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/linuxnic"
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/nicperf"
-	"github.com/nicstack/nicstack/router/port"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/component/testcomp"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -23,7 +23,13 @@ var Table = component.Table{
 	{
 		Binary:  "nic_router",
 		Summary: "Genode's NIC router: domains, policies, NAT, link states, ARP, DHCP, ICMP",
-		Schema:  port.Schema(),
+		Schema:  model.Schema(),
+		// The router refuses no config: a rule it cannot use disables its domain, with a log
+		// line, as Genode's does.
+		Warn: func(n *config.Node, _ string) []error {
+			_, problems := model.Parse(n)
+			return problems
+		},
 	},
 	{
 		Binary:  "intel_nic_hw",

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	_ "github.com/nicstack/nicstack/drivers/intel/hwcomp" // registers intel_nic_hw's schema for check
-	_ "github.com/nicstack/nicstack/drivers/ipxe/nicdrv"  // registers ipxe_nic's schema for check
 )
 
 // driverPoint is one driver setting, as printed and written by --json.

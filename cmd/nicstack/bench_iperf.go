@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/components"
-	_ "github.com/nicstack/nicstack/guest" // registers the vm's and remote_host's schemas for check
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/supervisor"

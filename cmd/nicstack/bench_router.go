@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	_ "github.com/nicstack/nicstack/nicperf"     // registers nic_perf's schema for check
-	_ "github.com/nicstack/nicstack/router/port" // registers nic_router's schema for check
 )
 
 // routerPoint is one frame size and routing mode, as printed and written by --json.

@@ -26,7 +26,7 @@ type Description struct {
 }
 
 // SchemaAttr is one attribute: Kind is one of bool, seconds, number, port, ipv4,
-// ipv4_prefix, domain, label, name, icmp_code; Default is empty when the attribute has none.
+// ipv4_prefix, domain, label, name, icmp_code, path; Default is empty when the attribute has none.
 type SchemaAttr struct {
 	Name    string
 	Kind    string
@@ -94,6 +94,9 @@ func RouterSchema() *Description {
 				{"link_state", "bool", "no"}, {"link_state_triggers", "bool", "no"},
 				{"quota", "bool", "yes"}, {"interval_sec", "seconds", "5"},
 				{"dropped_fragm_ipv4", "bool", "no"},
+				// nicstack's one addition: the file the report is written to (the
+				// supervisor has no Report service to route it to); .xml gets XML, else HID.
+				{"file", "path", ""},
 			}},
 			{Type: "default-policy", Attrs: []SchemaAttr{{"domain", "domain", ""}}},
 			{Type: "policy", Attrs: []SchemaAttr{

@@ -1,4 +1,4 @@
-package port
+package main
 
 // prefetch asks for the cache line at p without waiting for it (PREFETCHT0).
 //

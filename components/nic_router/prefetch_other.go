@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package port
+package main
 
 // prefetch does nothing where there is no prefetch instruction in our assembly.
 func prefetch(*byte) {}

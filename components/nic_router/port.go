@@ -2,7 +2,7 @@
 // session's two streams, and Loop is nic_router's event loop over every session, with the
 // batching of router's package comment. Tests drive a Loop over heap sessions; the
 // nic_router component drives one over the sessions the supervisor hands it.
-package port
+package main
 
 import (
 	"time"

@@ -1,4 +1,4 @@
-package port
+package main
 
 import (
 	"fmt"
@@ -10,24 +10,10 @@ import (
 
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/header"
-	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
-
-// Schema is the nic_router config of router/model with nicstack's one addition: <report
-// file="PATH"/> names the file the state report is written to (the supervisor has no Report
-// service to route it to). A path ending in .xml gets XML, any other HID.
-func Schema() *config.Schema {
-	s := model.Schema()
-	for _, n := range s.Nodes {
-		if n.Type == "report" {
-			n.Attrs = append(n.Attrs, "file")
-		}
-	}
-	return s
-}
 
 // Handler is the nic_router component: it serves Uplink and Nic sessions, opens the
 // <nic-client> sessions of its config, and runs one Loop over all of them.
@@ -37,6 +23,9 @@ type Handler struct {
 	attached   map[uint64]*Attachment // by session id
 	nicClients map[string]uint64      // <nic-client> label -> request id
 	clientOf   map[uint64]string      // request id -> <nic-client> label
+	clientMAC  map[uint64]header.MAC  // request id -> the router's MAC on that session
+	macInUse   map[uint16]bool        // the suffixes of clientMAC's values
+	nextMAC    uint16
 	reportFile atomic.Pointer[string] // read by the loop's goroutine
 	sessions   map[uint64]*component.Session
 }
@@ -44,7 +33,8 @@ type Handler struct {
 // NewHandler starts the loop and announces both services.
 func NewHandler(c *component.Component) (*Handler, error) {
 	h := &Handler{c: c, attached: map[uint64]*Attachment{}, nicClients: map[string]uint64{},
-		clientOf: map[uint64]string{}, sessions: map[uint64]*component.Session{}}
+		clientOf: map[uint64]string{}, clientMAC: map[uint64]header.MAC{}, macInUse: map[uint16]bool{},
+		sessions: map[uint64]*component.Session{}}
 	h.reportFile.Store(new(string))
 	var err error
 	if h.loop, err = NewLoop(Options{Log: c.Log, Counter: c.Counter, Report: h.writeReport}); err != nil {
@@ -59,15 +49,18 @@ func NewHandler(c *component.Component) (*Handler, error) {
 // Configure applies a new config; its problems are logged and the router runs with what is
 // valid (as Genode's does), so it never fails.
 func (h *Handler) Configure(n *config.Node) error {
-	file, stripped := reportFile(n)
+	file := ""
+	if rep := n.Sub("report"); rep != nil {
+		file = rep.String("file", "")
+	}
 	h.reportFile.Store(&file)
-	h.loop.Configure(stripped)
+	h.loop.Configure(n)
 	want := map[string]bool{}
 	for _, nc := range h.loop.NicClients() {
 		want[nc.Label] = true
 		if _, ok := h.nicClients[nc.Label]; !ok {
 			id := h.c.Request("Nic", nc.Label, nil, packetstream.DefaultConfig(), packetstream.DefaultConfig())
-			h.nicClients[nc.Label], h.clientOf[id] = id, nc.Label
+			h.nicClients[nc.Label], h.clientOf[id], h.clientMAC[id] = id, nc.Label, h.takeMAC()
 		}
 	}
 	for label, id := range h.nicClients {
@@ -75,34 +68,12 @@ func (h *Handler) Configure(n *config.Node) error {
 			h.c.Release(id)
 			delete(h.nicClients, label)
 			delete(h.clientOf, id)
+			mac := h.clientMAC[id]
+			delete(h.macInUse, uint16(mac[4])<<8|uint16(mac[5]))
+			delete(h.clientMAC, id)
 		}
 	}
 	return nil
-}
-
-// reportFile takes <report file> out of the config handed to the router.
-func reportFile(n *config.Node) (string, *config.Node) {
-	rep := n.Sub("report")
-	if rep == nil || !rep.Has("file") {
-		return "", n
-	}
-	file := rep.String("file", "")
-	cp := *n
-	cp.Nodes = make([]*config.Node, len(n.Nodes))
-	for k, sub := range n.Nodes {
-		if sub == rep {
-			r := *rep
-			r.Attrs = nil
-			for _, a := range rep.Attrs {
-				if a.Name != "file" {
-					r.Attrs = append(r.Attrs, a)
-				}
-			}
-			sub = &r
-		}
-		cp.Nodes[k] = sub
-	}
-	return file, &cp
 }
 
 func (h *Handler) writeReport(n *config.Node) {
@@ -139,9 +110,7 @@ func (h *Handler) Open(s *component.Session) error {
 			return fmt.Errorf("session %d answers no <nic-client> request", s.ID)
 		}
 		kind, label, out, in = router.NicClient, nc, s.Client.TX, s.Client.RX
-		// Our sessions carry no MAC from the server: the router's identity on a nic-client
-		// session is a local address made from the request id.
-		mac = header.MAC{2, 2, 2, 2, 1, byte(s.Request)}
+		mac = h.clientMAC[s.Request]
 	case s.Service == "Uplink":
 		hw, err := net.ParseMAC(s.Args["mac"])
 		if err != nil || len(hw) != 6 {
@@ -167,6 +136,19 @@ func (h *Handler) Open(s *component.Session) error {
 	return nil
 }
 
+// takeMAC returns the router's MAC for a new <nic-client> session. Our sessions carry no MAC
+// from the server, so the router's identity there is a locally administered address,
+// 02:02:02:01:xx:yy, unique among the nic-client sessions that live at one time (65535 of them).
+func (h *Handler) takeMAC() header.MAC {
+	for h.macInUse[h.nextMAC] || h.nextMAC == 0 {
+		h.nextMAC++
+	}
+	n := h.nextMAC
+	h.macInUse[n] = true
+	h.nextMAC++
+	return header.MAC{2, 2, 2, 1, byte(n >> 8), byte(n)}
+}
+
 // Link follows the link state a nic-client session's server reports: the interface exists
 // while the link is up.
 func (h *Handler) Link(s *component.Session, up bool) {
@@ -188,4 +170,12 @@ func (h *Handler) Close(s *component.Session) {
 	}
 	delete(h.attached, s.ID)
 	delete(h.sessions, s.ID)
+}
+
+// Stop ends the loop once every session is closed, and releases its waiter.
+func (h *Handler) Stop() {
+	h.loop.Stop()
+	if err := h.loop.Close(); err != nil {
+		h.c.Log.Warn("closing the loop's waiter", "err", err)
+	}
 }

@@ -1,0 +1,41 @@
+package components
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Every binary is in the table once, and Lookup names the known ones for one that is not.
+func TestTableLookup(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Table {
+		if seen[s.Binary] {
+			t.Errorf("%s listed twice", s.Binary)
+		}
+		seen[s.Binary] = true
+		if s.Schema == nil || s.Summary == "" {
+			t.Errorf("%s: no schema or summary", s.Binary)
+		}
+	}
+	if _, err := Table.Lookup("qemu"); err == nil || !strings.Contains(err.Error(), "nic_router") {
+		t.Errorf("unknown binary: %v", err)
+	}
+}
+
+// A nic_router config whose domain has an invalid interface is accepted at run time (the
+// domain is disabled, as in Genode) but check names the problem with its position.
+func TestRouterCheckNamesInvalidDomain(t *testing.T) {
+	n, err := config.Parse("router.hid", []byte("config\n+ domain uplink | interface: 10.0.0.300/24\n-\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings, err := Lookup("nic_router").Check(n, "nic_router")
+	if err != nil {
+		t.Fatalf("the router refused the config: %v", err)
+	}
+	if len(warnings) == 0 || !strings.HasPrefix(warnings[0].Error(), "router.hid:2:") {
+		t.Fatalf("warnings %v, want one at router.hid:2", warnings)
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// The router's MAC on a <nic-client> session is unique among the live ones, also past 256
+// sessions (it was the request id's low byte) and across configs that drop and add clients.
+func TestNicClientMACsUnique(t *testing.T) {
+	h, err := NewHandler(component.New(component.Spec{}, slog.New(slog.DiscardHandler), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	configure := func(first, last int) {
+		t.Helper()
+		var b strings.Builder
+		b.WriteString("config\n+ domain d | interface: 10.0.0.1/24\n")
+		for i := first; i < last; i++ {
+			fmt.Fprintf(&b, "+ nic-client | label: c%d | domain: d\n", i)
+		}
+		b.WriteString("-\n")
+		n, err := config.Parse("router.hid", []byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Configure(n); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[header.MAC]uint64{}
+		for id := range h.clientOf {
+			mac := h.clientMAC[id]
+			if other, dup := seen[mac]; dup {
+				t.Fatalf("requests %d and %d share MAC %v", other, id, mac)
+			}
+			seen[mac] = id
+		}
+		if len(seen) != last-first || len(h.macInUse) != last-first {
+			t.Fatalf("%d MACs for %d nic-clients (%d in use)", len(seen), last-first, len(h.macInUse))
+		}
+	}
+	configure(0, 300)
+	configure(150, 600)
+	configure(590, 900)
+}
