@@ -89,8 +89,8 @@ var Table = component.Table{
 		Binary:  "nic_perf",
 		Summary: "Genode's packet-stream test tool: UDP generator and sink",
 		Schema:  nicperf.Schema,
-		Validate: func(n *config.Node, _ string) error {
-			_, _, err := nicperf.ParseConfig(n)
+		Validate: func(n *config.Node, start string) error {
+			_, err := nicperf.ParseConfig(n, start)
 			return err
 		},
 	},

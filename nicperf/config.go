@@ -60,16 +60,13 @@ const minSize = header.EthLen + 20 + 8
 // tcpMinSize is the smallest TCP frame with one byte of data.
 const tcpMinSize = header.EthLen + 20 + 20 + 1
 
-// ParseConfig reads a <config>; unknown attributes are returned as warnings in errs along
-// with real errors, which make cfg unusable (err != nil).
-func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
-	for _, w := range config.Check(n, Schema) {
-		warnings = append(warnings, w)
-	}
+// ParseConfig reads the <config> of nic_perf; an error makes cfg unusable. (What the schema
+// does not know is component.Spec.Check's to report.) start, the <start>'s name, is unused.
+func ParseConfig(n *config.Node, start string) (cfg Config, err error) {
 	cfg = Config{Service: n.String("service", ""), Label: n.String("label", ""), Session: n.String("session", "Nic")}
 	if cfg.Session != "Nic" && cfg.Session != "Uplink" {
 		a, _ := n.Attr("session")
-		return cfg, warnings, config.Errorf(a.Pos, "session=%q: want Nic or Uplink", cfg.Session)
+		return cfg, config.Errorf(a.Pos, "session=%q: want Nic or Uplink", cfg.Session)
 	}
 	if cfg.UplinkMAC, err = mac(n, "uplink_mac", header.MAC{2, 0, 0, 0, 0, 0xfe}); err != nil {
 		return
@@ -97,11 +94,11 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 		cfg.TCP = true
 	default:
 		a, _ := n.Attr("protocol")
-		return cfg, warnings, config.Errorf(a.Pos, "protocol=%q: want udp, icmp or tcp", p)
+		return cfg, config.Errorf(a.Pos, "protocol=%q: want udp, icmp or tcp", p)
 	}
 	ack, err := n.Bool("ack", true)
 	if err != nil {
-		return cfg, warnings, err
+		return cfg, err
 	}
 	cfg.NoAck = !ack
 	var v uint64
@@ -130,7 +127,7 @@ func ParseConfig(n *config.Node) (cfg Config, warnings []error, err error) {
 	cfg.BulkSize = int(num("bulk_size", 1024*1600, 1600, 1<<30))
 	cfg.Spin = int(num("spin", packetstream.DefaultSpin, 0, 1<<24))
 	cfg.Churn = int(num("churn", 0, 0, 1<<20))
-	return cfg, warnings, err
+	return cfg, err
 }
 
 func mac(n *config.Node, name string, def header.MAC) (header.MAC, error) {

@@ -1,9 +1,10 @@
-package nicperf
+package main
 
 import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nicstack/nicstack/nicperf"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -13,8 +14,8 @@ import (
 // runs a Perf on each of its sessions. A config change applies to sessions opened later.
 type Handler struct {
 	c          *component.Component
-	ctr        *Counters
-	cfg        Config
+	ctr        *nicperf.Counters
+	cfg        nicperf.Config
 	configured bool
 	runs       map[uint64]*run
 	// churn: sessions opened so far, and the open ones by session id.
@@ -31,15 +32,12 @@ type run struct {
 
 // NewHandler returns the handler; it requests or announces its session when first configured.
 func NewHandler(c *component.Component) *Handler {
-	return &Handler{c: c, ctr: NewCounters(c.Counter), runs: map[uint64]*run{}, churnOpen: map[uint64]bool{},
+	return &Handler{c: c, ctr: nicperf.NewCounters(c.Counter), runs: map[uint64]*run{}, churnOpen: map[uint64]bool{},
 		opened: c.Counter("sessions_opened"), closed: c.Counter("sessions_closed")}
 }
 
 func (h *Handler) Configure(n *config.Node) error {
-	cfg, warnings, err := ParseConfig(n)
-	for _, w := range warnings {
-		h.c.Log.Warn("config", "err", w)
-	}
+	cfg, err := nicperf.ParseConfig(n, h.c.Name)
 	if err != nil {
 		return err
 	}
@@ -86,7 +84,7 @@ func (h *Handler) Open(s *component.Session) error {
 	}
 	w.Spin = h.cfg.Spin
 	r := &run{w: w}
-	p := New(h.cfg, h.ctr, h.c.Log.With("session", s.Label))
+	p := nicperf.New(h.cfg, h.ctr, h.c.Log.With("session", s.Label))
 	r.done.Add(1)
 	go func() {
 		defer r.done.Done()
@@ -98,16 +96,27 @@ func (h *Handler) Open(s *component.Session) error {
 }
 
 func (h *Handler) Close(s *component.Session) {
+	if r := h.runs[s.ID]; r != nil {
+		delete(h.runs, s.ID)
+		r.end()
+		return
+	}
 	if h.churnOpen[s.ID] {
 		delete(h.churnOpen, s.ID)
 		h.closed.Add(1)
-		return
 	}
-	r := h.runs[s.ID]
-	if r == nil {
-		return
+}
+
+// Stop ends the runs of sessions still open (Component.Stop closes them all first).
+func (h *Handler) Stop() {
+	for id, r := range h.runs {
+		delete(h.runs, id)
+		r.end()
 	}
-	delete(h.runs, s.ID)
+}
+
+// end stops the run's goroutine and waits for it.
+func (r *run) end() {
 	r.stop.Store(true)
 	r.w.Wake()
 	r.done.Wait()
