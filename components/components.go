@@ -7,14 +7,14 @@
 package components
 
 import (
+	"github.com/nicstack/nicstack/components/internal/hostnic"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
-	"github.com/nicstack/nicstack/drivers/linuxnic"
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/nicperf"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/component/testcomp"
+	"github.com/nicstack/nicstack/components/internal/testcomp"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -35,8 +35,8 @@ var Table = component.Table{
 		Binary:  "intel_nic_hw",
 		Summary: "the emulated Intel 82574L / i217-LM NIC, its wire a session, a TAP or AF_PACKET",
 		Schema:  intel.ConfigSchema,
-		Validate: func(n *config.Node, _ string) error {
-			_, err := intel.ParseConfig(n)
+		Validate: func(n *config.Node, start string) error {
+			_, err := intel.ParseConfig(n, start)
 			return err
 		},
 	},
@@ -44,26 +44,26 @@ var Table = component.Table{
 		Binary:  "ipxe_nic",
 		Summary: "the ipxe-style Intel NIC driver: RX interrupt throttling, TX batching",
 		Schema:  ipxe.ConfigSchema,
-		Validate: func(n *config.Node, _ string) error {
-			_, err := ipxe.ParseConfig(n)
+		Validate: func(n *config.Node, start string) error {
+			_, err := ipxe.ParseConfig(n, start)
 			return err
 		},
 	},
 	{
 		Binary:  "linux_nic",
 		Summary: "an Uplink driver on a Linux TAP with IFF_VNET_HDR offloads",
-		Schema:  linuxnic.TapNIC.Schema,
+		Schema:  hostnic.TapNIC.Schema,
 		Validate: func(n *config.Node, start string) error {
-			_, _, err := linuxnic.ParseConfig(linuxnic.TapNIC, start, n)
+			_, err := hostnic.TapNIC.ParseConfig(n, start)
 			return err
 		},
 	},
 	{
 		Binary:  "packet_nic",
 		Summary: "an Uplink driver on AF_PACKET TPACKET_V3 rings",
-		Schema:  linuxnic.PacketNIC.Schema,
+		Schema:  hostnic.PacketNIC.Schema,
 		Validate: func(n *config.Node, start string) error {
-			_, _, err := linuxnic.ParseConfig(linuxnic.PacketNIC, start, n)
+			_, err := hostnic.PacketNIC.ParseConfig(n, start)
 			return err
 		},
 	},
@@ -72,7 +72,7 @@ var Table = component.Table{
 		Summary: "the VM side: an embedded TCP/IP stack or a TAP into a network namespace",
 		Schema:  guest.Schema,
 		Validate: func(n *config.Node, start string) error {
-			_, _, err := guest.ParseConfig(n, start)
+			_, err := guest.ParseConfig(n, start)
 			return err
 		},
 	},
@@ -81,7 +81,7 @@ var Table = component.Table{
 		Summary: "the far end of a wire: an embedded stack with a static address and iperf server",
 		Schema:  guest.Schema,
 		Validate: func(n *config.Node, start string) error {
-			_, _, err := guest.ParseConfig(n, start)
+			_, err := guest.ParseConfig(n, start)
 			return err
 		},
 	},

@@ -1,3 +1,7 @@
+// Package guest is the config of the vm and remote_host components: which guest runs behind
+// the session (an embedded TCP/IP stack or a Linux namespace), its addresses and its iperf
+// test. It links no TCP/IP stack, so that the table of components (and `nicstack check`) can
+// hold it; the guests themselves are components/internal/guests.
 package guest
 
 import (
@@ -5,6 +9,7 @@ import (
 	"hash/fnv"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/nicstack/nicstack/iperf"
@@ -47,66 +52,65 @@ type Config struct {
 	Exec       string
 }
 
-// ParseConfig reads a guest's <config>; name (the component's) seeds the default MAC.
-func ParseConfig(n *config.Node, name string) (Config, []*config.Error, error) {
-	warnings := config.Check(n, Schema)
+// ParseConfig reads a guest's <config>; start (the <start>'s name) seeds the default MAC.
+func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
-		Report: n.String("report", ""), Netns: n.String("netns", name), TapAddress: n.String("tap_address", ""),
+		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
 		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", "")}
 	if c.Guest != "embedded" && c.Guest != "netns" {
 		a, _ := n.Attr("guest")
-		return c, warnings, config.Errorf(a.Pos, "guest=%q: expected embedded or netns", c.Guest)
+		return c, config.Errorf(a.Pos, "guest=%q: expected embedded or netns", c.Guest)
 	}
 	if c.Session != "Nic" && c.Session != "Uplink" {
 		a, _ := n.Attr("session")
-		return c, warnings, config.Errorf(a.Pos, "session=%q: expected Nic or Uplink", c.Session)
+		return c, config.Errorf(a.Pos, "session=%q: expected Nic or Uplink", c.Session)
 	}
 	mtu, err := n.Number("mtu", 1500)
 	if err != nil {
-		return c, warnings, err
+		return c, err
 	}
 	if mtu < 576 || mtu > 65000 {
 		a, _ := n.Attr("mtu")
-		return c, warnings, config.Errorf(a.Pos, "mtu=%d is out of range (576..65000)", mtu)
+		return c, config.Errorf(a.Pos, "mtu=%d is out of range (576..65000)", mtu)
 	}
 	c.MTU = int(mtu)
 	if c.Offload, err = n.Bool("offload", c.Guest == "netns"); err != nil {
-		return c, warnings, err
+		return c, err
 	}
 	mac, ok, err := n.MAC("mac")
 	if err != nil {
-		return c, warnings, err
+		return c, err
 	}
 	if !ok {
-		mac = defaultMAC(name)
+		mac = defaultMAC(start)
 	}
 	c.MAC = mac
 	if c.Address, _, err = n.Prefix("address"); err != nil {
-		return c, warnings, err
+		return c, err
 	}
 	if c.Gateway, _, err = n.IPv4("gateway"); err != nil {
-		return c, warnings, err
+		return c, err
 	}
 	if c.Session == "Uplink" {
 		if c.UplinkMAC, ok, err = n.MAC("uplink_mac"); err != nil {
-			return c, warnings, err
+			return c, err
 		}
 		if !ok {
-			return c, warnings, config.Errorf(n.Pos, "session=\"Uplink\" needs uplink_mac (the router's MAC on the wire)")
+			return c, config.Errorf(n.Pos, "session=\"Uplink\" needs uplink_mac (the router's MAC on the wire)")
 		}
 	}
 	if a, ok := n.Attr("iperf"); ok {
 		if c.Iperf, err = iperf.ParseCommand(strings.Fields(a.Value)); err != nil {
-			return c, warnings, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
+			return c, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
 		}
 	}
 	if c.Guest == "netns" && c.TapAddress == "" {
-		return c, warnings, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
+		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
 	}
 	if a, ok := n.Attr("iperf"); ok && c.Guest == "netns" && c.Exec == "" {
 		c.Exec = "iperf3 " + a.Value // the real one, in the namespace
 	}
-	return c, warnings, nil
+	return c, nil
 }
 
 // defaultMAC is a locally administered address from the component's name, so that guests of
@@ -116,6 +120,20 @@ func defaultMAC(name string) net.HardwareAddr {
 	h.Write([]byte(name))
 	s := h.Sum32()
 	return net.HardwareAddr{0x02, 0x4e, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
+}
+
+// TapArgs are the arguments of the Tap session (the contract's netns, address, gateway, mtu,
+// offload, exec).
+func (cfg Config) TapArgs() map[string]string {
+	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
+		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
+	if cfg.TapGateway != "" {
+		args["gateway"] = cfg.TapGateway
+	}
+	if cfg.Exec != "" {
+		args["exec"] = cfg.Exec
+	}
+	return args
 }
 
 func (c Config) String() string {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -62,7 +63,7 @@ func startBenchScenario(ctx context.Context, name string, text []byte, bins []st
 		}
 	}
 	if err == nil {
-		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Components: components.Table, Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Components: components.Table, ParentServices: hostservice.Services(), Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
 	}
 	if err != nil {
 		os.RemoveAll(dir)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -37,8 +38,8 @@ Component binaries are looked up next to nicstack and in bin/.`,
 			}
 			out := supervisor.NewOutput(os.Stderr, logFormat == "json")
 			s, err := supervisor.New(args[0], supervisor.Options{
-				Components: components.Table,
-				BinDirs:    binDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+				Components: components.Table, ParentServices: hostservice.Services(),
+				BinDirs: binDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
 			})
 			if err != nil {
 				return err

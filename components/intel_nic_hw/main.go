@@ -2,17 +2,17 @@
 // its own process, standing for the hardware: it serves the device session "Platform" to one
 // driver (register page with posted writes, DMA memory, doorbell and interrupt eventfds), and
 // its cable is a "Nic" session to the far end or (<wire type="tap"|"packet">) a TAP or AF_PACKET
-// socket from the supervisor, clocking frames both ways at the link speed.
+// socket from the supervisor, clocking frames both ways at the link speed (nic.go; port.go is
+// the wire as a Linux interface, handler.go the glue to the supervisor).
 package main
 
 import (
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/drivers/intel/hwcomp"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
 	component.Main(components.Lookup("intel_nic_hw"), func(c *component.Component) (component.Handler, error) {
-		return hwcomp.NewHandler(c), nil
+		return NewHandler(c), nil
 	}, component.OneP())
 }

@@ -1,17 +1,16 @@
 // Command ipxe_nic is the ipxe-style Intel NIC driver (package drivers/ipxe) as a component:
-// it drives the device of a Platform session (intel_nic_hw) and holds an Uplink session to the
-// router while the link is up. Config: <config rx_irq_throttle="651" tx_batch="yes"
-// tx_irq="queue_empty" phy_reset="auto"/>, applied live.
+// it drives the device of a Platform session (intel_nic_hw; port.go) and holds an Uplink
+// session to the router while the link is up (uplink.go). Config: <config
+// rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>, applied live.
 package main
 
 import (
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/drivers/ipxe/nicdrv"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
 	component.Main(components.Lookup("ipxe_nic"), func(c *component.Component) (component.Handler, error) {
-		return nicdrv.NewHandler(c), nil
+		return NewHandler(c), nil
 	})
 }

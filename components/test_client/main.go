@@ -5,7 +5,7 @@ package main
 import (
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/component/testcomp"
+	"github.com/nicstack/nicstack/components/internal/testcomp"
 )
 
 func main() {

@@ -21,13 +21,29 @@ var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac"
 // DefaultMAC is the permanent address when the config names none (locally administered).
 var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
 
-// ParseConfig reads the emulated NIC's <config> node (nil: none) into the parts of Config it
-// sets; errors name the attribute's file, line and column.
-func ParseConfig(n *config.Node) (Config, error) {
-	c := Config{Model: Models[0], MAC: DefaultMAC}
+// NICConfig is intel_nic_hw's <config>: the device model's settings and where its cable leads.
+type NICConfig struct {
+	Device Config // the parts a <config> sets (Model, MAC, PartnerSpeed, Autoneg, NoCarrier, SpinWait)
+	Wire   WireConfig
+}
+
+// ParseConfig reads the emulated NIC's <config> node (nil: none); errors name the attribute's
+// file, line and column. start, the <start>'s name, is unused.
+func ParseConfig(n *config.Node, start string) (NICConfig, error) {
 	if n == nil { // no <config> at all
 		n = &config.Node{Type: "config"}
 	}
+	dev, err := parseDevice(n)
+	if err != nil {
+		return NICConfig{Device: dev}, err
+	}
+	wire, err := parseWire(n)
+	return NICConfig{Device: dev, Wire: wire}, err
+}
+
+// parseDevice reads the device model's attributes of <config>.
+func parseDevice(n *config.Node) (Config, error) {
+	c := Config{Model: Models[0], MAC: DefaultMAC}
 	if a, ok := n.Attr("model"); ok {
 		m, found := ModelByName(a.Value)
 		if !found {

@@ -509,7 +509,8 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ParseConfig(n)
+	nc, err := ParseConfig(n, "hw")
+	c := nc.Device
 	if err != nil || c.Model.Name != "i217-LM" || c.MAC.String() != "02:00:00:00:00:07" ||
 		c.PartnerSpeed != 100 || c.Autoneg != 5*time.Millisecond {
 		t.Errorf("got %+v, %v", c, err)
@@ -519,7 +520,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, bad := range []string{`<config model="e1000"/>`, `<config mac="x"/>`, `<config partner_speed="2500"/>`} {
 		n, _ := config.Parse("hw.xml", []byte(bad))
-		if _, err := ParseConfig(n); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") {
+		if _, err := ParseConfig(n, "hw"); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") {
 			t.Errorf("%s: error %v, want one naming hw.xml:1:", bad, err)
 		}
 	}
@@ -534,7 +535,7 @@ func TestParseWire(t *testing.T) {
 		return n
 	}
 	for _, s := range []string{`<config/>`, `<config><wire/></config>`, `<config><wire type="session"/></config>`} {
-		if w, err := ParseWire(parse(s)); err != nil || w.Type != WireSession || w.Service != "" {
+		if w, err := parseWire(parse(s)); err != nil || w.Type != WireSession || w.Service != "" {
 			t.Errorf("%s: %+v, %v", s, w, err)
 		}
 	}
@@ -542,12 +543,12 @@ func TestParseWire(t *testing.T) {
 	if errs := config.Check(n, ConfigSchema); len(errs) != 0 {
 		t.Errorf("schema: %v", errs)
 	}
-	w, err := ParseWire(n)
+	w, err := parseWire(n)
 	if err != nil || w.Service != "Tap" || w.Args["netns"] != "far" || w.Args["address"] != "198.18.0.2/24" ||
 		w.Args["exec"] != "iperf3 -s" || w.Args["offload"] != "no" || w.Args["mtu"] != "1500" {
 		t.Errorf("tap wire: %+v, %v", w, err)
 	}
-	w, err = ParseWire(parse(`<config><wire type="packet" netns="far" exec="x"/></config>`))
+	w, err = parseWire(parse(`<config><wire type="packet" netns="far" exec="x"/></config>`))
 	if err != nil || w.Service != "Packet" || !strings.HasSuffix(w.Args["exec"], "; x") || w.Args["offload"] != "" {
 		t.Errorf("packet wire: %+v, %v", w, err)
 	}
@@ -560,7 +561,7 @@ func TestParseWire(t *testing.T) {
 		`<config><wire netns="far"/></config>`:                            `"netns"`,
 		`<config><wire type="tap" netns="far" offload="maybe"/></config>`: `offload`,
 	} {
-		if _, err := ParseWire(parse(bad)); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") || !strings.Contains(err.Error(), attr) {
+		if _, err := parseWire(parse(bad)); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") || !strings.Contains(err.Error(), attr) {
 			t.Errorf("%s: error %v, want one at hw.xml:1: naming %s", bad, err, attr)
 		}
 	}

@@ -36,9 +36,9 @@ type WireConfig struct {
 // enable is 1522 bytes with a VLAN tag.
 const WireMTU = "1500"
 
-// ParseWire reads the <wire> sub-node of the emulated NIC's <config> (n or its <wire> nil:
+// parseWire reads the <wire> sub-node of the emulated NIC's <config> (n or its <wire> nil:
 // the Nic session); errors name the attribute's file, line and column.
-func ParseWire(n *config.Node) (WireConfig, error) {
+func parseWire(n *config.Node) (WireConfig, error) {
 	w := WireConfig{Type: WireSession}
 	if n == nil {
 		return w, nil

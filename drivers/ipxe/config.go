@@ -57,9 +57,9 @@ func DefaultConfig() Config {
 	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, PhyReset: PhyResetAuto}
 }
 
-// ParseConfig reads a <config> node (nil: none); errors name the attribute's file, line and
-// column.
-func ParseConfig(n *config.Node) (Config, error) {
+// ParseConfig reads ipxe_nic's <config> node (nil: none); errors name the attribute's file,
+// line and column. start, the <start>'s name, is unused.
+func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := DefaultConfig()
 	if n == nil { // no <config> at all
 		n = &config.Node{Type: "config"}

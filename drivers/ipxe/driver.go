@@ -78,7 +78,7 @@ type Counters struct {
 	TXRingFull         *atomic.Uint64 // times the router had more than the ring took
 	LinkChanges        *atomic.Uint64
 	SpuriousInterrupts *atomic.Uint64 // ICR read zero
-	// The Uplink session's (SessionUplink.UseCounters): received frames it had no room for,
+	// The Uplink session's and SoftOffload's: received frames the session had no room for,
 	// frames to send whose checksum the driver completed, super-frames it cut and the
 	// segments they made, frames dropped for offload metadata it cannot serve.
 	RXRefused, TXSoftCsum, TXSoftGSO, TXSegments, TXOffloadDropped *atomic.Uint64

@@ -12,9 +12,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
-	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/config"
-	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 var nicMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
@@ -384,13 +382,13 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ipxe.ParseConfig(n)
+	cfg, err := ipxe.ParseConfig(n, "ipxe_nic")
 	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, PhyReset: ipxe.PhyResetYes}
 	if err != nil || cfg != want {
 		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
 	}
 	n, _ = config.Parse("nic.xml", []byte(`<config/>`))
-	if cfg, err := ipxe.ParseConfig(n); err != nil || cfg != ipxe.DefaultConfig() {
+	if cfg, err := ipxe.ParseConfig(n, "ipxe_nic"); err != nil || cfg != ipxe.DefaultConfig() {
 		t.Errorf("empty config: %+v, %v", cfg, err)
 	}
 	n, _ = config.Parse("nic.xml", []byte(`<config rx_irq_throttel="651"/>`))
@@ -407,7 +405,7 @@ func TestParseConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = ipxe.ParseConfig(n)
+		_, err = ipxe.ParseConfig(n, "ipxe_nic")
 		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Pos.Line != 1 || !strings.Contains(err.Error(), "nic.xml:1:") {
 			t.Errorf("%s: error %v, want a positioned config error", bad, err)
@@ -551,96 +549,5 @@ func TestHostileDevice(t *testing.T) {
 				t.Fatalf("delivered %d bytes from a %d-byte buffer", len(f), ipxe.BufSize)
 			}
 		}
-	}
-}
-
-// newSessionRig is a rig whose driver has a real Uplink session (memfd streams); it returns
-// the router's end and the driver's side of the session.
-func newSessionRig(t *testing.T) (*rig, *packetstream.Server, *ipxe.SessionUplink) {
-	files, err := packetstream.NewSessionFiles("uplink", packetstream.DefaultConfig(), packetstream.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { files.Close() })
-	client, err := packetstream.OpenClient(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	router, err := packetstream.OpenServer(files)
-	if err != nil {
-		client.Close()
-		t.Fatal(err)
-	}
-	r := newRig(t, "82574L", ipxe.DefaultConfig())
-	t.Cleanup(func() { router.Close(); client.Close() })
-	r.waitLink(t)
-	session := ipxe.NewSessionUplink(client)
-	r.drv.SetUplink(session)
-	return r, router, session
-}
-
-// routerSubmit queues frame f with offload o from the router's end (not yet signalled).
-func routerSubmit(t *testing.T, router *packetstream.Server, f []byte, o netdev.Offload) {
-	p, err := router.RX.Alloc(len(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(router.RX.Payload(p), f)
-	if !router.RX.TrySubmit(p.WithOffload(o)) {
-		t.Fatal("router's submit queue full")
-	}
-}
-
-// TestSessionUplink runs frames both ways between the driver and the router's end of a real
-// Uplink session (memfd streams).
-func TestSessionUplink(t *testing.T) {
-	r, router, session := newSessionRig(t)
-	var out, in [][]byte
-	for i := range 300 {
-		out = append(out, frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 60+i*5, i))
-		in = append(in, frame(nicMAC, 1514-i*4, i))
-	}
-	submit := func(f []byte, o netdev.Offload) { routerSubmit(t, router, f, o) }
-	submit(frame(nicMAC, 1514, 999), netdev.Offload{GSOType: netdev.GSOTCPv4, GSOSize: 1448})
-	for _, f := range out {
-		submit(f, netdev.Offload{})
-	}
-	router.RX.Wakeup()
-	r.drv.Transmit()
-	var got [][]byte
-	for sent, steps := 0, 0; len(r.wire.frames) < len(out) || len(got) < len(in); steps++ {
-		if steps > 10000 {
-			t.Fatalf("stuck: wire %d, router got %d", len(r.wire.frames), len(got))
-		}
-		if sent < len(in) {
-			sent += r.dev.Receive(in[sent:min(sent+8, len(in))])
-		}
-		r.step(8 * frameTime)
-		for {
-			p, ok := router.TX.TryGet()
-			if !ok {
-				break
-			}
-			got = append(got, bytes.Clone(router.TX.Payload(p)))
-			router.TX.TryAck(p)
-		}
-		router.TX.Wakeup()
-	}
-	sameFrames(t, "wire", r.wire.frames, out)
-	sameFrames(t, "router", got, in)
-	if session.Offloaded.Load() != 1 || session.Refused.Load() != 0 {
-		t.Errorf("offloaded %d (want 1), refused %d", session.Offloaded.Load(), session.Refused.Load())
-	}
-	acked := 0
-	for {
-		p, ok := router.RX.GetAcked()
-		if !ok {
-			break
-		}
-		router.RX.Release(p)
-		acked++
-	}
-	if acked != len(out)+1 {
-		t.Errorf("router got %d acknowledgements, want %d", acked, len(out)+1)
 	}
 }

@@ -14,14 +14,15 @@ import (
 func Example() {
 	dma := make([]byte, ipxe.DMASize)
 	irq := intel.NewChanIRQ()
-	hw, _ := intel.ParseConfig(nil) // defaults: 82574L, 02:00:00:00:00:01
+	nic, _ := intel.ParseConfig(nil, "") // defaults: 82574L, 02:00:00:00:00:01
+	hw := nic.Device
 	hw.IRQ, hw.Autoneg = irq, time.Millisecond
 	dev, _ := intel.New(make([]byte, intel.RegisterPageSize), dma, hw)
 	stop := make(chan struct{})
 	defer close(stop)
 	go dev.Run(stop)
 
-	cfg := ipxe.DefaultConfig() // or ipxe.ParseConfig(<config> node)
+	cfg := ipxe.DefaultConfig() // or ipxe.ParseConfig(<config> node, start name)
 	var drv *ipxe.Driver
 	drv, _ = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: hw.Model.DeviceID}, cfg,
 		func(up bool, speed int) {

@@ -17,6 +17,55 @@ import (
 
 var be = binary.BigEndian
 
+// SoftOffload is what the driver does in software for a frame to send with offload
+// metadata, in front of a NIC without the features: Copy takes a frame, Next hands out the
+// further segments of a super-frame. It counts in the driver's Counters.
+type SoftOffload struct {
+	seg segmenter
+	cnt *Counters
+}
+
+// NewSoftOffload returns a SoftOffload counting in cnt (TXOffloadDropped, TXSoftCsum,
+// TXSoftGSO, TXSegments).
+func NewSoftOffload(cnt *Counters) *SoftOffload { return &SoftOffload{cnt: cnt} }
+
+// Pending reports whether a super-frame is being cut: Next has its next segment.
+func (s *SoftOffload) Pending() bool { return s.seg.active }
+
+// Next writes the next segment of the super-frame Copy started into buf and returns its length.
+func (s *SoftOffload) Next(buf []byte) int {
+	s.cnt.TXSegments.Add(1)
+	return s.seg.cut(buf)
+}
+
+// Copy writes frame, which carries o, into buf as the NIC must send it: a partial checksum
+// completed, a TCP super-frame's first segment (Next gives the rest). It returns the length
+// written, or a length over len(buf) for a frame to drop (too long for buf, or metadata the
+// driver cannot serve). frame may be shared memory: it is read once, before Copy returns.
+func (s *SoftOffload) Copy(buf, frame []byte, o netdev.Offload) int {
+	n := len(frame)
+	switch {
+	case o.GSOType != netdev.GSONone:
+		if !s.seg.start(frame, o) {
+			s.cnt.TXOffloadDropped.Add(1)
+			return len(buf) + 1
+		}
+		s.cnt.TXSoftGSO.Add(1)
+		return s.Next(buf)
+	case n > len(buf):
+	case o.Flags&netdev.OffloadNeedsCsum != 0:
+		copy(buf, frame)
+		if !completeChecksum(buf[:n], int(o.CsumStart), int(o.CsumOffset)) {
+			s.cnt.TXOffloadDropped.Add(1)
+			return len(buf) + 1
+		}
+		s.cnt.TXSoftCsum.Add(1)
+	default:
+		copy(buf, frame)
+	}
+	return n
+}
+
 // completeChecksum fills in a partial checksum as a NIC with checksum offload would: the field
 // at start+off holds the pseudo header's sum, the checksum covers everything from start. It
 // reports false when the field lies outside the frame.

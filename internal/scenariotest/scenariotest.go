@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -51,13 +52,16 @@ type Run struct {
 
 // Start writes text as the scenario file name (its extension says the syntax) and runs a
 // supervisor on it until Stop or the end of the test. opt needs BinDirs; Out and RunDir are
-// the run's own.
+// the run's own, and ParentServices are the host's (Tap, Packet) unless opt names some.
 func Start(t testing.TB, name, text string, opt supervisor.Options) *Run {
 	t.Helper()
 	r := &Run{Path: filepath.Join(t.TempDir(), name), Logs: &testutil.SyncBuffer{}, t: t}
 	r.write(text)
 	opt.Out = supervisor.NewOutput(r.Logs, false)
 	opt.RunDir = filepath.Join(t.TempDir(), "run")
+	if opt.ParentServices == nil {
+		opt.ParentServices = hostservice.Services()
+	}
 	s, err := supervisor.New(r.Path, opt)
 	if err != nil {
 		t.Fatal(err)

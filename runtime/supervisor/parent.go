@@ -7,32 +7,38 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/nicstack/nicstack/drivers/afpacket"
-	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/internal/netns"
 )
 
 // The parent services are sessions the supervisor serves itself, routed with <parent/>: a
-// component gets a Linux interface inside a namespace of the run, without privileges.
-//
-//   - "Tap": a TAP (IFF_VNET_HDR, TSO and checksum offloads unless offload=no) inside the
-//     namespace; Files = [the TAP], for drivers/tap.FromFile.
-//   - "Packet": a veth pair, one end inside the namespace, the other in a namespace of the
-//     session's own; Files = [an AF_PACKET socket there], Args["interface"] = that end's name,
-//     for drivers/afpacket.FromFile.
+// component gets a Linux interface inside a namespace of the run, without privileges. Which
+// services there are, and how each makes its interface, the caller hands in
+// (Options.ParentServices; package runtime/hostservice has Tap and Packet); the supervisor
+// does the rest the same way for all: the namespace, the address, route and MTU of the Linux
+// side, the command run there, and deleting it all when the session closes.
 //
 // Args: netns (a name local to the run), address (CIDR of the Linux side), gateway (default
 // route inside the namespace), mtu (1500), exec (a shell command run inside the namespace once
 // the interface is up, killed when the session closes; $NICSTACK_INTERFACE names the
-// interface).
-var parentServices = map[string]func(*Supervisor, *parentSession, *netns.NS) error{
-	"Tap":    (*Supervisor).openTap,
-	"Packet": (*Supervisor).openPacket,
+// interface); a service may know more (offload).
+
+// ParentService makes the device of one session inside the run's namespace ns: id is unique
+// among the run's sessions (for interface names), mtu the Linux side's, args the session's.
+type ParentService func(id uint64, ns *netns.NS, mtu int, args map[string]string) (ParentDevice, error)
+
+// ParentDevice is what a ParentService made: the files the client gets, the interface inside
+// the namespace (which the supervisor configures, and deletes when the session closes),
+// arguments the client gets besides the session's, and what else to delete then.
+type ParentDevice struct {
+	Files []*os.File
+	Iface string
+	Args  map[string]string
+	Close func() // nil: nothing beyond the interface
 }
 
 // parentSession is what the supervisor made for one session of a parent service; close
@@ -44,9 +50,19 @@ type parentSession struct {
 	files  []*os.File // handed to the client
 	iface  string     // the interface inside the run's namespace
 	ns     *netns.NS  // the run's namespace the interface is in
-	own    *netns.NS  // the session's own namespace (Packet)
+	undo   func()     // the service's own clean-up (ParentDevice.Close)
 	exec   *exec.Cmd
 	mtu    int
+}
+
+// noParentService is the denial of a session routed to the parent for a service it lacks.
+func (s *Supervisor) noParentService(service string) error {
+	names := []string{}
+	for n := range s.opts.ParentServices {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Errorf("routed to the parent, but the supervisor serves no %s sessions itself (it serves: %s)", service, strings.Join(names, ", "))
 }
 
 var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
@@ -55,9 +71,9 @@ var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 // goroutine (the ip commands take 100-400 ms) and touches no supervisor state but the
 // namespaces.
 func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64) (*parentSession, error) {
-	open, ok := parentServices[service]
+	open, ok := s.opts.ParentServices[service]
 	if !ok {
-		return nil, fmt.Errorf("routed to the parent, but the supervisor serves no %s sessions itself (it serves Tap and Packet)", service)
+		return nil, s.noParentService(service)
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("the supervisor serves %s sessions only when run as root", service)
@@ -79,7 +95,12 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 		return nil, err
 	}
 	p.ns = ns
-	if err := open(s, p, ns); err != nil {
+	dev, err := open(id, ns, p.mtu, args)
+	p.files, p.iface, p.undo = dev.Files, dev.Iface, dev.Close
+	for k, v := range dev.Args {
+		p.args = withArg(p.args, k, v)
+	}
+	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("%s session in namespace %s: %w", service, name, err)
 	}
@@ -135,55 +156,6 @@ func ExecIn(ctx context.Context, nsPath string, argv []string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + nsPath, "--"}, argv...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
-}
-
-func (s *Supervisor) openTap(p *parentSession, ns *netns.NS) error {
-	dev, err := tap.Create(tap.Config{Name: fmt.Sprintf("tap%d", p.id), MTU: p.mtu, NetNS: ns.File})
-	if err != nil {
-		return err
-	}
-	p.iface, p.files = dev.Name(), []*os.File{dev.File()}
-	switch p.args["offload"] {
-	case "", "yes":
-	case "no":
-		raw, err := dev.File().SyscallConn()
-		var ierr error
-		if err == nil {
-			err = raw.Control(func(fd uintptr) { ierr = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, 0) })
-		}
-		if err != nil || ierr != nil {
-			return fmt.Errorf("turning offloads off: %v%v", err, ierr)
-		}
-	default:
-		return fmt.Errorf("offload=%q: want yes or no", p.args["offload"])
-	}
-	return nil
-}
-
-func (s *Supervisor) openPacket(p *parentSession, ns *netns.NS) error {
-	own, err := netns.New("pkt")
-	if err != nil {
-		return err
-	}
-	p.own = own
-	p.iface = fmt.Sprintf("veth%d", p.id)
-	end := fmt.Sprintf("pkt%d", p.id)
-	if err := netns.Veth(p.iface, ns, end, own); err != nil {
-		return err
-	}
-	if err := ns.IP("link", "set", p.iface, "mtu", strconv.Itoa(p.mtu)); err != nil {
-		return err
-	}
-	if err := own.IP("link", "set", end, "mtu", strconv.Itoa(p.mtu)); err != nil {
-		return err
-	}
-	sock, err := afpacket.NewSocket(own.File)
-	if err != nil {
-		return err
-	}
-	p.files = []*os.File{sock}
-	p.args = withArg(p.args, "interface", end)
-	return nil
 }
 
 func withArg(args map[string]string, k, v string) map[string]string {
@@ -250,8 +222,8 @@ func (p *parentSession) close() {
 	if p.iface != "" {
 		p.ns.IP("link", "del", p.iface)
 	}
-	if p.own != nil {
-		p.own.Close()
+	if p.undo != nil {
+		p.undo()
 	}
 	closeFiles(p.files)
 	p.files = nil

@@ -24,6 +24,9 @@ import (
 // Options configure a supervisor run.
 type Options struct {
 	BinDirs []string // where component binaries are looked up, in order
+	// ParentServices are the sessions the supervisor serves itself (routed to <parent/>), by
+	// service name; see ParentService. Nil: none.
+	ParentServices map[string]ParentService
 	// Components is the table of components (package components): each start's <config> is
 	// checked against its binary's Spec before launch, and problems are logged. Nil: no checks
 	// (a test of the supervisor alone).
@@ -514,8 +517,8 @@ func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
 		s.deny(r, err.Error())
 		return
 	}
-	if _, ok := parentServices[r.service]; d.Parent && !ok {
-		s.deny(r, fmt.Sprintf("routed to the parent, but the supervisor serves no %s sessions itself (it serves Tap and Packet)", r.service))
+	if _, ok := s.opts.ParentServices[r.service]; d.Parent && !ok {
+		s.deny(r, s.noParentService(r.service).Error())
 		return
 	}
 	r.decision = d

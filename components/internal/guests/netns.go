@@ -1,13 +1,13 @@
-package guest
+package guests
 
 import (
 	"fmt"
-	"strconv"
 
-	"github.com/nicstack/nicstack/drivers/linuxnic"
 	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/nicbridge"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -17,13 +17,13 @@ import (
 // super-frames whole with their offload metadata). The config's exec runs in the namespace.
 type Netns struct {
 	c      *component.Component
-	cfg    Config
+	cfg    guest.Config
 	tapReq uint64
 	dev    *tap.Device
-	nic    *linuxnic.NIC
+	nic    *nicbridge.NIC
 	ran    chan error
 	nicSes *component.Session // the open Nic session, attached while the TAP is open
-	stats  *linuxnic.Stats
+	stats  *nicbridge.Stats
 }
 
 // tapStream holds some 190 TSO super-frames of 64 KiB per direction (Genode's 1024 entries):
@@ -34,21 +34,7 @@ var tapStream = packetstream.Config{QueueSize: 1024, BulkSize: 12 << 20}
 
 // NewNetns returns the handler.
 func NewNetns(c *component.Component) *Netns {
-	return &Netns{c: c, stats: linuxnic.NewStats(c.Counter)}
-}
-
-// TapArgs are the arguments of the Tap session (the contract's netns, address, gateway, mtu,
-// offload, exec).
-func (cfg Config) TapArgs() map[string]string {
-	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
-		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
-	if cfg.TapGateway != "" {
-		args["gateway"] = cfg.TapGateway
-	}
-	if cfg.Exec != "" {
-		args["exec"] = cfg.Exec
-	}
-	return args
+	return &Netns{c: c, stats: nicbridge.NewStats(c.Counter)}
 }
 
 func (g *Netns) Configure(n *config.Node) error {
@@ -56,10 +42,7 @@ func (g *Netns) Configure(n *config.Node) error {
 		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, warnings, err := ParseConfig(n, g.c.Name)
-	for _, w := range warnings {
-		g.c.Log.Warn("config", "err", w)
-	}
+	cfg, err := guest.ParseConfig(n, g.c.Name)
 	if err != nil {
 		return err
 	}
@@ -81,9 +64,9 @@ func (g *Netns) Open(s *component.Session) error {
 		if err != nil {
 			return err
 		}
-		g.dev, g.nic, g.ran = dev, linuxnic.New(dev, g.stats), make(chan error, 1)
-		g.nic.LimitFrames(linuxnic.TapFrameLimit(g.cfg.Offload, g.cfg.MTU))
-		go func(nic *linuxnic.NIC, ran chan<- error) { ran <- nic.Run(nil) }(g.nic, g.ran)
+		g.dev, g.nic, g.ran = dev, nicbridge.New(dev, g.stats), make(chan error, 1)
+		g.nic.LimitFrames(nicbridge.TapFrameLimit(g.cfg.Offload, g.cfg.MTU))
+		go func(nic *nicbridge.NIC, ran chan<- error) { ran <- nic.Run(nil) }(g.nic, g.ran)
 		g.c.Log.Info("tap open", "interface", dev.Name(), "netns", g.cfg.Netns)
 		if g.nicSes != nil {
 			return g.nic.Attach(g.nicSes.Client)

@@ -1,4 +1,4 @@
-package hwcomp
+package intelhw
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package guest
+package guests
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/netstack"
 	"github.com/nicstack/nicstack/runtime/component"
@@ -57,7 +58,7 @@ func (c *Counters) Record(rep *iperf.Report) {
 // from DHCP, running iperf as its config says. It is the Go API the component wraps: tests
 // attach it to heap sessions with Attach.
 type Host struct {
-	cfg  Config
+	cfg  guest.Config
 	log  logger
 	ctr  *Counters
 	st   *netstack.Stack
@@ -74,7 +75,7 @@ type logger interface {
 
 // NewHost builds the stack and starts the guest's work (DHCP, then iperf), which waits for a
 // session to be attached.
-func NewHost(cfg Config, ctr *Counters, log logger) (*Host, error) {
+func NewHost(cfg guest.Config, ctr *Counters, log logger) (*Host, error) {
 	h := &Host{cfg: cfg, log: log, ctr: ctr}
 	st, err := netstack.New(netstack.Config{MAC: cfg.MAC, MTU: cfg.MTU, Offload: cfg.Offload, Address: cfg.Address, Gateway: cfg.Gateway},
 		netstack.OutboundFunc(h.writeFrames))
@@ -246,10 +247,7 @@ func (e *Embedded) Configure(n *config.Node) error {
 		e.c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, warnings, err := ParseConfig(n, e.c.Name)
-	for _, w := range warnings {
-		e.c.Log.Warn("config", "err", w)
-	}
+	cfg, err := guest.ParseConfig(n, e.c.Name)
 	if err != nil {
 		return err
 	}
@@ -265,7 +263,7 @@ func (e *Embedded) Configure(n *config.Node) error {
 }
 
 // sessionArgs are the request's arguments: an Uplink client names the MAC of the wire's end.
-func sessionArgs(cfg Config) map[string]string {
+func sessionArgs(cfg guest.Config) map[string]string {
 	if cfg.Session != "Uplink" {
 		return nil
 	}

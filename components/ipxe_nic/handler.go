@@ -1,4 +1,4 @@
-package nicdrv
+package main
 
 import (
 	"fmt"
@@ -23,6 +23,7 @@ type Handler struct {
 	uplink   uint64     // request id while the link is up
 	platform uint64     // open session ids
 	upSess   uint64
+	stopCPU  chan struct{} // ends TrackCPU
 }
 
 // cpuInterval is how often the cpu_us counter is brought up to date.
@@ -30,15 +31,16 @@ const cpuInterval = 250 * time.Millisecond
 
 // NewHandler requests the device once configured.
 func NewHandler(c *component.Component) *Handler {
-	go TrackCPU(c.Counter("cpu_us"), cpuInterval, nil)
-	return &Handler{c: c}
+	h := &Handler{c: c, stopCPU: make(chan struct{})}
+	go TrackCPU(c.Counter("cpu_us"), cpuInterval, h.stopCPU)
+	return h
 }
 
 func (h *Handler) Configure(n *config.Node) error {
 	for _, w := range config.Check(n, ipxe.ConfigSchema) {
 		h.c.Log.Warn("config", "err", w)
 	}
-	cfg, err := ipxe.ParseConfig(n)
+	cfg, err := ipxe.ParseConfig(n, h.c.Name)
 	if err != nil {
 		return err
 	}
@@ -103,3 +105,6 @@ func (h *Handler) Close(s *component.Session) {
 		h.upSess = 0
 	}
 }
+
+// Stop ends the CPU tracking; the device's loops ended with its sessions.
+func (h *Handler) Stop() { close(h.stopCPU) }

@@ -1,4 +1,4 @@
-package linuxnic
+package hostnic
 
 import (
 	"strings"
@@ -8,22 +8,19 @@ import (
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
-func parse(t *testing.T, k *Kind, text string) (Config, []*config.Error, error) {
+func parse(t *testing.T, k *Kind, text string) (Config, error) {
 	t.Helper()
 	n, err := config.Parse("test", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ParseConfig(k, "uplink", n)
+	return k.ParseConfig(n, "uplink")
 }
 
 func TestTapConfig(t *testing.T) {
-	cfg, warn, err := parse(t, TapNIC, `<config tap_mtu="65520" offload="yes" netns="lan" address="198.18.0.1/24" exec="sleep 1" tcp="x"/>`)
+	cfg, err := parse(t, TapNIC, `<config tap_mtu="65520" offload="yes" netns="lan" address="198.18.0.1/24" exec="sleep 1"/>`)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(warn) != 1 || !strings.Contains(warn[0].Error(), "tcp") {
-		t.Errorf("warnings %v, want one for tcp", warn)
 	}
 	want := map[string]string{"mtu": "65520", "offload": "yes", "netns": "lan", "address": "198.18.0.1/24", "exec": "sleep 1"}
 	if len(cfg.Args) != len(want) {
@@ -56,7 +53,7 @@ func TestPacketConfigThrottle(t *testing.T) {
 		{`<config mtu="20"/>`, 0, 0, "", "mtu=20"},
 		{`<config address="nope"/>`, 0, 0, "", "prefix"},
 	} {
-		cfg, _, err := parse(t, PacketNIC, c.text)
+		cfg, err := parse(t, PacketNIC, c.text)
 		if c.errMatch != "" {
 			if err == nil || !strings.Contains(err.Error(), c.errMatch) {
 				t.Errorf("%s: error %v, want one about %q", c.text, err, c.errMatch)

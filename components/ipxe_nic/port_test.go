@@ -1,4 +1,4 @@
-package nicdrv_test
+package main
 
 import (
 	"bytes"
@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/components/internal/intelhw"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
-	"github.com/nicstack/nicstack/drivers/intel/hwcomp"
 	"github.com/nicstack/nicstack/drivers/ipxe"
-	"github.com/nicstack/nicstack/drivers/ipxe/nicdrv"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -41,8 +40,8 @@ type link struct {
 // the wire's far end and the router's Uplink server played by the test.
 type rig struct {
 	t       *testing.T
-	nic     *hwcomp.NIC
-	port    *nicdrv.Port
+	nic     *intelhw.NIC
+	port    *Port
 	links   chan link
 	farEnd  *packetstream.Client // the wire's far end: a Nic client of the emulated NIC
 	wireSrv *packetstream.Server
@@ -62,7 +61,7 @@ func newRig(t *testing.T, model string) *rig {
 	})
 	m, _ := intel.ModelByName(model)
 	r := &rig{t: t, links: make(chan link, 16)}
-	r.nic = hwcomp.New(intel.Config{Model: m, MAC: nicMAC, Autoneg: time.Millisecond}, intel.NewCounters(nil), hwcomp.NewCounters(nil))
+	r.nic = intelhw.New(intel.Config{Model: m, MAC: nicMAC, Autoneg: time.Millisecond}, intel.NewCounters(nil), intelhw.NewCounters(nil))
 	cfg := packetstream.DefaultConfig()
 	if r.farEnd, r.wireSrv, err = packetstream.NewHeapSession(cfg, cfg); err != nil {
 		t.Fatal(err)
@@ -73,7 +72,7 @@ func newRig(t *testing.T, model string) *rig {
 	if err := r.nic.OpenDevice(files); err != nil {
 		t.Fatal(err)
 	}
-	r.port = nicdrv.New(ipxe.DefaultConfig(), ipxe.NewCounters(nil), func(up bool, speed int, mac net.HardwareAddr) {
+	r.port = New(ipxe.DefaultConfig(), ipxe.NewCounters(nil), func(up bool, speed int, mac net.HardwareAddr) {
 		r.links <- link{up, speed, mac}
 	})
 	if err := r.port.OpenDevice(files); err != nil {

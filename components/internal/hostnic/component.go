@@ -1,4 +1,4 @@
-package linuxnic
+package hostnic
 
 import (
 	"errors"
@@ -17,6 +17,7 @@ import (
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/nicbridge"
 )
 
 // Kind is a back end as a component drives it: the parent service that hands over the
@@ -52,11 +53,11 @@ type Handler struct {
 	kind       *Kind
 	cfg        Config
 	configured bool
-	stats      *Stats
+	stats      *nicbridge.Stats
 
 	devReq  uint64
 	dev     backend
-	nic     *NIC
+	nic     *nicbridge.NIC
 	ran     chan error
 	stopMon chan struct{} // ends monitor
 	monDone chan struct{}
@@ -68,14 +69,11 @@ type Handler struct {
 
 // NewHandler returns the handler of a component of kind k.
 func NewHandler(c *component.Component, k *Kind) *Handler {
-	return &Handler{c: c, kind: k, stats: NewStats(c.Counter)}
+	return &Handler{c: c, kind: k, stats: nicbridge.NewStats(c.Counter)}
 }
 
 func (h *Handler) Configure(n *config.Node) error {
-	cfg, warnings, err := ParseConfig(h.kind, h.c.Name, n)
-	for _, w := range warnings {
-		h.c.Log.Warn("config", "err", w)
-	}
+	cfg, err := h.kind.ParseConfig(n, h.c.Name)
 	if err != nil {
 		return err
 	}
@@ -119,16 +117,16 @@ func (h *Handler) openDevice(s *component.Session) error {
 	if err != nil {
 		return err
 	}
-	h.dev, h.nic, h.ran = dev, New(dev, h.stats), make(chan error, 1)
+	h.dev, h.nic, h.ran = dev, nicbridge.New(dev, h.stats), make(chan error, 1)
 	if h.kind == TapNIC && h.cfg.Args["offload"] == "no" {
 		mtu, err := strconv.Atoi(h.cfg.Args["mtu"])
 		if err != nil {
 			mtu = 1500 // the kernel's default, which the Tap service keeps when none is given
 		}
-		h.nic.LimitFrames(TapFrameLimit(false, mtu))
+		h.nic.LimitFrames(nicbridge.TapFrameLimit(false, mtu))
 	}
 	h.stopMon, h.monDone = make(chan struct{}), make(chan struct{})
-	go func(nic *NIC, ran chan<- error) { ran <- nic.Run(transient) }(h.nic, h.ran)
+	go func(nic *nicbridge.NIC, ran chan<- error) { ran <- nic.Run(transient) }(h.nic, h.ran)
 	h.c.Log.Info("device open", "service", h.kind.Service, "args", s.Args)
 	h.setLink(dev.linkUp())
 	go h.monitor(dev, h.stopMon, h.monDone)

@@ -1,4 +1,4 @@
-package guest
+package guests
 
 import (
 	"github.com/nicstack/nicstack/runtime/component"

@@ -1,4 +1,4 @@
-package linuxnic
+package hostnic
 
 import (
 	"hash/fnv"
@@ -47,23 +47,22 @@ type Config struct {
 // the netns guest's).
 var Stream = ps.Config{QueueSize: 1024, BulkSize: 12 << 20}
 
-// ParseConfig reads the <config> of a component of kind k called name (the MAC's default is
-// derived from it); schema warnings come apart from errors, which make the config unusable.
-func ParseConfig(k *Kind, name string, n *config.Node) (cfg Config, warnings []*config.Error, err error) {
+// ParseConfig reads the <config> of a component of kind k whose <start> is called start (the
+// MAC's default is derived from it); an error makes the config unusable.
+func (k *Kind) ParseConfig(n *config.Node, start string) (cfg Config, err error) {
 	if n == nil {
 		n = &config.Node{Type: "config"}
 	}
-	warnings = config.Check(n, k.Schema)
 	cfg = Config{Label: n.String("label", ""), Args: map[string]string{}}
 	mac, ok, err := n.MAC("mac")
 	if err != nil {
-		return cfg, warnings, err
+		return cfg, err
 	}
 	if !ok {
-		mac = DeriveMAC(name)
+		mac = DeriveMAC(start)
 	} else if mac[0]&1 != 0 {
 		a, _ := n.Attr("mac")
-		return cfg, warnings, config.Errorf(a.Pos, "mac=%q is a multicast address", a.Value)
+		return cfg, config.Errorf(a.Pos, "mac=%q is a multicast address", a.Value)
 	}
 	cfg.MAC = mac
 	for _, k := range []string{"netns", "address", "gateway", "exec"} {
@@ -72,27 +71,27 @@ func ParseConfig(k *Kind, name string, n *config.Node) (cfg Config, warnings []*
 		}
 	}
 	if _, _, err := n.Prefix("address"); err != nil {
-		return cfg, warnings, err
+		return cfg, err
 	}
 	if _, _, err := n.IPv4("gateway"); err != nil {
-		return cfg, warnings, err
+		return cfg, err
 	}
 	mtuAttr := "mtu"
 	if k == TapNIC {
 		mtuAttr = "tap_mtu"
 		offload, err := n.Bool("offload", true)
 		if err != nil {
-			return cfg, warnings, err
+			return cfg, err
 		}
 		cfg.Args["offload"] = yesNo(offload)
 	} else {
 		itr, err := n.Number("rx_irq_throttle", DefaultRxIrqThrottle)
 		if err != nil {
-			return cfg, warnings, err
+			return cfg, err
 		}
 		if itr > 0xffff {
 			a, _ := n.Attr("rx_irq_throttle")
-			return cfg, warnings, config.Errorf(a.Pos, "rx_irq_throttle=%d does not fit the 16-bit ITR interval (at most 65535)", itr)
+			return cfg, config.Errorf(a.Pos, "rx_irq_throttle=%d does not fit the 16-bit ITR interval (at most 65535)", itr)
 		}
 		cfg.RxMinInterval = time.Duration(itr) * 256 * time.Nanosecond
 		cfg.RetireTimeout = (cfg.RxMinInterval + time.Millisecond - 1).Truncate(time.Millisecond)
@@ -104,11 +103,11 @@ func ParseConfig(k *Kind, name string, n *config.Node) (cfg Config, warnings []*
 			err = config.Errorf(a.Pos, "%s=%d is not in [68, 65535]", mtuAttr, mtu)
 		}
 		if err != nil {
-			return cfg, warnings, err
+			return cfg, err
 		}
 		cfg.Args["mtu"] = strconv.FormatUint(mtu, 10)
 	}
-	return cfg, warnings, nil
+	return cfg, nil
 }
 
 // DeriveMAC makes a locally administered unicast address from name, the same for every run.

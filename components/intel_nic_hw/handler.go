@@ -1,8 +1,9 @@
-package hwcomp
+package main
 
 import (
 	"fmt"
 
+	"github.com/nicstack/nicstack/components/internal/intelhw"
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/tap"
@@ -15,7 +16,7 @@ import (
 // requests its wire from the supervisor's parent service Tap or Packet.
 type Handler struct {
 	c        *component.Component
-	nic      *NIC
+	nic      *intelhw.NIC
 	platform uint64 // the open Platform session's id
 	wire     uint64 // the open Nic session's id, or the open Tap/Packet session's
 
@@ -31,19 +32,13 @@ func NewHandler(c *component.Component) *Handler {
 }
 
 func (h *Handler) Configure(n *config.Node) error {
-	for _, w := range config.Check(n, intel.ConfigSchema) {
-		h.c.Log.Warn("config", "err", w)
-	}
-	cfg, err := intel.ParseConfig(n)
+	nc, err := intel.ParseConfig(n, h.c.Name)
 	if err != nil {
 		return err
 	}
-	wc, err := intel.ParseWire(n)
-	if err != nil {
-		return err
-	}
+	cfg, wc := nc.Device, nc.Wire
 	if h.nic == nil {
-		h.nic = New(cfg, intel.NewCounters(h.c.Counter), NewCounters(h.c.Counter))
+		h.nic = intelhw.New(cfg, intel.NewCounters(h.c.Counter), intelhw.NewCounters(h.c.Counter))
 		h.wireCfg = wc
 		if wc.Service != "" {
 			h.wireReq = h.c.RequestDevice(wc.Service, "", wc.Args, component.DeviceSpec{})
@@ -74,14 +69,14 @@ func (h *Handler) openPort(s *component.Session) error {
 	if len(s.Files) != 1 {
 		return fmt.Errorf("intel_nic_hw: %s session with %d files, want 1", s.Service, len(s.Files))
 	}
-	var p Port
+	var p intelhw.Port
 	switch h.wireCfg.Type {
 	case intel.WireTap:
 		d, err := tap.FromFile(s.Files[0])
 		if err != nil {
 			return err
 		}
-		p = TapPort(d)
+		p = intelhw.TapPort(d)
 	case intel.WirePacket:
 		ifname := s.Args["interface"]
 		if ifname == "" {
@@ -91,7 +86,7 @@ func (h *Handler) openPort(s *component.Session) error {
 		if err != nil {
 			return err
 		}
-		p = PacketPort(sock)
+		p = intelhw.PacketPort(sock)
 	default:
 		return fmt.Errorf("intel_nic_hw: a %s session, but the wire is %q", s.Service, h.wireCfg.Type)
 	}
@@ -141,5 +136,13 @@ func (h *Handler) Close(s *component.Session) {
 		h.nic.DetachWire()
 		h.wire = 0
 		h.c.Log.Info("cable pulled", "far_end", s.Label)
+	}
+}
+
+// Stop ends the device's and the wire's goroutines, should a session still hold them.
+func (h *Handler) Stop() {
+	if h.nic != nil {
+		h.nic.CloseDevice()
+		h.nic.DetachWire()
 	}
 }

@@ -1,6 +1,7 @@
-// Package linuxnic is the NIC driver for real Linux interfaces: it binds a Linux back end (a
-// TAP device of drivers/tap, an AF_PACKET socket of drivers/afpacket) to the client end of an
-// Uplink session, as Genode's Linux-hosted NIC driver does.
+// Package nicbridge binds a netdev.Device (a TAP of drivers/tap, an AF_PACKET socket of
+// drivers/afpacket) to the client end of a packet-stream session, Uplink or Nic: the data path
+// of Genode's Linux-hosted NIC driver, shared by linux_nic, packet_nic and the vm's netns
+// guest. It is not a component and knows nothing of processes or configs.
 //
 // Wire to router: one goroutine for the device's lifetime takes a burst from the device (the
 // TAP read until empty, or the AF_PACKET blocks ready at one wakeup) into the session's TX
@@ -10,7 +11,7 @@
 // a batch from the RX stream, hands it to the device in place (one TAP writev per frame, one
 // AF_PACKET kick per batch) and acknowledges the batch with one wakeup. Super-frames up to
 // 64 KiB pass whole both ways with their offload metadata.
-package linuxnic
+package nicbridge
 
 import (
 	"errors"

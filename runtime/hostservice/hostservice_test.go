@@ -1,4 +1,4 @@
-package supervisor
+package hostservice_test
 
 import (
 	"bytes"
@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/hostservice"
+	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // The exec'd commands sleep for a number no other process uses, so the test can find them.
@@ -34,6 +37,46 @@ const parentScenario = `<config>
 			exec="ip neigh replace 198.18.6.2 lladdr 02:00:00:00:00:02 dev $NICSTACK_INTERFACE &amp;&amp; echo neighbour set &amp;&amp; exec sleep 7391"/>
 	</start>
 </config>`
+
+// run is a scenario under a supervisor with the host's parent services.
+type run struct {
+	*scenariotest.Run
+	t *testing.T
+}
+
+func startRun(t *testing.T, scenario string) *run {
+	t.Helper()
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	bins := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client"))
+	return &run{scenariotest.Start(t, "scenario.xml", scenario, supervisor.Options{
+		BinDirs: []string{bins}, ParentServices: hostservice.Services(),
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	}), t}
+}
+
+func (r *run) component(name string) supervisor.ComponentStatus {
+	st, ok := r.S.Status()
+	if !ok {
+		r.t.Fatal("supervisor ended")
+	}
+	for _, c := range st.Components {
+		if c.Name == name {
+			return c
+		}
+	}
+	r.t.Fatalf("no component %q", name)
+	return supervisor.ComponentStatus{}
+}
+
+// waitFor polls cond until it holds or the time is up.
+func (r *run) waitFor(what string, timeout time.Duration, cond func() bool) {
+	r.t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out waiting for %s; logs:\n%s", what, r.Logs.String())
+		}
+	}
+}
 
 // hostState lists the host's interfaces, this process's namespaces and the exec'd sleeps.
 func hostState(t *testing.T) string {
@@ -66,7 +109,7 @@ func sleeps() []int {
 		if b, err := os.ReadFile(f); err == nil && bytes.Equal(b, []byte("sleep\x007391\x00")) {
 			var pid int
 			fmt.Sscanf(f, "/proc/%d/cmdline", &pid)
-			if pidAlive(pid) {
+			if syscall.Kill(pid, 0) == nil && !zombie(pid) {
 				pids = append(pids, pid)
 			}
 		}
@@ -74,10 +117,16 @@ func sleeps() []int {
 	return pids
 }
 
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	return err != nil || i < 0 || len(b) < i+3 || b[i+2] == 'Z'
+}
+
 // udpEcho sends datagrams from inside the run's namespace name to addr until one comes back
 // (the test component reflects them through the TAP or packet socket).
 func udpEcho(t *testing.T, r *run, name, addr string) {
-	path, ok := r.s.Netns(name)
+	path, ok := r.S.Netns(name)
 	if !ok {
 		t.Fatalf("no namespace %q", name)
 	}
@@ -123,9 +172,9 @@ func TestParentServices(t *testing.T) {
 			t.Errorf("the run left things behind:\nbefore: %s\nafter:  %s", before, after)
 		}
 	})
-	r := startRun(t, parentScenario, nil)
+	r := startRun(t, parentScenario)
 	r.waitFor("both exec'd commands", 20*time.Second, func() bool {
-		logs := r.logs.String()
+		logs := r.Logs.String()
 		return strings.Contains(logs, "[tapper/a] neighbour set") && strings.Contains(logs, "[packer/b] neighbour set")
 	})
 	udpEcho(t, r, "a", "198.18.5.2:9")
@@ -143,14 +192,14 @@ func TestParentServices(t *testing.T) {
 	// A restarted client gets a fresh interface; the old one and its command are gone.
 	syscall.Kill(r.component("tapper").Pid, syscall.SIGKILL)
 	r.waitFor("the tapper's second session", 20*time.Second, func() bool {
-		return strings.Count(r.logs.String(), "[tapper/a] neighbour set") == 2
+		return strings.Count(r.Logs.String(), "[tapper/a] neighbour set") == 2
 	})
 	udpEcho(t, r, "a", "198.18.5.2:9")
 	if n := len(sleeps()); n != 2 {
 		t.Errorf("%d exec'd commands run, want 2 (the first tapper's was not killed?)", n)
 	}
-	path, _ := r.s.Netns("a")
-	out, err := ExecIn(context.Background(), path, []string{"ip", "-o", "link"}).Output()
+	path, _ := r.S.Netns("a")
+	out, err := supervisor.ExecIn(context.Background(), path, []string{"ip", "-o", "link"}).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +216,13 @@ func TestParentServiceRefusals(t *testing.T) {
 		<config service="Tap" netns="no/slash"/> </start>
 	<start name="timer"> <binary name="test_client"/> <route> <any-service> <parent/> </any-service> </route>
 		<config service="Timer" device="yes"/> </start>
-</config>`, nil)
+</config>`)
 	r.waitFor("both denied", 20*time.Second, func() bool {
 		return r.component("badns").Counters["denied"] == 1 && r.component("timer").Counters["denied"] == 1
 	})
 	for name, want := range map[string]string{
 		"badns": `Tap session: netns="no/slash": want a name of 1 to 16 letters, digits or _`,
-		"timer": `the supervisor serves no Timer sessions itself (it serves Tap and Packet)`,
+		"timer": `the supervisor serves no Timer sessions itself (it serves: Packet, Tap)`,
 	} {
 		if reqs := r.component(name).Requests; len(reqs) != 1 || !strings.Contains(reqs[0].Reason, want) {
 			t.Errorf("%s: requests %+v, want a denial saying %q", name, reqs, want)

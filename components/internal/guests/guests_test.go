@@ -1,4 +1,4 @@
-package guest
+package guests
 
 import (
 	"io"
@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/iperf"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -45,12 +45,12 @@ func TestHostsOverSession(t *testing.T) {
 	for _, offload := range []bool{false, true} {
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		srvCtr, cliCtr := privateCounters(), privateCounters()
-		srv, err := NewHost(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500, Offload: offload,
+		srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500, Offload: offload,
 			Address: netip.MustParsePrefix("198.18.0.2/24"), Iperf: command(t, "-s")}, srvCtr, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cli, err := NewHost(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, MTU: 1500, Offload: offload,
+		cli, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, MTU: 1500, Offload: offload,
 			Address: netip.MustParsePrefix("198.18.0.3/24"), Iperf: command(t, "-c 198.18.0.2 -R -t 0.5")}, cliCtr, log)
 		if err != nil {
 			t.Fatal(err)
@@ -80,40 +80,5 @@ func TestHostsOverSession(t *testing.T) {
 		srv.Close()
 		client.Close()
 		server.Close()
-	}
-}
-
-func TestParseConfig(t *testing.T) {
-	for _, tc := range []struct {
-		xml, err string
-	}{
-		{`<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>`, ""},
-		{`<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>`, ""},
-		{`<config guest="netns" tap_address="10.0.1.2/24" exec="iperf3 -s"/>`, ""},
-		{`<config guest="qemu"/>`, `guest="qemu"`},
-		{`<config mtu="100"/>`, "mtu=100"},
-		{`<config session="Uplink"/>`, "uplink_mac"},
-		{`<config iperf="-c"/>`, "iperf="},
-		{`<config guest="netns"/>`, "tap_address"},
-	} {
-		n, err := config.Parse("vm.xml", []byte(tc.xml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, _, err := ParseConfig(n, "vm")
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("%s: %v", tc.xml, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%s: error %v, want one naming %q", tc.xml, err, tc.err)
-		case tc.err != "" && !strings.Contains(err.Error(), "vm.xml:1:"):
-			t.Errorf("%s: error %v does not name the file and line", tc.xml, err)
-		case err == nil && len(cfg.MAC) != 6:
-			t.Errorf("%s: no default MAC", tc.xml)
-		}
-	}
-	a, b := defaultMAC("vm"), defaultMAC("vm2")
-	if a.String() == b.String() || a[0]&2 == 0 {
-		t.Errorf("default MACs %v, %v: want distinct, locally administered", a, b)
 	}
 }

@@ -1,4 +1,4 @@
-package linuxnic
+package nicbridge
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package linuxnic
+package hostnic
 
 import (
 	"bytes"

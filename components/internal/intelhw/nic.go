@@ -1,10 +1,12 @@
-// Package hwcomp is the emulated NIC as a process: it runs one intel.Device on the memory of
+// Package intelhw is the emulated NIC as a process: it runs one intel.Device on the memory of
 // the Platform device session its driver opens (register page, posted-write queue, DMA memory,
 // doorbell and interrupt eventfds), and connects the device's wire to a Nic session served to
 // the far end, the cable's other end, or to a Linux interface (a Port: a TAP or an AF_PACKET
 // socket the supervisor hands over). The link partner is there while that session or port is
-// attached and the config does not pull the cable.
-package hwcomp
+// attached and the config does not pull the cable. It is intel_nic_hw's glue, here so that
+// ipxe_nic's tests can run the hardware side in their own process; it is not a device model
+// (package drivers/intel is).
+package intelhw
 
 import (
 	"errors"

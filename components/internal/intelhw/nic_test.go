@@ -1,4 +1,4 @@
-package hwcomp_test
+package intelhw
 
 import (
 	"net"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
-	"github.com/nicstack/nicstack/drivers/intel/hwcomp"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -29,7 +28,7 @@ func newFiles(t *testing.T) []*os.File {
 // frames fall off the wire (acknowledged and counted, never stuck).
 func TestOneDriverOneFarEnd(t *testing.T) {
 	cnt := intel.NewCounters(nil)
-	nic := hwcomp.New(intel.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}, cnt, hwcomp.NewCounters(nil))
+	nic := New(intel.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}, cnt, NewCounters(nil))
 	cfg := packetstream.DefaultConfig()
 	far, srv, err := packetstream.NewHeapSession(cfg, cfg)
 	if err != nil {

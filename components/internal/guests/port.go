@@ -2,7 +2,7 @@
 // stack's (package netstack) or a Linux TAP's — to the two packet streams of the session, and
 // runs the embedded guests' iperf. The vm and remote_host components are thin wrappers around
 // its handlers; tests drive Port and the guests over heap sessions, without processes.
-package guest
+package guests
 
 import (
 	"errors"

@@ -4,7 +4,7 @@
 // which the component holds exactly while the link is up. The interrupt loop runs the
 // interrupt handler; the uplink loop transmits what the router queued. They take turns on the
 // driver, which is single-threaded.
-package nicdrv
+package main
 
 import (
 	"errors"
@@ -37,7 +37,7 @@ type Port struct {
 	drv    *ipxe.Driver
 	mem    *devsession.Mem
 	irq    *loop
-	up     *ipxe.SessionUplink
+	up     *SessionUplink
 	upLoop *loop
 	resume chan struct{} // the interrupt handler made room in a TX ring that was full
 }
@@ -57,6 +57,9 @@ func (l *loop) end() {
 
 // New makes the port with no device yet.
 func New(cfg ipxe.Config, cnt *ipxe.Counters, onLink LinkFunc) *Port {
+	if cnt == nil {
+		cnt = ipxe.NewCounters(nil)
+	}
 	return &Port{cfg: cfg, cnt: cnt, onLink: onLink, resume: make(chan struct{}, 1)}
 }
 
@@ -193,10 +196,7 @@ func (p *Port) AttachUplink(c *packetstream.Client) error {
 		w.Close()
 		return errors.New("ipxe_nic: an Uplink session is already open")
 	}
-	p.up = ipxe.NewSessionUplink(c)
-	if p.cnt != nil {
-		p.up.UseCounters(p.cnt)
-	}
+	p.up = NewSessionUplink(c, p.cnt)
 	if p.drv != nil {
 		if up, _ := p.drv.Link(); up {
 			p.drv.SetUplink(p.up)
