@@ -30,7 +30,7 @@ their component's schema. With --component NAME, FILE is a bare <config> of that
 			if componentName != "" {
 				errs = supervisor.CheckComponent(components.Table, componentName, args[0], data)
 			} else {
-				errs = supervisor.Check(args[0], data, binDirs(binDir), components.Table)
+				errs = supervisor.Check(args[0], data, supervisor.BinDirs(binDir), components.Table)
 			}
 			for _, e := range errs {
 				fmt.Fprintln(cmd.ErrOrStderr(), e)

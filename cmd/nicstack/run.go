@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -39,7 +38,7 @@ Component binaries are looked up next to nicstack and in bin/.`,
 			out := supervisor.NewOutput(os.Stderr, logFormat == "json")
 			s, err := supervisor.New(args[0], supervisor.Options{
 				Components: components.Table, ParentServices: hostservice.Services(),
-				BinDirs: binDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
 			})
 			if err != nil {
 				return err
@@ -71,18 +70,6 @@ Component binaries are looked up next to nicstack and in bin/.`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "log session and routing decisions")
 	f.DurationVar(&watch, "watch", 500*time.Millisecond, "how often to check the scenario file for changes (0: never)")
 	root.AddCommand(cmd)
-}
-
-// binDirs lists where component binaries are looked up: --bin, next to nicstack, bin/.
-func binDirs(extra string) []string {
-	var dirs []string
-	if extra != "" {
-		dirs = append(dirs, extra)
-	}
-	if exe, err := os.Executable(); err == nil {
-		dirs = append(dirs, filepath.Dir(exe))
-	}
-	return append(dirs, "bin")
 }
 
 // serveMetrics serves /metrics on a loopback address only: the counters are not for the network.

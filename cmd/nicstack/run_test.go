@@ -188,7 +188,7 @@ func TestCheckCommand(t *testing.T) {
 </config>`)
 	out, err := nicstack("check", broken)
 	for _, want := range []string{
-		broken + `:3:2: binary "nic_drv" of "nic_drv" not found in `,
+		broken + `:3:2: binary of "nic_drv": "nic_drv" is not a nicstack component (known: `,
 		broken + `:4:61: route of test_client: <child name="test_echo"/> routes Uplink to "test_echo", which does not provide it (<provides>)`,
 		"broken.xml: 2 problem(s)",
 	} {

@@ -46,6 +46,9 @@ type Handler interface {
 	// session was released). The handler must stop touching the session's memory before
 	// returning; it is unmapped right after.
 	Close(s *Session)
+	// Stop ends the handler's own goroutines (loops, timers) when the supervisor stops the
+	// component, after every session was closed; the process exits when it returns.
+	Stop()
 }
 
 // DenyHandler is implemented by handlers that want to know when a session they requested will
@@ -619,13 +622,16 @@ func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest
 	return &controlpb.HeartbeatReply{Seq: req.GetSeq()}, nil
 }
 
-// Stop closes every session and ends the process's gRPC server, so Main returns.
+// Stop closes every session, stops the handler and ends the process's gRPC server, so Main
+// returns.
 func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Empty, error) {
 	c.mu.Lock()
 	if c.h != nil {
 		for _, s := range c.sessions {
 			c.close(s)
 		}
+		c.h.Stop()
+		c.h = nil
 	}
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })

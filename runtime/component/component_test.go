@@ -19,6 +19,7 @@ type recorder struct {
 	configs []string
 	opened  []*Session
 	closed  []uint64
+	stopped bool // Stop came, after every session was closed
 }
 
 func (r *recorder) Configure(cfg *config.Node) error {
@@ -27,6 +28,7 @@ func (r *recorder) Configure(cfg *config.Node) error {
 }
 func (r *recorder) Open(s *Session) error { r.opened = append(r.opened, s); return nil }
 func (r *recorder) Close(s *Session)      { r.closed = append(r.closed, s.ID) }
+func (r *recorder) Stop()                 { r.stopped = len(r.opened) == len(r.closed) }
 
 // socketPair returns the supervisor's and the component's ends of a control socket.
 func socketPair(t *testing.T) (ours, theirs *net.UnixConn) {
@@ -121,6 +123,16 @@ func TestComponentSessions(t *testing.T) {
 	}
 	if st, _ := c.State(ctx, &controlpb.StateRequest{}); len(st.Sessions) != 0 {
 		t.Errorf("sessions after close: %v", st.Sessions)
+	}
+
+	// Stopping the component closes what is still open, then stops the handler.
+	SendFiles(ours, 9, files.Files())
+	if _, err := c.OpenSession(ctx, &controlpb.OpenSessionRequest{SessionId: 9, Role: controlpb.Role_SERVER, Service: "Nic", Tx: size, Rx: size, Files: 6}); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(ctx, &controlpb.StopRequest{})
+	if !rec.stopped || len(rec.closed) != 2 || rec.closed[1] != 9 {
+		t.Errorf("stop: handler stopped %v, closed %v", rec.stopped, rec.closed)
 	}
 }
 

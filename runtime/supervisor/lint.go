@@ -30,21 +30,21 @@ func Check(file string, data []byte, binDirs []string, table component.Table) []
 		return sortErrs(append(out, flatten(err)...))
 	}
 	for _, st := range sc.Starts {
-		if len(binDirs) > 0 && !findBinary(st.Binary, binDirs) {
-			out = append(out, config.Errorf(binaryPos(st), "binary %q of %q not found in %s", st.Binary, st.Name, strings.Join(binDirs, ", ")))
-		}
 		if st.Affinity != nil {
 			if v, ok := st.Affinity.In(sc.Space); !ok {
 				out = append(out, config.Errorf(st.Affinity.Pos, "affinity %s of %q lies outside the affinity space %s", v, st.Name, sc.Space))
 			}
 		}
+		out = append(out, checkRoutes(sc, st)...)
 		spec, err := table.Lookup(st.Binary)
 		if err != nil {
 			out = append(out, config.Errorf(binaryPos(st), "binary of %q: %v", st.Name, err))
 			continue
 		}
+		if len(binDirs) > 0 && !findBinary(st.Binary, binDirs) {
+			out = append(out, config.Errorf(binaryPos(st), "binary %q of %q not found in %s", st.Binary, st.Name, strings.Join(binDirs, ", ")))
+		}
 		out = append(out, checkStartConfig(spec, st)...)
-		out = append(out, checkRoutes(sc, st)...)
 	}
 	return sortErrs(out)
 }

@@ -36,10 +36,10 @@ func TestCheck(t *testing.T) {
 		}},
 		{"unknown binary", `<config>
 <start name="nic_drv"/>
-<start name="x"> <binary name="nope"/> </start>
+<start name="x"> <binary name="nic_router"/> </start>
 </config>`, []string{
-			`f.xml:2:2: binary "nic_drv" of "nic_drv" not found in ` + bin,
-			`f.xml:3:19: binary "nope" of "x" not found in ` + bin,
+			`f.xml:2:2: binary of "nic_drv": "nic_drv" is not a nicstack component (known: `,
+			`f.xml:3:19: binary "nic_router" of "x" not found in ` + bin,
 		}},
 		{"route to nobody", `<config>
 <parent-provides> <service name="LOG"/> </parent-provides>

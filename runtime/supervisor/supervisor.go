@@ -191,6 +191,19 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 	}
 }
 
+// BinDirs lists where component binaries are looked up: extra (a --bin flag) when set, the
+// folder of the running executable (nicstack), then bin/.
+func BinDirs(extra string) []string {
+	var dirs []string
+	if extra != "" {
+		dirs = append(dirs, extra)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	return append(dirs, "bin")
+}
+
 // binary finds a start's binary in the binary folders.
 func (s *Supervisor) binary(st *Start) (string, error) {
 	for _, d := range s.opts.BinDirs {

@@ -282,3 +282,10 @@ func (e *Embedded) Close(s *component.Session) {
 	e.host.Detach()
 	e.c.Log.Info("link down", "session", s.ID)
 }
+
+// Stop ends the guest's work and its stack (its DHCP client, iperf, timers).
+func (e *Embedded) Stop() {
+	if e.host != nil {
+		e.host.Close()
+	}
+}

@@ -106,3 +106,6 @@ func (g *Netns) closeTap() {
 	g.dev, g.nic = nil, nil
 	g.c.Log.Info("tap closed")
 }
+
+// Stop closes the TAP and ends the bridge's goroutines, should a session still hold them.
+func (g *Netns) Stop() { g.closeTap() }

@@ -29,3 +29,10 @@ func (v *VM) Configure(n *config.Node) error {
 	}
 	return v.Handler.Configure(n)
 }
+
+// Stop stops the guest, if a config picked one.
+func (v *VM) Stop() {
+	if v.Handler != nil {
+		v.Handler.Stop()
+	}
+}

@@ -298,3 +298,7 @@ func dup(f *os.File) (int, error) {
 	}
 	return fd, ferr
 }
+
+// Stop closes the device and ends its goroutines (reader, monitor), should a session still
+// hold them.
+func (h *Handler) Stop() { h.closeDevice() }

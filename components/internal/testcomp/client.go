@@ -141,6 +141,13 @@ func (cl *Client) Link(s *component.Session, up bool) {
 func (cl *Client) Denied(uint64, string) { cl.denied.Add(1) }
 
 func (cl *Client) Close(s *component.Session) {
+	cl.Stop()
+	cl.linkDowns.Add(1)
+	cl.c.Log.Info("link down", "session", s.ID)
+}
+
+// Stop ends the session's loop, device or wire, whichever runs.
+func (cl *Client) Stop() {
 	if cl.l != nil {
 		cl.l.stop()
 		cl.l = nil
@@ -153,8 +160,6 @@ func (cl *Client) Close(s *component.Session) {
 		cl.wire.close()
 		cl.wire = nil
 	}
-	cl.linkDowns.Add(1)
-	cl.c.Log.Info("link down", "session", s.ID)
 }
 
 // lostAfter is how long the client waits for a reply before it counts its frames as lost and

@@ -169,3 +169,15 @@ func (l *loop) stop() {
 	l.done.Wait()
 	l.w.Close()
 }
+
+// Stop ends what sessions still run (Component.Stop closed them all first, so normally none).
+func (e *Echo) Stop() {
+	for id, l := range e.loops {
+		l.stop()
+		delete(e.loops, id)
+	}
+	for id, d := range e.devices {
+		d.close()
+		delete(e.devices, id)
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // driverPoint is one driver setting, as printed and written by --json.
@@ -61,7 +63,7 @@ func init() {
 			"(eventfd wakeup, handler, ICR read), which on a 2-core VM is several frame times.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.bins = binDirs(binDir)
+			o.bins = supervisor.BinDirs(binDir)
 			return benchDriver(cmd.Context(), cmd.OutOrStdout(), o, jsonFile)
 		},
 	}
@@ -191,7 +193,10 @@ func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOption
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // warm-up: rings full, rates settled
-	s0, _ := take()                    // also starts the CPU window of each process
+	s0, ok := take()                   // also starts the CPU window of each process
+	if !ok {
+		return p, fmt.Errorf("the scenario ended during the warm-up (run with -v for the logs)")
+	}
 	var windows []driverPoint
 	for range o.runs {
 		select {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -83,7 +83,7 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			o.bins = binDirs(binDir)
+			o.bins = supervisor.BinDirs(binDir)
 			return benchIperf(ctx, cmd.OutOrStdout(), args[0], o)
 		},
 	}

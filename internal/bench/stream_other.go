@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package main
+package bench
 
 func fill(b, tmpl []byte) { copy(b, tmpl) }
 

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // routerPoint is one frame size and routing mode, as printed and written by --json.
@@ -50,7 +52,7 @@ func init() {
 			"compares like with like. The table shows the medians of --runs runs.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRouter(cmd.OutOrStdout(), sizes, duration, runs, binDirs(binDir), jsonFile, verbose)
+			return benchRouter(cmd.OutOrStdout(), sizes, duration, runs, supervisor.BinDirs(binDir), jsonFile, verbose)
 		},
 	}
 	f := cmd.Flags()
