@@ -8,13 +8,13 @@ package components
 
 import (
 	"github.com/nicstack/nicstack/components/internal/hostnic"
+	"github.com/nicstack/nicstack/components/internal/testcomp"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/nicperf"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/components/internal/testcomp"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 

@@ -4,8 +4,8 @@ package main
 
 import (
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/components/internal/testcomp"
+	"github.com/nicstack/nicstack/runtime/component"
 )
 
 func main() {
