@@ -56,7 +56,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, cs := range st.Components {
 		up := 0.0
-		if cs.State == "running" {
+		if cs.State == Running.String() {
 			up = 1
 		}
 		gauge(upDesc, up, cs.Name, cs.CPUs)

@@ -135,7 +135,7 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 			continue
 		}
 		cs := ComponentStatus{
-			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state,
+			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state.String(),
 			Restarts: c.restarts, ExitCode: c.exitCode, Location: c.place.Virtual.String(),
 			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
 		}

@@ -1,0 +1,259 @@
+// The lifecycle of a child: launch (pinned, with its control socket), follow its exit and
+// heartbeat, restart with back-off, stop. All of it runs on the supervisor goroutine or
+// reports back to it as an event.
+
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/fifo"
+	controlpb "github.com/nicstack/nicstack/proto"
+	"github.com/nicstack/nicstack/runtime/component"
+)
+
+// launch starts c's process and hands it its config off the supervisor goroutine (that takes
+// 50-180 ms, during which the others' events keep flowing); launched takes over from there.
+func (s *Supervisor) launch(c *child) {
+	c.life++
+	c.state = Starting
+	c.announced = map[string]bool{}
+	c.place = Place(c.start, s.sc.Space, s.topo)
+	if c.place.Warning != "" {
+		s.log.Warn(c.place.Warning)
+	}
+	bin, err := s.binary(c.start)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
+	life, name, cpus := c.life, c.start.Name, c.place.CPUs
+	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
+	runDir, out := s.opts.RunDir, s.opts.Out
+	s.launching.Add(1)
+	go func() {
+		defer s.launching.Done()
+		t0 := time.Now()
+		p, err := launch(bin, runDir, cpus, out, name)
+		if err == nil {
+			ctx, cancel := s.ctx()
+			_, serr := p.ctl.Start(ctx, req)
+			cancel()
+			if serr != nil {
+				err = fmt.Errorf("%s did not start (exit code %d): %v", name, p.kill(), serr)
+				p = nil
+			}
+		}
+		select {
+		case s.events <- func() { s.launched(c, life, p, err, bin, time.Since(t0)) }:
+		case <-s.quitting:
+			if p != nil {
+				p.kill()
+			}
+		}
+	}()
+}
+
+// launched follows a component whose launch succeeded (p) or failed (err), unless it was
+// stopped or replaced meanwhile.
+func (s *Supervisor) launched(c *child, life int, p *process, err error, bin string, took time.Duration) {
+	if c.life != life || s.stopping || s.children[c.start.Name] != c {
+		if p != nil {
+			s.end(p)
+		}
+		return
+	}
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
+	c.proc, c.started, c.state = p, time.Now(), Running
+	p.watchExit(func() { s.post(func() { s.exited(c, life) }) })
+	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", took)
+	evctx, evcancel := context.WithCancel(context.Background())
+	p.cancel = evcancel
+	p.calls = fifo.New[call]()
+	s.ending.Add(1)
+	go s.serveCalls(evctx, c.start.Name, p.calls)
+	go s.follow(evctx, c, life, p)
+	if c.start.Heartbeat && s.sc.HeartbeatMS > 0 {
+		go s.heartbeat(evctx, c, life, p, time.Duration(s.sc.HeartbeatMS)*time.Millisecond)
+	}
+	// Sessions this component serves open once it announces them; the ones it requests
+	// arrive as events.
+}
+
+// configText hands a component its <config> (and nothing else of the scenario) with the
+// positions the nodes had in the scenario, so that its errors name the scenario's lines.
+func configText(sc *Scenario, st *Start) *controlpb.Config {
+	if st.Config == nil {
+		return &controlpb.Config{}
+	}
+	return &controlpb.Config{Text: string(st.Config.XML()), Origin: sc.File, Positions: component.Positions(st.Config)}
+}
+
+// follow forwards the component's events to the supervisor goroutine.
+func (s *Supervisor) follow(ctx context.Context, c *child, life int, p *process) {
+	stream, err := p.ctl.Events(ctx, &controlpb.EventsRequest{})
+	if err != nil {
+		return
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		s.post(func() {
+			if c.life == life && c.proc == p {
+				s.event(c, ev)
+			}
+		})
+	}
+}
+
+func (s *Supervisor) heartbeat(ctx context.Context, c *child, life int, p *process, rate time.Duration) {
+	t := time.NewTicker(rate)
+	defer t.Stop()
+	missed := 0
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, rate)
+		_, err := p.ctl.Heartbeat(hctx, &controlpb.HeartbeatRequest{Seq: seq})
+		cancel()
+		if err == nil {
+			missed = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if missed++; missed == 3 {
+			s.post(func() {
+				if c.life == life && c.proc == p {
+					s.log.Warn(fmt.Sprintf("%s missed 3 heartbeats; restarting it", c.start.Name))
+					p.cmd.Process.Kill()
+				}
+			})
+			return
+		}
+	}
+}
+
+// exited handles the end of a component's process: its sessions close on their peers, its
+// requests go away, and it starts again after the back-off.
+func (s *Supervisor) exited(c *child, life int) {
+	if c.life != life || c.proc == nil {
+		return
+	}
+	p := c.proc
+	c.proc = nil
+	t0 := time.Now()
+	c.exitCode = p.kill()
+	s.log.Debug(fmt.Sprintf("%s reaped", c.start.Name), "took", time.Since(t0))
+	c.state = Restarting
+	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
+	if s.stopping {
+		c.state = Stopped
+		return
+	}
+	if time.Since(c.started) > s.opts.StableAfter {
+		c.backoff = s.opts.MinBackoff
+	}
+	wait := c.backoff
+	c.backoff = min(2*c.backoff, s.opts.MaxBackoff)
+	s.log.Warn(fmt.Sprintf("%s exited (code %d); restarting in %v", c.start.Name, c.exitCode, wait))
+	s.restartAfter(c, wait)
+}
+
+func (s *Supervisor) restartAfter(c *child, wait time.Duration) {
+	life := c.life
+	time.AfterFunc(wait, func() {
+		s.post(func() {
+			if c.life == life && c.proc == nil && !s.stopping && s.children[c.start.Name] == c {
+				c.restarts++
+				s.launch(c)
+			}
+		})
+	})
+}
+
+func (s *Supervisor) failed(c *child, err error) {
+	c.state = Failed
+	s.log.Error(err.Error())
+	if s.stopping {
+		return
+	}
+	wait := c.backoff
+	c.backoff = min(2*c.backoff, s.opts.MaxBackoff)
+	s.log.Warn(fmt.Sprintf("%s: trying again in %v", c.start.Name, wait))
+	s.restartAfter(c, wait)
+}
+
+// stop closes c's sessions at their peers and ends its process (its Stop closes them there).
+func (s *Supervisor) stop(c *child) {
+	c.life++ // its exit is expected; a launch in flight or a pending restart is void
+	p := c.proc
+	c.proc = nil
+	c.state = Stopped
+	if p == nil {
+		return
+	}
+	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name))
+	s.end(p)
+}
+
+// end stops process p in the background (a Stop call, then go-plugin's kill, which waits and
+// escalates to SIGKILL), so that a restart or a slow exit never holds up the event loop. Its
+// queued calls are dropped and the one in flight is cancelled. The run waits for every end
+// before it returns.
+func (s *Supervisor) end(p *process) {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	s.ending.Add(1)
+	go func() {
+		defer s.ending.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		p.ctl.Stop(ctx, &controlpb.StopRequest{})
+		cancel()
+		p.kill()
+	}()
+}
+
+func (s *Supervisor) stopAll() {
+	s.stopping = true
+	close(s.quitting)
+	s.launching.Wait()
+	// Launches that finished before quitting closed wait in the queue; launched kills them.
+	s.drain()
+	for i := len(s.sc.Starts) - 1; i >= 0; i-- {
+		if c := s.children[s.sc.Starts[i].Name]; c != nil {
+			s.stop(c)
+		}
+	}
+	for _, c := range s.children {
+		s.stop(c) // starts removed by a reload but still running
+	}
+	s.ending.Wait()
+	// Call results that made it into the queue still close their session's files.
+	s.drain()
+	s.log.Info("all components stopped")
+}
+
+// drain runs the events waiting in the queue.
+func (s *Supervisor) drain() {
+	for {
+		select {
+		case fn := <-s.events:
+			fn()
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,115 @@
+// Reload: a changed scenario file restarts the children whose start changed (or whose version
+// did) and re-delivers changed configs to the others.
+
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	controlpb "github.com/nicstack/nicstack/proto"
+)
+
+// reload applies a changed scenario: new starts start, removed ones stop, a start whose launch
+// parameters (version, binary, ram, affinity, provides, routes) changed restarts, and a start
+// whose <config> alone changed gets it live.
+func (s *Supervisor) reload() {
+	sc, err := LoadScenario(s.path)
+	if err != nil {
+		s.log.Error("scenario changed but is broken; keeping the running one: " + err.Error())
+		return
+	}
+	old := s.sc
+	s.sc = sc
+	s.warnUnknown(sc)
+	for name, c := range s.children {
+		if sc.Start(name) == nil {
+			s.log.Info(fmt.Sprintf("%s removed from the scenario; stopping it", name))
+			s.stop(c)
+			delete(s.children, name)
+		}
+	}
+	for _, st := range sc.Starts {
+		c := s.children[st.Name]
+		if c == nil {
+			c = &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
+			s.children[st.Name] = c
+			s.launch(c)
+			continue
+		}
+		prev := c.start
+		c.start = st
+		switch {
+		case launchKey(old, prev) != launchKey(sc, st):
+			if prev.Version != st.Version {
+				s.log.Info(fmt.Sprintf("%s: version %q -> %q; restarting it", st.Name, prev.Version, st.Version))
+			} else {
+				s.log.Info(fmt.Sprintf("%s: <start> changed; restarting it", st.Name))
+			}
+			s.stop(c)
+			c.backoff = s.opts.MinBackoff
+			s.launch(c)
+		case !sameConfig(prev, st) && c.proc != nil && c.state == Running:
+			s.updateConfig(c, configText(sc, st))
+		}
+	}
+	// Routes may have changed for requests that were waiting.
+	for _, r := range s.requests {
+		if r.session == 0 && r.decision != nil {
+			if cl := s.children[r.key.client]; cl != nil {
+				if d, err := sc.Resolve(cl.start, r.service, r.label); err == nil && !d.Parent {
+					r.decision = d
+				}
+			}
+		}
+	}
+	s.openWaiting()
+}
+
+// updateConfig queues handing c's process its changed config.
+func (s *Supervisor) updateConfig(c *child, cfg *controlpb.Config) {
+	p, name := c.proc, c.start.Name
+	p.calls.Push(call{
+		what: "UpdateConfig",
+		do: func(ctx context.Context) error {
+			_, err := p.ctl.UpdateConfig(ctx, cfg)
+			return err
+		},
+		done: func(err error) {
+			switch {
+			case c.proc != p: // ended meanwhile; a new process starts with the scenario's config
+			case err != nil:
+				s.log.Error(fmt.Sprintf("%s rejected its new config (keeps the old one): %v", name, err))
+			default:
+				s.log.Info(fmt.Sprintf("%s: config updated", name))
+			}
+		},
+	})
+}
+
+// launchKey is everything about a start whose change needs a restart.
+func launchKey(sc *Scenario, st *Start) string {
+	n := *st.Node
+	n.Nodes = nil
+	for _, c := range st.Node.Nodes {
+		if c.Type != "config" {
+			n.Nodes = append(n.Nodes, c)
+		}
+	}
+	key := string(n.XML()) + fmt.Sprintf("|space %v|heartbeat %d", sc.Space, sc.HeartbeatMS)
+	if st.Route == nil && sc.DefaultRoute != nil {
+		if dr := sc.Root.Sub("default-route"); dr != nil {
+			key += string(dr.XML())
+		}
+	}
+	return key + fmt.Sprint(sc.ParentProvides)
+}
+
+func sameConfig(a, b *Start) bool {
+	switch {
+	case a.Config == nil || b.Config == nil:
+		return a.Config == nil && b.Config == nil
+	}
+	return bytes.Equal(a.Config.XML(), b.Config.XML())
+}
