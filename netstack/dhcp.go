@@ -11,7 +11,9 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gheader "gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // The DHCP client works on frames, below the stack: before it has an address the stack cannot
@@ -27,42 +29,17 @@ type Lease struct {
 	Duration time.Duration
 }
 
-const (
-	dhcpServerPort = 67
-	dhcpClientPort = 68
-	dhcpMagic      = 0x63825363
-
-	dhcpDiscover = 1
-	dhcpOffer    = 2
-	dhcpRequest  = 3
-	dhcpAck      = 5
-	dhcpNak      = 6
-
-	optSubnetMask = 1
-	optRouter     = 3
-	optDNS        = 6
-	optRequested  = 50
-	optLeaseTime  = 51
-	optMsgType    = 53
-	optServerID   = 54
-	optParamList  = 55
-	optClientID   = 61
-	optEnd        = 255
-
-	bootpFixed = 236 // op .. file, before the magic cookie
-)
-
 // RunDHCP obtains a lease (DISCOVER, OFFER, REQUEST, ACK, retrying with back-off until ctx
 // ends), configures the interface with it and returns it.
 func (s *Stack) RunDHCP(ctx context.Context) (Lease, error) {
 	replies, xid, done := s.dhcpListen()
 	defer done()
 	for {
-		offer, err := s.dhcpExchange(ctx, replies, xid, dhcpDiscover, netip.Addr{}, netip.Addr{}, dhcpOffer)
+		offer, err := s.dhcpExchange(ctx, replies, xid, header.DHCPDiscover, netip.Addr{}, netip.Addr{}, header.DHCPOffer)
 		if err != nil {
 			return Lease{}, err
 		}
-		ack, err := s.dhcpExchange(ctx, replies, xid, dhcpRequest, offer.yiaddr, offer.server, dhcpAck)
+		ack, err := s.dhcpExchange(ctx, replies, xid, header.DHCPRequest, netip.AddrFrom4(offer.YIAddr()), offer.server, header.DHCPAck)
 		if errors.Is(err, errNak) {
 			continue // the offer went stale; start over
 		}
@@ -108,7 +85,7 @@ func (s *Stack) KeepLease(ctx context.Context, lease Lease) error {
 func (s *Stack) renew(ctx context.Context, lease Lease) (Lease, error) {
 	replies, xid, done := s.dhcpListen()
 	defer done()
-	ack, err := s.dhcpExchange(ctx, replies, xid, dhcpRequest, lease.Address.Addr(), lease.Server, dhcpAck)
+	ack, err := s.dhcpExchange(ctx, replies, xid, header.DHCPRequest, lease.Address.Addr(), lease.Server, header.DHCPAck)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -143,7 +120,7 @@ var errNak = errors.New("netstack: DHCP server sent NAK")
 func (s *Stack) dhcpExchange(ctx context.Context, replies <-chan []byte, xid uint32, msgType byte, requested, server netip.Addr, want byte) (*dhcpMsg, error) {
 	wait := time.Second
 	for try := 0; ; try++ {
-		if msgType == dhcpRequest && try == 4 {
+		if msgType == header.DHCPRequest && try == 4 {
 			return nil, errNak
 		}
 		s.link.writeRaw(s.dhcpFrame(xid, msgType, requested, server))
@@ -160,7 +137,7 @@ func (s *Stack) dhcpExchange(ctx context.Context, replies <-chan []byte, xid uin
 				if !ok {
 					continue
 				}
-				if m.msgType == dhcpNak && msgType == dhcpRequest {
+				if m.msgType == header.DHCPNak && msgType == header.DHCPRequest {
 					timer.Stop()
 					return nil, errNak
 				}
@@ -176,36 +153,31 @@ func (s *Stack) dhcpExchange(ctx context.Context, replies <-chan []byte, xid uin
 
 // dhcpFrame builds a broadcast DHCP message from 0.0.0.0:68 to 255.255.255.255:67.
 func (s *Stack) dhcpFrame(xid uint32, msgType byte, requested, server netip.Addr) []byte {
-	mac := []byte(s.link.mac)
-	opts := []byte{optMsgType, 1, msgType, optClientID, 7, 1}
-	opts = append(opts, mac...)
+	var mac header.MAC
+	copy(mac[:], s.link.mac)
+	// broadcast: we cannot take unicast yet
+	m := header.NewDHCPMessage(1, xid, [4]byte{}, [4]byte{}, [4]byte{}, mac, true)
+	m.Add(header.OptMessageType, msgType)
+	m.Add(header.OptClientID, append([]byte{1}, mac[:]...)...)
 	if requested.IsValid() {
-		opts = append(opts, optRequested, 4)
-		opts = append(opts, requested.AsSlice()...)
+		m.AddIPv4s(header.OptRequestedIP, requested.As4())
 	}
 	if server.IsValid() {
-		opts = append(opts, optServerID, 4)
-		opts = append(opts, server.AsSlice()...)
+		m.AddIPv4s(header.OptServerID, server.As4())
 	}
-	opts = append(opts, optParamList, 4, optSubnetMask, optRouter, optDNS, optLeaseTime, optEnd)
-	msg := make([]byte, max(bootpFixed+4+len(opts), 300)) // BOOTP's minimum message is 300 bytes
-	msg[0], msg[1], msg[2] = 1, 1, 6                      // BOOTREQUEST, Ethernet, 6-byte address
-	binary.BigEndian.PutUint32(msg[4:], xid)
-	binary.BigEndian.PutUint16(msg[10:], 0x8000) // broadcast: we cannot take unicast yet
-	copy(msg[28:], mac)
-	binary.BigEndian.PutUint32(msg[bootpFixed:], dhcpMagic)
-	copy(msg[bootpFixed+4:], opts)
+	m.Add(header.OptParamList, header.OptSubnetMask, header.OptRouter, header.OptDNSServer, header.OptLeaseTime)
+	msg := m.End()
 
-	frame := make([]byte, header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize+len(msg))
-	header.Ethernet(frame).Encode(&header.EthernetFields{SrcAddr: s.link.mac, DstAddr: header.EthernetBroadcastAddress, Type: header.IPv4ProtocolNumber})
-	ip := header.IPv4(frame[header.EthernetMinimumSize:])
+	frame := make([]byte, gheader.EthernetMinimumSize+gheader.IPv4MinimumSize+gheader.UDPMinimumSize+len(msg))
+	gheader.Ethernet(frame).Encode(&gheader.EthernetFields{SrcAddr: s.link.mac, DstAddr: gheader.EthernetBroadcastAddress, Type: gheader.IPv4ProtocolNumber})
+	ip := gheader.IPv4(frame[gheader.EthernetMinimumSize:])
 	src, dst := tcpip.AddrFrom4([4]byte{}), tcpip.AddrFrom4([4]byte{255, 255, 255, 255})
-	ip.Encode(&header.IPv4Fields{TotalLength: uint16(len(ip)), TTL: 64, Protocol: uint8(header.UDPProtocolNumber), SrcAddr: src, DstAddr: dst})
+	ip.Encode(&gheader.IPv4Fields{TotalLength: uint16(len(ip)), TTL: 64, Protocol: uint8(gheader.UDPProtocolNumber), SrcAddr: src, DstAddr: dst})
 	ip.SetChecksum(^ip.CalculateChecksum())
-	udp := header.UDP(ip[header.IPv4MinimumSize:])
-	udp.Encode(&header.UDPFields{SrcPort: dhcpClientPort, DstPort: dhcpServerPort, Length: uint16(len(udp))})
-	copy(udp[header.UDPMinimumSize:], msg)
-	sum := header.PseudoHeaderChecksum(header.UDPProtocolNumber, src, dst, uint16(len(udp)))
+	udp := gheader.UDP(ip[gheader.IPv4MinimumSize:])
+	udp.Encode(&gheader.UDPFields{SrcPort: header.DHCPClientPort, DstPort: header.DHCPServerPort, Length: uint16(len(udp))})
+	copy(udp[gheader.UDPMinimumSize:], msg)
+	sum := gheader.PseudoHeaderChecksum(gheader.UDPProtocolNumber, src, dst, uint16(len(udp)))
 	udp.SetChecksum(^checksum.Checksum(udp, sum))
 	return frame
 }
@@ -224,63 +196,48 @@ func (l *link) writeRaw(frame []byte) {
 
 // isDHCPReply reports whether an IPv4 packet is UDP from port 67 to port 68.
 func isDHCPReply(b []byte) bool {
-	ip := header.IPv4(b)
-	if !ip.IsValid(len(b)) || ip.TransportProtocol() != header.UDPProtocolNumber || ip.FragmentOffset() != 0 {
+	ip := gheader.IPv4(b)
+	if !ip.IsValid(len(b)) || ip.TransportProtocol() != gheader.UDPProtocolNumber || ip.FragmentOffset() != 0 {
 		return false
 	}
-	udp := header.UDP(b[ip.HeaderLength():])
-	return len(udp) >= header.UDPMinimumSize && udp.SourcePort() == dhcpServerPort && udp.DestinationPort() == dhcpClientPort
+	udp := gheader.UDP(b[ip.HeaderLength():])
+	return len(udp) >= gheader.UDPMinimumSize && udp.SourcePort() == header.DHCPServerPort && udp.DestinationPort() == header.DHCPClientPort
 }
 
+// dhcpMsg is a server's reply to us.
 type dhcpMsg struct {
 	msgType byte
-	yiaddr  netip.Addr
 	server  netip.Addr
-	options map[byte][]byte
+	header.DHCP
 }
 
 // parseDHCP reads a server's reply to us (matching xid and hardware address) from an IPv4 packet.
 func parseDHCP(b []byte, xid uint32, mac tcpip.LinkAddress) (*dhcpMsg, bool) {
-	ip := header.IPv4(b)
-	start, end := int(ip.HeaderLength())+header.UDPMinimumSize, min(int(ip.TotalLength()), len(b))
+	ip := gheader.IPv4(b)
+	start, end := int(ip.HeaderLength())+gheader.UDPMinimumSize, min(int(ip.TotalLength()), len(b))
 	if start > end {
 		return nil, false
 	}
-	msg := b[start:end]
-	if len(msg) < bootpFixed+4 || msg[0] != 2 || binary.BigEndian.Uint32(msg[4:]) != xid ||
-		string(msg[28:34]) != string(mac) || binary.BigEndian.Uint32(msg[bootpFixed:]) != dhcpMagic {
+	d, ok := header.NewDHCP(b[start:end])
+	if !ok || d.Op() != 2 || d.XID() != xid {
 		return nil, false
 	}
-	m := &dhcpMsg{yiaddr: netip.AddrFrom4([4]byte(msg[16:20])), options: map[byte][]byte{}}
-	for o := msg[bootpFixed+4:]; len(o) > 0; {
-		code := o[0]
-		if code == optEnd {
-			break
-		}
-		if code == 0 { // pad
-			o = o[1:]
-			continue
-		}
-		if len(o) < 2 || len(o) < 2+int(o[1]) {
-			return nil, false
-		}
-		m.options[code] = o[2 : 2+o[1]]
-		o = o[2+o[1]:]
+	if chaddr := d.ClientMAC(); string(chaddr[:]) != string(mac) {
+		return nil, false
 	}
-	if t := m.options[optMsgType]; len(t) == 1 {
-		m.msgType = t[0]
-	}
-	if id := m.options[optServerID]; len(id) == 4 {
-		m.server = netip.AddrFrom4([4]byte(id))
-	} else if siaddr := netip.AddrFrom4([4]byte(msg[20:24])); !siaddr.IsUnspecified() {
+	m := &dhcpMsg{msgType: d.MessageType(), DHCP: d}
+	if id, ok := d.OptionIPv4(header.OptServerID); ok {
+		m.server = netip.AddrFrom4(id)
+	} else if siaddr := netip.AddrFrom4(d.SIAddr()); !siaddr.IsUnspecified() {
 		m.server = siaddr
 	}
 	return m, m.msgType != 0
 }
 
 func (m *dhcpMsg) lease() (Lease, error) {
-	mask := m.options[optSubnetMask]
-	if len(mask) != 4 || !m.yiaddr.Is4() || m.yiaddr.IsUnspecified() {
+	mask, ok := m.Option(header.OptSubnetMask)
+	yiaddr := netip.AddrFrom4(m.YIAddr())
+	if !ok || len(mask) != 4 || yiaddr.IsUnspecified() {
 		return Lease{}, errors.New("netstack: DHCP ACK without address or subnet mask")
 	}
 	bits := 0
@@ -289,15 +246,15 @@ func (m *dhcpMsg) lease() (Lease, error) {
 			bits++
 		}
 	}
-	l := Lease{Address: netip.PrefixFrom(m.yiaddr, bits), Server: m.server}
-	if r := m.options[optRouter]; len(r) >= 4 {
-		l.Gateway = netip.AddrFrom4([4]byte(r[:4]))
+	l := Lease{Address: netip.PrefixFrom(yiaddr, bits), Server: m.server}
+	if r, ok := m.OptionIPv4(header.OptRouter); ok {
+		l.Gateway = netip.AddrFrom4(r)
 	}
-	for d := m.options[optDNS]; len(d) >= 4; d = d[4:] {
-		l.DNS = append(l.DNS, netip.AddrFrom4([4]byte(d[:4])))
+	for _, d := range m.OptionIPv4s(header.OptDNSServer) {
+		l.DNS = append(l.DNS, netip.AddrFrom4(d))
 	}
-	if t := m.options[optLeaseTime]; len(t) == 4 {
-		l.Duration = time.Duration(binary.BigEndian.Uint32(t)) * time.Second
+	if t, ok := m.OptionUint32(header.OptLeaseTime); ok {
+		l.Duration = time.Duration(t) * time.Second
 	}
 	return l, nil
 }

@@ -2,7 +2,6 @@ package netstack
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"net/netip"
 	"sync"
@@ -11,7 +10,9 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gheader "gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/nicstack/nicstack/router/header"
 )
 
 // dhcpServer is a test double for the router's DHCP server: it offers 10.0.1.2/24 with gateway
@@ -43,40 +44,36 @@ func (d *dhcpServer) WriteFrames(frames []Frame) int {
 }
 
 func (d *dhcpServer) handle(frame []byte) {
-	if len(frame) < header.EthernetMinimumSize || header.Ethernet(frame).Type() != header.IPv4ProtocolNumber {
+	if len(frame) < gheader.EthernetMinimumSize || gheader.Ethernet(frame).Type() != gheader.IPv4ProtocolNumber {
 		return
 	}
-	ip := header.IPv4(frame[header.EthernetMinimumSize:])
-	if !ip.IsValid(len(ip)) || ip.TransportProtocol() != header.UDPProtocolNumber {
+	ip := gheader.IPv4(frame[gheader.EthernetMinimumSize:])
+	if !ip.IsValid(len(ip)) || ip.TransportProtocol() != gheader.UDPProtocolNumber {
 		return
 	}
-	udp := header.UDP(ip.Payload())
+	udp := gheader.UDP(ip.Payload())
 	if udp.DestinationPort() != 67 {
 		return
 	}
-	msg := udp.Payload()
-	var msgType byte
-	var requested []byte
-	for o := msg[240:]; len(o) >= 2 && o[0] != 255; o = o[2+o[1]:] {
-		switch o[0] {
-		case 53:
-			msgType = o[2]
-		case 50:
-			requested = o[2:6]
-		}
+	msg, ok := header.NewDHCP(udp.Payload())
+	if !ok {
+		d.t.Errorf("not a DHCP message: % x", udp.Payload())
+		return
 	}
+	msgType := msg.MessageType()
+	requested, _ := msg.OptionIPv4(header.OptRequestedIP)
 	d.mu.Lock()
 	d.seen = append(d.seen, msgType)
-	nak := d.nakFirst && msgType == 3 && countOf(d.seen, 3) == 1
+	nak := d.nakFirst && msgType == header.DHCPRequest && countOf(d.seen, header.DHCPRequest) == 1
 	d.mu.Unlock()
 	var reply byte
 	switch {
-	case msgType == 1:
-		reply = 2 // OFFER
-	case msgType == 3 && nak:
-		reply = 6
-	case msgType == 3 && netip.AddrFrom4([4]byte(requested)) == offeredIP:
-		reply = 5 // ACK
+	case msgType == header.DHCPDiscover:
+		reply = header.DHCPOffer
+	case msgType == header.DHCPRequest && nak:
+		reply = header.DHCPNak
+	case msgType == header.DHCPRequest && netip.AddrFrom4(requested) == offeredIP:
+		reply = header.DHCPAck
 	default:
 		d.t.Errorf("unexpected DHCP message type %d", msgType)
 		return
@@ -93,40 +90,34 @@ func countOf(b []byte, v byte) (n int) {
 	return n
 }
 
-func (d *dhcpServer) reply(req []byte, msgType byte) []byte {
-	msg := make([]byte, 300)
-	msg[0], msg[1], msg[2] = 2, 1, 6
-	copy(msg[4:8], req[4:8]) // xid
-	copy(msg[10:12], req[10:12])
-	if msgType != 6 {
-		copy(msg[16:20], offeredIP.AsSlice())
+func (d *dhcpServer) reply(req header.DHCP, msgType byte) []byte {
+	var yiaddr [4]byte
+	if msgType != header.DHCPNak {
+		yiaddr = offeredIP.As4()
 	}
-	copy(msg[28:44], req[28:44])
-	binary.BigEndian.PutUint32(msg[236:], 0x63825363)
-	opts := []byte{53, 1, msgType, 54, 4}
-	opts = append(opts, routerIP.AsSlice()...)
-	opts = append(opts, 1, 4, 255, 255, 255, 0, 3, 4)
-	opts = append(opts, routerIP.AsSlice()...)
-	opts = append(opts, 6, 4)
-	opts = append(opts, dnsIP.AsSlice()...)
-	opts = append(opts, 51, 4, 0, 0, 0, 0, 255)
+	m := header.NewDHCPMessage(2, req.XID(), [4]byte{}, yiaddr, [4]byte{}, req.ClientMAC(), true)
+	m.Add(header.OptMessageType, msgType)
+	m.AddIPv4s(header.OptServerID, routerIP.As4())
+	m.Add(header.OptSubnetMask, 255, 255, 255, 0)
+	m.AddIPv4s(header.OptRouter, routerIP.As4())
+	m.AddIPv4s(header.OptDNSServer, dnsIP.As4())
 	lt := leaseTime
 	if d.lease != 0 {
 		lt = d.lease
 	}
-	binary.BigEndian.PutUint32(opts[len(opts)-5:], lt)
-	copy(msg[240:], opts)
+	m.AddUint32(header.OptLeaseTime, lt)
+	msg := m.End()
 
 	frame := make([]byte, 14+20+8+len(msg))
-	header.Ethernet(frame).Encode(&header.EthernetFields{SrcAddr: routerMAC, DstAddr: header.EthernetBroadcastAddress, Type: header.IPv4ProtocolNumber})
-	ip := header.IPv4(frame[14:])
+	gheader.Ethernet(frame).Encode(&gheader.EthernetFields{SrcAddr: routerMAC, DstAddr: gheader.EthernetBroadcastAddress, Type: gheader.IPv4ProtocolNumber})
+	ip := gheader.IPv4(frame[14:])
 	src, dst := tcpip.AddrFrom4(routerIP.As4()), tcpip.AddrFrom4([4]byte{255, 255, 255, 255})
-	ip.Encode(&header.IPv4Fields{TotalLength: uint16(len(ip)), TTL: 64, Protocol: uint8(header.UDPProtocolNumber), SrcAddr: src, DstAddr: dst})
+	ip.Encode(&gheader.IPv4Fields{TotalLength: uint16(len(ip)), TTL: 64, Protocol: uint8(gheader.UDPProtocolNumber), SrcAddr: src, DstAddr: dst})
 	ip.SetChecksum(^ip.CalculateChecksum())
-	udp := header.UDP(ip[20:])
-	udp.Encode(&header.UDPFields{SrcPort: 67, DstPort: 68, Length: uint16(len(udp))})
+	udp := gheader.UDP(ip[20:])
+	udp.Encode(&gheader.UDPFields{SrcPort: 67, DstPort: 68, Length: uint16(len(udp))})
 	copy(udp[8:], msg)
-	udp.SetChecksum(^checksum.Checksum(udp, header.PseudoHeaderChecksum(header.UDPProtocolNumber, src, dst, uint16(len(udp)))))
+	udp.SetChecksum(^checksum.Checksum(udp, gheader.PseudoHeaderChecksum(gheader.UDPProtocolNumber, src, dst, uint16(len(udp)))))
 	return frame
 }
 

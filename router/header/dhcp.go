@@ -2,7 +2,8 @@ package header
 
 import "encoding/binary"
 
-// DHCP ports, message types and the options the router reads or writes.
+// DHCP ports, message types and the options the router's server and client and the guests'
+// client read or write.
 const (
 	DHCPServerPort = 67
 	DHCPClientPort = 68
@@ -25,6 +26,8 @@ const (
 	OptLeaseTime    = 51
 	OptMessageType  = 53
 	OptServerID     = 54
+	OptParamList    = 55
+	OptClientID     = 61
 	OptEnd          = 255
 	OptPad          = 0
 	dhcpOptionsFrom = 240
@@ -47,6 +50,7 @@ func (d DHCP) Op() uint8           { return d[0] }
 func (d DHCP) XID() uint32         { return binary.BigEndian.Uint32(d[4:]) }
 func (d DHCP) CIAddr() (a [4]byte) { copy(a[:], d[12:16]); return }
 func (d DHCP) YIAddr() (a [4]byte) { copy(a[:], d[16:20]); return }
+func (d DHCP) SIAddr() (a [4]byte) { copy(a[:], d[20:24]); return }
 func (d DHCP) ClientMAC() (m MAC)  { copy(m[:], d[28:34]); return }
 
 // Option returns the value of the first option code, or false. A malformed option list ends
@@ -87,6 +91,14 @@ func (d DHCP) OptionIPv4(code uint8) ([4]byte, bool) {
 		return [4]byte(v[:4]), true
 	}
 	return [4]byte{}, false
+}
+
+// OptionUint32 returns a 4-byte number option (a lease time).
+func (d DHCP) OptionUint32(code uint8) (uint32, bool) {
+	if v, ok := d.Option(code); ok && len(v) == 4 {
+		return binary.BigEndian.Uint32(v), true
+	}
+	return 0, false
 }
 
 // OptionIPv4s returns every address of an address-list option (such as 6, DNS servers).
