@@ -475,12 +475,24 @@ func TestReceivePacing(t *testing.T) {
 }
 
 // TestUntrustedMemory fills registers and DMA memory with garbage: the model must count and
-// drop, never panic or write outside DMA memory.
+// drop, never panic or write outside DMA memory (guard pages around it stay untouched), and
+// account for every frame it took.
 func TestUntrustedMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	const dmaSize, guard = 1 << 20, 64 << 10
+	var bad, offered, accounted uint64
 	for range 200 {
-		r := newRig(t, "82574L", 0)
-		d := r.d
+		mem := make([]byte, guard+dmaSize+guard)
+		for i := range mem {
+			mem[i] = 0xa5
+		}
+		dma := mem[guard : guard+dmaSize : guard+dmaSize]
+		r := &rig{clock: &ManualClock{}, irq: NewChanIRQ(), wire: &captureWire{}, dma: dma}
+		d, err := New(make([]byte, RegisterPageSize), dma, Config{Model: Models[0], MAC: testMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.d = d
 		r.linkUp(t)
 		for i := range r.dma[:0x2000] {
 			r.dma[i] = byte(rng.Uint32())
@@ -497,10 +509,30 @@ func TestUntrustedMemory(t *testing.T) {
 		d.Write32(d.Read32(TDT)+rng.Uint32()%3, 0) // stray writes, some unaligned
 		d.Read32(rng.Uint32())
 		n := 1 + rng.IntN(3000)
-		d.Receive([][]byte{frameTo(testMAC, max(n, 14), 0)[:n]})
+		took := d.Receive([][]byte{frameTo(testMAC, max(n, 14), 0)[:n]})
 		for range 5 {
 			r.step(time.Millisecond)
 		}
+		for i, b := range mem[:guard] {
+			if b != 0xa5 {
+				t.Fatalf("byte %d before DMA memory written", guard-i)
+			}
+		}
+		for i, b := range mem[guard+dmaSize:] {
+			if b != 0xa5 {
+				t.Fatalf("byte %d after DMA memory written", i)
+			}
+		}
+		c := d.Counters()
+		bad += c.BadDescriptors.Load()
+		offered += uint64(took)
+		accounted += c.RXFrames.Load() + c.RXDropped.Load() + c.RXNoDescriptor.Load()
+	}
+	if bad == 0 {
+		t.Error("200 rounds of garbage and no bad descriptor counted")
+	}
+	if accounted < offered {
+		t.Errorf("%d frames taken, only %d received or counted as dropped", offered, accounted)
 	}
 }
 
