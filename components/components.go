@@ -35,64 +35,43 @@ var Table = component.Table{
 		Binary:  "intel_nic_hw",
 		Summary: "the emulated Intel 82574L / i217-LM NIC, its wire a session, a TAP or AF_PACKET",
 		Schema:  intel.ConfigSchema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := intel.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(intel.ParseConfig),
 	},
 	{
 		Binary:  "ipxe_nic",
 		Summary: "the ipxe-style Intel NIC driver: RX interrupt throttling, TX batching",
 		Schema:  ipxe.ConfigSchema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := ipxe.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(ipxe.ParseConfig),
 	},
 	{
 		Binary:  "linux_nic",
 		Summary: "an Uplink driver on a Linux TAP with IFF_VNET_HDR offloads",
 		Schema:  hostnic.TapNIC.Schema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := hostnic.TapNIC.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(hostnic.TapNIC.ParseConfig),
 	},
 	{
 		Binary:  "packet_nic",
 		Summary: "an Uplink driver on AF_PACKET TPACKET_V3 rings",
 		Schema:  hostnic.PacketNIC.Schema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := hostnic.PacketNIC.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(hostnic.PacketNIC.ParseConfig),
 	},
 	{
 		Binary:  "vm",
 		Summary: "the VM side: an embedded TCP/IP stack or a TAP into a network namespace",
 		Schema:  guest.Schema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := guest.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(guest.ParseConfig),
 	},
 	{
 		Binary:  "remote_host",
 		Summary: "the far end of a wire: an embedded stack with a static address and iperf server",
 		Schema:  guest.Schema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := guest.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(guest.ParseConfig),
 	},
 	{
 		Binary:  "nic_perf",
 		Summary: "Genode's packet-stream test tool: UDP generator and sink",
 		Schema:  nicperf.Schema,
-		Validate: func(n *config.Node, start string) error {
-			_, err := nicperf.ParseConfig(n, start)
-			return err
-		},
+		Validate: validate(nicperf.ParseConfig),
 	},
 	{
 		Binary:  "test_echo",
@@ -104,6 +83,15 @@ var Table = component.Table{
 		Summary: "test component: sends numbered frames and checks the replies",
 		Schema:  testcomp.ClientSchema,
 	},
+}
+
+// validate makes a Spec's Validate of a component's ParseConfig: the config is refused
+// exactly when the component's own parse refuses it.
+func validate[C any](parse func(n *config.Node, start string) (C, error)) func(*config.Node, string) error {
+	return func(n *config.Node, start string) error {
+		_, err := parse(n, start)
+		return err
+	}
 }
 
 // Lookup returns the spec of binary; it panics on a binary the table lacks, for the mains,

@@ -27,23 +27,9 @@ func startLoop(t *testing.T) *run {
 		supervisor.Options{BinDirs: []string{bins}, WatchInterval: 50 * time.Millisecond})}
 }
 
-func (r *run) component(name string) supervisor.ComponentStatus {
-	st, ok := r.S.Status()
-	if !ok {
-		r.t.Fatal("the scenario ended")
-	}
-	for _, c := range st.Components {
-		if c.Name == name {
-			return c
-		}
-	}
-	r.t.Fatalf("no component %q", name)
-	return supervisor.ComponentStatus{}
-}
-
 // uplinkOpen reports whether ipxe_nic holds an open Uplink session.
 func (r *run) uplinkOpen() bool {
-	for _, q := range r.component("ipxe_nic").Requests {
+	for _, q := range r.Component("ipxe_nic").Requests {
 		if q.Service == "Uplink" && q.State == "open" {
 			return true
 		}
@@ -64,9 +50,9 @@ func (r *run) waitFor(what string, cond func() bool) {
 // grows waits until the counters of both nic_perfs have grown by n frames.
 func (r *run) grows(n uint64) {
 	r.t.Helper()
-	lan0, remote0 := r.component("lan").Counters["rx_frames"], r.component("remote").Counters["rx_frames"]
+	lan0, remote0 := r.Component("lan").Counters["rx_frames"], r.Component("remote").Counters["rx_frames"]
 	r.waitFor("frames both ways", func() bool {
-		return r.component("lan").Counters["rx_frames"] >= lan0+n && r.component("remote").Counters["rx_frames"] >= remote0+n
+		return r.Component("lan").Counters["rx_frames"] >= lan0+n && r.Component("remote").Counters["rx_frames"] >= remote0+n
 	})
 }
 
@@ -75,7 +61,7 @@ func TestNICLoop(t *testing.T) {
 	r.waitFor("the Uplink session", r.uplinkOpen)
 	r.grows(500) // wire -> model -> driver -> router -> lan, and back
 
-	hw, drv := r.component("intel_nic_hw").Counters, r.component("ipxe_nic").Counters
+	hw, drv := r.Component("intel_nic_hw").Counters, r.Component("ipxe_nic").Counters
 	if hw["rx_frames"] == 0 || hw["tx_frames"] == 0 || hw["interrupts"] == 0 || hw["doorbells"] == 0 {
 		t.Errorf("model counters %v", hw)
 	}
@@ -90,7 +76,7 @@ func TestNICLoop(t *testing.T) {
 	r.Edit(`carrier="no"`, `carrier="yes"`)
 	r.waitFor("the Uplink session to reopen", r.uplinkOpen)
 	r.grows(500)
-	if n := r.component("ipxe_nic").Counters["link_changes"]; n < 3 {
+	if n := r.Component("ipxe_nic").Counters["link_changes"]; n < 3 {
 		t.Errorf("driver saw %d link changes, want up, down, up", n)
 	}
 }

@@ -110,3 +110,20 @@ func (r *Run) write(text string) {
 	}
 	r.text = text
 }
+
+// Component is the status of the component called name; the test fails when the run ended or
+// has no such component.
+func (r *Run) Component(name string) supervisor.ComponentStatus {
+	r.t.Helper()
+	st, ok := r.S.Status()
+	if !ok {
+		r.t.Fatal("the scenario ended")
+	}
+	for _, c := range st.Components {
+		if c.Name == name {
+			return c
+		}
+	}
+	r.t.Fatalf("no component %q", name)
+	return supervisor.ComponentStatus{}
+}

@@ -54,20 +54,6 @@ func startRun(t *testing.T, scenario string) *run {
 	}), t}
 }
 
-func (r *run) component(name string) supervisor.ComponentStatus {
-	st, ok := r.S.Status()
-	if !ok {
-		r.t.Fatal("supervisor ended")
-	}
-	for _, c := range st.Components {
-		if c.Name == name {
-			return c
-		}
-	}
-	r.t.Fatalf("no component %q", name)
-	return supervisor.ComponentStatus{}
-}
-
 // waitFor polls cond until it holds or the time is up.
 func (r *run) waitFor(what string, timeout time.Duration, cond func() bool) {
 	r.t.Helper()
@@ -180,7 +166,7 @@ func TestParentServices(t *testing.T) {
 	udpEcho(t, r, "a", "198.18.5.2:9")
 	udpEcho(t, r, "b", "198.18.6.2:9")
 	for _, n := range []string{"tapper", "packer"} {
-		c := r.component(n)
+		c := r.Component(n)
 		if c.Counters["wire_reflected"] == 0 || c.Counters["denied"] != 0 {
 			t.Errorf("%s: counters %v", n, c.Counters)
 		}
@@ -190,7 +176,7 @@ func TestParentServices(t *testing.T) {
 	}
 
 	// A restarted client gets a fresh interface; the old one and its command are gone.
-	syscall.Kill(r.component("tapper").Pid, syscall.SIGKILL)
+	syscall.Kill(r.Component("tapper").Pid, syscall.SIGKILL)
 	r.waitFor("the tapper's second session", 20*time.Second, func() bool {
 		return strings.Count(r.Logs.String(), "[tapper/a] neighbour set") == 2
 	})
@@ -218,13 +204,13 @@ func TestParentServiceRefusals(t *testing.T) {
 		<config service="Timer" device="yes"/> </start>
 </config>`)
 	r.waitFor("both denied", 20*time.Second, func() bool {
-		return r.component("badns").Counters["denied"] == 1 && r.component("timer").Counters["denied"] == 1
+		return r.Component("badns").Counters["denied"] == 1 && r.Component("timer").Counters["denied"] == 1
 	})
 	for name, want := range map[string]string{
 		"badns": `Tap session: netns="no/slash": want a name of 1 to 16 letters, digits or _`,
 		"timer": `the supervisor serves no Timer sessions itself (it serves: Packet, Tap)`,
 	} {
-		if reqs := r.component(name).Requests; len(reqs) != 1 || !strings.Contains(reqs[0].Reason, want) {
+		if reqs := r.Component(name).Requests; len(reqs) != 1 || !strings.Contains(reqs[0].Reason, want) {
 			t.Errorf("%s: requests %+v, want a denial saying %q", name, reqs, want)
 		}
 	}
