@@ -30,9 +30,10 @@ func (k Kind) String() string {
 type Port interface {
 	// Alloc reserves size bytes for a frame to the interface's client; false when the
 	// stream's submit queue or buffer is full (the router then drops and counts the frame).
-	// With a packet stream: CanSubmit, then Source.Alloc, then Source.Payload.
+	// With a packet stream: Source.Reserve.
 	Alloc(size int) ([]byte, bool)
-	// Submit queues the buffer Alloc returned, filled, with its offload metadata.
+	// Submit queues the buffer Alloc returned, filled (perhaps shorter), with its offload
+	// metadata. With a packet stream: Source.Commit.
 	Submit(frame []byte, off netdev.Offload)
 	// Flush wakes the peer once for everything submitted since the last Flush.
 	Flush()

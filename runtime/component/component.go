@@ -16,17 +16,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
 
 	"github.com/nicstack/nicstack/internal/fifo"
 	controlpb "github.com/nicstack/nicstack/proto"
@@ -63,80 +57,6 @@ type DenyHandler interface {
 type LinkHandler interface {
 	Link(s *Session, up bool)
 }
-
-// DeviceSpec is the geometry of a device session: a session that is not a packet stream but
-// shared memory and eventfds whose use the two sides agree on (an emulated NIC's register
-// page, DMA memory, doorbell and interrupt, say).
-type DeviceSpec struct {
-	Mems     []int // byte sizes of shared-memory regions (memfds, sealed to that size)
-	Eventfds int   // number of eventfds
-}
-
-// Session is one open session as this component sees it.
-type Session struct {
-	ID      uint64
-	Request uint64 // for a client: the id Request returned
-	Service string
-	Label   string // as the server sees it: "client -> label", or the route's rewrite
-	Args    map[string]string
-	Client  *packetstream.Client // set when this component is a packet-stream session's client
-	Server  *packetstream.Server // set when this component serves a packet-stream session
-	Role    Role
-	// Device sessions (Client and Server nil): both sides get the same files, the memfds in
-	// Spec.Mems order, then the eventfds. A parent service's session carries what the service
-	// says (a TAP, a packet socket). The files are closed right after Handler.Close returns;
-	// a handler that needs one longer keeps a duplicate.
-	Files []*os.File
-	Spec  DeviceSpec
-
-	linkUp atomic.Bool
-}
-
-// Role says which side of a session this component is.
-type Role int
-
-const (
-	Client Role = iota + 1
-	Server
-)
-
-// Device reports whether s is a device session (no packet stream).
-func (s *Session) Device() bool { return s.Client == nil && s.Server == nil }
-
-// LinkUp reports the link state last reported by the session's server (up when opened).
-func (s *Session) LinkUp() bool { return s.linkUp.Load() }
-
-// counters returns what this side sends and receives.
-// counters returns what this side sends and receives; nil for a device session, whose traffic
-// only its handler sees.
-func (s *Session) counters() (sent, received *packetstream.Counters) {
-	switch {
-	case s.Client != nil:
-		return s.Client.TX.Counters(), s.Client.RX.Counters()
-	case s.Server != nil:
-		return s.Server.RX.Counters(), s.Server.TX.Counters()
-	}
-	return nil, nil
-}
-
-func (s *Session) unmap() error {
-	switch {
-	case s.Client != nil:
-		return s.Client.Close()
-	case s.Server != nil:
-		return s.Server.Close()
-	}
-	var first error
-	for _, f := range s.Files {
-		if err := f.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// LogFormatEnv tells a component to log JSON ("json") instead of text lines.
-const LogFormatEnv = "NICSTACK_LOG_FORMAT"
 
 // filesTimeout bounds the wait for a session's files, which the supervisor sends before the
 // OpenSession call that names them.
@@ -182,96 +102,6 @@ func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, erro
 	}
 }
 
-// Option adjusts Main.
-type Option func(*mainOptions)
-
-type mainOptions struct{ oneP bool }
-
-// OneP keeps GOMAXPROCS at what the CPU mask gives (1 on one CPU), for a component that polls
-// on purpose: the emulated NIC clocks its wire by spinning, and with a second P its goroutines
-// ran as two threads the kernel time-sliced on the one CPU, 4 ms at a time (bench driver: 90 %
-// of line rate and RX overruns instead of 100 %).
-func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
-
-// Main runs a component process: it serves the control protocol until the supervisor stops
-// it, then exits. It never returns.
-func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
-	var o mainOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
-		fmt.Fprintf(os.Stderr, "%s is a nicstack component: start it from a scenario with `nicstack run`\n", os.Args[0])
-		os.Exit(2)
-	}
-	// A component pinned to one CPU gets GOMAXPROCS 1, and then each wait of its packet-stream
-	// loop in epoll_wait (a blocking system call) longer than sysmon's 20 µs tick has its P
-	// taken, which keeps sysmon polling every 20 µs for as long as traffic comes in bursts:
-	// a fifth of a nic_router's samples behind an interrupt-throttled driver were sysmon's
-	// wakeups. With a second P idle, sysmon leaves a waiting P alone for 10 ms and backs off.
-	// Affinity still keeps every thread on the component's CPUs.
-	if !o.oneP && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
-	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
-	// for JSON, tags with a "component" field).
-	var log *slog.Logger
-	if os.Getenv(LogFormatEnv) == "json" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	} else {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
-	}
-	c := New(spec, log, newHandler)
-	sock, err := controlSocket()
-	if err != nil {
-		log.Error("control socket", "err", err)
-		os.Exit(1)
-	}
-	go func() {
-		err := c.inbox.receive(sock)
-		select {
-		case <-c.stopped:
-		default:
-			log.Error("supervisor went away", "err", err)
-			os.Exit(1)
-		}
-	}()
-	var srv *grpc.Server
-	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: Handshake,
-		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
-		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
-		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			srv = plugin.DefaultGRPCServer(opts)
-			go func() { <-c.stopped; srv.GracefulStop() }()
-			return srv
-		},
-	})
-	os.Exit(0)
-}
-
-func dropTime(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
-}
-
-func controlSocket() (*net.UnixConn, error) {
-	f := os.NewFile(ControlFD, "control")
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, fmt.Errorf("fd %d is not the control socket the supervisor passes: %w", ControlFD, err)
-	}
-	u, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("fd %d is not a Unix socket", ControlFD)
-	}
-	return u, nil
-}
-
 // Counter returns the component's own counter called name (interrupts, say), created at zero.
 // The supervisor reads it with the session counters.
 func (c *Component) Counter(name string) *atomic.Uint64 {
@@ -314,23 +144,6 @@ func (c *Component) RequestDevice(service, label string, args map[string]string,
 	return id
 }
 
-// DeviceSpecProto and DeviceSpecFrom convert a DeviceSpec to and from the control protocol.
-func DeviceSpecProto(s DeviceSpec) *controlpb.DeviceSpec {
-	p := &controlpb.DeviceSpec{Eventfds: uint32(s.Eventfds)}
-	for _, m := range s.Mems {
-		p.Mems = append(p.Mems, uint64(m))
-	}
-	return p
-}
-
-func DeviceSpecFrom(p *controlpb.DeviceSpec) DeviceSpec {
-	s := DeviceSpec{Eventfds: int(p.GetEventfds())}
-	for _, m := range p.GetMems() {
-		s.Mems = append(s.Mems, int(m))
-	}
-	return s
-}
-
 // Release gives up the session of request id.
 func (c *Component) Release(id uint64) {
 	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Release{Release: &controlpb.SessionRelease{RequestId: id}}})
@@ -339,77 +152,6 @@ func (c *Component) Release(id uint64) {
 // ReportLink tells the client of session s (served here) that the link is up or down.
 func (c *Component) ReportLink(s *Session, up bool) {
 	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_LinkState{LinkState: &controlpb.LinkStateReport{SessionId: s.ID, Up: up}}})
-}
-
-func streamSize(c packetstream.Config) *controlpb.StreamSize {
-	return &controlpb.StreamSize{QueueSize: uint32(c.QueueSize), BulkSize: uint32(c.BulkSize)}
-}
-
-// StreamConfig converts a StreamSize, defaults for zero fields.
-func StreamConfig(s *controlpb.StreamSize) packetstream.Config {
-	c := packetstream.DefaultConfig()
-	if s.GetQueueSize() != 0 {
-		c.QueueSize = int(s.GetQueueSize())
-	}
-	if s.GetBulkSize() != 0 {
-		c.BulkSize = int(s.GetBulkSize())
-	}
-	return c
-}
-
-func parseConfig(name string, cfg *controlpb.Config) (*config.Node, error) {
-	origin := cfg.GetOrigin()
-	if origin == "" {
-		origin = name + " config"
-	}
-	if cfg.GetText() == "" {
-		return &config.Node{Type: "config"}, nil
-	}
-	n, err := config.Parse(origin, []byte(cfg.GetText()))
-	if err != nil || len(cfg.GetPositions()) == 0 {
-		return n, err
-	}
-	positions := cfg.GetPositions()
-	if CountPositions(n) != len(positions) {
-		return nil, fmt.Errorf("%s: config carries %d positions for %d nodes and attributes", origin, len(positions), CountPositions(n))
-	}
-	i := 0
-	walkPositions(n, func(p *config.Pos) {
-		*p = config.Pos{File: origin, Line: int(positions[i].GetLine()), Col: int(positions[i].GetCol())}
-		i++
-	})
-	return n, nil
-}
-
-// walkPositions visits the position of every enabled node and attribute in document order:
-// a node, its attributes, then its sub-nodes. The supervisor records positions in this order
-// before it re-emits a config; the component puts them back after parsing.
-func walkPositions(n *config.Node, fn func(*config.Pos)) {
-	fn(&n.Pos)
-	for i := range n.Attrs {
-		fn(&n.Attrs[i].Pos)
-	}
-	for _, c := range n.Nodes {
-		if !c.Disabled {
-			walkPositions(c, fn)
-		}
-	}
-}
-
-// Positions lists the positions of a config tree as walkPositions visits them.
-func Positions(n *config.Node) []*controlpb.Position {
-	var out []*controlpb.Position
-	walkPositions(n, func(p *config.Pos) {
-		out = append(out, &controlpb.Position{Line: uint32(p.Line), Col: uint32(p.Col)})
-	})
-	return out
-}
-
-// CountPositions is len(Positions(n)).
-func CountPositions(n *config.Node) int {
-	c := 0
-	walkPositions(n, func(*config.Pos) { c++ })
-	return c
 }
 
 func (c *Component) Start(_ context.Context, req *controlpb.StartRequest) (*controlpb.StartReply, error) {
@@ -517,22 +259,6 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 	}
 	s.unmap()
 	return nil, fmt.Errorf("session %d (%s %q): %w", id, s.Service, s.Label, err)
-}
-
-// openStream maps a packet-stream session's files as s's side of the stream.
-func openStream(s *Session, files []*os.File, req *controlpb.OpenSessionRequest) error {
-	sf, err := packetstream.SessionFilesFrom(files, StreamConfig(req.GetTx()), StreamConfig(req.GetRx()))
-	if err != nil {
-		closeAll(files)
-		return err
-	}
-	defer sf.Close() // the mappings and duplicated eventfds outlive the received files
-	if s.Role == Client {
-		s.Client, err = packetstream.OpenClient(sf)
-	} else {
-		s.Server, err = packetstream.OpenServer(sf)
-	}
-	return err
 }
 
 // close runs with mu held.
