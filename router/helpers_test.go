@@ -36,7 +36,6 @@ type fakePort struct {
 	link     []bool
 	capacity int // 0: unlimited
 	full     bool
-	buf      []byte
 }
 
 func (p *fakePort) Alloc(n int) ([]byte, bool) {

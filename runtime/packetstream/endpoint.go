@@ -67,14 +67,13 @@ var (
 // endpoint is what Source and Sink share: the region, the eventfd to wait on, the eventfd to
 // signal, and a private waiter for the eager calls.
 type endpoint struct {
-	reg      *region
-	in, out  int // eventfds, non-blocking
-	own      *Waiter
-	ctr      Counters
-	frames   uint64 // not yet moved to ctr
-	bytes    uint64
-	invalid  uint64
-	received uint64
+	reg     *region
+	in, out int // eventfds, non-blocking
+	own     *Waiter
+	ctr     Counters
+	frames  uint64 // not yet moved to ctr
+	bytes   uint64
+	invalid uint64
 }
 
 // newEndpoint takes ownership of reg, in and out (and releases them if it fails), and gives
