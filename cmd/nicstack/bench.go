@@ -1,5 +1,194 @@
 package main
 
-import "github.com/nicstack/nicstack/internal/bench"
+import (
+	"encoding/json"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-func init() { root.AddCommand(bench.Command()) }
+	"github.com/spf13/cobra"
+
+	"github.com/nicstack/nicstack/internal/bench"
+	"github.com/nicstack/nicstack/internal/bench/driver"
+	"github.com/nicstack/nicstack/internal/bench/iperf"
+	"github.com/nicstack/nicstack/internal/bench/router"
+	"github.com/nicstack/nicstack/internal/bench/stream"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// benchCmd is the parent of the benchmarks (`nicstack bench stream`, `nicstack bench router`,
+// ...). Each subcommand parses its flags and calls its harness in internal/bench.
+var benchCmd = &cobra.Command{
+	Use:   "bench",
+	Short: "Run a benchmark and print its numbers",
+}
+
+func init() {
+	benchCmd.AddCommand(benchStreamCmd(), benchStreamPeerCmd(), benchRouterCmd(), benchDriverCmd(), benchIperfCmd())
+	root.AddCommand(benchCmd)
+}
+
+func benchStreamCmd() *cobra.Command {
+	var (
+		o      stream.Options
+		cpus   string
+		blocks int
+	)
+	cmd := &cobra.Command{
+		Use:   "stream",
+		Short: "Packet-stream throughput between two pinned processes, against a bare descriptor ring",
+		Long: "stream runs a source and a sink process, pinned to different CPUs, over one packet stream\n" +
+			"(memfd + eventfds). The source allocates and writes every frame (claiming the lines of the next\n" +
+			"frames ahead with PREFETCHW, and with non-temporal stores from 16 KiB), the sink checks every byte,\n" +
+			"both wait event-driven (spin briefly, arm, sleep). Right before each point two processes move\n" +
+			"bare descriptors over one busy-polled ring, published every 32, as the reference. Each point is\n" +
+			"measured --runs times; the table shows the medians, the ratio is the median of the runs' ratios.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.CPUs, err = stream.CPUs(cpus); err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Peer = []string{self, "bench", "stream-peer"}
+			o.Stream.BulkSize = blocks * packetstream.BlockSize
+			return stream.Run(cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Sizes, "sizes", []int{64, 1500, 65536}, "frame sizes in bytes")
+	f.DurationVar(&o.Time, "time", 2*time.Second, "measuring time per point and run")
+	f.IntVar(&o.Runs, "runs", 3, "runs per point; the median is reported")
+	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
+	f.IntVar(&o.Batch, "batch", 64, "frames per batch (one Wakeup each)")
+	f.IntVar(&o.Stream.QueueSize, "queue", 1024, "entries per queue")
+	f.IntVar(&blocks, "blocks", 1024, "bulk buffer size in 1600-byte blocks (frames larger than a block get room for 64)")
+	f.BoolVar(&o.Boost, "boost", true, "as root, run each peer in its own scheduling group at nice -20, so that other work on the machine does not share its CPU equally")
+	f.BoolVar(&o.Stream.IPAlign, "ip-align", false, "shift frames 2 bytes into their blocks as Genode does (a 64-byte frame then spans two cache lines)")
+	f.StringVar(&cpus, "cpus", "", "two CPUs for source and sink, e.g. 0,1 (default: the first two this process may use)")
+	return cmd
+}
+
+// benchStreamPeerCmd is one side of `bench stream`, which starts two of them.
+func benchStreamPeerCmd() *cobra.Command {
+	var o stream.PeerOptions
+	cmd := &cobra.Command{
+		Use:    "stream-peer",
+		Short:  "One side of `bench stream` (started by it, with the stream's files as fds 3-5)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return json.NewEncoder(os.Stdout).Encode(stream.RunPeer(o))
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func benchRouterCmd() *cobra.Command {
+	var o router.Options
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "nic_perf -> nic_router -> nic_perf against nic_perf -> nic_perf, three processes",
+		Long: "router runs Genode's nic_perf router test: one nic_perf sends UDP as fast as its stream takes\n" +
+			"it, through nic_router (a udp-forward rule, then NAT) to a second nic_perf that counts what\n" +
+			"arrives; in the same run the two nic_perfs are connected directly as the reference. On two\n" +
+			"CPUs the sender has the first CPU, the router and the receiver share the second; directly\n" +
+			"connected, each nic_perf has a CPU. A run measures the direct reference and both routed modes\n" +
+			"one after the other, each in a fresh scenario for --time after a warm-up; the ratio of a run\n" +
+			"is routed over that run's direct rate, so that a machine whose speed drifts between runs\n" +
+			"compares like with like. The table shows the medians of --runs runs.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return router.Run(cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Sizes, "sizes", []int{64, 1500}, "Ethernet frame sizes in bytes")
+	f.DurationVar(&o.Time, "time", 2*time.Second, "measuring time per point and run")
+	f.IntVar(&o.Runs, "runs", 3, "runs per point; the median is reported")
+	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
+	componentFlags(cmd, &o.Components)
+	return cmd
+}
+
+func benchDriverCmd() *cobra.Command {
+	var o driver.Options
+	cmd := &cobra.Command{
+		Use:   "driver",
+		Short: "ipxe_nic against the emulated NIC at 1 Gbit/s line rate both ways, per rx_irq_throttle and tx_batch",
+		Long: "driver runs ipxe_nic (CPU 0) and intel_nic_hw (an 82574L at 1 Gbit/s, CPU 1) as separate pinned\n" +
+			"processes with a device session between them. A nic_perf serving the driver's Uplink session\n" +
+			"sends 1514-byte frames as fast as the driver takes them; a nic_perf at the far end of the cable\n" +
+			"sends as fast as the wire carries them. Both nic_perfs run on CPU 1 without spinning, so that\n" +
+			"the driver has CPU 0 to itself as in Genode's measurement (router on another CPU).\n" +
+			"Per point (rx_irq_throttle 0, 651, 5580 x tx_batch no, yes; tx_batch=no uses descriptor_done TX\n" +
+			"interrupts as iPXE does, yes queue_empty) it reports the model's interrupts, TX interrupts and\n" +
+			"TX doorbells, each process's CPU from /proc/PID/stat, the frames carried against line rate, and\n" +
+			"the frames the device dropped for want of a free RX descriptor.\n\n" +
+			"With rx_irq_throttle 0 the model raises an interrupt for the first cause after the driver has\n" +
+			"read ICR, as the hardware does; causes before that ride on the outstanding interrupt (counter\n" +
+			"irq_causes_while_asserted, -v). So interrupts per frame there measure the driver's round trip\n" +
+			"(eventfd wakeup, handler, ICR read), which on a 2-core VM is several frame times.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return driver.Run(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.Time, "time", 10*time.Second, "measuring time per point and run")
+	f.IntVar(&o.Runs, "runs", 1, "consecutive windows per point; the one of median throughput is reported")
+	f.IntSliceVar(&o.Throttles, "rx-irq-throttle", []int{0, 651, 5580}, "the rx_irq_throttle values to measure")
+	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the tx_batch values to measure (no, yes)")
+	f.DurationVar(&o.Spin, "spin", 2*time.Millisecond, "the model spins for waits shorter than this (frames arrive one by one, ITR is kept to the µs); its CPU stands for hardware")
+	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
+	componentFlags(cmd, &o.Components)
+	return cmd
+}
+
+func benchIperfCmd() *cobra.Command {
+	var o iperf.Options
+	cmd := &cobra.Command{
+		Use:   "iperf SCENARIO",
+		Short: "Run an iperf scenario once per driver setting: throughput against each component's CPU",
+		Long: "iperf runs SCENARIO once per point of the matrix --rx-irq-throttle x --tx-batch, patching the\n" +
+			"<config> of its ipxe_nic driver, and the iperf test of its guests (the <config iperf=\"-c ...\"> of a\n" +
+			"vm) to --time and --reverse. For each point it reports the guests' iperf result, the CPU load of\n" +
+			"every component while traffic flowed (from /proc; the emulated hardware is its own component),\n" +
+			"the emulated NIC's interrupts and doorbells and the packet streams' signals per 1000 frames.\n" +
+			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
+			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
+			"defaults: the kernel's veths at MTU 1500 with their offloads, pasta's TAP at its MTU 65520;\n" +
+			"NAME@MTU sets a reference's MTU (kernel@65000,pasta@1500), to compare like with like.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return iperf.Run(ctx, cmd.OutOrStdout(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Throttles, "rx-irq-throttle", []int{0, 651, 5580}, "the driver's rx_irq_throttle values (ITR, 256 ns units)")
+	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
+	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per point")
+	f.BoolVar(&o.Reverse, "reverse", true, "the far end sends to the guest (iperf3 -R)")
+	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")
+	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle value into this PNG")
+	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU")
+	componentFlags(cmd, &o.Components)
+	return cmd
+}
+
+// componentFlags gives cmd --bin and --verbose, the flags of every bench that runs components,
+// and fills c from them before it runs.
+func componentFlags(cmd *cobra.Command, c *bench.Components) {
+	var binDir string
+	cmd.Flags().StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
+	cmd.Flags().BoolVarP(&c.Verbose, "verbose", "v", false, "show the components' logs")
+	cmd.PreRun = func(*cobra.Command, []string) { c.Bins = supervisor.BinDirs(binDir) }
+}

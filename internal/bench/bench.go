@@ -1,6 +1,7 @@
-// Package bench is nicstack's benchmark harness: the stream, router, driver and iperf benches
-// with their references, run as `nicstack bench ...` (Command). It starts scenarios under a
-// supervisor and reads their counters; it is not a component and holds no packet path.
+// Package bench is what the benchmarks behind `nicstack bench` share: running a point's
+// scenario under its own supervisor, the machine's load, medians and the --json output. It is
+// not a benchmark itself (those are its sub-packages, one per `nicstack bench` command) and
+// knows nothing of flags.
 package bench
 
 import (
@@ -12,34 +13,23 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-
-	"github.com/spf13/cobra"
+	"time"
 
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// benchCmd is the parent of the benchmarks (`nicstack bench stream`, `nicstack bench router`,
-// ...); each benchmark's file adds itself to it in an init.
-var benchCmd = &cobra.Command{
-	Use:   "bench",
-	Short: "Run a benchmark and print its numbers",
-}
-
-// Command is `nicstack bench` with every benchmark under it, for the CLI to add.
-func Command() *cobra.Command { return benchCmd }
-
-// printLoad prints the machine's load average, before and after a benchmark: numbers taken
+// PrintLoad prints the machine's load average, before and after a benchmark: numbers taken
 // on a busy machine say so.
-func printLoad(out io.Writer) {
+func PrintLoad(out io.Writer) {
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(out, "load average: %s", load)
 	}
 }
 
-// writeJSON writes a benchmark's points to path (--json), indented.
-func writeJSON(path string, points any) error {
+// WriteJSON writes a benchmark's points to path (--json), indented.
+func WriteJSON(path string, points any) error {
 	b, err := json.MarshalIndent(points, "", "  ")
 	if err != nil {
 		return err
@@ -47,40 +37,78 @@ func writeJSON(path string, points any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// startBenchScenario runs a benchmark point's scenario (text) under a fresh supervisor in its
-// own temporary folder. done receives Run's result (whoever reads it early puts it back);
-// stop ends the run and removes the folder.
-func startBenchScenario(ctx context.Context, name string, text []byte, bins []string, verbose bool) (s *supervisor.Supervisor, done chan error, stop func(), err error) {
+// Components says where a benchmark finds the component binaries and whether it shows their
+// logs: the settings of every benchmark that runs scenarios.
+type Components struct {
+	Bins    []string // folders with component binaries, searched in order
+	Verbose bool     // the components' logs on stderr
+}
+
+// Scenario is a benchmark point's scenario running under a fresh supervisor in its own
+// temporary folder.
+type Scenario struct {
+	S *supervisor.Supervisor
+	// Done receives the supervisor's Run result; whoever reads it early puts it back.
+	Done chan error
+
+	cancel context.CancelFunc
+	dir    string // the temporary folder
+}
+
+// StartScenario checks text against the component table and the binaries in c.Bins, and runs
+// it. name names the temporary folder.
+func (c Components) StartScenario(ctx context.Context, name string, text []byte) (*Scenario, error) {
 	dir, err := os.MkdirTemp("", "nicstack-bench-"+name+"-")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	path := filepath.Join(dir, "scenario.xml")
 	var logs io.Writer = io.Discard
-	if verbose {
+	if c.Verbose {
 		logs = os.Stderr
 	}
+	var s *supervisor.Supervisor
 	if err = os.WriteFile(path, text, 0o644); err == nil {
 		// What the components would refuse fails the bench now, not after its time-out.
-		if errs := supervisor.Check(path, text, bins, components.Table); len(errs) > 0 {
+		if errs := supervisor.Check(path, text, c.Bins, components.Table); len(errs) > 0 {
 			err = errors.Join(errs...)
 		}
 	}
 	if err == nil {
-		s, err = supervisor.New(path, supervisor.Options{BinDirs: bins, Components: components.Table, ParentServices: hostservice.Services(), Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
+		s, err = supervisor.New(path, supervisor.Options{BinDirs: c.Bins, Components: components.Table, ParentServices: hostservice.Services(), Out: supervisor.NewOutput(logs, false), RunDir: filepath.Join(dir, "run")})
 	}
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done = make(chan error, 1)
+	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	return s, done, func() { cancel(); <-done; os.RemoveAll(dir) }, nil
+	return &Scenario{S: s, Done: done, cancel: cancel, dir: dir}, nil
 }
 
-// median is the median of f over xs (the mean of the middle two for an even count; 0 for none).
-func median[T any](xs []T, f func(T) float64) float64 {
+// Stop ends the run and removes its folder.
+func (sc *Scenario) Stop() {
+	sc.cancel()
+	<-sc.Done
+	os.RemoveAll(sc.dir)
+}
+
+// WaitFor polls ready every 50 ms until it holds or timeout passes, and says which came first:
+// a scenario's components take a moment to start and to pass their first frames.
+func WaitFor(timeout time.Duration, ready func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		if ready() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// Median is the median of f over xs (the mean of the middle two for an even count; 0 for none).
+func Median[T any](xs []T, f func(T) float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}

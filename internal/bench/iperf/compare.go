@@ -1,4 +1,4 @@
-package bench
+package iperf
 
 import (
 	"bytes"
@@ -50,12 +50,12 @@ func (r reference) String() string {
 	}
 }
 
-// referenceIperf measures the reference path with real iperf3 in namespaces made here (the
+// measureReference measures the reference path with real iperf3 in namespaces made here (the
 // shape of /work/shared/baselines/run.sh, whose third argument is ref's MTU): "kernel" is server
 // <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
 // and Ctrl-C (ctx).
-func referenceIperf(ctx context.Context, ref reference, d time.Duration, reverse bool) (float64, error) {
+func measureReference(ctx context.Context, ref reference, d time.Duration, reverse bool) (float64, error) {
 	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, errors.New("needs root (network namespaces)")

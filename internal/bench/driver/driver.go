@@ -1,7 +1,11 @@
-package bench
+// Package driver measures the ipxe driver against the emulated Intel NIC at 1 Gbit/s line rate
+// both ways: interrupts, doorbells, CPU and throughput per rx_irq_throttle and tx_batch. It is
+// the harness of `nicstack bench driver`, not the driver (drivers/ipxe) or the model.
+package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,13 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/nicstack/nicstack/runtime/supervisor"
+	"github.com/nicstack/nicstack/internal/bench"
 )
 
-// driverPoint is one driver setting, as printed and written by --json.
-type driverPoint struct {
+// point is one driver setting, as printed and written by --json.
+type point struct {
 	RxIrqThrottle      int     `json:"rx_irq_throttle"`
 	TxBatch            bool    `json:"tx_batch"`
 	IrqsPerS           float64 `json:"irqs_per_s"`
@@ -39,72 +41,33 @@ type driverPoint struct {
 	Seconds    float64 `json:"seconds"`
 }
 
-func init() {
-	var (
-		o        driverBenchOptions
-		jsonFile string
-		binDir   string
-	)
-	cmd := &cobra.Command{
-		Use:   "driver",
-		Short: "ipxe_nic against the emulated NIC at 1 Gbit/s line rate both ways, per rx_irq_throttle and tx_batch",
-		Long: "driver runs ipxe_nic (CPU 0) and intel_nic_hw (an 82574L at 1 Gbit/s, CPU 1) as separate pinned\n" +
-			"processes with a device session between them. A nic_perf serving the driver's Uplink session\n" +
-			"sends 1514-byte frames as fast as the driver takes them; a nic_perf at the far end of the cable\n" +
-			"sends as fast as the wire carries them. Both nic_perfs run on CPU 1 without spinning, so that\n" +
-			"the driver has CPU 0 to itself as in Genode's measurement (router on another CPU).\n" +
-			"Per point (rx_irq_throttle 0, 651, 5580 x tx_batch no, yes; tx_batch=no uses descriptor_done TX\n" +
-			"interrupts as iPXE does, yes queue_empty) it reports the model's interrupts, TX interrupts and\n" +
-			"TX doorbells, each process's CPU from /proc/PID/stat, the frames carried against line rate, and\n" +
-			"the frames the device dropped for want of a free RX descriptor.\n\n" +
-			"With rx_irq_throttle 0 the model raises an interrupt for the first cause after the driver has\n" +
-			"read ICR, as the hardware does; causes before that ride on the outstanding interrupt (counter\n" +
-			"irq_causes_while_asserted, -v). So interrupts per frame there measure the driver's round trip\n" +
-			"(eventfd wakeup, handler, ICR read), which on a 2-core VM is several frame times.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.bins = supervisor.BinDirs(binDir)
-			return benchDriver(cmd.Context(), cmd.OutOrStdout(), o, jsonFile)
-		},
-	}
-	f := cmd.Flags()
-	f.DurationVar(&o.d, "time", 10*time.Second, "measuring time per point and run")
-	f.IntVar(&o.runs, "runs", 1, "consecutive windows per point; the one of median throughput is reported")
-	f.IntSliceVar(&o.itrs, "rx-irq-throttle", []int{0, 651, 5580}, "the rx_irq_throttle values to measure")
-	f.StringSliceVar(&o.batches, "tx-batch", []string{"no", "yes"}, "the tx_batch values to measure (no, yes)")
-	f.DurationVar(&o.spin, "spin", 2*time.Millisecond, "the model spins for waits shorter than this (frames arrive one by one, ITR is kept to the µs); its CPU stands for hardware")
-	f.StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
-	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "show the components' logs")
-	benchCmd.AddCommand(cmd)
+// Options are one invocation's settings.
+type Options struct {
+	Time time.Duration // measuring time per point and run
+	// Spin: the model spins for waits shorter than this; its CPU stands for hardware.
+	Spin      time.Duration
+	Runs      int      // windows per point; the one of median throughput is reported
+	Throttles []int    // the rx_irq_throttle values (nil: 0, 651, 5580)
+	Batches   []string // the tx_batch values, no or yes (nil: both)
+	JSON      string   // also write the points to this file
+	// Verbose also prints each window's counters.
+	bench.Components
 }
 
-// driverBenchOptions are the flags of one run.
-type driverBenchOptions struct {
-	d, spin time.Duration
-	runs    int
-	itrs    []int
-	batches []string
-	bins    []string
-	verbose bool
-}
-
-func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonFile string) error {
-	if o.runs < 1 {
-		return fmt.Errorf("--runs %d: want at least 1", o.runs)
+// Run measures every point (tx_batch x rx_irq_throttle), printing each, then the table.
+func Run(ctx context.Context, out io.Writer, o Options) error {
+	if o.Runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	}
-	if ctx == nil {
-		ctx = context.Background()
+	bench.PrintLoad(out)
+	if o.Throttles == nil {
+		o.Throttles = []int{0, 651, 5580}
 	}
-	printLoad(out)
-	if o.itrs == nil {
-		o.itrs = []int{0, 651, 5580}
-	}
-	if o.batches == nil {
-		o.batches = []string{"no", "yes"}
+	if o.Batches == nil {
+		o.Batches = []string{"no", "yes"}
 	}
 	var batches []bool
-	for _, b := range o.batches {
+	for _, b := range o.Batches {
 		switch b {
 		case "no":
 			batches = append(batches, false)
@@ -114,15 +77,15 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 			return fmt.Errorf("--tx-batch %q: want no or yes", b)
 		}
 	}
-	for _, itr := range o.itrs {
+	for _, itr := range o.Throttles {
 		if itr < 0 || itr > 0xffff {
 			return fmt.Errorf("--rx-irq-throttle %d: want 0..65535", itr)
 		}
 	}
-	var points []driverPoint
+	var points []point
 	for _, batch := range batches {
-		for _, itr := range o.itrs {
-			p, err := measureDriver(ctx, itr, batch, o)
+		for _, itr := range o.Throttles {
+			p, err := measure(ctx, itr, batch, o)
 			if err != nil {
 				return fmt.Errorf("rx_irq_throttle=%d tx_batch=%v: %w", itr, batch, err)
 			}
@@ -131,7 +94,7 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 			points = append(points, p)
 		}
 	}
-	fmt.Fprintf(out, "\n%v per point (median of %d); 1514-byte frames both ways at 1 Gbit/s line rate (%.1f Mbit/s of frames each way); model spin %v:\n", o.d, o.runs, lineMbps, o.spin)
+	fmt.Fprintf(out, "\n%v per point (median of %d); 1514-byte frames both ways at 1 Gbit/s line rate (%.1f Mbit/s of frames each way); model spin %v:\n", o.Time, o.Runs, lineMbps, o.Spin)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rx_irq_throttle\ttx_batch\tirqs/s\tirqs/kframe\tTX irqs\tTX doorbells/kframe\tdriver CPU %\tdriver µs/frame\tmodel CPU %\tTX Mbit/s\tRX Mbit/s\tMbit/s\tline %\tRX overruns\t")
 	for _, p := range points {
@@ -139,9 +102,9 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 			p.IrqsPerS, p.IrqsPerKframe, p.TxIrqs, p.DoorbellsPerKframe, p.DriverCPU, p.DriverUsPerFrame, p.HwCPU, p.TxMbps, p.RxMbps, p.Mbps, p.LinePct, p.RxOverruns)
 	}
 	tw.Flush()
-	printLoad(out)
-	if jsonFile != "" {
-		return writeJSON(jsonFile, points)
+	bench.PrintLoad(out)
+	if o.JSON != "" {
+		return bench.WriteJSON(o.JSON, points)
 	}
 	return nil
 }
@@ -150,24 +113,26 @@ func benchDriver(ctx context.Context, out io.Writer, o driverBenchOptions, jsonF
 // 1538 bytes on the wire with preamble, FCS and inter-frame gap.
 const lineMbps = 1000.0 * 1514 / 1538
 
-// measureDriver runs one point's scenario and measures a window of d after a warm-up.
-func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOptions) (driverPoint, error) {
-	p := driverPoint{RxIrqThrottle: itr, TxBatch: batch}
-	s, _, stop, err := startBenchScenario(ctx, "driver", []byte(DriverBenchScenario(itr, batch, o.spin)), o.bins, o.verbose)
+// measure runs one point's scenario and measures o.Runs windows of o.Time after a warm-up.
+func measure(ctx context.Context, itr int, batch bool, o Options) (point, error) {
+	p := point{RxIrqThrottle: itr, TxBatch: batch}
+	sc, err := o.StartScenario(ctx, "driver", []byte(Scenario(itr, batch, o.Spin)))
 	if err != nil {
 		return p, err
 	}
-	defer stop()
+	defer sc.Stop()
 
 	type snap struct {
 		at               time.Time
 		hw, drv, up, far map[string]uint64
 		drvCPU, hwCPU    float64
 	}
-	take := func() (sn snap, ok bool) {
-		st, alive := s.Status()
+	// take reads every component's counters, or says why it cannot: the scenario ended, or a
+	// component has none (it is starting or restarting).
+	take := func() (sn snap, err error) {
+		st, alive := sc.S.Status()
 		if !alive {
-			return sn, false
+			return sn, errors.New("the scenario ended (run with -v for the logs)")
 		}
 		sn.at = time.Now()
 		for _, c := range st.Components {
@@ -182,31 +147,34 @@ func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOption
 				sn.far = c.Counters
 			}
 		}
-		return sn, sn.hw != nil && sn.drv != nil && sn.up != nil && sn.far != nil
+		for name, m := range map[string]map[string]uint64{"intel_nic_hw": sn.hw, "ipxe_nic": sn.drv, "uplink": sn.up, "far_end": sn.far} {
+			if m == nil {
+				return sn, fmt.Errorf("no counters from %s: it is not running (run with -v for the logs)", name)
+			}
+		}
+		return sn, nil
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if sn, ok := take(); ok && sn.up["rx_frames"] > 0 && sn.far["rx_frames"] > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return p, fmt.Errorf("no frames both ways within 20 s (run with -v for the logs)")
-		}
+	if !bench.WaitFor(20*time.Second, func() bool {
+		sn, err := take()
+		return err == nil && sn.up["rx_frames"] > 0 && sn.far["rx_frames"] > 0
+	}) {
+		return p, fmt.Errorf("no frames both ways within 20 s (run with -v for the logs)")
 	}
 	time.Sleep(500 * time.Millisecond) // warm-up: rings full, rates settled
-	s0, ok := take()                   // also starts the CPU window of each process
-	if !ok {
-		return p, fmt.Errorf("the scenario ended during the warm-up (run with -v for the logs)")
+	s0, err := take()                  // also starts the CPU window of each process
+	if err != nil {
+		return p, fmt.Errorf("after the warm-up: %w", err)
 	}
-	var windows []driverPoint
-	for range o.runs {
+	var windows []point
+	for range o.Runs {
 		select {
-		case <-time.After(o.d):
+		case <-time.After(o.Time):
 		case <-ctx.Done():
 			return p, ctx.Err()
 		}
-		s1, ok := take()
-		if !ok {
-			return p, fmt.Errorf("the scenario ended")
+		s1, err := take()
+		if err != nil {
+			return p, err
 		}
 		delta := func(a, b map[string]uint64, name string) uint64 { return b[name] - a[name] }
 		w := p
@@ -225,7 +193,7 @@ func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOption
 		w.Mbps = w.TxMbps + w.RxMbps
 		w.LinePct = 100 * w.Mbps / (2 * lineMbps)
 		w.RxOverruns = delta(s0.hw, s1.hw, "rx_no_descriptor")
-		if o.verbose {
+		if o.Verbose {
 			d := func(a, b map[string]uint64) map[string]uint64 {
 				m := map[string]uint64{}
 				for k, v := range b {
@@ -247,11 +215,11 @@ func measureDriver(ctx context.Context, itr int, batch bool, o driverBenchOption
 	return windows[len(windows)/2], nil
 }
 
-// DriverBenchScenario is the scenario of one bench point: the driver alone on CPU 0; the model,
+// Scenario is the scenario of one bench point: the driver alone on CPU 0; the model,
 // the far end's generator and the generator serving the driver's Uplink session on CPU 1. The
 // generators wait without spinning (spin="0"): spinning beside the model on one CPU starved it
 // and held the wire at ~80 % of line rate.
-func DriverBenchScenario(itr int, batch bool, spin time.Duration) string {
+func Scenario(itr int, batch bool, spin time.Duration) string {
 	txBatch, txIrq := "no", "descriptor_done"
 	if batch {
 		txBatch, txIrq = "yes", "queue_empty"

@@ -1,17 +1,10 @@
-package bench
+package main
 
 import (
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
 )
-
-// The bench's scenarios are ones `nicstack check` accepts, the components' schemas included.
-func TestRouterBenchScenarioChecks(t *testing.T) {
-	for _, mode := range routerModes {
-		checkScenario(t, mode+".xml", RouterBenchScenario(mode, 64), "nic_router", "nic_perf")
-	}
-}
 
 // A short `nicstack bench router` prints the table and writes one JSON object per frame size
 // and routing mode with the documented keys, each run's ratio against its own direct run.

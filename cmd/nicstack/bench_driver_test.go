@@ -1,15 +1,10 @@
-package bench
+package main
 
 import (
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
 )
-
-// The bench's scenario is one `nicstack check` accepts, schemas of the NIC components included.
-func TestDriverBenchScenarioChecks(t *testing.T) {
-	checkScenario(t, "bench.xml", DriverBenchScenario(651, true, 0), "ipxe_nic", "intel_nic_hw", "nic_perf")
-}
 
 // A short `nicstack bench driver` prints the table and writes one JSON object per point with
 // the documented keys; the numbers are the benchmark's business, not a test's.

@@ -1,4 +1,4 @@
-package bench
+package iperf
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-func (p iperfPoint) setting() string {
+func (p point) setting() string {
 	if p.RxIrqThrottle == nil {
 		return "scenario as written"
 	}
@@ -29,9 +29,9 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// writeIperfTable prints the seed's table (setting, driver CPU, router CPU, throughput), then
+// writeTable prints the seed's table (setting, driver CPU, router CPU, throughput), then
 // the other components' CPU and the NIC's and streams' event rates.
-func writeIperfTable(out io.Writer, points []iperfPoint, sc *iperfScenario) {
+func writeTable(out io.Writer, points []point, sc *scenario) {
 	fixed := []string{sc.roles[driverBinary], sc.roles[routerBinary], sc.roles[hardwareBinary]}
 	var others []string
 	seen := map[string]bool{}
@@ -44,7 +44,7 @@ func writeIperfTable(out io.Writer, points []iperfPoint, sc *iperfScenario) {
 		}
 	}
 	sort.Strings(others)
-	cpu := func(p iperfPoint, name string) string {
+	cpu := func(p point, name string) string {
 		v, ok := p.CPU[name]
 		if !ok || name == "" {
 			return "-"
@@ -79,8 +79,8 @@ func writeIperfTable(out io.Writer, points []iperfPoint, sc *iperfScenario) {
 	}
 }
 
-// writeIperfComparison prints a reference path's result and the ratio of every point to it.
-func writeIperfComparison(out io.Writer, points []iperfPoint, ref reference, mbps float64) {
+// writeComparison prints a reference path's result and the ratio of every point to it.
+func writeComparison(out io.Writer, points []point, ref reference, mbps float64) {
 	fmt.Fprintf(out, "\n%s, same topology in namespaces: %.0f Mbit/s\n", ref, mbps)
 	for _, p := range points {
 		if p.Error == "" && mbps > 0 {
@@ -89,9 +89,9 @@ func writeIperfComparison(out io.Writer, points []iperfPoint, ref reference, mbp
 	}
 }
 
-// plotIperf draws throughput (top) and the driver's and router's CPU (bottom) against the
+// drawPlot draws throughput (top) and the driver's and router's CPU (bottom) against the
 // throttle value, one line per tx_batch setting.
-func plotIperf(path string, points []iperfPoint) error {
+func drawPlot(path string, points []point) error {
 	thr := plot.New()
 	thr.Title.Text = "iperf throughput"
 	thr.X.Label.Text = "rx_irq_throttle"
@@ -104,7 +104,7 @@ func plotIperf(path string, points []iperfPoint) error {
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())
 	}
-	byBatch := map[string][]iperfPoint{}
+	byBatch := map[string][]point{}
 	var keys []string
 	for _, p := range points {
 		k := "scenario"
@@ -130,7 +130,7 @@ func plotIperf(path string, points []iperfPoint) error {
 	for ki, k := range keys {
 		dashed := ki > 0 // the second tx_batch setting (yes) dashed; colours stay per component
 		pts := byBatch[k]
-		x := func(p iperfPoint) float64 {
+		x := func(p point) float64 {
 			if p.RxIrqThrottle == nil {
 				return 0
 			}

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"encoding/json"
@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // A short `nicstack bench stream` prints the table and writes one JSON object per frame size
@@ -58,17 +56,4 @@ func runBenchJSON(t *testing.T, table string, want int, keys []string, args ...s
 		}
 	}
 	return points, b
-}
-
-// checkScenario builds components and checks that `nicstack check` accepts scenario text
-// (named name in its errors), the components' schemas included.
-func checkScenario(t *testing.T, name, text string, binaries ...string) {
-	t.Helper()
-	var bins string
-	for _, c := range binaries {
-		bins = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
-	}
-	for _, e := range supervisor.Check(name, []byte(text), []string{bins}, components.Table) {
-		t.Error(e)
-	}
 }

@@ -1,4 +1,8 @@
-package bench
+// Package router measures nic_router as Genode's nic_perf router test does: nic_perf ->
+// nic_router -> nic_perf against the two nic_perfs connected directly, three processes under a
+// supervisor. It is the harness of `nicstack bench router`, not the router itself
+// (github.com/nicstack/nicstack/router).
+package router
 
 import (
 	"context"
@@ -9,13 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/nicstack/nicstack/runtime/supervisor"
+	"github.com/nicstack/nicstack/internal/bench"
 )
 
-// routerPoint is one frame size and routing mode, as printed and written by --json.
-type routerPoint struct {
+// point is one frame size and routing mode, as printed and written by --json.
+type point struct {
 	FrameBytes int     `json:"frame_bytes"`
 	Mode       string  `json:"mode"` // udp-forward or nat
 	RoutedMpps float64 `json:"routed_mpps"`
@@ -27,63 +29,40 @@ type routerPoint struct {
 	Runs       int     `json:"runs"`
 }
 
-// routerModes are the scenarios of one frame size: the direct reference first.
-var routerModes = []string{"direct", "udp-forward", "nat"}
+// Modes are the scenarios of one frame size: the direct reference first.
+var Modes = []string{"direct", "udp-forward", "nat"}
 
-func init() {
-	var (
-		sizes    []int
-		duration time.Duration
-		runs     int
-		jsonFile string
-		binDir   string
-		verbose  bool
-	)
-	cmd := &cobra.Command{
-		Use:   "router",
-		Short: "nic_perf -> nic_router -> nic_perf against nic_perf -> nic_perf, three processes",
-		Long: "router runs Genode's nic_perf router test: one nic_perf sends UDP as fast as its stream takes\n" +
-			"it, through nic_router (a udp-forward rule, then NAT) to a second nic_perf that counts what\n" +
-			"arrives; in the same run the two nic_perfs are connected directly as the reference. On two\n" +
-			"CPUs the sender has the first CPU, the router and the receiver share the second; directly\n" +
-			"connected, each nic_perf has a CPU. A run measures the direct reference and both routed modes\n" +
-			"one after the other, each in a fresh scenario for --time after a warm-up; the ratio of a run\n" +
-			"is routed over that run's direct rate, so that a machine whose speed drifts between runs\n" +
-			"compares like with like. The table shows the medians of --runs runs.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchRouter(cmd.OutOrStdout(), sizes, duration, runs, supervisor.BinDirs(binDir), jsonFile, verbose)
-		},
-	}
-	f := cmd.Flags()
-	f.IntSliceVar(&sizes, "sizes", []int{64, 1500}, "Ethernet frame sizes in bytes")
-	f.DurationVar(&duration, "time", 2*time.Second, "measuring time per point and run")
-	f.IntVar(&runs, "runs", 3, "runs per point; the median is reported")
-	f.StringVar(&jsonFile, "json", "", "also write the results to this file as JSON")
-	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
-	f.BoolVarP(&verbose, "verbose", "v", false, "show the components' logs")
-	benchCmd.AddCommand(cmd)
+// Options are one invocation's settings.
+type Options struct {
+	Sizes []int         // Ethernet frame sizes in bytes
+	Time  time.Duration // measuring time per point and run
+	Runs  int           // runs per point; the medians are reported
+	JSON  string        // also write the points to this file
+	bench.Components
 }
 
-// routerSample is one measuring window.
-type routerSample struct {
+// sample is one measuring window.
+type sample struct {
 	mpps, gbps, cpu float64
 	offered, full   float64 // Mpps sent by nic_perf_tx, and dropped by the router at a full destination
 }
 
-func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []string, jsonFile string, verbose bool) error {
+// Run measures every frame size Runs times, each run the direct reference and both routed
+// modes, printing each window, then the table of medians.
+func Run(out io.Writer, o Options) error {
+	sizes, d, runs := o.Sizes, o.Time, o.Runs
 	if runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", runs)
 	}
-	printLoad(out)
-	var points []routerPoint
+	bench.PrintLoad(out)
+	var points []point
 	for _, size := range sizes {
-		samples := map[string][]routerSample{}
+		samples := map[string][]sample{}
 		ratios := map[string][]float64{}
 		for run := 1; run <= runs; run++ {
 			var direct float64
-			for _, mode := range routerModes {
-				s, err := measureRouter(mode, size, d, bins, verbose)
+			for _, mode := range Modes {
+				s, err := measure(o, mode, size)
 				if err != nil {
 					return fmt.Errorf("%s, %d bytes, run %d: %w", mode, size, run, err)
 				}
@@ -100,12 +79,12 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 			}
 		}
 		direct := samples["direct"]
-		for _, mode := range routerModes[1:] {
+		for _, mode := range Modes[1:] {
 			m := samples[mode]
-			p := routerPoint{FrameBytes: size, Mode: mode, Runs: runs,
-				RoutedMpps: median(m, routerSample.Mpps), DirectMpps: median(direct, routerSample.Mpps),
-				RouterCPU: median(m, routerSample.CPU), RoutedGbps: median(m, routerSample.Gbps), DirectGbps: median(direct, routerSample.Gbps),
-				Ratio: median(ratios[mode], func(r float64) float64 { return r })}
+			p := point{FrameBytes: size, Mode: mode, Runs: runs,
+				RoutedMpps: bench.Median(m, sample.Mpps), DirectMpps: bench.Median(direct, sample.Mpps),
+				RouterCPU: bench.Median(m, sample.CPU), RoutedGbps: bench.Median(m, sample.Gbps), DirectGbps: bench.Median(direct, sample.Gbps),
+				Ratio: bench.Median(ratios[mode], func(r float64) float64 { return r })}
 			points = append(points, p)
 		}
 	}
@@ -116,24 +95,24 @@ func benchRouter(out io.Writer, sizes []int, d time.Duration, runs int, bins []s
 		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.2f\t%.3f\t%.2f\t%.2f\t%.0f\t\n", p.FrameBytes, p.Mode, p.RoutedMpps, p.RoutedGbps, p.DirectMpps, p.DirectGbps, p.Ratio, p.RouterCPU)
 	}
 	tw.Flush()
-	printLoad(out)
-	if jsonFile != "" {
-		return writeJSON(jsonFile, points)
+	bench.PrintLoad(out)
+	if o.JSON != "" {
+		return bench.WriteJSON(o.JSON, points)
 	}
 	return nil
 }
 
-func (s routerSample) Mpps() float64 { return s.mpps }
-func (s routerSample) Gbps() float64 { return s.gbps }
-func (s routerSample) CPU() float64  { return s.cpu }
+func (s sample) Mpps() float64 { return s.mpps }
+func (s sample) Gbps() float64 { return s.gbps }
+func (s sample) CPU() float64  { return s.cpu }
 
-// measureRouter runs one scenario and measures what reaches the receiving nic_perf for d.
-func measureRouter(mode string, size int, d time.Duration, bins []string, verbose bool) (routerSample, error) {
-	s, _, stop, err := startBenchScenario(context.Background(), "router", []byte(RouterBenchScenario(mode, size)), bins, verbose)
+// measure runs one scenario and measures what reaches the receiving nic_perf for o.Time.
+func measure(o Options, mode string, size int) (sample, error) {
+	sc, err := o.StartScenario(context.Background(), "router", []byte(Scenario(mode, size)))
 	if err != nil {
-		return routerSample{}, err
+		return sample{}, err
 	}
-	defer stop()
+	defer sc.Stop()
 
 	// snap reads the counters; the router's CPU load is since the previous snap.
 	type snap struct {
@@ -142,13 +121,13 @@ func measureRouter(mode string, size int, d time.Duration, bins []string, verbos
 		at           time.Time
 	}
 	read := func() (sn snap, ok bool) {
-		st, alive := s.Status()
+		st, alive := sc.S.Status()
 		if !alive {
 			return sn, false
 		}
 		sn.at = time.Now()
 		for _, c := range st.Components {
-			if verbose {
+			if o.Verbose {
 				fmt.Fprintf(os.Stderr, "%s: CPU %.0f%%, %v\n", c.Name, c.CPULoad, c.Counters)
 			}
 			switch c.Name {
@@ -162,32 +141,28 @@ func measureRouter(mode string, size int, d time.Duration, bins []string, verbos
 		}
 		return sn, ok
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if sn, ok := read(); ok && sn.rx > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return routerSample{}, fmt.Errorf("no frame reached nic_perf_rx within 15 s (run with -v for the logs)")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !bench.WaitFor(15*time.Second, func() bool { sn, ok := read(); return ok && sn.rx > 0 }) {
+		return sample{}, fmt.Errorf("no frame reached nic_perf_rx within 15 s (run with -v for the logs)")
 	}
 	time.Sleep(300 * time.Millisecond) // warm-up: ARP resolved, spinning settled
-	prev, _ := read()
-	time.Sleep(d)
+	prev, ok := read()
+	if !ok {
+		return sample{}, fmt.Errorf("the scenario ended during the warm-up")
+	}
+	time.Sleep(o.Time)
 	cur, ok := read()
 	if !ok {
-		return routerSample{}, fmt.Errorf("the scenario ended")
+		return sample{}, fmt.Errorf("the scenario ended")
 	}
 	sec := cur.at.Sub(prev.at).Seconds()
 	fps := float64(cur.rx-prev.rx) / sec
-	return routerSample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cur.cpu,
+	return sample{mpps: fps / 1e6, gbps: fps * float64(size) * 8 / 1e9, cpu: cur.cpu,
 		offered: float64(cur.tx-prev.tx) / sec / 1e6, full: float64(cur.full-prev.full) / sec / 1e6}, nil
 }
 
-// RouterBenchScenario is the scenario of one bench point: "direct" connects the two nic_perfs,
+// Scenario is the scenario of one bench point: "direct" connects the two nic_perfs,
 // "udp-forward" and "nat" put nic_router between them, as Genode's nic_perf router test does.
-func RouterBenchScenario(mode string, size int) string {
+func Scenario(mode string, size int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<config>
 	<parent-provides> <service name="LOG"/> </parent-provides>

@@ -1,14 +1,16 @@
-package bench
+package stream
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -17,13 +19,34 @@ import (
 // writeAhead is how many frames ahead of the one it writes the source claims lines.
 const writeAhead = 2
 
-type streamPeerArgs struct {
-	boost bool
-	role  string
-	size  int
-	time  time.Duration
-	batch int
-	cfg   packetstream.Config
+// PeerOptions are one peer's settings: the flags of `nicstack bench stream-peer`, which Run
+// passes to the peers it starts (AddFlags reads them there, args writes them here).
+type PeerOptions struct {
+	Role   string // source, sink, ref-producer or ref-consumer
+	Size   int    // frame bytes
+	Time   time.Duration
+	Batch  int
+	Stream packetstream.Config
+	Boost  bool
+}
+
+// AddFlags defines the peer's flags on f, filling o.
+func (o *PeerOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.Role, "role", "", "source, sink, ref-producer or ref-consumer")
+	f.IntVar(&o.Size, "size", 64, "frame bytes")
+	f.DurationVar(&o.Time, "time", 2*time.Second, "how long the source sends")
+	f.IntVar(&o.Batch, "batch", 64, "frames per batch")
+	f.IntVar(&o.Stream.QueueSize, "queue", 1024, "queue entries")
+	f.IntVar(&o.Stream.BulkSize, "bulk", 1024*packetstream.BlockSize, "bulk buffer bytes")
+	f.BoolVar(&o.Stream.IPAlign, "ip-align", false, "shift frames 2 bytes into their blocks")
+	f.BoolVar(&o.Boost, "boost", false, "raise this process's scheduling group to nice -20 (root)")
+}
+
+// args are o as the flags AddFlags reads.
+func (o PeerOptions) args() []string {
+	return []string{"--role", o.Role, "--size", strconv.Itoa(o.Size),
+		"--time", o.Time.String(), "--batch", strconv.Itoa(o.Batch), "--boost=" + strconv.FormatBool(o.Boost),
+		"--queue", strconv.Itoa(o.Stream.QueueSize), "--bulk", strconv.Itoa(o.Stream.BulkSize), "--ip-align=" + strconv.FormatBool(o.Stream.IPAlign)}
 }
 
 // endOfStream in a frame's first 8 bytes tells the sink the run is over.
@@ -43,20 +66,22 @@ func frameTemplate(size int) []byte {
 	return t
 }
 
-func runStreamPeer(a streamPeerArgs) peerResult {
-	if a.size < 8 {
-		return peerResult{Error: "frames must have at least 8 bytes"}
+// RunPeer runs one side of a point over the stream files it inherited as fds 3-5 and returns
+// what it measured; the peer process prints it for Run.
+func RunPeer(a PeerOptions) PeerResult {
+	if a.Size < 8 {
+		return PeerResult{Error: "frames must have at least 8 bytes"}
 	}
-	if a.boost {
+	if a.Boost {
 		// Best effort: without autogroups the write fails and the peer runs as it is.
 		os.WriteFile("/proc/self/autogroup", []byte("-20"), 0)
 	}
-	files, err := packetstream.StreamFilesFrom([]*os.File{os.NewFile(3, "mem"), os.NewFile(4, "to-sink"), os.NewFile(5, "to-source")}, a.cfg)
+	files, err := packetstream.StreamFilesFrom([]*os.File{os.NewFile(3, "mem"), os.NewFile(4, "to-sink"), os.NewFile(5, "to-source")}, a.Stream)
 	if err != nil {
-		return peerResult{Error: err.Error()}
+		return PeerResult{Error: err.Error()}
 	}
-	var res peerResult
-	switch a.role {
+	var res PeerResult
+	switch a.Role {
 	case "source":
 		res, err = streamSource(files, a)
 	case "sink":
@@ -64,7 +89,7 @@ func runStreamPeer(a streamPeerArgs) peerResult {
 	case "ref-producer", "ref-consumer":
 		res, err = refRing(files, a)
 	default:
-		err = fmt.Errorf("unknown role %q", a.role)
+		err = fmt.Errorf("unknown role %q", a.Role)
 	}
 	if err != nil {
 		res.Error = err.Error()
@@ -76,30 +101,30 @@ func runStreamPeer(a streamPeerArgs) peerResult {
 	return res
 }
 
-func streamSource(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, error) {
+func streamSource(files *packetstream.StreamFiles, a PeerOptions) (PeerResult, error) {
 	src, err := packetstream.OpenSource(files)
 	if err != nil {
-		return peerResult{}, err
+		return PeerResult{}, err
 	}
 	defer src.Close()
 	w, err := packetstream.NewWaiter(src)
 	if err != nil {
-		return peerResult{}, err
+		return PeerResult{}, err
 	}
 	defer w.Close()
-	tmpl := frameTemplate(a.size)
+	tmpl := frameTemplate(a.Size)
 	var stop atomic.Bool
-	time.AfterFunc(a.time, func() { stop.Store(true) })
+	time.AfterFunc(a.Time, func() { stop.Store(true) })
 	start := time.Now()
 	var seq uint64
-	batch := make([]packetstream.Packet, a.batch)
+	batch := make([]packetstream.Packet, a.Batch)
 	for !stop.Load() {
 		for p, ok := src.GetAcked(); ok; p, ok = src.GetAcked() {
 			src.Release(p)
 		}
 		n := 0
-		for ; n < a.batch; n++ {
-			p, err := src.Alloc(a.size)
+		for ; n < a.Batch; n++ {
+			p, err := src.Alloc(a.Size)
 			if err != nil {
 				break
 			}
@@ -132,65 +157,65 @@ func streamSource(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult
 		src.Wakeup()
 		if sent == 0 {
 			if err := w.Wait(); err != nil {
-				return peerResult{}, err
+				return PeerResult{}, err
 			}
 		}
 	}
 	elapsed := time.Since(start)
 	// The end marker, submitted eagerly once a buffer and an entry are free.
 	for {
-		p, err := src.Alloc(a.size)
+		p, err := src.Alloc(a.Size)
 		if err == nil {
 			binary.LittleEndian.PutUint64(src.Payload(p), endOfStream)
 			if err := src.Submit(p); err != nil {
-				return peerResult{}, err
+				return PeerResult{}, err
 			}
 			break
 		}
 		if err != packetstream.ErrExhausted {
-			return peerResult{}, err
+			return PeerResult{}, err
 		}
 		p, err = src.WaitAcked()
 		if err != nil {
-			return peerResult{}, err
+			return PeerResult{}, err
 		}
 		src.Release(p)
 	}
 	c := src.Counters()
-	return peerResult{Frames: seq, Bytes: seq * uint64(a.size), Seconds: elapsed.Seconds(),
+	return PeerResult{Frames: seq, Bytes: seq * uint64(a.Size), Seconds: elapsed.Seconds(),
 		SignalsSent: c.SignalsSent.Load(), Sleeps: c.Sleeps.Load(), Invalid: c.Invalid.Load()}, nil
 }
 
-func streamSink(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, error) {
+func streamSink(files *packetstream.StreamFiles, a PeerOptions) (PeerResult, error) {
 	snk, err := packetstream.OpenSink(files)
 	if err != nil {
-		return peerResult{}, err
+		return PeerResult{}, err
 	}
 	defer snk.Close()
 	w, err := packetstream.NewWaiter(snk)
 	if err != nil {
-		return peerResult{}, err
+		return PeerResult{}, err
 	}
 	defer w.Close()
-	tmpl := frameTemplate(a.size)
+	tmpl := frameTemplate(a.Size)
 	var seq, bad uint64
 	var start time.Time
-	deadline := time.Now().Add(a.time + 20*time.Second)
+	deadline := time.Now().Add(a.Time + 20*time.Second)
 	for {
 		n := 0
-		for ; n < a.batch && snk.CanAck(); n++ {
+		for ; n < a.Batch && snk.CanAck(); n++ {
 			p, ok := snk.TryGet()
 			if !ok {
 				break
 			}
 			b := snk.Payload(p)
-			if len(b) != a.size {
+			if len(b) != a.Size {
 				bad++
 			} else if s := binary.LittleEndian.Uint64(b); s == endOfStream {
 				snk.TryAck(p)
 				snk.Wakeup()
 				c := snk.Counters()
-				res := peerResult{Frames: seq, Bytes: seq * uint64(a.size), Seconds: time.Since(start).Seconds(),
+				res := PeerResult{Frames: seq, Bytes: seq * uint64(a.Size), Seconds: time.Since(start).Seconds(),
 					SignalsSent: c.SignalsSent.Load(), Sleeps: c.Sleeps.Load(), Invalid: c.Invalid.Load()}
 				if bad != 0 {
 					return res, fmt.Errorf("%d of %d frames arrived damaged or out of order", bad, seq)
@@ -208,7 +233,7 @@ func streamSink(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, 
 		snk.Wakeup()
 		if n == 0 {
 			if err := w.WaitUntil(deadline); err != nil {
-				return peerResult{}, fmt.Errorf("after %d frames: %w", seq, err)
+				return PeerResult{}, fmt.Errorf("after %d frames: %w", seq, err)
 			}
 		}
 	}
@@ -216,18 +241,18 @@ func streamSink(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, 
 
 // refRing is the reference: bare 16-byte descriptors over one ring in the same kind of memfd,
 // both sides busy-polling, each publishing its index every 32 entries.
-func refRing(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, error) {
+func refRing(files *packetstream.StreamFiles, a PeerOptions) (PeerResult, error) {
 	const n, every = 1024, 32
 	var mem []byte
 	rc, err := files.Mem.SyscallConn()
 	if err != nil {
-		return peerResult{}, err
+		return PeerResult{}, err
 	}
 	rc.Control(func(fd uintptr) {
 		mem, err = unix.Mmap(int(fd), 0, 256+n*16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	})
 	if err != nil {
-		return peerResult{}, err
+		return PeerResult{}, err
 	}
 	defer unix.Munmap(mem)
 	head := (*atomic.Uint32)(unsafe.Pointer(&mem[0]))
@@ -235,8 +260,8 @@ func refRing(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, err
 	ent := func(i uint32) *[2]uint64 { return (*[2]uint64)(unsafe.Pointer(&mem[256+int(i%n)*16])) }
 	var stop atomic.Bool
 	start := time.Now()
-	if a.role == "ref-producer" {
-		time.AfterFunc(a.time, func() { stop.Store(true) })
+	if a.Role == "ref-producer" {
+		time.AfterFunc(a.Time, func() { stop.Store(true) })
 		var h, t uint32
 		for !stop.Load() {
 			for k := 0; k < every; k++ {
@@ -253,17 +278,17 @@ func refRing(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, err
 		}
 		*ent(h) = [2]uint64{0, 0}
 		head.Store(h + 1)
-		return peerResult{Frames: uint64(h), Seconds: time.Since(start).Seconds()}, nil
+		return PeerResult{Frames: uint64(h), Seconds: time.Since(start).Seconds()}, nil
 	}
 	var h, t uint32
 	var sum uint64
-	deadline := time.Now().Add(a.time + 20*time.Second)
+	deadline := time.Now().Add(a.Time + 20*time.Second)
 	for spins := 0; ; spins++ {
 		for t != h {
 			e := *ent(t)
 			if e[1] == 0 {
 				tail.Store(t + 1)
-				return peerResult{Frames: uint64(t), Seconds: time.Since(start).Seconds(), Bytes: sum}, nil
+				return PeerResult{Frames: uint64(t), Seconds: time.Since(start).Seconds(), Bytes: sum}, nil
 			}
 			if t == 0 {
 				start = time.Now()
@@ -276,7 +301,7 @@ func refRing(files *packetstream.StreamFiles, a streamPeerArgs) (peerResult, err
 		}
 		h = head.Load()
 		if spins&0xfffff == 0 && time.Now().After(deadline) {
-			return peerResult{}, fmt.Errorf("reference ring stalled after %d entries", t)
+			return PeerResult{}, fmt.Errorf("reference ring stalled after %d entries", t)
 		}
 	}
 }

@@ -1,0 +1,241 @@
+package iperf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// sample is what one status tells the bench.
+type sample struct {
+	at       time.Time
+	status   supervisor.Status
+	traffic  uint64 // bytes through the clients' sessions
+	finished int    // clients whose test ended
+	mbps     float64
+	// retransmits the embedded guests counted (a netns guest's come with its result)
+	retransmits uint64
+}
+
+// read takes a status apart; results holds what the bench's own iperf3 runs measured.
+func (sc *scenario) read(st supervisor.Status, results map[string]float64) sample {
+	sm := sample{at: time.Now(), status: st}
+	for _, c := range st.Components {
+		sm.retransmits += c.Counters["tcp_retransmits"] // embedded guests count them
+		for _, cl := range sc.clients {
+			if c.Name != cl.name {
+				continue
+			}
+			for _, ss := range c.Sessions {
+				sm.traffic += ss.Sent.Bytes + ss.Received.Bytes
+			}
+			if mbps, ok := results[cl.name]; ok {
+				sm.finished++
+				sm.mbps += mbps
+			} else if cl.netns == "" && c.Counters["iperf_tests"] > 0 {
+				sm.finished++
+				sm.mbps += float64(c.Counters["iperf_bits_per_second"]) / 1e6
+			}
+		}
+	}
+	return sm
+}
+
+// runInNetns runs the client's test with the real iperf3 inside its guest's namespace, once
+// the supervisor made it, retrying while the server is not up yet.
+func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps float64, retransmits uint64, err error) {
+	var last error
+	for ctx.Err() == nil {
+		path, ok := s.Netns(c.netns)
+		if ok {
+			argv := []string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
+				"-t", strconv.Itoa(int(c.cmd.Time + 0.5)), "-P", strconv.Itoa(c.cmd.Parallel)}
+			if c.cmd.Reverse {
+				argv = append(argv, "-R")
+			}
+			var out bytes.Buffer
+			cmd := supervisor.ExecIn(ctx, path, argv)
+			cmd.Stdout = &out
+			err := cmd.Run()
+			var rep iperf.Report
+			if jerr := json.Unmarshal(out.Bytes(), &rep); jerr == nil && rep.Error == "" && err == nil {
+				if r := rep.End.SumSent.Retransmits; r != nil && *r > 0 {
+					retransmits = uint64(*r)
+				}
+				return rep.End.SumReceived.BitsPerSecond / 1e6, retransmits, nil
+			} else if rep.Error != "" {
+				err = errors.New(rep.Error)
+			} else if err == nil {
+				err = jerr
+			}
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if last == nil {
+		return 0, 0, fmt.Errorf("iperf3 in namespace %s: the namespace never came up (is its component running? -v shows the logs)", c.netns)
+	}
+	return 0, 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
+}
+
+// activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
+const activeBytes = 1 << 20
+
+func measure(ctx context.Context, text []byte, sc *scenario, o Options, bar *progressbar.ProgressBar) (point, error) {
+	p := point{CPU: map[string]float64{}}
+	runCtx, cancelRun := context.WithCancel(ctx) // also ends the iperf3s a netns guest runs
+	defer cancelRun()
+	run, err := o.StartScenario(runCtx, "iperf", text)
+	if err != nil {
+		return p, err
+	}
+	defer run.Stop()
+	s := run.S
+
+	results := map[string]float64{}
+	type result struct {
+		name        string
+		mbps        float64
+		retransmits uint64
+		err         error
+	}
+	measured := make(chan result, len(sc.clients))
+	for _, c := range sc.clients {
+		if c.netns != "" {
+			go func() {
+				ctx, cancel := context.WithTimeout(runCtx, o.Time+60*time.Second)
+				defer cancel()
+				mbps, retr, err := runInNetns(ctx, s, c)
+				measured <- result{c.name, mbps, retr, err}
+			}()
+		}
+	}
+	var acc counterDeltas
+	deadline := time.Now().Add(o.Time + 60*time.Second)
+	prev := sample{at: time.Now()}
+	progress := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case err := <-run.Done:
+			run.Done <- err
+			return p, fmt.Errorf("the scenario ended early: %v", err)
+		case r := <-measured:
+			if r.err != nil {
+				return p, r.err
+			}
+			results[r.name] = r.mbps
+			p.Retransmits += r.retransmits
+		case <-time.After(500 * time.Millisecond):
+		}
+		st, ok := s.Status()
+		if !ok {
+			continue
+		}
+		cur := sc.read(st, results)
+		if cur.traffic-prev.traffic >= activeBytes && prev.status.Components != nil {
+			acc.add(prev, cur)
+			if n := int(acc.seconds); n > progress {
+				bar.Add(n - progress)
+				progress = n
+			}
+		}
+		prev = cur
+		if cur.finished == len(sc.clients) {
+			p.Mbps = cur.mbps
+			p.Retransmits += cur.retransmits
+			break
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("the iperf test did not finish within %v (run with -v for the logs)", o.Time+60*time.Second)
+		}
+	}
+	bar.Add(max(0, int(o.Time.Seconds()+1)-progress))
+	acc.fill(&p)
+	return p, nil
+}
+
+// counterDeltas sums what changed over the intervals in which traffic flowed.
+type counterDeltas struct {
+	seconds     float64
+	cpuSeconds  map[string]float64 // percent-seconds per component
+	irqs, txIrq uint64
+	doorbells   uint64
+	hwFrames    uint64
+	signals     uint64
+	frames      uint64
+}
+
+func (a *counterDeltas) add(prev, cur sample) {
+	dt := cur.at.Sub(prev.at).Seconds()
+	a.seconds += dt
+	if a.cpuSeconds == nil {
+		a.cpuSeconds = map[string]float64{}
+	}
+	before := map[string]supervisor.ComponentStatus{}
+	for _, c := range prev.status.Components {
+		before[c.Name] = c
+	}
+	for _, c := range cur.status.Components {
+		a.cpuSeconds[c.Name] += c.CPULoad * dt
+		b := before[c.Name]
+		delta := func(name string) uint64 {
+			if c.Counters[name] < b.Counters[name] {
+				return 0 // restarted
+			}
+			return c.Counters[name] - b.Counters[name]
+		}
+		if filepath.Base(c.Binary) == hardwareBinary {
+			a.irqs += delta("interrupts")
+			a.txIrq += delta("irq_txdw") + delta("irq_txqe")
+			a.doorbells += delta("doorbells")
+			a.hwFrames += delta("tx_frames") + delta("rx_frames")
+		}
+		var sig0, fr0 uint64
+		for _, ss := range b.Sessions {
+			sig0 += ss.Sent.SignalsSent + ss.Received.SignalsSent
+			fr0 += ss.Sent.Frames
+		}
+		var sig1, fr1 uint64
+		for _, ss := range c.Sessions {
+			sig1 += ss.Sent.SignalsSent + ss.Received.SignalsSent
+			fr1 += ss.Sent.Frames
+		}
+		if sig1 >= sig0 && fr1 >= fr0 {
+			a.signals += sig1 - sig0
+			a.frames += fr1 - fr0
+		}
+	}
+}
+
+func (a *counterDeltas) fill(p *point) {
+	p.Seconds = a.seconds
+	if a.seconds == 0 {
+		return
+	}
+	for name, cs := range a.cpuSeconds {
+		p.CPU[name] = cs / a.seconds
+	}
+	p.IrqsPerS = float64(a.irqs) / a.seconds
+	p.TxIrqs = a.txIrq
+	if a.hwFrames > 0 {
+		p.DoorbellsPerK = float64(a.doorbells) * 1000 / float64(a.hwFrames)
+	}
+	if a.frames > 0 {
+		p.SignalsPerK = float64(a.signals) * 1000 / float64(a.frames)
+	}
+}

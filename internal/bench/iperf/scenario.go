@@ -1,0 +1,126 @@
+package iperf
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// scenario is the parsed scenario with the nodes the bench patches and reads.
+type scenario struct {
+	root    *config.Node
+	driver  *config.Node      // the ipxe_nic's <config>, nil without one
+	roles   map[string]string // binary -> start name, for the table's columns
+	clients []*client
+}
+
+// client is a guest that measures: an embedded one runs the test itself and reports it in
+// its counters; for a netns one the bench runs the real iperf3 in the guest's namespace.
+type client struct {
+	name  string       // the start's
+	cfg   *config.Node // its <config>, with iperf="-c ..."
+	netns string       // the netns guest's namespace, "" for an embedded guest
+	cmd   *iperf.Command
+}
+
+func startBinary(st *config.Node) string {
+	if b := st.Sub("binary"); b != nil {
+		return b.Name()
+	}
+	return st.Name()
+}
+
+func loadScenario(path string) (*scenario, error) {
+	root, err := config.ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc := &scenario{root: root, roles: map[string]string{}}
+	for _, st := range root.Subs("start") {
+		role := startBinary(st)
+		if linuxDrivers[role] {
+			role = driverBinary // the driver's column
+		}
+		sc.roles[role] = st.Name()
+		cfg := st.Sub("config")
+		if startBinary(st) == driverBinary {
+			if cfg == nil {
+				cfg = &config.Node{Type: "config", Pos: st.Pos}
+				st.Nodes = append(st.Nodes, cfg)
+			}
+			sc.driver = cfg
+		}
+		if cfg == nil {
+			continue
+		}
+		if a, ok := cfg.Attr("iperf"); ok {
+			cmd, err := iperf.ParseCommand(strings.Fields(a.Value))
+			if err != nil {
+				return nil, config.Errorf(a.Pos, "%v", err)
+			}
+			if !cmd.Server {
+				c := &client{name: st.Name(), cfg: cfg, cmd: cmd}
+				if cfg.String("guest", "embedded") == "netns" {
+					c.netns = cfg.String("netns", st.Name())
+				}
+				sc.clients = append(sc.clients, c)
+			}
+		}
+	}
+	if len(sc.clients) == 0 {
+		return nil, fmt.Errorf("%s: no guest runs an iperf client (<config iperf=\"-c HOST ...\"/>)", path)
+	}
+	return sc, nil
+}
+
+func setAttr(n *config.Node, name, value string) {
+	for i := range n.Attrs {
+		if n.Attrs[i].Name == name {
+			n.Attrs[i].Value = value
+			return
+		}
+	}
+	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
+}
+
+// patch returns the scenario of one point as XML.
+func (sc *scenario) patch(itr *int, batch *bool, d time.Duration, reverse bool) ([]byte, error) {
+	if sc.driver != nil {
+		setAttr(sc.driver, "rx_irq_throttle", strconv.Itoa(*itr))
+		// As in bench driver: without batching the driver is iPXE's (an interrupt per sent
+		// descriptor), with it Genode's (queue-empty interrupts only).
+		setAttr(sc.driver, "tx_batch", map[bool]string{false: "no", true: "yes"}[*batch])
+		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*batch])
+	}
+	for _, c := range sc.clients {
+		c.cmd.Time, c.cmd.Reverse = d.Seconds(), reverse
+		if c.netns == "" {
+			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
+		} else {
+			removeAttr(c.cfg, "iperf") // the bench runs it
+		}
+	}
+	return sc.root.XML(), nil
+}
+
+func removeAttr(n *config.Node, name string) {
+	for i := range n.Attrs {
+		if n.Attrs[i].Name == name {
+			n.Attrs = append(n.Attrs[:i], n.Attrs[i+1:]...)
+			return
+		}
+	}
+}
+
+// clientCommand writes an iperf client command line back.
+func clientCommand(c *iperf.Command) string {
+	s := fmt.Sprintf("-c %s -p %d -t %g -P %d -l %d", c.Client, c.Port, c.Time, c.Parallel, c.Length)
+	if c.Reverse {
+		s += " -R"
+	}
+	return s
+}

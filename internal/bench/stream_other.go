@@ -1,7 +1,0 @@
-//go:build !amd64
-
-package bench
-
-func fill(b, tmpl []byte) { copy(b, tmpl) }
-
-func prefetchW([]byte) {}
