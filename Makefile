@@ -12,7 +12,7 @@ deps:
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/... $(wildcard ./components/*)
+	$(GO) build -o $(BIN)/ ./cmd/... ./components/...
 
 # The main job: the seed scenario (emulated i217-LM NIC -> nic_router -> embedded VM guest, no
 # root needed), once per driver setting, with the seed-style table of throughput against CPU.

@@ -30,7 +30,7 @@ func TestChainedRoutersWithDHCP(t *testing.T) {
 		</domain>`)
 	routerA = regexp.MustCompile(`</provides>`).ReplaceAllString(routerA, `</provides> `+nicTo("router_b"))
 	sc := runText(t, "chain.xml", scenarioHead+routerA+routerStart("router_b", `
-		<policy label="rx" domain="srv"/> <default-policy domain="lan"/>
+		<policy label="rx -> " domain="srv"/> <default-policy domain="lan"/>
 		<domain name="lan" interface="10.0.5.1/24">
 			<dhcp-server ip_first="10.0.5.100" ip_last="10.0.5.200" ip_lease_time_sec="600"/>
 			<udp dst="10.0.6.0/24"> <permit-any domain="srv"/> </udp>

@@ -13,7 +13,7 @@ import (
 func TestSessionChurn(t *testing.T) {
 	const sessions = 300
 	sc := run(t, "router_udp.xml",
-		`<policy label="rx" domain="b"/>`, `<policy label="rx" domain="b"/> <policy label="churn" domain="a"/>`,
+		`<policy label_prefix="rx ->" domain="b"/>`, `<policy label_prefix="rx ->" domain="b"/> <policy label="churn -> " domain="a"/>`,
 		`<start name="tx">`, `<!-- churn --> <start name="tx">`)
 	sc.waitCounter("rx", "rx_frames", 500)
 	sc.waitCounter("nic_router", "interfaces", 2)

@@ -12,7 +12,7 @@ import (
 func TestFloodToUnroutableThroughNAT(t *testing.T) {
 	const rate, ms = 8000, 2000
 	sc := runText(t, "flood.xml", scenarioHead+routerStart("nic_router", `
-		<policy label="host" domain="wan"/> <default-policy domain="lan"/>
+		<policy label="host -> " domain="wan"/> <default-policy domain="lan"/>
 		<domain name="wan" interface="198.18.0.10/24">
 			<nat domain="lan" tcp-ports="50" udp-ports="50" icmp-ids="200"/>
 		</domain>

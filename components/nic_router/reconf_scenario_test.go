@@ -13,8 +13,8 @@ const ruleToC = `<udp dst="10.0.3.0/24"> <permit-any domain="c"/> </udp>`
 // dropped) and each restoration lets them through again.
 func TestReconfigureEvery200ms(t *testing.T) {
 	sc := runText(t, "reconf.xml", scenarioHead+routerStart("nic_router", `
-		<policy label="t1" domain="a"/> <policy label="t2" domain="a"/>
-		<policy label="rx1" domain="b"/> <policy label="rx2" domain="c"/>
+		<policy label="t1 -> " domain="a"/> <policy label="t2 -> " domain="a"/>
+		<policy label="rx1 -> " domain="b"/> <policy label="rx2 -> " domain="c"/>
 		<domain name="a" interface="10.0.1.1/24">
 			<udp dst="10.0.2.0/24"> <permit-any domain="b"/> </udp>
 			<!-- c -->`+ruleToC+`

@@ -39,7 +39,7 @@ func perfStart(name, attrs string) string {
 // another. The echo replies return through the link state the requests made.
 func TestIPRulesBothWays(t *testing.T) {
 	sc := runText(t, "ip_rules.xml", scenarioHead+routerStart("nic_router", `
-		<policy label="pa" domain="a"/> <policy label="pb" domain="b"/>
+		<policy label="pa -> " domain="a"/> <policy label="pb -> " domain="b"/>
 		<domain name="a" interface="10.0.1.1/24"> <ip dst="10.0.2.0/24" domain="b"/> </domain>
 		<domain name="b" interface="10.0.2.1/24"> <ip dst="10.0.1.0/24" domain="a"/> </domain>`)+
 		perfStart("pa", `tx="yes" protocol="icmp" ip="10.0.1.2" dst_ip="10.0.2.2" size="98" rate="50"`)+
@@ -55,7 +55,7 @@ func TestIPRulesBothWays(t *testing.T) {
 // interface's own MAC) and answers no ARP there; UDP and pings still flow.
 func TestUseARPNo(t *testing.T) {
 	sc := runText(t, "use_arp.xml", scenarioHead+routerStart("nic_router", `
-		<policy label="tx" domain="a"/> <policy label="rx" domain="b"/> <policy label="ping" domain="a"/>
+		<policy label="tx -> " domain="a"/> <policy label="rx -> " domain="b"/> <policy label="ping -> " domain="a"/>
 		<domain name="a" interface="10.0.1.1/24">
 			<udp dst="10.0.2.0/24"> <permit-any domain="b"/> </udp>
 			<icmp dst="10.0.2.0/24" domain="b"/>
@@ -81,7 +81,7 @@ func TestTCPBetweenDomains(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "router.state")
 	sc := runText(t, "tcp.xml", scenarioHead+routerStart("nic_router", `
 		<report interval_sec="1" stats="yes" link_state="yes" file="`+report+`"/>
-		<policy label="ca" domain="a"/> <policy label="sb" domain="b"/> <policy label="cb" domain="b"/>
+		<policy label="ca -> " domain="a"/> <policy label="sb -> " domain="b"/> <policy label="cb -> " domain="b"/>
 		<domain name="a" interface="10.0.1.1/24">
 			<tcp dst="10.0.2.0/24"> <permit port="80" domain="b"/> </tcp>
 		</domain>

@@ -163,7 +163,7 @@ func TestSculptConfig(t *testing.T) {
 // sends it is dropped and counted, and the other interfaces keep their traffic.
 func TestClientThatNeverAcknowledges(t *testing.T) {
 	sc := run(t, "router_udp.xml",
-		`<policy label="rx" domain="b"/>`, `<policy label="rx" domain="b"/> <policy label="deaf" domain="b"/> <policy label="tx2" domain="a"/>`,
+		`<policy label_prefix="rx ->" domain="b"/>`, `<policy label_prefix="rx ->" domain="b"/> <policy label="deaf -> " domain="b"/> <policy label="tx2 -> " domain="a"/>`,
 		`<start name="tx">`, `<start name="deaf"> <binary name="nic_perf"/> <config ip="10.0.2.3" ack="no" period_ms="0"/> </start>
 	<start name="tx2"> <binary name="nic_perf"/>
 		<config tx="yes" ip="10.0.1.3" mac="02:00:00:00:00:03" dst_ip="10.0.2.3" size="256" rate="20000" period_ms="0"/>
@@ -179,7 +179,7 @@ func TestClientThatNeverAcknowledges(t *testing.T) {
 // routes into the domain the node names.
 func TestNicClient(t *testing.T) {
 	sc := run(t, "router_udp.xml",
-		`<policy label="rx" domain="b"/>`, `<nic-client label="to-rx" domain="b"/>`,
+		`<policy label_prefix="rx ->" domain="b"/>`, `<nic-client label="to-rx" domain="b"/>`,
 		`<provides> <service name="Nic"/> <service name="Uplink"/> </provides>`,
 		`<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
 		<route> <service name="Nic"> <child name="rx"/> </service> <any-service> <parent/> </any-service> </route>`,
@@ -196,7 +196,7 @@ func TestNicClient(t *testing.T) {
 func TestClientWithInvalidDescriptors(t *testing.T) {
 	testutil.RequireRoot(t)
 	sc := run(t, "router_udp.xml",
-		`<policy label="rx" domain="b"/>`, `<policy label="rx" domain="b"/> <policy label="liar" domain="a"/>`,
+		`<policy label_prefix="rx ->" domain="b"/>`, `<policy label_prefix="rx ->" domain="b"/> <policy label="liar -> " domain="a"/>`,
 		`<start name="tx">`, `<start name="liar"> <binary name="nic_perf"/> <config ip="10.0.1.9" period_ms="0"/> </start>
 	<start name="tx">`)
 	sc.waitCounter("rx", "rx_frames", 500)

@@ -20,33 +20,41 @@ type Rule struct {
 	Pos     config.Pos
 }
 
-// LabelMatch is the label condition of a rule: Genode's label, label_prefix, label_suffix and
-// label_last, matched against the label the client asked for (without its own name).
+// LabelMatch is the label condition of a rule, as Genode's init reads it: label,
+// label_prefix and label_suffix (all that are present must hold) are matched against the label
+// the client asked for, without its own name ("scoped"); label_last against the last element
+// of the whole label and decides alone; unscoped_label against the whole label
+// ("client -> label") and decides alone, whatever else the rule says.
 type LabelMatch struct {
-	Kind  string // "" (any label), "label", "label_prefix", "label_suffix", "label_last"
-	Value string
+	Label, Prefix, Suffix, Last, Unscoped                string
+	HasLabel, HasPrefix, HasSuffix, HasLast, HasUnscoped bool
 }
 
-// Matches reports whether a session label matches.
-func (m LabelMatch) Matches(label string) bool {
-	switch m.Kind {
-	case "label":
-		return label == m.Value
-	case "label_prefix":
-		return strings.HasPrefix(label, m.Value)
-	case "label_suffix":
-		return strings.HasSuffix(label, m.Value)
-	case "label_last":
-		return lastElement(label) == m.Value
+// Matches reports whether the session label of client's request matches.
+func (m LabelMatch) Matches(client, label string) bool {
+	switch {
+	case m.HasUnscoped:
+		return ServerLabel(client, label) == m.Unscoped
+	case m.HasLast:
+		return lastElement(ServerLabel(client, label)) == m.Last
 	}
-	return true
+	return (!m.HasLabel || label == m.Label) &&
+		(!m.HasPrefix || strings.HasPrefix(label, m.Prefix)) &&
+		(!m.HasSuffix || strings.HasSuffix(label, m.Suffix))
 }
 
 func (m LabelMatch) String() string {
-	if m.Kind == "" {
-		return ""
+	var b strings.Builder
+	for _, a := range []struct {
+		name, value string
+		has         bool
+	}{{"label", m.Label, m.HasLabel}, {"label_prefix", m.Prefix, m.HasPrefix}, {"label_suffix", m.Suffix, m.HasSuffix},
+		{"label_last", m.Last, m.HasLast}, {"unscoped_label", m.Unscoped, m.HasUnscoped}} {
+		if a.has {
+			fmt.Fprintf(&b, " %s=%q", a.name, a.value)
+		}
 	}
-	return fmt.Sprintf(" %s=%q", m.Kind, m.Value)
+	return b.String()
 }
 
 // lastElement is the part of a label after its last " -> ".
@@ -100,14 +108,12 @@ func parseRoute(n *config.Node) (*Route, error) {
 			if rule.Service == "" {
 				e.add(config.Errorf(c.Pos, "<service> in <%s> needs a name", n.Type))
 			}
-			for _, kind := range []string{"label", "label_prefix", "label_suffix", "label_last"} {
-				if a, ok := c.Attr(kind); ok {
-					if rule.Match.Kind != "" {
-						e.add(config.Errorf(a.Pos, "<service name=%q> has both %s and %s; use one", rule.Service, rule.Match.Kind, kind))
-					}
-					rule.Match = LabelMatch{Kind: kind, Value: a.Value}
-				}
-			}
+			m := &rule.Match
+			m.Label, m.HasLabel = attr(c, "label")
+			m.Prefix, m.HasPrefix = attr(c, "label_prefix")
+			m.Suffix, m.HasSuffix = attr(c, "label_suffix")
+			m.Last, m.HasLast = attr(c, "label_last")
+			m.Unscoped, m.HasUnscoped = attr(c, "unscoped_label")
 		case "any-service":
 		default:
 			continue // reported by the schema check
@@ -140,6 +146,12 @@ func parseRoute(n *config.Node) (*Route, error) {
 	return r, e.err()
 }
 
+// attr returns the value of n's attribute name and whether it is there.
+func attr(n *config.Node, name string) (string, bool) {
+	a, ok := n.Attr(name)
+	return a.Value, ok
+}
+
 // Decision is the outcome of routing one session request.
 type Decision struct {
 	Parent bool   // the parent (the supervisor) serves it
@@ -149,14 +161,9 @@ type Decision struct {
 	Trace []string
 }
 
-// ServerLabel is the label a server sees for a client's request: "client -> label", or the
-// client's name alone for an empty label.
-func ServerLabel(client, label string) string {
-	if label == "" {
-		return client
-	}
-	return client + " -> " + label
-}
+// ServerLabel is the label a server sees for a client's request: "client -> label", also for
+// an empty label ("client -> "), as Genode's prefixed_label makes it.
+func ServerLabel(client, label string) string { return client + " -> " + label }
 
 // DeniedError is a session request no rule routes; its message carries the rule trace.
 type DeniedError struct {
@@ -194,7 +201,7 @@ func (sc *Scenario) Resolve(client *Start, service, label string) (*Decision, er
 		if rule.Service != "" {
 			name = fmt.Sprintf("<service name=%q%s>", rule.Service, rule.Match)
 		}
-		if rule.Service != "" && rule.Service != service || !rule.Match.Matches(label) {
+		if rule.Service != "" && rule.Service != service || !rule.Match.Matches(client.Name, label) {
 			trace = append(trace, fmt.Sprintf("%s: %s at %s does not match", which, name, rule.Pos))
 			continue
 		}

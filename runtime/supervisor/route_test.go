@@ -25,6 +25,9 @@ const routingScenario = `<config>
 			<service name="Nic" label_prefix="vm"> <child name="b" label="rewritten"/> </service>
 			<service name="Nic" label_suffix="-a"> <child name="a"/> </service>
 			<service name="Nic" label_last="last"> <child name="b"/> </service>
+			<service name="Nic" label_prefix="both" label_suffix="-z"> <child name="b"/> </service>
+			<service name="Nic" unscoped_label="client -> whole" label="ignored"> <child name="b" label="unscoped"/> </service>
+			<service name="Nic" label_last=""> <child name="b" label="empty last"/> </service>
 			<service name="Nic"> <child name="a"/> <child name="b"/> </service>
 			<service name="LOG"> <parent/> </service>
 		</route>
@@ -45,10 +48,14 @@ func TestResolve(t *testing.T) {
 		{who: client, service: "Nic", label: "vm1", server: "b", seen: "rewritten"},     // first match, rewrite
 		{who: client, service: "Nic", label: "x-a", server: "a", seen: "client -> x-a"}, // suffix
 		{who: client, service: "Nic", label: "p -> last", server: "b", seen: "client -> p -> last"},
-		{who: client, service: "Nic", label: "", server: "a", seen: "client"}, // catch-all, first target
-		{who: client, service: "LOG", label: "", parent: true, seen: "client"},
-		{who: client, service: "Uplink", label: "", denied: "no rule matches"}, // own route: no default-route
-		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain"}, // default-route, unique provider
+		{who: client, service: "Nic", label: "both-z", server: "b", seen: "client -> both-z"}, // prefix and suffix
+		{who: client, service: "Nic", label: "both-y", server: "a", seen: "client -> both-y"}, // the suffix fails
+		{who: client, service: "Nic", label: "whole", server: "b", seen: "unscoped"},          // the whole label decides
+		{who: client, service: "Nic", label: "", server: "b", seen: "empty last"},             // "client -> " ends in ""
+		{who: client, service: "Nic", label: "p", server: "a", seen: "client -> p"},           // catch-all, first target
+		{who: client, service: "LOG", label: "", parent: true, seen: "client -> "},
+		{who: client, service: "Uplink", label: "", denied: "no rule matches"},   // own route: no default-route
+		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain -> "}, // default-route, unique provider
 		{who: plain, service: "Nic", label: "", denied: "ambiguous"},           // two providers
 		{who: plain, service: "Timer", label: "", denied: "no target"},
 	} {

@@ -286,7 +286,7 @@ func TestRouting(t *testing.T) {
 			labels[n+": "+s.Label] = true
 		}
 	}
-	for _, want := range []string{"b: rewritten", "a: fallthrough -> other", "u: defaulted"} {
+	for _, want := range []string{"b: rewritten", "a: fallthrough -> other", "u: defaulted -> "} {
 		if !labels[want] {
 			t.Errorf("no session %q; servers see %v", want, keys(labels))
 		}

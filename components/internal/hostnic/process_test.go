@@ -34,8 +34,8 @@ const twoWires = `config
   + provides
     + service Uplink
   + config
-    + policy | label: tap | domain: a
-    + policy | label: packet | domain: b
+    + policy | label_prefix: tap -> | domain: a
+    + policy | label_prefix: packet -> | domain: b
     + domain a | interface: 198.18.10.2/24
       + tcp | dst: 198.18.11.0/24
         + permit-any | domain: b
