@@ -54,9 +54,9 @@ func TestResolve(t *testing.T) {
 		{who: client, service: "Nic", label: "", server: "b", seen: "empty last"},             // "client -> " ends in ""
 		{who: client, service: "Nic", label: "p", server: "a", seen: "client -> p"},           // catch-all, first target
 		{who: client, service: "LOG", label: "", parent: true, seen: "client -> "},
-		{who: client, service: "Uplink", label: "", denied: "no rule matches"},   // own route: no default-route
+		{who: client, service: "Uplink", label: "", denied: "no rule matches"},     // own route: no default-route
 		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain -> "}, // default-route, unique provider
-		{who: plain, service: "Nic", label: "", denied: "ambiguous"},           // two providers
+		{who: plain, service: "Nic", label: "", denied: "ambiguous"},               // two providers
 		{who: plain, service: "Timer", label: "", denied: "no target"},
 	} {
 		d, err := sc.Resolve(tc.who, tc.service, tc.label)
