@@ -35,10 +35,12 @@ bench: deps build
 
 # Regenerates nic_router's profile for profile-guided optimisation (go build uses a main
 # package's default.pgo by itself): the CPU profile of the router's in-process benchmark, its
-# per-frame path over two packet streams (udp-forward and NAT, 64 and 1500 bytes).
+# per-frame path over two packet streams (udp-forward and NAT, 64 and 1500 bytes). go test
+# names the command's functions by import path, go build main.*: mainprofile.go renames them.
 pgo:
-	$(GO) test ./components/nic_router -run '^$$' -bench Round -benchtime 2s -cpuprofile $(CURDIR)/components/nic_router/default.pgo -o $(CURDIR)/nic_router.test
-	rm -f nic_router.test
+	$(GO) test ./components/nic_router -run '^$$' -bench Round -benchtime 2s -cpuprofile $(CURDIR)/nic_router.pprof -o $(CURDIR)/nic_router.test
+	$(GO) run components/nic_router/mainprofile.go github.com/nicstack/nicstack/components/nic_router nic_router.pprof components/nic_router/default.pgo
+	rm -f nic_router.test nic_router.pprof
 
 # Regenerates the committed gRPC code; protoc comes from Debian, the plugins from go.mod's tool lines.
 proto: deps
