@@ -13,8 +13,9 @@ const (
 	Nic Kind = iota
 	// Uplink: a driver; it brings its own MAC, which is the router's identity on that wire.
 	Uplink
-	// NicClient: a Nic session the router opened itself (<nic-client label domain>); the
-	// server's MAC for it is the router's identity, and the domain comes from <nic-client>.
+	// NicClient: a Nic session the router opened itself (<nic-client label domain>); its
+	// server gives no MAC, so Session.MAC is one the component picked for the router, and
+	// the domain comes from <nic-client>.
 	NicClient
 )
 
@@ -97,7 +98,8 @@ func (i *Interface) LinkUp() bool { return i.up }
 // Stats returns the interface's counters.
 func (i *Interface) Stats() *InterfaceStats { return &i.stats }
 
-// routerMACNic is the router's own MAC toward Nic clients; clients get 02:02:02:02:02:xx.
+// routerMACNic is the router's own MAC toward Nic clients; clients get 02:02:02:02:02:01 and
+// up, by allocMAC's index.
 var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 
 // Attach adds a session as an interface and puts it into the domain its label's best policy

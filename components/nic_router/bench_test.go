@@ -27,7 +27,7 @@ func benchRound(b *testing.B, mode string, size int) {
 	if mode == "nat" {
 		rule, nat, dst = `<udp dst="10.0.2.0/24"> <permit-any domain="b"/> </udp>`, `<nat domain="a" udp-ports="100"/>`, [4]byte{10, 0, 2, 2}
 	}
-	l, err := NewLoop(Options{Log: quiet})
+	l, err := NewLoop(LoopOptions{Log: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,24 +20,24 @@ import (
 type Handler struct {
 	c          *component.Component
 	loop       *Loop
-	attached   map[uint64]*Attachment // by session id
-	nicClients map[string]uint64      // <nic-client> label -> request id
-	clientOf   map[uint64]string      // request id -> <nic-client> label
-	clientMAC  map[uint64]header.MAC  // request id -> the router's MAC on that session
-	macInUse   map[uint16]bool        // the suffixes of clientMAC's values
-	nextMAC    uint16
-	reportFile atomic.Pointer[string] // read by the loop's goroutine
-	sessions   map[uint64]*component.Session
+	attached   map[uint64]*Attachment        // by session id
+	sessions   map[uint64]*component.Session // the open ones, by id
+	nicClients map[string]uint64             // <nic-client> label -> request id
+	clientOf   map[uint64]string             // request id -> <nic-client> label
+	clientMAC  map[uint64]uint16             // request id -> the suffix of the router's MAC there
+	macInUse   map[uint16]bool               // clientMAC's values
+	nextMAC    uint16                        // the suffix takeMAC tries first
+	reportFile atomic.Pointer[string]        // read by the loop's goroutine
 }
 
 // NewHandler starts the loop and announces both services.
 func NewHandler(c *component.Component) (*Handler, error) {
 	h := &Handler{c: c, attached: map[uint64]*Attachment{}, nicClients: map[string]uint64{},
-		clientOf: map[uint64]string{}, clientMAC: map[uint64]header.MAC{}, macInUse: map[uint16]bool{},
+		clientOf: map[uint64]string{}, clientMAC: map[uint64]uint16{}, macInUse: map[uint16]bool{},
 		sessions: map[uint64]*component.Session{}}
 	h.reportFile.Store(new(string))
 	var err error
-	if h.loop, err = NewLoop(Options{Log: c.Log, Counter: c.Counter, Report: h.writeReport}); err != nil {
+	if h.loop, err = NewLoop(LoopOptions{Log: c.Log, Counter: c.Counter, Report: h.writeReport}); err != nil {
 		return nil, err
 	}
 	go h.loop.Run()
@@ -46,8 +46,9 @@ func NewHandler(c *component.Component) (*Handler, error) {
 	return h, nil
 }
 
-// Configure applies a new config; its problems are logged and the router runs with what is
-// valid (as Genode's does), so it never fails.
+// Configure applies a new config. It never fails: the router logs the config's problems and
+// runs with what is valid (as Genode's does); `nicstack check` reports the same problems
+// through the table's Warn.
 func (h *Handler) Configure(n *config.Node) error {
 	file := ""
 	if rep := n.Sub("report"); rep != nil {
@@ -59,8 +60,13 @@ func (h *Handler) Configure(n *config.Node) error {
 	for _, nc := range h.loop.NicClients() {
 		want[nc.Label] = true
 		if _, ok := h.nicClients[nc.Label]; !ok {
+			mac, ok := h.takeMAC()
+			if !ok {
+				h.c.Log.Warn("nic-client: every MAC of the router's is in use", "label", nc.Label)
+				continue
+			}
 			id := h.c.Request("Nic", nc.Label, nil, packetstream.DefaultConfig(), packetstream.DefaultConfig())
-			h.nicClients[nc.Label], h.clientOf[id], h.clientMAC[id] = id, nc.Label, h.takeMAC()
+			h.nicClients[nc.Label], h.clientOf[id], h.clientMAC[id] = id, nc.Label, mac
 		}
 	}
 	for label, id := range h.nicClients {
@@ -68,8 +74,7 @@ func (h *Handler) Configure(n *config.Node) error {
 			h.c.Release(id)
 			delete(h.nicClients, label)
 			delete(h.clientOf, id)
-			mac := h.clientMAC[id]
-			delete(h.macInUse, uint16(mac[4])<<8|uint16(mac[5]))
+			delete(h.macInUse, h.clientMAC[id])
 			delete(h.clientMAC, id)
 		}
 	}
@@ -110,7 +115,7 @@ func (h *Handler) Open(s *component.Session) error {
 			return fmt.Errorf("session %d answers no <nic-client> request", s.ID)
 		}
 		kind, label, out, in = router.NicClient, nc, s.Client.TX, s.Client.RX
-		mac = h.clientMAC[s.Request]
+		mac = nicClientMAC(h.clientMAC[s.Request])
 	case s.Service == "Uplink":
 		hw, err := net.ParseMAC(s.Args["mac"])
 		if err != nil || len(hw) != 6 {
@@ -136,17 +141,27 @@ func (h *Handler) Open(s *component.Session) error {
 	return nil
 }
 
-// takeMAC returns the router's MAC for a new <nic-client> session. Our sessions carry no MAC
-// from the server, so the router's identity there is a locally administered address,
-// 02:02:02:01:xx:yy, unique among the nic-client sessions that live at one time (65535 of them).
-func (h *Handler) takeMAC() header.MAC {
-	for h.macInUse[h.nextMAC] || h.nextMAC == 0 {
+// nicClientMAC is the router's MAC on a <nic-client> session whose suffix takeMAC gave. Our
+// sessions carry no MAC from the server, so the router's identity there is a locally
+// administered address, 02:02:02:01:xx:yy, apart from its Nic clients' 02:02:02:02:xx:yy.
+func nicClientMAC(suffix uint16) header.MAC {
+	return header.MAC{2, 2, 2, 1, byte(suffix >> 8), byte(suffix)}
+}
+
+// takeMAC returns a MAC suffix that no live <nic-client> request has, or false when all 65535
+// are in use. It goes round the suffixes, so that one just released is not at once reused
+// (a peer may still have it in its ARP cache for the old session).
+func (h *Handler) takeMAC() (uint16, bool) {
+	if len(h.macInUse) >= 1<<16-1 {
+		return 0, false
+	}
+	for h.nextMAC == 0 || h.macInUse[h.nextMAC] {
 		h.nextMAC++
 	}
 	n := h.nextMAC
 	h.macInUse[n] = true
 	h.nextMAC++
-	return header.MAC{2, 2, 2, 1, byte(n >> 8), byte(n)}
+	return n, true
 }
 
 // Link follows the link state a nic-client session's server reports: the interface exists

@@ -36,7 +36,7 @@ func TestNicClientMACsUnique(t *testing.T) {
 		}
 		seen := map[header.MAC]uint64{}
 		for id := range h.clientOf {
-			mac := h.clientMAC[id]
+			mac := nicClientMAC(h.clientMAC[id])
 			if other, dup := seen[mac]; dup {
 				t.Fatalf("requests %d and %d share MAC %v", other, id, mac)
 			}
@@ -49,4 +49,22 @@ func TestNicClientMACsUnique(t *testing.T) {
 	configure(0, 300)
 	configure(150, 600)
 	configure(590, 900)
+}
+
+// With every MAC suffix in use, takeMAC says so instead of searching forever, and a released
+// suffix is taken again.
+func TestNicClientMACsRunOut(t *testing.T) {
+	h := &Handler{macInUse: map[uint16]bool{}}
+	for range 1<<16 - 1 {
+		if _, ok := h.takeMAC(); !ok {
+			t.Fatalf("ran out after %d MACs", len(h.macInUse))
+		}
+	}
+	if n, ok := h.takeMAC(); ok {
+		t.Fatalf("a 65536th MAC suffix %d", n)
+	}
+	delete(h.macInUse, 7)
+	if n, ok := h.takeMAC(); !ok || n != 7 {
+		t.Fatalf("after releasing 7: %d, %v", n, ok)
+	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-// Options for NewLoop.
-type Options struct {
+// LoopOptions are what NewLoop takes.
+type LoopOptions struct {
 	Log *slog.Logger // default: slog.Default()
 	// Counter returns the named counter the loop keeps current (the component's c.Counter);
 	// nil: counters are kept privately. The loop keeps frames_received, frames_sent, dropped,
@@ -93,7 +93,7 @@ func (c *roundClock) Now() time.Time { return c.now }
 const counterEvery = 100 * time.Millisecond
 
 // NewLoop returns a loop around a new router with an empty config; Run runs it.
-func NewLoop(opt Options) (*Loop, error) {
+func NewLoop(opt LoopOptions) (*Loop, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
@@ -169,9 +169,7 @@ func (l *Loop) NicClients() (ncs []model.NicClient) {
 // carries the link state to the session's client. mac is the router's MAC on an Uplink or
 // nic-client session.
 func (l *Loop) Attach(label string, kind router.Kind, mac header.MAC, out *packetstream.Source, in *packetstream.Sink, link func(bool)) (*Attachment, error) {
-	a := &Attachment{port: NewPort(out, in, link)}
-	a.port.sig = &l.sig
-	a.port.coalesce = max(1, out.Config().QueueSize/4)
+	a := &Attachment{port: newPort(out, in, link, &l.sig)}
 	var err error
 	l.do(func() {
 		if err = l.w.Add(in); err != nil {

@@ -29,7 +29,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func startLoop(t *testing.T, cfg string) *Loop {
 	t.Helper()
-	l, err := NewLoop(Options{Log: quiet})
+	l, err := NewLoop(LoopOptions{Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

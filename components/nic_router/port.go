@@ -1,7 +1,3 @@
-// Package port binds the router library to packet streams: Port is a router.Port over one
-// session's two streams, and Loop is nic_router's event loop over every session, with the
-// batching of router's package comment. Tests drive a Loop over heap sessions; the
-// nic_router component drives one over the sessions the supervisor hands it.
 package main
 
 import (
@@ -11,19 +7,19 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-// Port is the router's side of one session: it sends on out (the server's RX, or a
-// nic-client's TX) and receives from in.
+// Port is the router's side of one session, the router.Port over its two packet streams: it
+// sends on out (the server's RX, or a nic-client's TX) and receives from in.
 type Port struct {
 	out  *packetstream.Source
 	in   *packetstream.Sink
 	link func(up bool)
 	acks []packetstream.Packet // held frames released while the ack queue was full
 
-	// Signal coalescing (see Loop.round); sig is nil for a port outside a Loop.
-	sig         *coalescing
-	unsignalled int   // frames submitted since out's last Wakeup
-	since       int64 // round time of the first of them
-	coalesce    int   // unsignalled frames that make the port signal at once
+	// Signal coalescing (see Loop.round).
+	sig         *coalescing // the loop's
+	unsignalled int         // frames submitted since out's last Wakeup
+	since       int64       // round time of the first of them
+	coalesce    int         // unsignalled frames that make the port signal at once
 }
 
 // coalescing is what a Loop tells its ports while a round runs.
@@ -35,10 +31,11 @@ type coalescing struct {
 // coalesceTime bounds how long a frame waits for its signal while the router is saturated.
 const coalesceTime = 50 * time.Microsecond
 
-// NewPort returns a port over out and in; link (may be nil) tells the session's client its
-// link state.
-func NewPort(out *packetstream.Source, in *packetstream.Sink, link func(up bool)) *Port {
-	return &Port{out: out, in: in, link: link, acks: make([]packetstream.Packet, 0, 16)}
+// newPort returns a port over out and in, in the loop that sig belongs to; link (may be nil)
+// tells the session's client its link state.
+func newPort(out *packetstream.Source, in *packetstream.Sink, link func(up bool), sig *coalescing) *Port {
+	return &Port{out: out, in: in, link: link, acks: make([]packetstream.Packet, 0, 16),
+		sig: sig, coalesce: max(1, out.Config().QueueSize/4)}
 }
 
 // Alloc reserves a frame in out's bulk buffer; false when its submit queue or buffer is full.
@@ -53,7 +50,7 @@ func (p *Port) Alloc(size int) ([]byte, bool) {
 // Submit queues the frame Alloc returned; Alloc checked the queue has room.
 func (p *Port) Submit(frame []byte, off netdev.Offload) {
 	p.out.Commit(len(frame), off)
-	if p.unsignalled == 0 && p.sig != nil {
+	if p.unsignalled == 0 {
 		p.since = p.sig.now
 	}
 	p.unsignalled++
@@ -61,7 +58,7 @@ func (p *Port) Submit(frame []byte, off netdev.Offload) {
 
 // Flush publishes and wakes the peer once. Inside a round of a busy Loop it may leave that to
 // a later round (see Loop.round).
-func (p *Port) Flush() { p.wakeOut(p.sig == nil || !p.sig.lazy) }
+func (p *Port) Flush() { p.wakeOut(!p.sig.lazy) }
 
 // wakeOut publishes what was sent and signals the client if it sleeps, unless now is false and
 // the frames sent since the last signal are fewer than coalesce and younger than
