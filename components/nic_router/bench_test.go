@@ -13,7 +13,9 @@ import (
 // BenchmarkRound measures the router's event loop per frame over two heap sessions, in one
 // goroutine: a nic_perf step fills the sender's queue, one round routes it, a nic_perf step
 // drains the receiver. router-ns/frame is the round alone: the router's share of a frame
-// with the packet streams, without cross-CPU effects or scheduling.
+// with the packet streams, without cross-CPU effects or scheduling. make pgo profiles it.
+// go test compiles this package under its import path, which default.pgo does not name (it
+// names the command's main.*): here the loop's own calls go without PGO, unlike in the binary.
 func BenchmarkRound(b *testing.B) {
 	for _, mode := range []string{"udp-forward", "nat"} {
 		for _, size := range []int{64, 1500} {
