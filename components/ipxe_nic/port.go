@@ -1,9 +1,10 @@
-// Package nicdrv is the driver component's event loops around ipxe.Driver: the device comes
+// The driver component's event loops around ipxe.Driver: the device comes
 // from a Platform device session (register page reached through posted writes and a doorbell,
 // DMA memory, an interrupt eventfd), frames go to and come from the router's Uplink session,
 // which the component holds exactly while the link is up. The interrupt loop runs the
 // interrupt handler; the uplink loop transmits what the router queued. They take turns on the
 // driver, which is single-threaded.
+
 package main
 
 import (
