@@ -39,3 +39,23 @@ func TestRouterCheckNamesInvalidDomain(t *testing.T) {
 		t.Fatalf("warnings %v, want one at router.hid:2", warnings)
 	}
 }
+
+// The drivers' Validate is their ParseConfig, <wire> included: check refuses what
+// intel_nic_hw and ipxe_nic would refuse when configured, at the attribute's position.
+func TestDriverCheckRefusesWhatTheComponentRefuses(t *testing.T) {
+	for _, c := range []struct{ binary, config, at string }{
+		{"intel_nic_hw", "<config>\n<wire type=\"tap\" netns=\"far\" offload=\"yes\"/>\n</config>", "nic.xml:2:"},
+		{"intel_nic_hw", "<config>\n<wire type=\"tap\"/>\n</config>", "nic.xml:2:"},
+		{"intel_nic_hw", "<config partner_speed=\"2500\"/>", "nic.xml:1:"},
+		{"ipxe_nic", "<config\n\ttx_irq=\"never\"/>", "nic.xml:2:"},
+	} {
+		n, err := config.Parse("nic.xml", []byte(c.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings, err := Lookup(c.binary).Check(n, c.binary)
+		if len(warnings) != 0 || err == nil || !strings.HasPrefix(err.Error(), c.at) {
+			t.Errorf("%s %q: warnings %v, error %v; want an error at %s", c.binary, c.config, warnings, err, c.at)
+		}
+	}
+}

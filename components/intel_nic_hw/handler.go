@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/nicstack/nicstack/components/internal/intelhw"
 	"github.com/nicstack/nicstack/drivers/afpacket"
@@ -32,36 +33,23 @@ func NewHandler(c *component.Component) *Handler {
 }
 
 func (h *Handler) Configure(n *config.Node) error {
-	nc, err := intel.ParseConfig(n, h.c.Name)
+	cfg, err := intel.ParseConfig(n, h.c.Name)
 	if err != nil {
 		return err
 	}
-	cfg, wc := nc.Device, nc.Wire
 	if h.nic == nil {
-		h.nic = intelhw.New(cfg, intel.NewCounters(h.c.Counter), intelhw.NewCounters(h.c.Counter))
-		h.wireCfg = wc
-		if wc.Service != "" {
-			h.wireReq = h.c.RequestDevice(wc.Service, "", wc.Args, component.DeviceSpec{})
+		h.nic = intelhw.New(cfg.Device, intel.NewCounters(h.c.Counter), intelhw.NewCounters(h.c.Counter))
+		h.wireCfg = cfg.Wire
+		if cfg.Wire.Service != "" {
+			h.wireReq = h.c.RequestDevice(cfg.Wire.Service, "", cfg.Wire.Args, component.DeviceSpec{})
 		}
 		return nil
 	}
-	if !sameWire(wc, h.wireCfg) {
+	if cfg.Wire.Type != h.wireCfg.Type || !maps.Equal(cfg.Wire.Args, h.wireCfg.Args) {
 		h.c.Log.Warn("config: <wire> changed; the wire stays as it is until the component restarts")
 	}
-	h.nic.Configure(cfg)
+	h.nic.Configure(cfg.Device)
 	return nil
-}
-
-func sameWire(a, b intel.WireConfig) bool {
-	if a.Type != b.Type || len(a.Args) != len(b.Args) {
-		return false
-	}
-	for k, v := range a.Args {
-		if b.Args[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // openPort makes the port of the Tap or Packet session s and plugs it in.

@@ -58,7 +58,6 @@ func testLinuxWire(t *testing.T, wire string) {
 	}
 	r := scenariotest.Start(t, "wire.xml", strings.Replace(wireScenario, "WIRE", wire, 1),
 		supervisor.Options{BinDirs: []string{bins}, WatchInterval: 50 * time.Millisecond})
-	s := r.S
 	nsPath := ""
 	defer func() {
 		r.Stop()
@@ -70,19 +69,6 @@ func testLinuxWire(t *testing.T, wire string) {
 		}
 	}()
 
-	component := func(name string) supervisor.ComponentStatus {
-		st, ok := s.Status()
-		if !ok {
-			t.Fatal("the scenario ended")
-		}
-		for _, c := range st.Components {
-			if c.Name == name {
-				return c
-			}
-		}
-		t.Fatalf("no component %q", name)
-		return supervisor.ComponentStatus{}
-	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
@@ -91,9 +77,9 @@ func testLinuxWire(t *testing.T, wire string) {
 			}
 		}
 	}
-	waitFor("namespace far", func() bool { nsPath, _ = s.Netns("far"); return nsPath != "" })
+	waitFor("namespace far", func() bool { nsPath, _ = r.S.Netns("far"); return nsPath != "" })
 	waitFor("the Uplink session", func() bool {
-		for _, q := range component("ipxe_nic").Requests {
+		for _, q := range r.Component("ipxe_nic").Requests {
 			if q.Service == "Uplink" && q.State == "open" {
 				return true
 			}
@@ -126,7 +112,7 @@ func testLinuxWire(t *testing.T, wire string) {
 			}
 		}
 	}
-	hw := component("intel_nic_hw").Counters
+	hw := r.Component("intel_nic_hw").Counters
 	if hw["rx_frames"] < 5 || hw["tx_frames"] < 5 || hw["wire_rx_invalid"] != 0 || hw["wire_rx_offload"] != 0 {
 		t.Errorf("model counters %v", hw)
 	}

@@ -37,9 +37,6 @@ func NewHandler(c *component.Component) *Handler {
 }
 
 func (h *Handler) Configure(n *config.Node) error {
-	for _, w := range config.Check(n, ipxe.ConfigSchema) {
-		h.c.Log.Warn("config", "err", w)
-	}
 	cfg, err := ipxe.ParseConfig(n, h.c.Name)
 	if err != nil {
 		return err
@@ -81,7 +78,7 @@ func (h *Handler) Open(s *component.Session) error {
 		current := s.Request == h.uplink
 		h.mu.Unlock()
 		if !current {
-			return fmt.Errorf("Uplink session of request %d, released when the link went down", s.Request)
+			return fmt.Errorf("ipxe_nic: the Uplink session of request %d was released when the link went down", s.Request)
 		}
 		if err := h.port.AttachUplink(s.Client); err != nil {
 			return err
@@ -106,5 +103,12 @@ func (h *Handler) Close(s *component.Session) {
 	}
 }
 
-// Stop ends the CPU tracking; the device's loops ended with its sessions.
-func (h *Handler) Stop() { close(h.stopCPU) }
+// Stop ends the uplink and interrupt loops, should a session still hold them, and the CPU
+// tracking.
+func (h *Handler) Stop() {
+	if h.port != nil {
+		h.port.DetachUplink()
+		h.port.CloseDevice()
+	}
+	close(h.stopCPU)
+}

@@ -1,10 +1,3 @@
-// The driver component's event loops around ipxe.Driver: the device comes
-// from a Platform device session (register page reached through posted writes and a doorbell,
-// DMA memory, an interrupt eventfd), frames go to and come from the router's Uplink session,
-// which the component holds exactly while the link is up. The interrupt loop runs the
-// interrupt handler; the uplink loop transmits what the router queued. They take turns on the
-// driver, which is single-threaded.
-
 package main
 
 import (
@@ -28,7 +21,12 @@ import (
 // arguments) and down; it must not block (it runs in the interrupt loop).
 type LinkFunc func(up bool, speedMbit int, mac net.HardwareAddr)
 
-// Port is the driver with its event loops. Its methods may be called from any goroutine.
+// Port is ipxe.Driver with the component's event loops around it: the device comes from a
+// Platform device session (register page reached through posted writes and a doorbell, DMA
+// memory, an interrupt eventfd), frames go to and come from the router's Uplink session, which
+// the component holds exactly while the link is up. The interrupt loop runs the interrupt
+// handler; the uplink loop transmits what the router queued. They take turns on the driver,
+// which is single-threaded. Its methods may be called from any goroutine.
 type Port struct {
 	cnt    *ipxe.Counters
 	onLink LinkFunc

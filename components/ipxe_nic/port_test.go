@@ -61,7 +61,7 @@ func newRig(t *testing.T, model string) *rig {
 	})
 	m, _ := intel.ModelByName(model)
 	r := &rig{t: t, links: make(chan link, 16)}
-	r.nic = intelhw.New(intel.Config{Model: m, MAC: nicMAC, Autoneg: time.Millisecond}, intel.NewCounters(nil), intelhw.NewCounters(nil))
+	r.nic = intelhw.New(intel.DeviceConfig{Model: m, MAC: nicMAC, Autoneg: time.Millisecond}, intel.NewCounters(nil), intelhw.NewCounters(nil))
 	cfg := packetstream.DefaultConfig()
 	if r.farEnd, r.wireSrv, err = packetstream.NewHeapSession(cfg, cfg); err != nil {
 		t.Fatal(err)
@@ -224,12 +224,12 @@ func TestFramesBothWaysAndLinkDown(t *testing.T) {
 	// pull the cable with frames in flight
 	send(r.router.RX, [][]byte{frame(100, 1), frame(100, 2), frame(100, 3)})
 	send(r.farEnd.TX, [][]byte{frame(100, 4), frame(100, 5)})
-	r.nic.Configure(intel.Config{MAC: nicMAC, Autoneg: time.Millisecond, NoCarrier: true})
+	r.nic.Configure(intel.DeviceConfig{MAC: nicMAC, Autoneg: time.Millisecond, NoCarrier: true})
 	if l := r.waitLink(); l.up {
 		t.Fatalf("link %+v after the cable was pulled", l)
 	}
 	r.closeUplink()
-	r.nic.Configure(intel.Config{MAC: nicMAC, Autoneg: time.Millisecond})
+	r.nic.Configure(intel.DeviceConfig{MAC: nicMAC, Autoneg: time.Millisecond})
 	if l := r.waitLink(); !l.up {
 		t.Fatalf("link %+v after the cable was plugged back in", l)
 	}

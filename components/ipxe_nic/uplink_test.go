@@ -106,3 +106,46 @@ func TestSessionUplink(t *testing.T) {
 		t.Fatalf("after room: fetched %v (held %v)", ok, up.held)
 	}
 }
+
+// SessionUplink is on the hot path: a frame each way, with its signals and acknowledgements,
+// allocates nothing.
+func TestSessionUplinkAllocatesNothing(t *testing.T) {
+	cfg := packetstream.DefaultConfig()
+	client, router, err := packetstream.NewHeapSession(cfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	defer router.Close()
+	up := NewSessionUplink(client, ipxe.NewCounters(nil))
+	frame := bytes.Repeat([]byte{7}, 1514)
+	buf := make([]byte, ipxe.BufSize)
+	round := func() {
+		if !up.Deliver(frame) {
+			t.Fatal("frame refused")
+		}
+		up.DeliverDone()
+		p, ok := router.TX.TryGet()
+		if !ok {
+			t.Fatal("the router got no frame")
+		}
+		router.TX.TryAck(p)
+		router.TX.Wakeup()
+
+		q, err := router.RX.Alloc(len(frame))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(router.RX.Payload(q), frame)
+		router.RX.TrySubmit(q)
+		router.RX.Wakeup()
+		if n, ok := up.Fetch(buf); !ok || n != len(frame) {
+			t.Fatalf("fetched %d bytes (%v), want %d", n, ok, len(frame))
+		}
+		up.FetchDone()
+		router.RX.ReleaseAcked()
+	}
+	if a := testing.AllocsPerRun(2000, round); a != 0 {
+		t.Errorf("%v allocations a round", a)
+	}
+}

@@ -14,36 +14,37 @@ import (
 //		<wire type="tap" netns="far" address="198.18.0.2/24" exec="iperf3 -s"/>
 //	</config>
 //
-// carrier="no" pulls the cable (live); spin_us is Config.SpinWait; <wire> is WireSchema.
+// carrier="no" pulls the cable (live); spin_us is DeviceConfig.SpinWait; <wire> is WireSchema.
 var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms", "carrier", "spin_us"},
 	Nodes: []*config.Schema{WireSchema}}
 
 // DefaultMAC is the permanent address when the config names none (locally administered).
 var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
 
-// NICConfig is intel_nic_hw's <config>: the device model's settings and where its cable leads.
-type NICConfig struct {
-	Device Config // the parts a <config> sets (Model, MAC, PartnerSpeed, Autoneg, NoCarrier, SpinWait)
+// Config is intel_nic_hw's <config>: the device model's settings and where its cable leads.
+type Config struct {
+	Device DeviceConfig // the parts a <config> sets (Model, MAC, PartnerSpeed, Autoneg, NoCarrier, SpinWait)
 	Wire   WireConfig
 }
 
-// ParseConfig reads the emulated NIC's <config> node (nil: none); errors name the attribute's
-// file, line and column. start, the <start>'s name, is unused.
-func ParseConfig(n *config.Node, start string) (NICConfig, error) {
+// ParseConfig reads the emulated NIC's <config> node (nil: none), <wire> included, so that
+// check refuses what the component would; errors name the attribute's file, line and column.
+// start, the <start>'s name, is unused.
+func ParseConfig(n *config.Node, start string) (Config, error) {
 	if n == nil { // no <config> at all
 		n = &config.Node{Type: "config"}
 	}
 	dev, err := parseDevice(n)
 	if err != nil {
-		return NICConfig{Device: dev}, err
+		return Config{Device: dev}, err
 	}
-	wire, err := parseWire(n)
-	return NICConfig{Device: dev, Wire: wire}, err
+	wire, err := parseWire(n.Sub("wire"))
+	return Config{Device: dev, Wire: wire}, err
 }
 
 // parseDevice reads the device model's attributes of <config>.
-func parseDevice(n *config.Node) (Config, error) {
-	c := Config{Model: Models[0], MAC: DefaultMAC}
+func parseDevice(n *config.Node) (DeviceConfig, error) {
+	c := DeviceConfig{Model: Models[0], MAC: DefaultMAC}
 	if a, ok := n.Attr("model"); ok {
 		m, found := ModelByName(a.Value)
 		if !found {

@@ -34,8 +34,9 @@ func (c ChanIRQ) Raise() {
 // Frames are valid only during the call. Frames from the wire enter through Device.Receive.
 type Wire interface{ Transmit(frames [][]byte) }
 
-// Config describes one emulated NIC.
-type Config struct {
+// DeviceConfig describes one emulated NIC: the settings its <config> gives (Config.Device)
+// and what it is connected to in this process.
+type DeviceConfig struct {
 	Model        Model
 	MAC          net.HardwareAddr // the permanent address, loaded into RAL/RAH at reset
 	Clock        Clock            // nil: the real monotonic clock
@@ -116,7 +117,7 @@ type Device struct {
 // New makes a device over a register page of RegisterPageSize bytes and DMA memory (both
 // 16-byte aligned; heap in tests, shared memory between processes). The device comes out of
 // power-on reset with its PHY negotiating.
-func New(regs, dma []byte, cfg Config) (*Device, error) {
+func New(regs, dma []byte, cfg DeviceConfig) (*Device, error) {
 	if len(regs) < RegisterPageSize {
 		return nil, fmt.Errorf("intel: register page is %d bytes, needs %d", len(regs), RegisterPageSize)
 	}
@@ -437,7 +438,7 @@ func (d *Device) DrainPosted() bool {
 	return n > 0
 }
 
-// Run polls until stop closes, sleeping (or spinning, see Config.SpinWait) until the next
+// Run polls until stop closes, sleeping (or spinning, see DeviceConfig.SpinWait) until the next
 // deadline or a wakeup. With the real clock only: a manual clock's tests call Poll themselves.
 func (d *Device) Run(stop <-chan struct{}) {
 	timer := time.NewTimer(time.Hour)

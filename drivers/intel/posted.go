@@ -145,6 +145,8 @@ func (p *PostedRegisters) Write32(off, v uint32) {
 }
 
 // Eventfd is an eventfd used as an interrupt line or a doorbell; signals coalesce in its count.
+// Its Wait is a plain blocking read, for tests and benchmarks that give each side a thread of
+// its own; the components use devsession.Eventfd, which waits in Go's netpoller.
 type Eventfd int
 
 // Raise adds one to the eventfd's count.

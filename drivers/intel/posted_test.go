@@ -82,7 +82,7 @@ func TestSpinningDeviceAppliesPostedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(regs, make([]byte, 4096), Config{MAC: DefaultMAC, Posted: q, SpinWait: time.Hour, Autoneg: time.Hour})
+	d, err := New(regs, make([]byte, 4096), DeviceConfig{MAC: DefaultMAC, Posted: q, SpinWait: time.Hour, Autoneg: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 //
 // tap asks the supervisor's parent service "Tap" for a TAP inside the run's namespace netns,
 // packet its service "Packet" for an AF_PACKET socket on a veth into it; address, gateway and
-// exec are the Linux side's (see runtime/supervisor's parent services). The model has no
-// offloads and takes frames up to 1518 bytes, so the Linux side gets MTU 1500 and a TAP no
-// offloads: offload="no" is the only value accepted.
+// exec are the Linux side's (see runtime/hostservice). The model has no offloads and takes
+// frames up to 1518 bytes, so the Linux side gets MTU 1500 and a TAP no offloads: offload="no"
+// is the only value accepted.
 var WireSchema = &config.Schema{Type: "wire", Attrs: []string{"type", "netns", "address", "gateway", "exec", "offload"}}
 
 // Wire types.
@@ -36,17 +36,12 @@ type WireConfig struct {
 // enable is 1522 bytes with a VLAN tag.
 const WireMTU = "1500"
 
-// parseWire reads the <wire> sub-node of the emulated NIC's <config> (n or its <wire> nil:
-// the Nic session); errors name the attribute's file, line and column.
+// parseWire reads the <wire> sub-node n of the emulated NIC's <config> (nil: none, the Nic
+// session); errors name the attribute's file, line and column.
 func parseWire(n *config.Node) (WireConfig, error) {
 	w := WireConfig{Type: WireSession}
 	if n == nil {
 		return w, nil
-	}
-	if n.Type != "wire" {
-		if n = n.Sub("wire"); n == nil {
-			return w, nil
-		}
 	}
 	attr := func(name string) config.Attr { a, _ := n.Attr(name); return a }
 	w.Type = n.String("type", WireSession)

@@ -61,7 +61,7 @@ func newLineRig(tb testing.TB, cfg ipxe.Config) *lineRig {
 	dma := make([]byte, ipxe.DMASize)
 	m, _ := intel.ModelByName("82574L")
 	var err error
-	l.dev, err = intel.New(make([]byte, intel.RegisterPageSize), dma, intel.Config{
+	l.dev, err = intel.New(make([]byte, intel.RegisterPageSize), dma, intel.DeviceConfig{
 		Model: m, MAC: nicMAC, Clock: l.clock, IRQ: l.irq, Wire: l.wire, Autoneg: time.Millisecond,
 	})
 	if err != nil {

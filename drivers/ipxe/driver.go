@@ -2,7 +2,9 @@
 // three changes: RX interrupt throttling through ITR, TX batching with one TDT write per batch
 // and queue-empty TX interrupts, and no PHY reset on parts that lose speed from it. It drives
 // an 82574L-style device (drivers/intel) through an MMIO interface and DMA memory, and passes
-// frames to and from an Uplink (the router's session) in bursts.
+// frames to and from an Uplink in bursts. It knows no processes and no packet streams: the
+// ipxe_nic component (components/ipxe_nic) runs its event loops and binds the Uplink to the
+// router's session.
 package ipxe
 
 import (
@@ -31,7 +33,9 @@ type Device struct {
 	Counters *Counters // where the driver counts; nil: counters of its own
 }
 
-// Uplink is the router side of the driver: the Uplink session while the link is up.
+// Uplink is where received frames go and frames to send come from: the router's Uplink
+// session while the link is up (components/ipxe_nic binds it), a test's fake. The driver calls
+// it from its one event loop, a burst at a time.
 type Uplink interface {
 	// Deliver passes one received frame on (copied before it returns); false: the session
 	// had no room and the frame is dropped.
@@ -39,8 +43,8 @@ type Uplink interface {
 	// DeliverDone ends an RX burst: one signal to the router.
 	DeliverDone()
 	// Fetch copies the router's next frame to send into buf and acknowledges it. ok is false
-	// when the router has nothing queued; n > len(buf) means the frame did not fit and was
-	// dropped.
+	// when the router has nothing queued; n > len(buf) (the frame did not fit) or n == 0 (it
+	// was no frame: an invalid descriptor) means the driver drops it.
 	Fetch(buf []byte) (n int, ok bool)
 	// FetchDone acknowledges a TX batch to the router with one wakeup.
 	FetchDone()
@@ -438,13 +442,4 @@ func (d *Driver) Transmit() {
 func (d *Driver) kickTX() {
 	d.regs.Write32(intel.TDT, d.txTail)
 	d.cnt.TDTWrites.Add(1)
-}
-
-// Close quiets the device: interrupts masked, receiver and transmitter off, MAC reset.
-func (d *Driver) Close() {
-	d.regs.Write32(intel.IMC, ^uint32(0))
-	d.regs.Write32(intel.RCTL, 0)
-	d.regs.Write32(intel.TCTL, 0)
-	d.regs.Write32(intel.CTRL, d.regs.Read32(intel.CTRL)|intel.CtrlRST)
-	d.up = nil
 }

@@ -74,7 +74,7 @@ func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
 	}
 	r := &rig{clock: &intel.ManualClock{}, irq: intel.NewChanIRQ(), wire: &captureWire{}, up: &fakeUplink{}}
 	dma := make([]byte, ipxe.DMASize)
-	dev, err := intel.New(make([]byte, intel.RegisterPageSize), dma, intel.Config{
+	dev, err := intel.New(make([]byte, intel.RegisterPageSize), dma, intel.DeviceConfig{
 		Model: m, MAC: nicMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond,
 	})
 	if err != nil {
@@ -443,7 +443,7 @@ func TestPostedRegisters(t *testing.T) {
 	dma := make([]byte, ipxe.DMASize)
 	irq, wire := intel.NewChanIRQ(), &lockedWire{}
 	m, _ := intel.ModelByName("82574L")
-	dev, err := intel.New(page, dma, intel.Config{Model: m, MAC: nicMAC, IRQ: irq, Wire: wire, Posted: q, Autoneg: time.Millisecond})
+	dev, err := intel.New(page, dma, intel.DeviceConfig{Model: m, MAC: nicMAC, IRQ: irq, Wire: wire, Posted: q, Autoneg: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
-// Example wires the driver to an emulated NIC in one process, as the components will across
-// two: the device runs on its own goroutine, the driver's event loop services the interrupt
-// line and opens the Uplink session exactly while the link is up.
+// Example wires the driver to an emulated NIC in one process, as ipxe_nic and intel_nic_hw do
+// across two: the device runs on its own goroutine, the driver's event loop services the
+// interrupt line and opens the Uplink session exactly while the link is up.
 func Example() {
 	dma := make([]byte, ipxe.DMASize)
 	irq := intel.NewChanIRQ()

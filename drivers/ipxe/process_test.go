@@ -73,7 +73,7 @@ func TestEmulatedNICChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	wire := &loopback{}
-	dev, err := intel.New(regs[:intel.RegisterPageSize], dma, intel.Config{
+	dev, err := intel.New(regs[:intel.RegisterPageSize], dma, intel.DeviceConfig{
 		MAC: nicMAC, IRQ: irq, Wire: wire, Posted: q, Autoneg: time.Millisecond, Counters: cnt,
 	})
 	if err != nil {

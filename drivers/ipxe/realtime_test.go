@@ -64,7 +64,7 @@ func runRealTime(tb testing.TB, itr uint32, batch bool, dur time.Duration) realT
 	}
 	wire := &countingWire{}
 	m, _ := intel.ModelByName("82574L")
-	dev, err := intel.New(page, dma, intel.Config{
+	dev, err := intel.New(page, dma, intel.DeviceConfig{
 		Model: m, MAC: nicMAC, IRQ: irq, Wire: wire, Posted: q, Autoneg: time.Millisecond,
 		SpinWait: 2 * time.Millisecond,
 	})

@@ -45,7 +45,7 @@ type NIC struct {
 	cnt    *Counters
 
 	mu      sync.RWMutex // guards dev against CloseDevice; the receive path holds it shared
-	cfg     intel.Config
+	cfg     intel.DeviceConfig
 	dev     *intel.Device
 	mem     *devsession.Mem
 	stopDev chan struct{}
@@ -56,7 +56,7 @@ type NIC struct {
 }
 
 // New makes the NIC with no device yet; its counters go to devCnt and cnt.
-func New(cfg intel.Config, devCnt *intel.Counters, cnt *Counters) *NIC {
+func New(cfg intel.DeviceConfig, devCnt *intel.Counters, cnt *Counters) *NIC {
 	return &NIC{cfg: cfg, devCnt: devCnt, cnt: cnt}
 }
 
@@ -65,7 +65,7 @@ func (n *NIC) carrier() bool { return !n.cfg.NoCarrier && n.wire != nil }
 
 // Configure applies a new config: the cable at once, the rest (model, MAC, PHY) from the next
 // device session on, as a new card would.
-func (n *NIC) Configure(cfg intel.Config) {
+func (n *NIC) Configure(cfg intel.DeviceConfig) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cfg = cfg

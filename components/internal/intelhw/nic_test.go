@@ -28,7 +28,7 @@ func newFiles(t *testing.T) []*os.File {
 // frames fall off the wire (acknowledged and counted, never stuck).
 func TestOneDriverOneFarEnd(t *testing.T) {
 	cnt := intel.NewCounters(nil)
-	nic := New(intel.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}, cnt, NewCounters(nil))
+	nic := New(intel.DeviceConfig{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}, cnt, NewCounters(nil))
 	cfg := packetstream.DefaultConfig()
 	far, srv, err := packetstream.NewHeapSession(cfg, cfg)
 	if err != nil {

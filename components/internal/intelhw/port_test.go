@@ -77,7 +77,7 @@ func waitCount(t *testing.T, what string, c interface{ Load() uint64 }, want uin
 // Write; the port's own drops show as wire_rx_invalid; DetachWire closes the port.
 func TestPortWire(t *testing.T) {
 	cnt := NewCounters(nil)
-	nic := New(intel.Config{MAC: intel.DefaultMAC}, intel.NewCounters(nil), cnt)
+	nic := New(intel.DeviceConfig{MAC: intel.DefaultMAC}, intel.NewCounters(nil), cnt)
 	p := newFakePort()
 	if err := nic.AttachPort(p); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"log/slog"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// Stop ends the device's goroutines and the wire's clocking while a driver and a far end
+// still hold their sessions, and returns once they are gone.
+func TestStopEndsDeviceAndWire(t *testing.T) {
+	h := NewHandler(component.New(components.Lookup("intel_nic_hw"), slog.New(slog.DiscardHandler), nil))
+	if err := h.Configure(nil); err != nil {
+		t.Fatal(err)
+	}
+	files, err := devsession.NewFiles(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	cfg := packetstream.DefaultConfig()
+	far, srv, err := packetstream.NewHeapSession(cfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer far.Close()
+	defer srv.Close()
+
+	before := runtime.NumGoroutine()
+	if err := h.Open(&component.Session{ID: 1, Service: "Platform", Label: "ipxe_nic -> ", Files: files, Role: component.Server}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Open(&component.Session{ID: 2, Service: "Nic", Label: "far -> ", Server: srv, Role: component.Server}); err != nil {
+		t.Fatal(err)
+	}
+	if runtime.NumGoroutine() <= before {
+		t.Fatal("no device or wire goroutine started")
+	}
+	stopped := make(chan struct{})
+	go func() { h.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left, want at most %d", runtime.NumGoroutine(), before)
+		}
+	}
+	if h.nic.Device() != nil {
+		t.Error("the device runs on after Stop")
+	}
+}
