@@ -1,116 +1,58 @@
+// A child is a <start> of the scenario and, while it runs, its process; its State is where it
+// is in the lifecycle (lifecycle.go moves it from one to the next).
+
 package supervisor
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"syscall"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
-	"golang.org/x/sys/unix"
-
-	"github.com/nicstack/nicstack/internal/fifo"
-	controlpb "github.com/nicstack/nicstack/proto"
-	"github.com/nicstack/nicstack/runtime/affinity"
-	"github.com/nicstack/nicstack/runtime/component"
 )
 
-// process is one life of a component: the go-plugin client, its gRPC control client and the
-// supervisor's end of its control socket.
-type process struct {
-	client *plugin.Client
-	cmd    *exec.Cmd
-	ctl    controlpb.ComponentClient
-	sock   *net.UnixConn
-	pid    int
-	calls  *fifo.Queue[call]
-	cancel context.CancelFunc // ends the event stream, heartbeat and call queue
+// child is a <start> and its current process.
+type child struct {
+	start     *Start
+	place     Placement
+	state     State
+	proc      *process
+	life      int // counts launches; events of an earlier life are dropped
+	restarts  int
+	exitCode  int
+	started   time.Time
+	backoff   time.Duration
+	announced map[string]bool
+	ramUsed   int
+	cpu       *cpuSample // shared with Status callers outside the supervisor goroutine
 }
 
-// launch starts binary pinned to cpus with its control socket as fd 3, and waits for the
-// go-plugin handshake. Every thread of the child carries the CPU mask from its first
-// instruction, because the fork happens on a thread that carries it.
-func launch(binary, socketDir string, cpus affinity.Set, out *Output, name string) (*process, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	ours := os.NewFile(uintptr(fds[0]), "control")
-	theirs := os.NewFile(uintptr(fds[1]), "control")
-	defer theirs.Close()
-	conn, err := net.FileConn(ours)
-	ours.Close()
-	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	p := &process{sock: conn.(*net.UnixConn)}
-
-	p.cmd = exec.Command(binary)
-	p.cmd.ExtraFiles = []*os.File{theirs} // fd 3 = component.ControlFD
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p.cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+socketDir)
-	if out.json {
-		p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"=json")
-	}
-	logs := out.Writer(name)
-	p.client = plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  component.Handshake,
-		Plugins:          plugin.PluginSet{component.PluginName: &component.Plugin{}},
-		Cmd:              p.cmd,
-		SkipHostEnv:      true,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           hclog.NewNullLogger(),
-		Stderr:           logs,
-		SyncStdout:       logs,
-		SyncStderr:       logs,
-		StartTimeout:     10 * time.Second,
-	})
-	err = affinity.Run(cpus, func() error { _, err := p.client.Start(); return err })
-	if err == nil {
-		p.pid = p.cmd.Process.Pid
-		var rpc plugin.ClientProtocol
-		if rpc, err = p.client.Client(); err == nil {
-			var raw any
-			if raw, err = rpc.Dispense(component.PluginName); err == nil {
-				p.ctl = raw.(controlpb.ComponentClient)
-			}
-		}
-	}
-	if err != nil {
-		p.kill()
-		return nil, fmt.Errorf("starting %s: %w", binary, err)
-	}
-	return p, nil
+// newChild is st before its first launch.
+func (s *Supervisor) newChild(st *Start) *child {
+	return &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
 }
 
-// kill ends the process (if still running) and waits for it; it returns the exit code, or
-// -1 when killed by a signal.
-func (p *process) kill() int {
-	if p.cancel != nil {
-		p.cancel()
-	}
-	p.sock.Close()
-	p.client.Kill()
-	if st := p.cmd.ProcessState; st != nil {
-		return st.ExitCode()
-	}
-	return -1
-}
+// State is where a child is in its lifecycle.
+type State int
 
-// watchExit reports when the component's end of the control socket closes: the process died
-// (components never write to it, so a read returns only then).
-func (p *process) watchExit(done func()) {
-	go func() {
-		buf := make([]byte, 16)
-		for {
-			if _, err := p.sock.Read(buf); err != nil {
-				done()
-				return
-			}
-		}
-	}()
+const (
+	Starting   State = iota // being launched or handed its config
+	Running                 // up: it serves and requests sessions
+	Restarting              // exited or stopped answering; waiting out the back-off to start again
+	Failed                  // could not be launched or configured; tried again after the back-off
+	Stopped                 // stopped by the supervisor (a scenario change, the end of the run)
+)
+
+// String is the state as the status and the state report show it.
+func (s State) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case Running:
+		return "running"
+	case Restarting:
+		return "waiting"
+	case Failed:
+		return "failed"
+	case Stopped:
+		return "stopped"
+	}
+	return fmt.Sprintf("state(%d)", int(s))
 }

@@ -33,7 +33,7 @@ func (s *Supervisor) reload() {
 	for _, st := range sc.Starts {
 		c := s.children[st.Name]
 		if c == nil {
-			c = &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
+			c = s.newChild(st)
 			s.children[st.Name] = c
 			s.launch(c)
 			continue

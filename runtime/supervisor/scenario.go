@@ -1,6 +1,6 @@
-// Package supervisor is nicstack's init: it reads a scenario (Genode's init config), starts
-// each <start> as a component process pinned to its CPUs, routes the sessions components
-// request, hands them the session files, and keeps everything running.
+// The scenario: an init config parsed into its <start>s, what the supervisor plans a run from
+// (with route.go's routes and placement.go's CPUs).
+
 package supervisor
 
 import (
@@ -93,7 +93,7 @@ func LoadScenario(path string) (*Scenario, error) {
 
 // ParseScenario parses a scenario and checks what can be checked without looking at the
 // machine: structure, numbers, names, routes to children. Unknown nodes and attributes are
-// not errors here (Lint reports them); they are at run time only warnings.
+// not errors here (Check reports them); they are at run time only warnings.
 func ParseScenario(file string, data []byte) (*Scenario, error) {
 	root, err := config.Parse(file, data)
 	if err != nil {

@@ -17,6 +17,36 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
+// reqKey names a request: its client and the id the client gave it.
+type reqKey struct {
+	client string
+	id     uint64
+}
+
+// request is a session a client asked for; it outlives the server's restarts. While open,
+// session is the id both sides know it by (a new one per opening).
+type request struct {
+	key       reqKey
+	service   string
+	label     string
+	args      map[string]string
+	tx, rx    packetstream.Config
+	device    *component.DeviceSpec // set for a device session (tx and rx unused)
+	parent    *parentSession        // what the supervisor made for an open parent-service session
+	decision  *Decision
+	denied    string
+	session   uint64
+	openedAt  time.Time
+	linkUp    bool
+	ram       int
+	waitNoted bool
+	// opening: the session is being made, by the supervisor for a parent service (session
+	// still 0) or at the server; the client is handed it once that is done.
+	opening bool
+}
+
+// event handles what c's process reports: a service it announced, a session it requests or
+// releases, the link state of a session it serves.
 func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 	switch k := ev.Kind.(type) {
 	case *controlpb.Event_Announce:

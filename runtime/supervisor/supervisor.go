@@ -1,3 +1,8 @@
+// Package supervisor is nicstack's init: it reads a scenario (Genode's init config), starts
+// each <start> as a component process pinned to its CPUs, routes the sessions components
+// request, hands them the session files, and keeps everything running. It makes no device
+// itself: the services it serves at <parent/> are handed in (Options.ParentServices; package
+// runtime/hostservice has Linux's Tap and Packet).
 package supervisor
 
 import (
@@ -12,7 +17,6 @@ import (
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
-	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // Options configure a supervisor run.
@@ -88,77 +92,6 @@ type Supervisor struct {
 
 	nsMu       sync.Mutex // namespaces is read by Netns callers outside the supervisor goroutine
 	namespaces map[string]*netns.NS
-}
-
-// child is a <start> and its current process.
-type child struct {
-	start     *Start
-	place     Placement
-	state     State
-	proc      *process
-	life      int // counts launches; events of an earlier life are dropped
-	restarts  int
-	exitCode  int
-	started   time.Time
-	backoff   time.Duration
-	announced map[string]bool
-	ramUsed   int
-	cpu       *cpuSample // shared with Status callers outside the supervisor goroutine
-}
-
-// State is where a child is in its lifecycle.
-type State int
-
-const (
-	Starting   State = iota // being launched or handed its config
-	Running                 // up: it serves and requests sessions
-	Restarting              // exited or stopped answering; waiting out the back-off to start again
-	Failed                  // could not be launched or configured; waits for a scenario change
-	Stopped                 // stopped by the supervisor (a scenario change, the end of the run)
-)
-
-// String is the state as the status and the state report show it.
-func (s State) String() string {
-	switch s {
-	case Starting:
-		return "starting"
-	case Running:
-		return "running"
-	case Restarting:
-		return "waiting"
-	case Failed:
-		return "failed"
-	case Stopped:
-		return "stopped"
-	}
-	return fmt.Sprintf("state(%d)", int(s))
-}
-
-type reqKey struct {
-	client string
-	id     uint64
-}
-
-// request is a session a client asked for; it outlives the server's restarts. While open,
-// session is the id both sides know it by (a new one per opening).
-type request struct {
-	key       reqKey
-	service   string
-	label     string
-	args      map[string]string
-	tx, rx    packetstream.Config
-	device    *component.DeviceSpec // set for a device session (tx and rx unused)
-	parent    *parentSession        // what the supervisor made for an open parent-service session
-	decision  *Decision
-	denied    string
-	session   uint64
-	openedAt  time.Time
-	linkUp    bool
-	ram       int
-	waitNoted bool
-	// opening: the session is being made, by the supervisor for a parent service (session
-	// still 0) or at the server; the client is handed it once that is done.
-	opening bool
 }
 
 // New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
@@ -294,7 +227,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.log.Info("note: " + note)
 	}
 	for _, st := range s.sc.Starts {
-		s.children[st.Name] = &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
+		s.children[st.Name] = s.newChild(st)
 	}
 	for _, st := range s.sc.Starts {
 		s.launch(s.children[st.Name])
