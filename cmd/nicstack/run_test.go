@@ -18,8 +18,8 @@ import (
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// nicstackRun starts `nicstack run` on the test scenario with its own TMPDIR, status socket
-// and report file, and waits until frames flow.
+// nicstackRun is `nicstack run` on a scenario with its own TMPDIR, status socket and report
+// file.
 type nicstackRun struct {
 	cmd                 *exec.Cmd
 	tmp, socket, report string
@@ -27,7 +27,8 @@ type nicstackRun struct {
 	bin                 string
 }
 
-func startNicstack(t *testing.T) *nicstackRun {
+// startNicstack runs the scenario file and waits until ready holds for its status.
+func startNicstack(t *testing.T, scenario string, ready func(supervisor.Status) bool) *nicstackRun {
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
 	bin := testutil.BinDir(t)
@@ -41,7 +42,7 @@ func startNicstack(t *testing.T) *nicstackRun {
 	r.metrics = l.Addr().String()
 	l.Close()
 	r.cmd = exec.Command(filepath.Join(bin, "nicstack"), "run", "--socket", r.socket, "--report", r.report,
-		"--metrics", r.metrics, "../../deploy/test_echo.xml")
+		"--metrics", r.metrics, scenario)
 	r.cmd.Env = append(os.Environ(), "TMPDIR="+r.tmp)
 	out, _ := os.Create(filepath.Join(dir, "out.log"))
 	r.cmd.Stdout, r.cmd.Stderr = out, out
@@ -59,13 +60,36 @@ func startNicstack(t *testing.T) *nicstackRun {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := supervisor.QueryStatus(r.socket)
-		if err == nil && len(st.Components) == 2 && st.Components[1].Counters["received"] > 100 {
+		if err == nil && ready(st) {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no frames flowing: %+v %v", st, err)
+			t.Fatalf("the run never got ready: %+v %v", st, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startEcho runs deploy/test_echo.xml until frames flow from test_echo to test_client.
+func startEcho(t *testing.T) *nicstackRun {
+	return startNicstack(t, "../../deploy/test_echo.xml", func(st supervisor.Status) bool {
+		return len(st.Components) == 2 && st.Components[1].Counters["received"] > 100
+	})
+}
+
+// interrupt stops the run as Ctrl-C does and waits for it to return.
+func (r *nicstackRun) interrupt(t *testing.T) {
+	t.Helper()
+	r.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("nicstack run after Ctrl-C: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nicstack run did not stop on Ctrl-C")
 	}
 }
 
@@ -104,7 +128,7 @@ func waitGone(t *testing.T, pids []int) {
 }
 
 func TestRunStatusMetricsAndCtrlC(t *testing.T) {
-	r := startNicstack(t)
+	r := startEcho(t)
 	out, err := exec.Command(filepath.Join(r.bin, "nicstack"), "status", "--socket", r.socket).CombinedOutput()
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
@@ -136,17 +160,7 @@ func TestRunStatusMetricsAndCtrlC(t *testing.T) {
 	}
 
 	pids := r.pids(t)
-	r.cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("nicstack run after Ctrl-C: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("nicstack run did not stop on Ctrl-C")
-	}
+	r.interrupt(t)
 	waitGone(t, pids)
 	if ents, _ := os.ReadDir(r.tmp); len(ents) != 0 {
 		t.Errorf("the run left %d entries in its TMPDIR: %v", len(ents), ents)
@@ -156,8 +170,56 @@ func TestRunStatusMetricsAndCtrlC(t *testing.T) {
 	}
 }
 
+// TestRunDeletesItsNamespacesOnCtrlC: `nicstack run` serves Tap and Packet sessions (the host
+// services it hands the supervisor), and Ctrl-C deletes every namespace they made
+// (nst<pid>-<name><n>: the scenario's a and b, the Packet session's own).
+func TestRunDeletesItsNamespacesOnCtrlC(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "ip")
+	scenario := filepath.Join(t.TempDir(), "parent.xml")
+	if err := os.WriteFile(scenario, []byte(`<config>
+	<parent-provides> <service name="Tap"/> <service name="Packet"/> </parent-provides>
+	<start name="tapper"> <binary name="test_client"/>
+		<route> <service name="Tap"> <parent/> </service> </route>
+		<config service="Tap" netns="a"/> </start>
+	<start name="packer"> <binary name="test_client"/>
+		<route> <service name="Packet"> <parent/> </service> </route>
+		<config service="Packet" netns="b"/> </start>
+</config>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startNicstack(t, scenario, func(st supervisor.Status) bool {
+		open := 0
+		for _, c := range st.Components {
+			for _, req := range c.Requests {
+				if req.Server == "parent" && req.State == "open" {
+					open++
+				}
+			}
+		}
+		return open == 2
+	})
+	namespaces := func() []string {
+		var names []string
+		ents, _ := os.ReadDir("/run/netns")
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), fmt.Sprintf("nst%d-", r.cmd.Process.Pid)) {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	if ns := namespaces(); len(ns) != 3 {
+		t.Errorf("the run has namespaces %v, want 3 (a, b and the Packet session's)", ns)
+	}
+	r.interrupt(t)
+	if ns := namespaces(); len(ns) != 0 {
+		t.Errorf("Ctrl-C left namespaces %v", ns)
+	}
+}
+
 func TestComponentsDieWithTheSupervisor(t *testing.T) {
-	r := startNicstack(t)
+	r := startEcho(t)
 	pids := r.pids(t)
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.cmd.Wait()
