@@ -30,7 +30,7 @@ type ComponentStatus struct {
 	Name     string            `json:"name"`
 	Binary   string            `json:"binary"`
 	Version  string            `json:"version,omitempty"`
-	State    string            `json:"state"`
+	State    string            `json:"state"` // a State: starting, running, waiting, failed, stopped
 	Pid      int               `json:"pid,omitempty"`
 	Restarts int               `json:"restarts"`
 	ExitCode int               `json:"exit_code"`
