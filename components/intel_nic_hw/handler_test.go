@@ -4,10 +4,10 @@ import (
 	"log/slog"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -46,18 +46,7 @@ func TestStopEndsDeviceAndWire(t *testing.T) {
 	if runtime.NumGoroutine() <= before {
 		t.Fatal("no device or wire goroutine started")
 	}
-	stopped := make(chan struct{})
-	go func() { h.Stop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Stop did not return")
-	}
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left, want at most %d", runtime.NumGoroutine(), before)
-		}
-	}
+	testutil.Stops(t, h.Stop, before)
 	if h.nic.Device() != nil {
 		t.Error("the device runs on after Stop")
 	}

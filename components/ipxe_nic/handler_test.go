@@ -11,6 +11,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -70,16 +71,5 @@ func TestStopEndsLoops(t *testing.T) {
 	if err := h.Open(&component.Session{ID: 2, Request: req, Service: "Uplink", Client: upCli, Role: component.Client}); err != nil {
 		t.Fatal(err)
 	}
-	stopped := make(chan struct{})
-	go func() { h.Stop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Stop did not return")
-	}
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left, want at most %d", runtime.NumGoroutine(), before)
-		}
-	}
+	testutil.Stops(t, h.Stop, before)
 }

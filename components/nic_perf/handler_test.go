@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -34,13 +35,7 @@ func TestStopEndsRuns(t *testing.T) {
 			t.Fatal("no frame from the generator")
 		}
 	}
-	stopped := make(chan struct{})
-	go func() { h.Stop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Stop did not return")
-	}
+	testutil.Stops(t, h.Stop, -1)
 	if len(h.runs) != 0 {
 		t.Errorf("%d runs left after Stop", len(h.runs))
 	}

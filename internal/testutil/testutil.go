@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run under CI (CI=true), where a skipped root test is a failure.
@@ -122,4 +124,26 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// Stops calls stop and fails t unless it returns within 5 s and, afterwards, at most before
+// goroutines run (runtime.NumGoroutine taken before what stop is to end was started; -1:
+// only the return is checked). It is the check of a handler's Stop.
+func Stops(t testing.TB, stop func(), before int) {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return within 5 s")
+	}
+	if before < 0 {
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left after Stop, want at most %d", runtime.NumGoroutine(), before)
+		}
+	}
 }
