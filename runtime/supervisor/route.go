@@ -151,7 +151,6 @@ type Decision struct {
 	Trace []string
 }
 
-
 // DeniedError is a session request no rule routes; its message carries the rule trace.
 type DeniedError struct {
 	Client, Service, Label string
