@@ -149,7 +149,7 @@ func TestRunStatusMetricsAndCtrlC(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_component_counter{component="test_client",name="received"}`} {
+	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_received_total{component="test_client"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}
