@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 
 func init() {
 	var (
-		binDir, socket, report, metrics, logFormat string
-		verbose                                    bool
-		watch                                      time.Duration
+		binDir, socket, name, report, metrics, logFormat string
+		verbose                                          bool
+		watch                                            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -47,6 +48,12 @@ Component binaries are looked up next to nicstack and in bin/.`,
 			defer stop()
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
+			if name != "" {
+				if socket, err = instanceSocket(name); err != nil {
+					return err
+				}
+				defer os.Remove(filepath.Dir(socket)) // only when empty: systemd's RuntimeDirectory removes its own
+			}
 			if err := s.ServeStatus(ctx, socket); err != nil {
 				return err
 			}
@@ -63,13 +70,23 @@ Component binaries are looked up next to nicstack and in bin/.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
-	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "Unix socket `nicstack status` asks")
+	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "serve status on this Unix socket")
+	f.StringVarP(&name, "name", "s", "", "name the run: its socket goes to the instance folder, where status -s NAME finds it")
 	f.StringVar(&report, "report", "", "write Genode's init state report to this file every second")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this loopback address (like 127.0.0.1:9464)")
 	f.StringVar(&logFormat, "log-format", "text", "text ([name] prefixed lines) or json")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log session and routing decisions")
 	f.DurationVar(&watch, "watch", 500*time.Millisecond, "how often to check the scenario file for changes (0: never)")
 	root.AddCommand(cmd)
+}
+
+// instanceSocket is the socket of the run named name, its folder made.
+func instanceSocket(name string) (string, error) {
+	path, err := supervisor.InstanceSocket(name)
+	if err != nil {
+		return "", fmt.Errorf("--name: %w", err)
+	}
+	return path, os.MkdirAll(filepath.Dir(path), 0o700)
 }
 
 // serveMetrics serves /metrics on a loopback address only: the counters are not for the network.
