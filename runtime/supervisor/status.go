@@ -243,6 +243,7 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
+	s.controlSocket = path // for the run's record (leftovers.go), written when Run starts
 	go func() {
 		<-ctx.Done()
 		l.Close()
