@@ -1,7 +1,9 @@
 // Command ipxe_nic is the ipxe-style Intel NIC driver (package drivers/ipxe) as a component:
 // it drives the device of a Platform session (intel_nic_hw; port.go) and holds an Uplink
 // session to the router while the link is up (uplink.go). Config: <config
-// rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>, applied live.
+// rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>, applied live;
+// rx_irq_throttle="adaptive" moves ITR with the traffic (counters itr_lowest_ms, itr_low_ms,
+// itr_bulk_ms, itr_changes).
 package main
 
 import (

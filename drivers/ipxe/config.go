@@ -1,6 +1,8 @@
 package ipxe
 
 import (
+	"fmt"
+
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -39,11 +41,15 @@ func (p PhyReset) String() string {
 // Config is the driver's configuration, the attributes of its <config> node:
 //
 //	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>
+//
+// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go).
 type Config struct {
-	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off
-	TxBatch       bool   // one TDT write per batch instead of per frame
-	TxIrq         TxIrq
-	PhyReset      PhyReset
+	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off; unused when adaptive
+	// AdaptiveThrottle moves ITR between the latency classes' intervals as traffic changes.
+	AdaptiveThrottle bool
+	TxBatch          bool // one TDT write per batch instead of per frame
+	TxIrq            TxIrq
+	PhyReset         PhyReset
 }
 
 // ConfigSchema is what the driver's <config> may hold, for config.Check.
@@ -57,6 +63,22 @@ func DefaultConfig() Config {
 	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, PhyReset: PhyResetAuto}
 }
 
+// ParseThrottle reads a value of rx_irq_throttle: an ITR interval in 256 ns units (0-65535,
+// as config numbers are written) or "adaptive".
+func ParseThrottle(s string) (itr uint32, adaptive bool, err error) {
+	if s == "adaptive" {
+		return 0, true, nil
+	}
+	v, err := config.ParseNumber(s)
+	if err != nil {
+		return 0, false, fmt.Errorf("%q is neither an ITR interval (in 256 ns units) nor adaptive", s)
+	}
+	if v > 0xffff {
+		return 0, false, fmt.Errorf("%d does not fit the 16-bit ITR interval (at most 65535)", v)
+	}
+	return uint32(v), false, nil
+}
+
 // ParseConfig reads ipxe_nic's <config> node (nil: none); errors name the attribute's file,
 // line and column. start, the <start>'s name, is unused.
 func ParseConfig(n *config.Node, start string) (Config, error) {
@@ -64,15 +86,14 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	if n == nil { // no <config> at all
 		n = &config.Node{Type: "config"}
 	}
-	itr, err := n.Number("rx_irq_throttle", DefaultRxIrqThrottle)
-	if err != nil {
-		return c, err
+	if a, ok := n.Attr("rx_irq_throttle"); ok {
+		itr, adaptive, err := ParseThrottle(a.Value)
+		if err != nil {
+			return c, config.Errorf(a.Pos, "attribute \"rx_irq_throttle\" of <%s>: %v", n.Type, err)
+		}
+		c.RxIrqThrottle, c.AdaptiveThrottle = itr, adaptive
 	}
-	if itr > 0xffff {
-		a, _ := n.Attr("rx_irq_throttle")
-		return c, config.Errorf(a.Pos, "attribute \"rx_irq_throttle\" of <%s>: %d does not fit the 16-bit ITR interval (at most 65535)", n.Type, itr)
-	}
-	c.RxIrqThrottle = uint32(itr)
+	var err error
 	if c.TxBatch, err = n.Bool("tx_batch", true); err != nil {
 		return c, err
 	}

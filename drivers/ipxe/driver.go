@@ -1,6 +1,7 @@
 // Package ipxe is the NIC driver logic of Genode's ipxe-based Intel driver with nicstack's
-// three changes: RX interrupt throttling through ITR, TX batching with one TDT write per batch
-// and queue-empty TX interrupts, and no PHY reset on parts that lose speed from it. It drives
+// three changes: RX interrupt throttling through ITR (fixed, or adaptive as traffic changes),
+// TX batching with one TDT write per batch and queue-empty TX interrupts, and no PHY reset on
+// parts that lose speed from it. It drives
 // an 82574L-style device (drivers/intel) through an MMIO interface and DMA memory, and passes
 // frames to and from an Uplink in bursts. It knows no processes and no packet streams: the
 // ipxe_nic component (components/ipxe_nic) runs its event loops and binds the Uplink to the
@@ -31,7 +32,15 @@ type Device struct {
 	DMA      []byte    // DMA memory of at least DMASize bytes; bus addresses are offsets into it
 	DeviceID uint16    // PCI device ID
 	Counters *Counters // where the driver counts; nil: counters of its own
+	// Clock times adaptive moderation's intervals (intel.ManualClock in tests); nil: the
+	// monotonic clock.
+	Clock intel.Clock
 }
+
+// monotonic is the real clock.
+type monotonic struct{ origin time.Time }
+
+func (m monotonic) Now() time.Duration { return time.Since(m.origin) }
 
 // Uplink is where received frames go and frames to send come from: the router's Uplink
 // session while the link is up (components/ipxe_nic binds it), a test's fake. The driver calls
@@ -86,6 +95,8 @@ type Counters struct {
 	// frames to send whose checksum the driver completed, super-frames it cut and the
 	// segments they made, frames dropped for offload metadata it cannot serve.
 	RXRefused, TXSoftCsum, TXSoftGSO, TXSegments, TXOffloadDropped *atomic.Uint64
+	// Adaptive moderation: milliseconds spent in each latency class, and ITR changes.
+	ITRLowestMS, ITRLowMS, ITRBulkMS, ITRChanges *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -102,6 +113,8 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		SpuriousInterrupts: get("spurious_interrupts"),
 		RXRefused:          get("rx_refused"), TXSoftCsum: get("tx_soft_csum"), TXSoftGSO: get("tx_soft_gso"),
 		TXSegments: get("tx_segments"), TXOffloadDropped: get("tx_offload_dropped"),
+		ITRLowestMS: get("itr_lowest_ms"), ITRLowMS: get("itr_low_ms"), ITRBulkMS: get("itr_bulk_ms"),
+		ITRChanges: get("itr_changes"),
 	}
 }
 
@@ -118,6 +131,10 @@ type Driver struct {
 	link   bool
 	speed  int
 	cnt    *Counters
+	clock  intel.Clock
+	mod    *Moderation // nil: a fixed ITR
+	// frames and bytes since the last interrupt, for moderation
+	irqFrames, irqBytes uint64
 
 	rxNext         uint32 // next RX descriptor the device fills
 	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
@@ -141,9 +158,12 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if cfg.RxIrqThrottle > 0xffff {
 		return nil, fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
 	}
-	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters}
+	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock}
 	if d.cnt == nil {
 		d.cnt = NewCounters(nil)
+	}
+	if d.clock == nil {
+		d.clock = monotonic{time.Now()}
 	}
 	if err := d.reset(); err != nil {
 		return nil, err
@@ -151,7 +171,7 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	ral, rah := d.regs.Read32(intel.RAL), d.regs.Read32(intel.RAH)
 	d.mac = net.HardwareAddr{byte(ral), byte(ral >> 8), byte(ral >> 16), byte(ral >> 24), byte(rah), byte(rah >> 8)}
 	d.setupRings()
-	d.regs.Write32(intel.ITR, cfg.RxIrqThrottle)
+	d.regs.Write32(intel.ITR, d.startThrottle())
 	d.regs.Read32(intel.ICR) // drop stale causes
 	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0|d.txCause())
 	onLink, d.onLink = d.onLink, nil
@@ -274,17 +294,29 @@ func (d *Driver) SetUplink(u Uplink) {
 	d.txStalled = false
 }
 
-// Configure applies a changed configuration at once: a new ITR is written, the TX interrupt
-// cause swapped. phy_reset matters only at Open.
+// startThrottle starts adaptive moderation if the config asks for it and returns the ITR
+// value to write.
+func (d *Driver) startThrottle() uint32 {
+	if !d.cfg.AdaptiveThrottle {
+		d.mod = nil
+		return d.cfg.RxIrqThrottle
+	}
+	d.mod = NewModeration(d.clock.Now(), d.cnt)
+	return d.mod.Class().ITR()
+}
+
+// Configure applies a changed configuration at once: a new ITR is written (adaptive
+// moderation starts over from the lowest latency class), the TX interrupt cause swapped.
+// phy_reset matters only at Open.
 func (d *Driver) Configure(cfg Config) error {
 	if cfg.RxIrqThrottle > 0xffff {
 		return fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
 	}
-	if cfg.RxIrqThrottle != d.cfg.RxIrqThrottle {
-		d.regs.Write32(intel.ITR, cfg.RxIrqThrottle)
-	}
-	old := d.txCause()
+	old, oldCfg := d.txCause(), d.cfg
 	d.cfg = cfg
+	if cfg.AdaptiveThrottle != oldCfg.AdaptiveThrottle || !cfg.AdaptiveThrottle && cfg.RxIrqThrottle != oldCfg.RxIrqThrottle {
+		d.regs.Write32(intel.ITR, d.startThrottle())
+	}
 	if now := d.txCause(); now != old {
 		d.regs.Write32(intel.IMC, old)
 		d.regs.Write32(intel.IMS, now)
@@ -333,6 +365,12 @@ func (d *Driver) HandleInterrupt() {
 	if d.txStalled && d.txFree() >= txResume {
 		d.Transmit()
 	}
+	if d.mod != nil {
+		if class, changed := d.mod.Interrupt(d.clock.Now(), d.irqFrames, d.irqBytes); changed {
+			d.regs.Write32(intel.ITR, class.ITR())
+		}
+	}
+	d.irqFrames, d.irqBytes = 0, 0
 }
 
 // txResume is how many free TX descriptors the interrupt handler waits for before it takes
@@ -363,6 +401,8 @@ func (d *Driver) receive() {
 		case d.up != nil && d.up.Deliver(d.dma[buf:buf+length]):
 			d.cnt.RXFrames.Add(1)
 			d.cnt.RXBytes.Add(uint64(length))
+			d.irqFrames++
+			d.irqBytes += uint64(length)
 		default:
 			d.cnt.RXDropped.Add(1)
 		}
@@ -426,6 +466,8 @@ func (d *Driver) Transmit() {
 		queued++
 		d.cnt.TXFrames.Add(1)
 		d.cnt.TXBytes.Add(uint64(n))
+		d.irqFrames++
+		d.irqBytes += uint64(n)
 		if !d.cfg.TxBatch {
 			d.kickTX()
 		}

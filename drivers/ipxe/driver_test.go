@@ -81,7 +81,7 @@ func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
 		t.Fatal(err)
 	}
 	r.dev = dev
-	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID}, cfg, r.onLink)
+	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID, Clock: r.clock}, cfg, r.onLink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,12 +391,17 @@ func TestParseConfig(t *testing.T) {
 	if cfg, err := ipxe.ParseConfig(n, "ipxe_nic"); err != nil || cfg != ipxe.DefaultConfig() {
 		t.Errorf("empty config: %+v, %v", cfg, err)
 	}
+	n, _ = config.Parse("nic.xml", []byte(`<config rx_irq_throttle="adaptive"/>`))
+	if cfg, err := ipxe.ParseConfig(n, "ipxe_nic"); err != nil || !cfg.AdaptiveThrottle {
+		t.Errorf("adaptive: %+v, %v", cfg, err)
+	}
 	n, _ = config.Parse("nic.xml", []byte(`<config rx_irq_throttel="651"/>`))
 	if errs := config.Check(n, ipxe.ConfigSchema); len(errs) != 1 {
 		t.Errorf("a misspelt attribute gave %v", errs)
 	}
 	for _, bad := range []string{
 		`<config rx_irq_throttle="70000"/>`,
+		`<config rx_irq_throttle="dynamic"/>`,
 		`<config tx_irq="always"/>`,
 		`<config phy_reset="maybe"/>`,
 		`<config tx_batch="sometimes"/>`,

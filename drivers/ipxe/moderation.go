@@ -1,0 +1,188 @@
+package ipxe
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Adaptive interrupt moderation (rx_irq_throttle="adaptive") in the spirit of e1000e's
+// dynamic ITR: the driver watches what each interrupt carried over an interval and moves ITR
+// between three latency classes. A fixed ITR must choose between latency (an interrupt per
+// frame costs the driver a wakeup each) and CPU (a long interval holds every frame back, and
+// TCP's acknowledgements with them); the classes give request/response traffic the first and
+// streams the second.
+
+// Latency is a class of traffic and the ITR interval that serves it.
+type Latency uint8
+
+const (
+	// LowestLatency: an idle line or request/response, a frame or two per interrupt. ITR
+	// off: every frame is handled at once.
+	LowestLatency Latency = iota
+	// LowLatency: a few frames per interrupt. Genode's 166 µs, at most ~6000 interrupts/s.
+	LowLatency
+	// BulkLatency: streaming, many full frames per interrupt. ~0.5 ms, at most ~2000
+	// interrupts/s: the driver's CPU of the longest fixed setting (5580) without holding TCP's
+	// acknowledgements back long enough to cost throughput.
+	BulkLatency
+)
+
+var latencyITR = [...]uint32{LowestLatency: 0, LowLatency: 651, BulkLatency: 1953}
+
+// ITR is the class's interval in 256 ns units.
+func (l Latency) ITR() uint32 { return latencyITR[l] }
+
+func (l Latency) String() string { return [...]string{"lowest", "low", "bulk"}[l] }
+
+// ModerationInterval is how long the driver watches traffic before it judges it. ITR is
+// written only at these boundaries (on real hardware each change is an MMIO write), and an
+// interval holds several interrupts even at the bulk class's rate.
+const ModerationInterval = 4 * time.Millisecond
+
+// moderationConfirm is how many intervals in a row must ask for another class before ITR
+// moves: one burst in a stream, or one pause in a request/response exchange, does not.
+const moderationConfirm = 2
+
+// What an interval's interrupts carried, on average, that moves ITR. The thresholds depend
+// on the class in effect, whose ITR shaped the interval (a stream piles up more per interrupt
+// the longer the interval), and traffic between a class's threshold to enter and the one to
+// leave stays where it is (hysteresis).
+const (
+	fullFrame = 1514
+	// The lowest class is for small frames (e1000e leaves it at 512 bytes per interrupt):
+	// more than a full frame per interrupt leaves it, less than half a frame in a few small
+	// frames returns to it.
+	lowestLeave   = fullFrame
+	lowestEnter   = fullFrame / 2
+	smallExchange = 4 // frames per interrupt, both directions
+	// Bulk from the lowest class: with ITR off, frames pile up only when the stream outpaces
+	// the driver's round trip.
+	bulkFromLowest = 8 * fullFrame
+	// Bulk from the low class: at its ~6000 interrupts/s, 4 full frames are ~290 Mbit/s.
+	bulkFromLow = 4 * fullFrame
+	// Bulk is left below 2 full frames per interrupt: at its ~2000 interrupts/s, ~50 Mbit/s.
+	bulkLeave = 2 * fullFrame
+)
+
+// classify is the class an interval's traffic asks for, given the class in effect.
+func classify(cur Latency, irqs, frames, bytes uint64) Latency {
+	if irqs == 0 || frames == 0 {
+		return LowestLatency
+	}
+	perIrq, framesPerIrq := bytes/irqs, (frames+irqs-1)/irqs
+	small := perIrq < lowestEnter && framesPerIrq <= smallExchange
+	switch cur {
+	case LowestLatency:
+		switch {
+		case perIrq >= bulkFromLowest:
+			return BulkLatency
+		case perIrq > lowestLeave || framesPerIrq > smallExchange:
+			return LowLatency
+		}
+		return LowestLatency
+	case LowLatency:
+		switch {
+		case perIrq >= bulkFromLow:
+			return BulkLatency
+		case small:
+			return LowestLatency
+		}
+		return LowLatency
+	}
+	switch {
+	case perIrq >= bulkLeave:
+		return BulkLatency
+	case small:
+		return LowestLatency
+	}
+	return LowLatency
+}
+
+// Moderation chooses the latency class interval by interval. The driver feeds it every
+// interrupt's work from its event loop; it is not safe for concurrent use.
+type Moderation struct {
+	class  Latency
+	want   Latency // where the last intervals asked to go
+	streak int     // how many intervals in a row asked to move that way
+
+	start, last         time.Duration // the interval began; the last interrupt
+	irqs, frames, bytes uint64        // the interval's so far
+	unpublished         [3]time.Duration
+	ms                  [3]*atomic.Uint64 // time spent per class
+	changes             *atomic.Uint64
+}
+
+// NewModeration starts in the lowest latency class at now, counting in cnt's ITR counters.
+func NewModeration(now time.Duration, cnt *Counters) *Moderation {
+	return &Moderation{start: now, last: now,
+		ms: [3]*atomic.Uint64{cnt.ITRLowestMS, cnt.ITRLowMS, cnt.ITRBulkMS}, changes: cnt.ITRChanges}
+}
+
+// Class is the class in effect.
+func (m *Moderation) Class() Latency { return m.class }
+
+// Interrupt accounts an interrupt at now that carried frames of bytes (received in it and
+// sent since the one before). At an interval boundary it judges the interval and says
+// whether the class changed; the caller then writes the new class's ITR.
+func (m *Moderation) Interrupt(now time.Duration, frames, bytes uint64) (class Latency, changed bool) {
+	switch {
+	case now-m.last >= ModerationInterval:
+		// The line was quiet for a whole interval: whatever comes next is best served at
+		// once, and nothing is left to throttle meanwhile.
+		m.close(now)
+		changed = m.move(LowestLatency)
+	case now-m.start >= ModerationInterval:
+		v := classify(m.class, m.irqs, m.frames, m.bytes)
+		m.close(now)
+		changed = m.vote(v)
+	}
+	m.last = now
+	m.irqs++
+	m.frames += frames
+	m.bytes += bytes
+	return m.class, changed
+}
+
+// close ends the interval at now, counting its time to the class in effect.
+func (m *Moderation) close(now time.Duration) {
+	m.unpublished[m.class] += now - m.start
+	if whole := m.unpublished[m.class] / time.Millisecond; whole > 0 {
+		m.ms[m.class].Add(uint64(whole))
+		m.unpublished[m.class] -= whole * time.Millisecond
+	}
+	m.start, m.irqs, m.frames, m.bytes = now, 0, 0, 0
+}
+
+// vote counts an interval's verdict. Verdicts in a row that point the same way (up to more
+// throttling or down to less) move the class once there are moderationConfirm of them, to
+// the nearest class any of them asked for.
+func (m *Moderation) vote(v Latency) bool {
+	switch {
+	case v == m.class:
+		m.streak = 0
+		return false
+	case m.streak > 0 && (v > m.class) == (m.want > m.class):
+		m.streak++
+		if v > m.class {
+			m.want = min(m.want, v)
+		} else {
+			m.want = max(m.want, v)
+		}
+	default:
+		m.want, m.streak = v, 1
+	}
+	if m.streak < moderationConfirm {
+		return false
+	}
+	return m.move(m.want)
+}
+
+func (m *Moderation) move(to Latency) bool {
+	m.streak = 0
+	if to == m.class {
+		return false
+	}
+	m.class = to
+	m.changes.Add(1)
+	return true
+}

@@ -1,0 +1,147 @@
+package ipxe_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/ipxe"
+)
+
+// traffic feeds m an interrupt every period for d from *now on, each carrying frames of
+// bytes in all, and returns the classes it went through (a change each).
+func traffic(m *ipxe.Moderation, now *time.Duration, d, period time.Duration, frames, bytes uint64) []ipxe.Latency {
+	var moves []ipxe.Latency
+	for end := *now + d; *now < end; *now += period {
+		if class, changed := m.Interrupt(*now, frames, bytes); changed {
+			moves = append(moves, class)
+		}
+	}
+	return moves
+}
+
+func sameMoves(t *testing.T, what string, got []ipxe.Latency, want ...ipxe.Latency) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: moves %v, want %v", what, got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: moves %v, want %v", what, got, want)
+		}
+	}
+}
+
+// Idle, then a stream, then request/response: moderation starts at the lowest latency, climbs
+// to bulk once the stream has filled two intervals, and drops back to the lowest once two
+// intervals carried only small exchanges; the counters say how long each class held.
+func TestModerationIdleBulkRequestResponse(t *testing.T) {
+	cnt := ipxe.NewCounters(nil)
+	now := time.Duration(0)
+	m := ipxe.NewModeration(now, cnt)
+	if m.Class() != ipxe.LowestLatency {
+		t.Fatalf("starts at %v", m.Class())
+	}
+	now += 20 * time.Millisecond // idle: no interrupts at all
+
+	// A TCP stream at ~1 Gbit/s, ITR off: an interrupt per driver round trip (100 µs) with 8
+	// full frames in and 4 acknowledgements out.
+	sameMoves(t, "stream", traffic(m, &now, 12*time.Millisecond, 100*time.Microsecond, 12, 8*1514+4*66), ipxe.BulkLatency)
+	// At bulk's ~2000 interrupts/s the same stream piles up 40 frames per interrupt: it stays.
+	sameMoves(t, "stream at bulk", traffic(m, &now, 100*time.Millisecond, 500*time.Microsecond, 60, 40*1514+20*66))
+	// Request/response: a 100-byte request in, a 100-byte answer out per interrupt.
+	sameMoves(t, "request/response", traffic(m, &now, 20*time.Millisecond, 200*time.Microsecond, 2, 200), ipxe.LowestLatency)
+
+	if cnt.ITRChanges.Load() != 2 {
+		t.Errorf("itr_changes %d, want 2", cnt.ITRChanges.Load())
+	}
+	m.Interrupt(now+time.Second, 1, 100) // closes the last interval
+	lowest, low, bulk := cnt.ITRLowestMS.Load(), cnt.ITRLowMS.Load(), cnt.ITRBulkMS.Load()
+	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d", lowest, low, bulk)
+	// bulk from the stream's third interval (8 ms in) until request/response's third (8 ms)
+	if low != 0 || bulk < 108 || bulk > 116 || lowest+low+bulk < 1150 {
+		t.Errorf("time per class: lowest %d, low %d, bulk %d ms", lowest, low, bulk)
+	}
+}
+
+// Hysteresis: one interval of a burst among request/response does not move ITR; traffic
+// between the thresholds stays in the class it is in, bulk or low; an idle gap drops to the
+// lowest latency at once.
+func TestModerationHysteresis(t *testing.T) {
+	now := time.Duration(0)
+	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
+	rr := func(d time.Duration) []ipxe.Latency {
+		return traffic(m, &now, d, 200*time.Microsecond, 2, 200)
+	}
+	burst := func(d time.Duration) []ipxe.Latency {
+		return traffic(m, &now, d, 100*time.Microsecond, 12, 8*1514+4*66)
+	}
+	// 8 ms: the burst starts an interval and fills it (intervals close at the first interrupt
+	// past their end)
+	sameMoves(t, "request/response", rr(8*time.Millisecond))
+	sameMoves(t, "one burst interval", burst(ipxe.ModerationInterval))
+	sameMoves(t, "request/response again", rr(8*time.Millisecond))
+	sameMoves(t, "two burst intervals", burst(3*ipxe.ModerationInterval), ipxe.BulkLatency)
+
+	// ~70 Mbit/s of full frames: 3 frames per bulk interrupt (500 µs), less than to enter
+	// bulk from low, more than to leave it.
+	sameMoves(t, "3 frames per interrupt at bulk", traffic(m, &now, 50*time.Millisecond, 500*time.Microsecond, 4, 3*1514+66))
+	// A frame per interrupt (166 µs, ~70 Mbit/s at low's interval) asks for low: it leaves bulk...
+	sameMoves(t, "a frame per interrupt", traffic(m, &now, 50*time.Millisecond, 166*time.Microsecond, 2, 1514+66), ipxe.LowLatency)
+	// ...and 3 frames per interrupt, which held bulk, do not bring it back from low.
+	sameMoves(t, "3 frames per interrupt at low", traffic(m, &now, 50*time.Millisecond, 500*time.Microsecond, 4, 3*1514+66))
+	if m.Class() != ipxe.LowLatency {
+		t.Fatalf("class %v, want low", m.Class())
+	}
+
+	now += ipxe.ModerationInterval // the line goes quiet
+	if class, changed := m.Interrupt(now, 1, 100); !changed || class != ipxe.LowestLatency {
+		t.Errorf("first interrupt after an idle interval: %v (changed %v), want lowest", class, changed)
+	}
+}
+
+// With rx_irq_throttle="adaptive" the driver writes ITR at open (the lowest latency's 0) and
+// then only when the class changes, to the class's interval: a stream received through the
+// emulated NIC takes it to bulk, a quiet line back to 0.
+func TestAdaptiveThrottleWritesITR(t *testing.T) {
+	cfg := ipxe.DefaultConfig()
+	cfg.AdaptiveThrottle = true
+	r := newRig(t, "82574L", cfg)
+	r.waitLink(t)
+	if got := r.dev.Read32(intel.ITR); got != 0 {
+		t.Fatalf("ITR %d after open, want 0", got)
+	}
+	itrs := map[uint32]bool{}
+	for seq := range 3000 { // 37 ms at line rate
+		r.dev.Receive([][]byte{frame(nicMAC, 1514, seq)})
+		if seq%2 == 0 { // an acknowledgement back for every second segment
+			r.up.tx = append(r.up.tx, frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 66, seq))
+			r.drv.Transmit()
+		}
+		r.step(frameTime)
+		itrs[r.dev.Read32(intel.ITR)] = true
+	}
+	c := r.drv.Counters()
+	if got := r.dev.Read32(intel.ITR); got != ipxe.BulkLatency.ITR() || c.ITRChanges.Load() == 0 {
+		t.Fatalf("ITR %d after a stream (%d changes), want bulk's %d", got, c.ITRChanges.Load(), ipxe.BulkLatency.ITR())
+	}
+	for itr := range itrs {
+		if itr != ipxe.LowestLatency.ITR() && itr != ipxe.LowLatency.ITR() && itr != ipxe.BulkLatency.ITR() {
+			t.Errorf("ITR held %d, no class's interval", itr)
+		}
+	}
+	r.step(10 * time.Millisecond)
+	r.dev.Receive([][]byte{frame(nicMAC, 100, 0)})
+	r.step(frameTime)
+	if got := r.dev.Read32(intel.ITR); got != 0 {
+		t.Errorf("ITR %d after the line was quiet, want 0", got)
+	}
+	if r.drv.Config().AdaptiveThrottle {
+		cfg.AdaptiveThrottle, cfg.RxIrqThrottle = false, 5580
+		if err := r.drv.Configure(cfg); err != nil || r.dev.Read32(intel.ITR) != 5580 {
+			t.Errorf("back to a fixed 5580: ITR %d, %v", r.dev.Read32(intel.ITR), err)
+		}
+	}
+	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d, itr_changes %d", c.ITRLowestMS.Load(), c.ITRLowMS.Load(), c.ITRBulkMS.Load(), c.ITRChanges.Load())
+}
