@@ -155,12 +155,16 @@ func benchIperfCmd() *cobra.Command {
 	var o iperf.Options
 	cmd := &cobra.Command{
 		Use:   "iperf SCENARIO",
-		Short: "Run an iperf scenario once per driver setting: throughput against each component's CPU",
-		Long: "iperf runs SCENARIO once per point of the matrix --rx-irq-throttle x --tx-batch, patching the\n" +
-			"<config> of its ipxe_nic driver, and the iperf test of its guests (the <config iperf=\"-c ...\"> of a\n" +
-			"vm) to --time and --reverse. For each point it reports the guests' iperf result, the CPU load of\n" +
-			"every component while traffic flowed (from /proc; the emulated hardware is its own component),\n" +
-			"the emulated NIC's interrupts and doorbells and the packet streams' signals per 1000 frames.\n" +
+		Short: "Run an iperf scenario once per driver setting and direction: throughput against each component's CPU",
+		Long: "iperf runs SCENARIO once per point of the matrix --rx-irq-throttle x --tx-batch and --direction,\n" +
+			"patching the <config> of its ipxe_nic driver, and the iperf test of its guests (the <config\n" +
+			"iperf=\"-c ...\"> of a vm) to --time and the direction: rx, the far end sends to the guest (iperf -R);\n" +
+			"tx, the guest sends. --runs N runs the matrix N times in rounds and reports medians. For each\n" +
+			"point it reports the guests' iperf result, the CPU load of every component while traffic flowed\n" +
+			"(from /proc; the emulated hardware is its own component), the emulated NIC's interrupts per\n" +
+			"second, its TX interrupts and TDT doorbells per 1000 frames sent, the packet streams' signals\n" +
+			"per 1000 frames, and for rx_irq_throttle=adaptive how long the driver held each latency class.\n" +
+			"A terminal shows a progress bar on stderr, anything else (and -v) a line per run.\n" +
 			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
 			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
 			"defaults: the kernel's veths at MTU 1500 with their offloads, pasta's TAP at its MTU 65520;\n" +
@@ -173,12 +177,13 @@ func benchIperfCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.IntSliceVar(&o.Throttles, "rx-irq-throttle", []int{0, 651, 5580}, "the driver's rx_irq_throttle values (ITR, 256 ns units)")
+	f.StringSliceVar(&o.Throttles, "rx-irq-throttle", []string{"0", "651", "5580"}, "the driver's rx_irq_throttle values: ITR intervals (256 ns units) or adaptive")
 	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
-	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per point")
-	f.BoolVar(&o.Reverse, "reverse", true, "the far end sends to the guest (iperf3 -R)")
+	f.StringSliceVar(&o.Directions, "direction", []string{"rx"}, "rx (the far end sends to the guest, iperf -R), tx (the guest sends)")
+	f.IntVar(&o.Runs, "runs", 1, "runs per point, in rounds over the matrix; the tables show medians")
+	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per run")
 	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")
-	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle value into this PNG")
+	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle setting into this PNG")
 	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU")
 	componentFlags(cmd, &o.Components)
 	return cmd

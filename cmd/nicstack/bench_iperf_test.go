@@ -8,24 +8,40 @@ import (
 	"github.com/nicstack/nicstack/internal/testutil"
 )
 
-// A one-point `nicstack bench iperf` of the seed scenario prints the seed's table and writes
-// one JSON object per point with the documented keys, the driver's setting among them.
+// A `nicstack bench iperf` of the seed scenario at a fixed and the adaptive throttle, the guest
+// sending, prints the tables and writes one JSON object per point with the documented keys:
+// rx_irq_throttle as given (a number, or "adaptive"), the direction, and for adaptive the
+// time per latency class.
 func TestBenchIperfJSON(t *testing.T) {
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	points, b := runBenchJSON(t, "rx_irq_throttle=651 tx_batch=yes", 1,
-		[]string{"rx_irq_throttle", "tx_batch", "mbps", "cpu", "irqs_per_s", "tx_irqs", "doorbells_per_kframe"},
-		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "1s", "--rx-irq-throttle", "651", "--tx-batch", "yes")
-	if !strings.Contains(string(b), "router CPU") {
-		t.Fatalf("no router CPU column:\n%s", b)
+	points, b := runBenchJSON(t, "rx_irq_throttle  tx_batch  Mbit/s", 2,
+		[]string{"rx_irq_throttle", "tx_batch", "direction", "mbps", "cpu", "irqs_per_s", "tx_irqs_per_kframe", "doorbells_per_kframe"},
+		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "1s",
+		"--rx-irq-throttle", "651,adaptive", "--tx-batch", "yes", "--direction", "tx")
+	out := string(b)
+	for _, want := range []string{"tx: the guest sends", "nic_router", "bench iperf: run 2 of 2: tx rx_irq_throttle=adaptive tx_batch=yes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in the output", want)
+		}
 	}
-	p := points[0]
-	if p["rx_irq_throttle"] != 651.0 || p["tx_batch"] != true {
-		t.Errorf("driver setting %v/%v, want 651/true", p["rx_irq_throttle"], p["tx_batch"])
+	if strings.Contains(out, "load average") {
+		t.Error("load average without -v")
 	}
-	if cpu, _ := p["cpu"].(map[string]any); cpu["nic_drv"] == nil || cpu["nic_router"] == nil || cpu["intel_nic_hw"] == nil {
-		t.Errorf("cpu %v: want the driver, the router and the hardware", p["cpu"])
+	if p := points[0]; p["rx_irq_throttle"] != 651.0 || p["tx_batch"] != true || p["direction"] != "tx" {
+		t.Errorf("first point %v/%v/%v, want 651/true/tx", p["rx_irq_throttle"], p["tx_batch"], p["direction"])
+	}
+	if p := points[1]; p["rx_irq_throttle"] != "adaptive" || p["itr_percent"] == nil {
+		t.Errorf("second point: rx_irq_throttle %v, itr_percent %v; want adaptive with the time per class", p["rx_irq_throttle"], p["itr_percent"])
+	}
+	if cpu, _ := points[0]["cpu"].(map[string]any); cpu["nic_drv"] == nil || cpu["nic_router"] == nil || cpu["intel_nic_hw"] == nil {
+		t.Errorf("cpu %v: want the driver, the router and the hardware", points[0]["cpu"])
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if len([]rune(line)) > 100 {
+			t.Errorf("line wider than 100 columns: %q", line)
+		}
 	}
 	t.Logf("%s", b)
 }

@@ -126,9 +126,10 @@ func (m *Moderation) Class() Latency { return m.class }
 // whether the class changed; the caller then writes the new class's ITR.
 func (m *Moderation) Interrupt(now time.Duration, frames, bytes uint64) (class Latency, changed bool) {
 	switch {
-	case now-m.last >= ModerationInterval:
+	case now-m.last >= ModerationInterval && bytes <= lowestLeave:
 		// The line was quiet for a whole interval: whatever comes next is best served at
-		// once, and nothing is left to throttle meanwhile.
+		// once, and nothing is left to throttle meanwhile. (A gap that ends in a pile of
+		// frames was the driver's, not the line's: a loaded machine ran something else.)
 		m.close(now)
 		changed = m.move(LowestLatency)
 	case now-m.start >= ModerationInterval:

@@ -67,7 +67,7 @@ func TestModerationIdleBulkRequestResponse(t *testing.T) {
 
 // Hysteresis: one interval of a burst among request/response does not move ITR; traffic
 // between the thresholds stays in the class it is in, bulk or low; an idle gap drops to the
-// lowest latency at once.
+// lowest latency at once, a gap of the driver's (frames piled up meanwhile) does not.
 func TestModerationHysteresis(t *testing.T) {
 	now := time.Duration(0)
 	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
@@ -95,6 +95,10 @@ func TestModerationHysteresis(t *testing.T) {
 		t.Fatalf("class %v, want low", m.Class())
 	}
 
+	now += 10 * time.Millisecond // the driver did not run, while frames piled up
+	if class, changed := m.Interrupt(now, 200, 200*1514); changed || class != ipxe.LowLatency {
+		t.Errorf("first interrupt after the driver was away: %v (changed %v), want low", class, changed)
+	}
 	now += ipxe.ModerationInterval // the line goes quiet
 	if class, changed := m.Interrupt(now, 1, 100); !changed || class != ipxe.LowestLatency {
 		t.Errorf("first interrupt after an idle interval: %v (changed %v), want lowest", class, changed)
@@ -131,7 +135,8 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 			t.Errorf("ITR held %d, no class's interval", itr)
 		}
 	}
-	r.step(10 * time.Millisecond)
+	r.step(10 * time.Millisecond) // the stream's last frames
+	r.step(10 * time.Millisecond) // a quiet line
 	r.dev.Receive([][]byte{frame(nicMAC, 100, 0)})
 	r.step(frameTime)
 	if got := r.dev.Read32(intel.ITR); got != 0 {

@@ -23,8 +23,8 @@ func TestCompareReference(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	writeComparison(&out, []point{{Mbps: 15000}}, reference{"kernel", 65000}, 30000)
-	if !strings.Contains(out.String(), "kernel@65000, same topology in namespaces: 30000 Mbit/s") ||
+	writeComparison(&out, []point{{Mbps: 15000, Direction: dirRX, Runs: 1}}, dirRX, reference{"kernel", 65000}, 30000)
+	if !strings.Contains(out.String(), "kernel@65000, same topology in namespaces, rx: 30000 Mbit/s") ||
 		!strings.Contains(out.String(), "15000 Mbit/s = 0.50 x kernel@65000") {
 		t.Errorf("comparison:\n%s", out.String())
 	}

@@ -1,39 +1,64 @@
 // Package iperf runs an iperf scenario once per point of the driver's matrix (rx_irq_throttle
-// x tx_batch) and reports the guests' throughput against every component's CPU, optionally
-// against the same topology on Linux forwarding and on pasta. It is the harness of
-// `nicstack bench iperf`, not the iperf implementation (github.com/nicstack/nicstack/iperf).
+// x tx_batch) and direction, and reports the guests' throughput against every component's
+// CPU and the NIC's and streams' event rates, optionally against the same topology on Linux
+// forwarding and on pasta. It is the harness of `nicstack bench iperf`, not the iperf
+// implementation (github.com/nicstack/nicstack/iperf).
 package iperf
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/sys/unix"
-
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/internal/bench"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// point is one point of the matrix, as printed and written by --json. The driver's
-// settings are null when the scenario has no ipxe_nic.
+// throttle is an rx_irq_throttle value as given: an ITR interval or "adaptive".
+type throttle string
+
+// MarshalJSON writes an interval as a number, "adaptive" as a string.
+func (t throttle) MarshalJSON() ([]byte, error) {
+	if _, err := strconv.ParseUint(string(t), 10, 16); err == nil {
+		return []byte(t), nil
+	}
+	return json.Marshal(string(t))
+}
+
+// Directions of the traffic, as --direction names them.
+const (
+	dirRX = "rx" // the far end sends, the guest receives (iperf3 -R): the seed's measurement
+	dirTX = "tx" // the guest sends: the driver's TX path and its batching
+)
+
+// point is one point of the matrix in one direction, as printed and written by --json: the
+// medians of its runs. The driver's settings are null when the scenario has no ipxe_nic.
 type point struct {
-	RxIrqThrottle *int               `json:"rx_irq_throttle"`
+	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
 	TxBatch       *bool              `json:"tx_batch"`
+	Direction     string             `json:"direction"`
+	Runs          int                `json:"runs"` // runs that measured; the figures are their medians
 	Mbps          float64            `json:"mbps"` // receiver side, as iperf reports it
 	CPU           map[string]float64 `json:"cpu"`  // percent of one CPU per component, while traffic flowed
 	IrqsPerS      float64            `json:"irqs_per_s"`
-	TxIrqs        uint64             `json:"tx_irqs"`
-	DoorbellsPerK float64            `json:"doorbells_per_kframe"`
-	SignalsPerK   float64            `json:"signals_per_kframe"`
-	Retransmits   uint64             `json:"retransmits"` // TCP segments the senders sent again
-	Seconds       float64            `json:"seconds"`     // measured traffic time
-	Error         string             `json:"error,omitempty"`
+	// per 1000 frames the NIC sent: interrupts with a TX cause (TXDW, TXQE), TDT doorbells
+	TxIrqsPerK    float64 `json:"tx_irqs_per_kframe"`
+	DoorbellsPerK float64 `json:"doorbells_per_kframe"`
+	SignalsPerK   float64 `json:"signals_per_kframe"` // packet-stream signals per 1000 frames through sessions
+	RetransPerS   float64 `json:"retransmits_per_s"`  // TCP segments the senders sent again
+	// ITRPercent is the share of the traffic time adaptive moderation spent in each latency
+	// class (lowest, low, bulk); ITRChangesPerS how often it moved.
+	ITRPercent     map[string]float64 `json:"itr_percent,omitempty"`
+	ITRChangesPerS float64            `json:"itr_changes_per_s,omitempty"`
+	Seconds        float64            `json:"seconds"` // measured traffic time of a run
+	Error          string             `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -49,18 +74,27 @@ var linuxDrivers = map[string]bool{"linux_nic": true, "packet_nic": true}
 
 // Options are one invocation's settings.
 type Options struct {
-	Throttles []int         // the driver's rx_irq_throttle values
-	Batches   []string      // the driver's tx_batch values (yes, no)
-	Time      time.Duration // iperf test time per point
-	Reverse   bool          // the far end sends to the guest (iperf3 -R)
-	JSON      string        // also write the points to this file
-	Plot      string        // draw throughput and CPU against the throttle value into this PNG
-	Compare   []string      // reference paths to measure as well: kernel, pasta, NAME@MTU
+	Throttles  []string      // the driver's rx_irq_throttle values: ITR intervals or adaptive
+	Batches    []string      // the driver's tx_batch values (yes, no)
+	Directions []string      // rx, tx
+	Runs       int           // runs per point, in rounds over the matrix; medians are reported
+	Time       time.Duration // iperf test time per run
+	JSON       string        // also write the points to this file
+	Plot       string        // draw throughput and CPU against the throttle value into this PNG
+	Compare    []string      // reference paths to measure as well: kernel, pasta, NAME@MTU
 	bench.Components
 }
 
-// Run runs the scenario at path once per point of the matrix (once if it has no ipxe_nic),
-// prints the table and the references' ratios, and fails if a point failed.
+// setting is one point of the matrix before it is measured.
+type setting struct {
+	itr   *throttle
+	batch *bool
+	dir   string
+}
+
+// Run runs the scenario at path --runs times per point of the matrix (once per direction if
+// it has no ipxe_nic), in rounds so that a drift of the machine's speed spreads over every
+// point, prints the tables and the references' ratios, and fails if a point failed.
 func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -73,82 +107,51 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	if err != nil {
 		return err
 	}
-	var refs []reference
-	for _, c := range o.Compare {
-		r, err := parseReference(c)
-		if err != nil {
-			return err
-		}
-		refs = append(refs, r)
+	matrix, refs, err := o.matrix(sc, path, out)
+	if err != nil {
+		return err
 	}
-	batches := make([]bool, len(o.Batches))
-	for i, b := range o.Batches {
-		switch b {
-		case "yes", "true":
-			batches[i] = true
-		case "no", "false":
-		default:
-			return fmt.Errorf("--tx-batch %q: expected yes or no", b)
-		}
+	if o.Verbose {
+		bench.PrintLoad(out)
 	}
-	type setting struct {
-		itr   *int
-		batch *bool
-	}
-	var matrix []setting
-	if sc.driver == nil {
-		fmt.Fprintf(out, "%s has no %s: one run, the driver matrix does not apply\n", path, driverBinary)
-		matrix = []setting{{}}
-	} else {
-		for i := range o.Throttles {
-			for j := range batches {
-				matrix = append(matrix, setting{&o.Throttles[i], &batches[j]})
+	prog := newProgress(o.Runs*len(matrix), o.Time, o.Verbose)
+	runs := make([][]point, len(matrix))
+	for round := range o.Runs {
+		for i, m := range matrix {
+			prog.start(fmt.Sprintf("run %d of %d: %s", round*len(matrix)+i+1, o.Runs*len(matrix), m))
+			p, err := measure(ctx, sc, m, o, prog)
+			prog.end()
+			if ctx.Err() != nil {
+				prog.finish()
+				return ctx.Err()
 			}
+			if err != nil {
+				p.Error = err.Error()
+				prog.note(fmt.Sprintf("%s: run failed: %v", m, err))
+			}
+			runs[i] = append(runs[i], p)
 		}
 	}
-	bench.PrintLoad(out)
-	// The bar redraws with carriage returns: only for a terminal; a log or pipe gets a line
-	// per point instead.
-	_, err = unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
-	tty := err == nil
-	bar := progressbar.NewOptions(len(matrix)*int(o.Time.Seconds()+1),
-		progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("bench iperf"),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionSetVisibility(tty))
-	var points []point
+	prog.finish()
+	points := make([]point, len(matrix))
 	for i, m := range matrix {
-		text, err := sc.patch(m.itr, m.batch, o.Time, o.Reverse)
-		if err != nil {
-			return err
-		}
-		if m.itr != nil {
-			desc := fmt.Sprintf("rx_irq_throttle=%d tx_batch=%v", *m.itr, *m.batch)
-			bar.Describe(desc)
-			if !tty {
-				fmt.Fprintf(os.Stderr, "bench iperf: point %d of %d: %s\n", i+1, len(matrix), desc)
-			}
-		}
-		p, err := measure(ctx, text, sc, o, bar)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			p.Error = err.Error()
-			fmt.Fprintf(os.Stderr, "\npoint failed: %v\n", err)
-		}
-		p.RxIrqThrottle, p.TxBatch = m.itr, m.batch
-		points = append(points, p)
+		points[i] = medianPoint(runs[i])
+		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction = m.itr, m.batch, m.dir
 	}
-	bar.Finish()
-	writeTable(out, points, sc)
+	writeTables(out, points, sc, o)
 	for _, r := range refs {
-		mbps, err := measureReference(ctx, r, o.Time, o.Reverse)
-		if err != nil {
-			fmt.Fprintf(out, "--compare %s: %v\n", r, err)
-			continue
+		for _, dir := range o.Directions {
+			mbps, err := measureReference(ctx, r, o.Time, dir == dirRX)
+			if err != nil {
+				fmt.Fprintf(out, "--compare %s (%s): %v\n", r, dir, err)
+				continue
+			}
+			writeComparison(out, points, dir, r, mbps)
 		}
-		writeComparison(out, points, r, mbps)
 	}
-	bench.PrintLoad(out)
+	if o.Verbose {
+		bench.PrintLoad(out)
+	}
 	if o.JSON != "" {
 		if err := bench.WriteJSON(o.JSON, points); err != nil {
 			return err
@@ -165,4 +168,119 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		}
 	}
 	return nil
+}
+
+// matrix checks the options and lists the points: per direction, every throttle with every
+// batch setting.
+func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, []reference, error) {
+	if o.Runs < 1 {
+		return nil, nil, fmt.Errorf("--runs %d: want at least 1", o.Runs)
+	}
+	var refs []reference
+	for _, c := range o.Compare {
+		r, err := parseReference(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		refs = append(refs, r)
+	}
+	for _, d := range o.Directions {
+		switch d {
+		case dirRX, dirTX:
+		case "bidir":
+			return nil, nil, errors.New("--direction bidir: the iperf package has no --bidir yet; measure rx and tx")
+		default:
+			return nil, nil, fmt.Errorf("--direction %q: expected rx (the far end sends) or tx (the guest sends)", d)
+		}
+	}
+	itrs := make([]throttle, len(o.Throttles))
+	for i, t := range o.Throttles {
+		itr, adaptive, err := ipxe.ParseThrottle(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--rx-irq-throttle: %v", err)
+		}
+		itrs[i] = throttle(strconv.FormatUint(uint64(itr), 10))
+		if adaptive {
+			itrs[i] = "adaptive"
+		}
+	}
+	batches := make([]bool, len(o.Batches))
+	for i, b := range o.Batches {
+		switch b {
+		case "yes", "true":
+			batches[i] = true
+		case "no", "false":
+		default:
+			return nil, nil, fmt.Errorf("--tx-batch %q: expected yes or no", b)
+		}
+	}
+	var matrix []setting
+	for _, d := range o.Directions {
+		if sc.driver == nil {
+			matrix = append(matrix, setting{dir: d})
+			continue
+		}
+		for i := range itrs {
+			for j := range batches {
+				matrix = append(matrix, setting{&itrs[i], &batches[j], d})
+			}
+		}
+	}
+	if sc.driver == nil {
+		fmt.Fprintf(out, "%s has no %s: one run per direction, the driver matrix does not apply\n", path, driverBinary)
+	}
+	return matrix, refs, nil
+}
+
+func (s setting) String() string {
+	if s.itr == nil {
+		return s.dir + " scenario as written"
+	}
+	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", s.dir, *s.itr, yesNo(*s.batch))
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// medianPoint is the median of each figure over the runs that measured; the first error if
+// none did, or some did not.
+func medianPoint(runs []point) point {
+	var ok []point
+	p := point{CPU: map[string]float64{}}
+	for _, r := range runs {
+		if r.Error != "" {
+			if p.Error == "" {
+				p.Error = r.Error
+			}
+			continue
+		}
+		ok = append(ok, r)
+	}
+	p.Runs = len(ok)
+	if len(ok) == 0 {
+		return p
+	}
+	med := func(f func(point) float64) float64 { return bench.Median(ok, f) }
+	p.Mbps = med(func(r point) float64 { return r.Mbps })
+	p.IrqsPerS = med(func(r point) float64 { return r.IrqsPerS })
+	p.TxIrqsPerK = med(func(r point) float64 { return r.TxIrqsPerK })
+	p.DoorbellsPerK = med(func(r point) float64 { return r.DoorbellsPerK })
+	p.SignalsPerK = med(func(r point) float64 { return r.SignalsPerK })
+	p.RetransPerS = med(func(r point) float64 { return r.RetransPerS })
+	p.ITRChangesPerS = med(func(r point) float64 { return r.ITRChangesPerS })
+	p.Seconds = med(func(r point) float64 { return r.Seconds })
+	for name := range ok[0].CPU {
+		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
+	}
+	for class := range ok[0].ITRPercent {
+		if p.ITRPercent == nil {
+			p.ITRPercent = map[string]float64{}
+		}
+		p.ITRPercent[class] = med(func(r point) float64 { return r.ITRPercent[class] })
+	}
+	return p
 }

@@ -10,8 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
+	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -94,8 +93,10 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps 
 // activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
 const activeBytes = 1 << 20
 
-func measure(ctx context.Context, text []byte, sc *scenario, o Options, bar *progressbar.ProgressBar) (point, error) {
+// measure runs the scenario once at setting m.
+func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *progress) (point, error) {
 	p := point{CPU: map[string]float64{}}
+	text := sc.patch(m, o.Time)
 	runCtx, cancelRun := context.WithCancel(ctx) // also ends the iperf3s a netns guest runs
 	defer cancelRun()
 	run, err := o.StartScenario(runCtx, "iperf", text)
@@ -124,9 +125,9 @@ func measure(ctx context.Context, text []byte, sc *scenario, o Options, bar *pro
 		}
 	}
 	var acc counterDeltas
+	var retransmits uint64
 	deadline := time.Now().Add(o.Time + 60*time.Second)
 	prev := sample{at: time.Now()}
-	progress := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,7 +140,7 @@ func measure(ctx context.Context, text []byte, sc *scenario, o Options, bar *pro
 				return p, r.err
 			}
 			results[r.name] = r.mbps
-			p.Retransmits += r.retransmits
+			retransmits += r.retransmits
 		case <-time.After(500 * time.Millisecond):
 		}
 		st, ok := s.Status()
@@ -149,23 +150,22 @@ func measure(ctx context.Context, text []byte, sc *scenario, o Options, bar *pro
 		cur := sc.read(st, results)
 		if cur.traffic-prev.traffic >= activeBytes && prev.status.Components != nil {
 			acc.add(prev, cur)
-			if n := int(acc.seconds); n > progress {
-				bar.Add(n - progress)
-				progress = n
-			}
+			prog.traffic(acc.seconds)
 		}
 		prev = cur
 		if cur.finished == len(sc.clients) {
 			p.Mbps = cur.mbps
-			p.Retransmits += cur.retransmits
+			retransmits += cur.retransmits
 			break
 		}
 		if time.Now().After(deadline) {
 			return p, fmt.Errorf("the iperf test did not finish within %v (run with -v for the logs)", o.Time+60*time.Second)
 		}
 	}
-	bar.Add(max(0, int(o.Time.Seconds()+1)-progress))
 	acc.fill(&p)
+	if acc.seconds > 0 {
+		p.RetransPerS = float64(retransmits) / acc.seconds
+	}
 	return p, nil
 }
 
@@ -174,11 +174,16 @@ type counterDeltas struct {
 	seconds     float64
 	cpuSeconds  map[string]float64 // percent-seconds per component
 	irqs, txIrq uint64
-	doorbells   uint64
-	hwFrames    uint64
+	tdtWrites   uint64
+	txFrames    uint64 // the NIC sent
 	signals     uint64
 	frames      uint64
+	itrMS       [3]uint64 // the driver's time per latency class: lowest, low, bulk
+	itrChanges  uint64
 }
+
+// itrCounters are the driver's counters of adaptive moderation, by latency class.
+var itrCounters = [3]string{"itr_lowest_ms", "itr_low_ms", "itr_bulk_ms"}
 
 func (a *counterDeltas) add(prev, cur sample) {
 	dt := cur.at.Sub(prev.at).Seconds()
@@ -199,11 +204,17 @@ func (a *counterDeltas) add(prev, cur sample) {
 			}
 			return c.Counters[name] - b.Counters[name]
 		}
-		if filepath.Base(c.Binary) == hardwareBinary {
+		switch filepath.Base(c.Binary) {
+		case hardwareBinary:
 			a.irqs += delta("interrupts")
 			a.txIrq += delta("irq_txdw") + delta("irq_txqe")
-			a.doorbells += delta("doorbells")
-			a.hwFrames += delta("tx_frames") + delta("rx_frames")
+			a.tdtWrites += delta("tdt_writes")
+			a.txFrames += delta("tx_frames")
+		case driverBinary:
+			for i, name := range itrCounters {
+				a.itrMS[i] += delta(name)
+			}
+			a.itrChanges += delta("itr_changes")
 		}
 		var sig0, fr0 uint64
 		for _, ss := range b.Sessions {
@@ -231,9 +242,16 @@ func (a *counterDeltas) fill(p *point) {
 		p.CPU[name] = cs / a.seconds
 	}
 	p.IrqsPerS = float64(a.irqs) / a.seconds
-	p.TxIrqs = a.txIrq
-	if a.hwFrames > 0 {
-		p.DoorbellsPerK = float64(a.doorbells) * 1000 / float64(a.hwFrames)
+	if a.txFrames > 0 {
+		p.TxIrqsPerK = float64(a.txIrq) * 1000 / float64(a.txFrames)
+		p.DoorbellsPerK = float64(a.tdtWrites) * 1000 / float64(a.txFrames)
+	}
+	if ms := a.itrMS[0] + a.itrMS[1] + a.itrMS[2]; ms > 0 {
+		p.ITRPercent = map[string]float64{}
+		for i, v := range a.itrMS {
+			p.ITRPercent[ipxe.Latency(i).String()] = float64(v) * 100 / float64(ms)
+		}
+		p.ITRChangesPerS = float64(a.itrChanges) / a.seconds
 	}
 	if a.frames > 0 {
 		p.SignalsPerK = float64(a.signals) * 1000 / float64(a.frames)

@@ -2,7 +2,6 @@ package iperf
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -87,24 +86,25 @@ func setAttr(n *config.Node, name, value string) {
 	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
 }
 
-// patch returns the scenario of one point as XML.
-func (sc *scenario) patch(itr *int, batch *bool, d time.Duration, reverse bool) ([]byte, error) {
+// patch returns the scenario of one run at setting m as XML: the driver's settings, and the
+// clients' test time and direction.
+func (sc *scenario) patch(m setting, d time.Duration) []byte {
 	if sc.driver != nil {
-		setAttr(sc.driver, "rx_irq_throttle", strconv.Itoa(*itr))
+		setAttr(sc.driver, "rx_irq_throttle", string(*m.itr))
 		// As in bench driver: without batching the driver is iPXE's (an interrupt per sent
 		// descriptor), with it Genode's (queue-empty interrupts only).
-		setAttr(sc.driver, "tx_batch", map[bool]string{false: "no", true: "yes"}[*batch])
-		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*batch])
+		setAttr(sc.driver, "tx_batch", yesNo(*m.batch))
+		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	for _, c := range sc.clients {
-		c.cmd.Time, c.cmd.Reverse = d.Seconds(), reverse
+		c.cmd.Time, c.cmd.Reverse = d.Seconds(), m.dir == dirRX
 		if c.netns == "" {
 			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
 		} else {
 			removeAttr(c.cfg, "iperf") // the bench runs it
 		}
 	}
-	return sc.root.XML(), nil
+	return sc.root.XML()
 }
 
 func removeAttr(n *config.Node, name string) {

@@ -1,0 +1,74 @@
+package iperf
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func samplePoints() []point {
+	var pts []point
+	for _, dir := range []string{dirRX, dirTX} {
+		for _, itr := range []throttle{"0", "651", "5580", "adaptive"} {
+			for _, batch := range []bool{false, true} {
+				p := point{RxIrqThrottle: &itr, TxBatch: &batch, Direction: dir, Runs: 3, Mbps: 912.4,
+					CPU:      map[string]float64{"nic_drv": 31, "nic_router": 24, "intel_nic_hw": 20, "remote_host": 23, "vm": 29},
+					IrqsPerS: 11007, TxIrqsPerK: 755.2, DoorbellsPerK: 967.8, SignalsPerK: 112.6, RetransPerS: 12}
+				if itr == "adaptive" {
+					p.ITRPercent = map[string]float64{"lowest": 3, "low": 2, "bulk": 95}
+					p.ITRChangesPerS = 28.5
+				}
+				pts = append(pts, p)
+			}
+		}
+	}
+	return pts
+}
+
+// The tables group by direction, fit 100 columns, spell tx_batch as the progress lines do,
+// and say how adaptive moderation spent its time.
+func TestTablesFit(t *testing.T) {
+	sc := &scenario{roles: map[string]string{driverBinary: "nic_drv", routerBinary: "nic_router", hardwareBinary: "intel_nic_hw"}}
+	var out strings.Builder
+	writeTables(&out, samplePoints(), sc, Options{Directions: []string{dirRX, dirTX}, Runs: 3, Time: 10 * time.Second})
+	s := out.String()
+	for _, want := range []string{directionTitle[dirRX], directionTitle[dirTX], "adaptive       yes", "rx rx_irq_throttle=adaptive tx_batch=yes: ITR lowest 3 %, low 2 %, bulk 95 %"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in\n%s", want, s)
+		}
+	}
+	if strings.Index(s, directionTitle[dirTX]) < strings.LastIndex(s, "rx rx_irq_throttle") {
+		t.Errorf("the directions' rows are mixed:\n%s", s)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if len([]rune(line)) > 100 {
+			t.Errorf("%d columns: %q", len([]rune(line)), line)
+		}
+	}
+	t.Logf("\n%s", s)
+}
+
+// --json writes rx_irq_throttle as given: a number, or "adaptive".
+func TestThrottleJSON(t *testing.T) {
+	b, err := json.Marshal([]throttle{"651", "adaptive"})
+	if err != nil || string(b) != `[651,"adaptive"]` {
+		t.Errorf("%s, %v", b, err)
+	}
+}
+
+// The plot draws a categorical throttle axis, adaptive included, with a CPU panel per direction.
+func TestPlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iperf.png")
+	if err := drawPlot(path, samplePoints()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() < 10000 {
+		t.Errorf("plot: %v, %v", fi, err)
+	}
+	if got := throttleLabel("651"); got != "651\n166.7µs\n≤6000/s" {
+		t.Errorf("tick label of 651: %q", got)
+	}
+}
