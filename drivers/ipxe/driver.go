@@ -139,6 +139,7 @@ type Driver struct {
 	rxNext         uint32 // next RX descriptor the device fills
 	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
 	txStalled      bool   // the router had more than the ring took
+	txMask         uint32 // the TX interrupt cause unmasked now (txCause)
 }
 
 var le = binary.LittleEndian
@@ -173,7 +174,9 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	d.setupRings()
 	d.regs.Write32(intel.ITR, d.startThrottle())
 	d.regs.Read32(intel.ICR) // drop stale causes
-	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0|d.txCause())
+	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0)
+	d.txMask = 0
+	d.maskTX()
 	onLink, d.onLink = d.onLink, nil
 	d.checkLink()
 	d.onLink = onLink
@@ -265,11 +268,41 @@ func (d *Driver) statusWord(desc uint32) *uint32 {
 	return (*uint32)(unsafe.Pointer(&d.dma[desc+intel.DescStatusWord]))
 }
 
+// txCause is the TX interrupt cause the driver wants unmasked now: TXDW always with
+// descriptor_done (iPXE's interrupt per sent frame); with queue_empty TXQE only while frames
+// wait for room in the ring. The driver reaps written-back descriptors whenever it transmits
+// and frees nothing of the router's on completion (frames are copied into the ring's own
+// buffers), so a TX interrupt has a use only to resume a backlog; otherwise a queue that ran
+// empty would interrupt the driver (or ride on an RX interrupt) for nothing.
 func (d *Driver) txCause() uint32 {
-	if d.cfg.TxIrq == TxIrqDescriptorDone {
+	switch {
+	case d.cfg.TxIrq == TxIrqDescriptorDone:
 		return intel.IntTXDW
+	case d.txStalled:
+		return intel.IntTXQE
 	}
-	return intel.IntTXQE
+	return 0
+}
+
+// maskTX brings IMS in line with txCause: two register writes when the TX ring fills and
+// when it has room again, none per batch.
+func (d *Driver) maskTX() {
+	want := d.txCause()
+	if want == d.txMask {
+		return
+	}
+	if d.txMask != 0 {
+		d.regs.Write32(intel.IMC, d.txMask)
+	}
+	if want == intel.IntTXQE {
+		// The queue ran empty before, unmasked or not: clear that latched cause, or it
+		// interrupts at once while the ring is full.
+		d.regs.Write32(intel.ICR, intel.IntTXQE)
+	}
+	if want != 0 {
+		d.regs.Write32(intel.IMS, want)
+	}
+	d.txMask = want
 }
 
 // MAC is the address read from RAL/RAH, for the Uplink session's arguments.
@@ -292,6 +325,7 @@ func (d *Driver) TXStalled() bool { return d.txStalled }
 func (d *Driver) SetUplink(u Uplink) {
 	d.up = u
 	d.txStalled = false
+	d.maskTX()
 }
 
 // startThrottle starts adaptive moderation if the config asks for it and returns the ITR
@@ -312,15 +346,12 @@ func (d *Driver) Configure(cfg Config) error {
 	if cfg.RxIrqThrottle > 0xffff {
 		return fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
 	}
-	old, oldCfg := d.txCause(), d.cfg
+	oldCfg := d.cfg
 	d.cfg = cfg
 	if cfg.AdaptiveThrottle != oldCfg.AdaptiveThrottle || !cfg.AdaptiveThrottle && cfg.RxIrqThrottle != oldCfg.RxIrqThrottle {
 		d.regs.Write32(intel.ITR, d.startThrottle())
 	}
-	if now := d.txCause(); now != old {
-		d.regs.Write32(intel.IMC, old)
-		d.regs.Write32(intel.IMS, now)
-	}
+	d.maskTX()
 	return nil
 }
 
@@ -479,6 +510,7 @@ func (d *Driver) Transmit() {
 		d.up.FetchDone()
 		d.cnt.TXBatches.Add(1)
 	}
+	d.maskTX()
 }
 
 func (d *Driver) kickTX() {
