@@ -10,7 +10,8 @@ import (
 type TxIrq int
 
 const (
-	// TxIrqQueueEmpty asks for TXQE: one interrupt when the device has sent everything queued.
+	// TxIrqQueueEmpty asks for TXQE, one interrupt when the device has sent everything
+	// queued, and only while frames wait for room in a full ring (Driver.txCause).
 	TxIrqQueueEmpty TxIrq = iota
 	// TxIrqDescriptorDone asks for TXDW: an interrupt per descriptor written back (iPXE's way).
 	TxIrqDescriptorDone
