@@ -211,8 +211,16 @@ func (a *counterDeltas) add(prev, cur sample) {
 			a.tdtWrites += delta("tdt_writes")
 			a.txFrames += delta("tx_frames")
 		case driverBinary:
+			// The driver books a quiet line's time at the first interrupt after it: a sample
+			// that booked more than it lasted carries the idle time before the traffic.
+			var booked [3]uint64
 			for i, name := range itrCounters {
-				a.itrMS[i] += delta(name)
+				booked[i] = delta(name)
+			}
+			if float64(booked[0]+booked[1]+booked[2]) <= dt*1000+float64(2*ipxe.ModerationInterval/time.Millisecond) {
+				for i := range booked {
+					a.itrMS[i] += booked[i]
+				}
 			}
 			a.itrChanges += delta("itr_changes")
 		}
