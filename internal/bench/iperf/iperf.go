@@ -44,9 +44,10 @@ type point struct {
 	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
 	TxBatch       *bool              `json:"tx_batch"`
 	Direction     string             `json:"direction"`
-	Runs          int                `json:"runs"` // runs that measured; the figures are their medians
-	Mbps          float64            `json:"mbps"` // receiver side, as iperf reports it
-	CPU           map[string]float64 `json:"cpu"`  // percent of one CPU per component, while traffic flowed
+	Runs          int                `json:"runs"`      // runs that measured; the figures are their medians
+	Mbps          float64            `json:"mbps"`      // receiver side, as iperf reports it
+	MbpsRuns      []float64          `json:"mbps_runs"` // each run's, in the order measured
+	CPU           map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
 	IrqsPerS      float64            `json:"irqs_per_s"`
 	// per 1000 frames the NIC sent: interrupts with a TX cause (TXDW, TXQE), TDT doorbells
 	TxIrqsPerK    float64 `json:"tx_irqs_per_kframe"`
@@ -263,6 +264,9 @@ func medianPoint(runs []point) point {
 	p.Runs = len(ok)
 	if len(ok) == 0 {
 		return p
+	}
+	for _, r := range ok {
+		p.MbpsRuns = append(p.MbpsRuns, r.Mbps)
 	}
 	med := func(f func(point) float64) float64 { return bench.Median(ok, f) }
 	p.Mbps = med(func(r point) float64 { return r.Mbps })

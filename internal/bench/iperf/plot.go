@@ -158,7 +158,11 @@ func throttleLabel(c string) string {
 		return "0\noff"
 	}
 	interval := time.Duration(itr) * 256 * time.Nanosecond
-	return fmt.Sprintf("%d\n%v\n≤%.0f/s", itr, interval.Round(100*time.Nanosecond), float64(time.Second)/float64(interval))
+	every := fmt.Sprintf("%.1fµs", float64(interval)/float64(time.Microsecond))
+	if interval >= time.Millisecond {
+		every = fmt.Sprintf("%.2fms", float64(interval)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%d\n%s\n≤%.0f/s", itr, every, float64(time.Second)/float64(interval))
 }
 
 var plotColors = []color.Color{

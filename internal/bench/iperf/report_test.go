@@ -68,7 +68,9 @@ func TestPlot(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Size() < 10000 {
 		t.Errorf("plot: %v, %v", fi, err)
 	}
-	if got := throttleLabel("651"); got != "651\n166.7µs\n≤6000/s" {
-		t.Errorf("tick label of 651: %q", got)
+	for itr, want := range map[string]string{"0": "0\noff", "651": "651\n166.7µs\n≤6000/s", "5580": "5580\n1.43ms\n≤700/s", "adaptive": "adaptive"} {
+		if got := throttleLabel(itr); got != want {
+			t.Errorf("tick label of %s: %q, want %q", itr, got, want)
+		}
 	}
 }
