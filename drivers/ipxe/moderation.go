@@ -21,14 +21,15 @@ const (
 	LowestLatency Latency = iota
 	// LowLatency: a few frames per interrupt. Genode's 166 µs, at most ~6000 interrupts/s.
 	LowLatency
-	// BulkLatency: streaming, many full frames per interrupt. ~0.5 ms, at most ~2000
-	// interrupts/s: between Genode's 651 and 5580, aiming at the CPU of the one and the
-	// throughput of the other (in a sweep of bench iperf on a 2-core VM the driver's CPU at
-	// 1953 was as low as at 3000 or 5580); 5580 holds TCP's acknowledgements back 1.4 ms.
+	// BulkLatency: streaming, many full frames per interrupt. 250 µs, at most ~4000
+	// interrupts/s, e1000e's bulk rate. On the seed scenario (2-core VM, bench iperf, 4
+	// rounds) it kept 651's throughput at less driver CPU, while 1302-1953 lost 10-20 %
+	// (bursts of 25-40 frames) and 5580 holds TCP's acknowledgements back 1.4 ms (Genode
+	// measured it 15 % slower on real hardware).
 	BulkLatency
 )
 
-var latencyITR = [...]uint32{LowestLatency: 0, LowLatency: 651, BulkLatency: 1953}
+var latencyITR = [...]uint32{LowestLatency: 0, LowLatency: 651, BulkLatency: 977}
 
 // ITR is the class's interval in 256 ns units.
 func (l Latency) ITR() uint32 { return latencyITR[l] }
@@ -61,7 +62,7 @@ const (
 	bulkFromLowest = 8 * fullFrame
 	// Bulk from the low class: at its ~6000 interrupts/s, 4 full frames are ~290 Mbit/s.
 	bulkFromLow = 4 * fullFrame
-	// Bulk is left below 2 full frames per interrupt: at its ~2000 interrupts/s, ~50 Mbit/s.
+	// Bulk is left below 2 full frames per interrupt: at its ~4000 interrupts/s, ~100 Mbit/s.
 	bulkLeave = 2 * fullFrame
 )
 

@@ -48,8 +48,8 @@ func TestModerationIdleBulkRequestResponse(t *testing.T) {
 	// A TCP stream at ~1 Gbit/s, ITR off: an interrupt per driver round trip (100 µs) with 8
 	// full frames in and 4 acknowledgements out.
 	sameMoves(t, "stream", traffic(m, &now, 12*time.Millisecond, 100*time.Microsecond, 12, 8*1514+4*66), ipxe.BulkLatency)
-	// At bulk's ~2000 interrupts/s the same stream piles up 40 frames per interrupt: it stays.
-	sameMoves(t, "stream at bulk", traffic(m, &now, 100*time.Millisecond, 500*time.Microsecond, 60, 40*1514+20*66))
+	// At bulk's ~4000 interrupts/s the same stream piles up 20 frames per interrupt: it stays.
+	sameMoves(t, "stream at bulk", traffic(m, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66))
 	// Request/response: a 100-byte request in, a 100-byte answer out per interrupt.
 	sameMoves(t, "request/response", traffic(m, &now, 20*time.Millisecond, 200*time.Microsecond, 2, 200), ipxe.LowestLatency)
 
@@ -84,13 +84,13 @@ func TestModerationHysteresis(t *testing.T) {
 	sameMoves(t, "request/response again", rr(8*time.Millisecond))
 	sameMoves(t, "two burst intervals", burst(3*ipxe.ModerationInterval), ipxe.BulkLatency)
 
-	// ~70 Mbit/s of full frames: 3 frames per bulk interrupt (500 µs), less than to enter
+	// ~150 Mbit/s of full frames: 3 frames per bulk interrupt (250 µs), less than to enter
 	// bulk from low, more than to leave it.
-	sameMoves(t, "3 frames per interrupt at bulk", traffic(m, &now, 50*time.Millisecond, 500*time.Microsecond, 4, 3*1514+66))
+	sameMoves(t, "3 frames per interrupt at bulk", traffic(m, &now, 50*time.Millisecond, 250*time.Microsecond, 4, 3*1514+66))
 	// A frame per interrupt (166 µs, ~70 Mbit/s at low's interval) asks for low: it leaves bulk...
 	sameMoves(t, "a frame per interrupt", traffic(m, &now, 50*time.Millisecond, 166*time.Microsecond, 2, 1514+66), ipxe.LowLatency)
 	// ...and 3 frames per interrupt, which held bulk, do not bring it back from low.
-	sameMoves(t, "3 frames per interrupt at low", traffic(m, &now, 50*time.Millisecond, 500*time.Microsecond, 4, 3*1514+66))
+	sameMoves(t, "3 frames per interrupt at low", traffic(m, &now, 50*time.Millisecond, 250*time.Microsecond, 4, 3*1514+66))
 	if m.Class() != ipxe.LowLatency {
 		t.Fatalf("class %v, want low", m.Class())
 	}
