@@ -271,7 +271,7 @@ func TestRouting(t *testing.T) {
 		{"first", "open", "b", ""},
 		{"fallthrough", "open", "a", ""},
 		{"defaulted", "open", "u", ""},
-		{"ambiguous", "denied", "", "<any-child/> is ambiguous"},
+		{"ambiguous", "denied", "", "<any-child/> at scenario.xml:2:33: ambiguous, provided by a, b"},
 		{"own-route", "denied", "", "no rule matches"}, // its own route has no Uplink; default-route is not used
 		{"poor", "denied", "", fmt.Sprintf(`needs %d bytes of session buffers (tx %d + rx %d), but ram=102400 of "poor" has 102400 left; raise its ram`, 2*region, region, region)},
 	} {

@@ -124,12 +124,19 @@ func New(path string, opts Options) (*Supervisor, error) {
 	return s, nil
 }
 
-// warnUnknown logs the nodes and attributes init does not know, and what a component's
-// registered config check refuses: errors for `nicstack check`, warnings at run time, as in
-// Genode (the file may be fixed while the run goes on).
+// warnUnknown logs the nodes and attributes init does not know, Genode's warnings, and what a
+// component's registered config check refuses: errors for `nicstack check`, warnings at run
+// time, as in Genode (the file may be fixed while the run goes on). What nicstack accepts and
+// ignores shows with -v.
 func (s *Supervisor) warnUnknown(sc *Scenario) {
 	for _, e := range config.Check(sc.Root, Schema) {
 		s.log.Warn(e.Error())
+	}
+	for _, e := range sc.Warnings {
+		s.log.Warn(e.Error())
+	}
+	for _, e := range Ignored(sc) {
+		s.log.Debug(e.Error())
 	}
 	for _, st := range sc.Starts {
 		if s.opts.Components == nil {
