@@ -54,8 +54,8 @@ func TestResolve(t *testing.T) {
 		{who: client, service: "Nic", label: "", server: "b", seen: "empty last"},             // "client -> " ends in ""
 		{who: client, service: "Nic", label: "p", server: "a", seen: "client -> p"},           // catch-all, first target
 		{who: client, service: "LOG", label: "", parent: true, seen: "client -> "},
-		{who: client, service: "Uplink", label: "", denied: "no rule matches"},     // own route: no default-route
-		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain -> "}, // default-route, unique provider
+		{who: client, service: "Uplink", label: "", denied: "no rule matches"},         // own route: no default-route
+		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain -> "},     // default-route, unique provider
 		{who: plain, service: "Nic", label: "", denied: "ambiguous, provided by a, b"}, // two providers: the next target, then the next rule
 		{who: plain, service: "Timer", label: "", denied: "no target"},
 	} {
@@ -129,7 +129,7 @@ func TestRuleFallThrough(t *testing.T) {
 		// no child, <any-child/> finds three): denied, the <any-service> below is not tried.
 		{client: "svc", service: "Nic", denied: "no target of the first matching <service> rule can serve it"},
 		{client: "svc", service: "Uplink", server: "a", denied: `"a" does not provide Uplink`}, // <any-service>: a lacks Uplink, no rule left
-		{client: "svc2", service: "Nic", server: "b"},                                           // the rule's second target
+		{client: "svc2", service: "Nic", server: "b"},                                          // the rule's second target
 		{client: "any", service: "LOG", parent: true},
 		{client: "any", service: "Nic", server: "a"},    // the first <any-service>'s second target
 		{client: "any", service: "Uplink", server: "b"}, // first rule fails: the next rule, <any-child/> is unique

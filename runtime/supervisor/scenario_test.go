@@ -64,10 +64,10 @@ func TestRuntimeFile(t *testing.T) {
 		t.Fatalf("got %+v %v", sc, err)
 	}
 	for in, want := range map[string]string{
-		"runtime | binary: test-log\n+ config\n-\n": `pkg.runtime:1:1: <runtime binary="test-log">: nicstack runs the runtime files of packages whose binary is init`,
+		"runtime | binary: test-log\n+ config\n-\n":      `pkg.runtime:1:1: <runtime binary="test-log">: nicstack runs the runtime files of packages whose binary is init`,
 		"runtime | binary: init | config: x.config\n-\n": `pkg.runtime:1:26: <runtime config="x.config"> names a ROM of the package`,
-		"runtime | binary: init\n-\n":                      `pkg.runtime:1:1: <runtime> has no <config>`,
-		"start a\n-\n":                                     `pkg.runtime:1:1: top-level node is <start>, expected <config> (or a package's <runtime>)`,
+		"runtime | binary: init\n-\n":                    `pkg.runtime:1:1: <runtime> has no <config>`,
+		"start a\n-\n":                                   `pkg.runtime:1:1: top-level node is <start>, expected <config> (or a package's <runtime>)`,
 	} {
 		if _, err := ParseScenario("pkg.runtime", []byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", in, err, want)
