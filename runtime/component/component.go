@@ -85,6 +85,8 @@ type Component struct {
 	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
 	stopped     chan struct{}
 	stopOnce    sync.Once
+	exitOnce    sync.Once
+	exitValue   atomic.Pointer[int] // set by Exit
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
@@ -346,6 +348,26 @@ func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return &controlpb.HeartbeatReply{Seq: req.GetSeq()}, nil
+}
+
+// Exit ends the component with an exit value, as a Genode component's parent().exit(value)
+// does: its sessions close, its handler stops (Stop), and the process ends. The supervisor
+// logs `child "NAME" exited with exit value VALUE` and leaves it exited unless its <start>
+// says restart="yes"; with <exit propagate="yes"/> the run ends with the value. Exit returns
+// at once, so a handler's own goroutine may call it; a second call changes nothing.
+func (c *Component) Exit(value int) {
+	c.exitOnce.Do(func() {
+		c.exitValue.Store(&value)
+		go c.Stop(context.Background(), &controlpb.StopRequest{})
+	})
+}
+
+// exited returns the value Exit was called with.
+func (c *Component) exited() (int, bool) {
+	if v := c.exitValue.Load(); v != nil {
+		return *v, true
+	}
+	return 0, false
 }
 
 // Stop closes every session, stops the handler and ends the process's gRPC server, so Main

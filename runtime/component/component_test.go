@@ -174,3 +174,39 @@ func TestConfigKeepsScenarioPositions(t *testing.T) {
 		t.Errorf("error %v does not name the scenario's position", err)
 	}
 }
+
+// TestExit: Exit stops the handler as the supervisor's Stop does (the process's gRPC server
+// ends, so Main returns) and keeps the value, which reaches the supervisor whole over the
+// control socket.
+func TestExit(t *testing.T) {
+	rec := &recorder{}
+	c := New(Spec{}, slog.New(slog.DiscardHandler), func(*Component) (Handler, error) { return rec, nil })
+	if _, err := c.Start(context.Background(), &controlpb.StartRequest{Name: "t", Config: &controlpb.Config{Text: `<config/>`}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Exit(-3)
+	c.Exit(4) // no second exit
+	<-c.stopped
+	if v, ok := c.exited(); !ok || v != -3 {
+		t.Errorf("exit value %d %v, want -3", v, ok)
+	}
+	c.mu.Lock()
+	stopped := rec.stopped
+	c.mu.Unlock()
+	if !stopped {
+		t.Error("the handler was not stopped")
+	}
+
+	ours, theirs := socketPair(t)
+	if err := sendExit(theirs, -3); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := ours.Read(buf)
+	if v, ok := ParseExit(buf[:n]); err != nil || !ok || v != -3 {
+		t.Errorf("the supervisor reads %d %v (%v), want -3", v, ok, err)
+	}
+	if _, ok := ParseExit(make([]byte, headerSize)); ok {
+		t.Error("a session's message reads as an exit")
+	}
+}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// LogFormatEnv tells a component to log JSON ("json") instead of text lines.
+// LogFormatEnv tells a component its log format: LogText (when unset), LogJSON or LogGenode.
 const LogFormatEnv = "NICSTACK_LOG_FORMAT"
 
 // Option adjusts Main.
@@ -27,7 +27,7 @@ type mainOptions struct{ oneP bool }
 func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
-// it, then exits. It never returns.
+// it or the component calls Exit, then exits (with Exit's value). It never returns.
 func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
@@ -48,12 +48,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	}
 	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
 	// for JSON, tags with a "component" field).
-	var log *slog.Logger
-	if os.Getenv(LogFormatEnv) == "json" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	} else {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
-	}
+	log := NewLogger(os.Stderr, os.Getenv(LogFormatEnv), slog.LevelInfo)
 	c := New(spec, log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {
@@ -76,18 +71,23 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			srv = plugin.DefaultGRPCServer(opts)
-			go func() { <-c.stopped; srv.GracefulStop() }()
+			go func() {
+				<-c.stopped
+				// A graceful stop waits for go-plugin's own streams (stdio, broker), which
+				// end when the supervisor ends a component it stopped; one that called Exit
+				// ends itself here.
+				if v, ok := c.exited(); ok {
+					if err := sendExit(sock, v); err != nil {
+						log.Error("telling the supervisor the exit value", "err", err)
+					}
+					os.Exit(v) // Linux keeps its low 8 bits; the supervisor has the whole value
+				}
+				srv.GracefulStop()
+			}()
 			return srv
 		},
 	})
 	os.Exit(0)
-}
-
-func dropTime(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
 }
 
 func controlSocket() (*net.UnixConn, error) {

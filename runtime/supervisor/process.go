@@ -53,9 +53,7 @@ func launch(binary, socketDir string, cpus affinity.Set, out *Output, name strin
 	p.cmd.ExtraFiles = []*os.File{theirs} // fd 3 = component.ControlFD
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+socketDir)
-	if out.json {
-		p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"=json")
-	}
+	p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"="+out.format)
 	logs := out.Writer(name)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  component.Handshake,
@@ -101,15 +99,31 @@ func (p *process) kill() int {
 	return -1
 }
 
-// watchExit reports when the component's end of the control socket closes: the process died
-// (components never write to it, so a read returns only then).
-func (p *process) watchExit(done func()) {
+// signal is the signal that ended the process after kill, or 0.
+func (p *process) signal() syscall.Signal {
+	if st := p.cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal()
+		}
+	}
+	return 0
+}
+
+// watchExit reports when the component's end of the control socket closes: the process
+// ended. The one message a component writes on it, right before it exits, is its exit value
+// (component.Exit): done gets it, reported true, when it came.
+func (p *process) watchExit(done func(value int, reported bool)) {
 	go func() {
-		buf := make([]byte, 16)
+		buf := make([]byte, 64)
+		value, reported := 0, false
 		for {
-			if _, err := p.sock.Read(buf); err != nil {
-				done()
+			n, err := p.sock.Read(buf)
+			if err != nil || n == 0 {
+				done(value, reported)
 				return
+			}
+			if v, ok := component.ParseExit(buf[:n]); ok {
+				value, reported = v, true
 			}
 		}
 	}()

@@ -27,22 +27,24 @@ type Status struct {
 
 // ComponentStatus is one component's state, resources, sessions and counters.
 type ComponentStatus struct {
-	Name     string            `json:"name"`
-	Binary   string            `json:"binary"`
-	Version  string            `json:"version,omitempty"`
-	State    string            `json:"state"` // a State: starting, running, waiting, failed, stopped
-	Pid      int               `json:"pid,omitempty"`
-	Restarts int               `json:"restarts"`
-	ExitCode int               `json:"exit_code"`
-	Location string            `json:"location"` // virtual affinity location
-	CPUs     string            `json:"cpus"`     // the physical CPU set, as Linux writes it
-	CPULoad  float64           `json:"cpu_load"` // percent of one CPU since the previous status
-	RSS      uint64            `json:"rss_bytes"`
-	RAM      uint64            `json:"ram_quota"`
-	RAMUsed  uint64            `json:"ram_used"` // session buffers charged to it
-	Sessions []SessionStatus   `json:"sessions"`
-	Requests []RequestStatus   `json:"requested"`
-	Counters map[string]uint64 `json:"counters,omitempty"`
+	Name     string `json:"name"`
+	Binary   string `json:"binary"`
+	Version  string `json:"version,omitempty"`
+	State    string `json:"state"` // a State: starting, running, waiting, failed, stopped, exited
+	Pid      int    `json:"pid,omitempty"`
+	Restarts int    `json:"restarts"`
+	ExitCode int    `json:"exit_code"` // of its last process; -1 when a signal ended it
+	// SkippedHeartbeats counts the heartbeats its process left unanswered (<heartbeat/>).
+	SkippedHeartbeats uint64            `json:"skipped_heartbeats,omitempty"`
+	Location          string            `json:"location"` // virtual affinity location
+	CPUs              string            `json:"cpus"`     // the physical CPU set, as Linux writes it
+	CPULoad           float64           `json:"cpu_load"` // percent of one CPU since the previous status
+	RSS               uint64            `json:"rss_bytes"`
+	RAM               uint64            `json:"ram_quota"`
+	RAMUsed           uint64            `json:"ram_used"` // session buffers charged to it
+	Sessions          []SessionStatus   `json:"sessions"`
+	Requests          []RequestStatus   `json:"requested"`
+	Counters          map[string]uint64 `json:"counters,omitempty"`
 }
 
 // SessionStatus is an open session as one side reports it.
@@ -136,7 +138,7 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 		}
 		cs := ComponentStatus{
 			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state.String(),
-			Restarts: c.restarts, ExitCode: c.exitCode, Location: c.place.Virtual.String(),
+			Restarts: c.restarts, ExitCode: c.exitCode, SkippedHeartbeats: c.skipped, Location: c.place.Virtual.String(),
 			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
 		}
 		if c.proc != nil {

@@ -89,6 +89,7 @@ type Supervisor struct {
 	requests map[reqKey]*request
 	nextID   uint64
 	stopping bool
+	exit     *PropagatedExit // a child's exit value ends the run (<exit propagate>)
 
 	nsMu       sync.Mutex // namespaces is read by Netns callers outside the supervisor goroutine
 	namespaces map[string]*netns.NS
@@ -207,7 +208,8 @@ func (s *Supervisor) call(fn func()) bool {
 const maxRunDirLen = 107 - len("/plugin4294967295")
 
 // Run starts every component and keeps them running until ctx ends, then stops them all and
-// removes what the run created.
+// removes what the run created. A child with <exit propagate="yes"/> that exits ends the run
+// too: Run then returns a *PropagatedExit with its exit value.
 func (s *Supervisor) Run(ctx context.Context) error {
 	defer close(s.done)
 	runDir := s.opts.RunDir
@@ -254,6 +256,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			return nil
 		case fn := <-s.events:
 			fn()
+			if s.exit != nil {
+				s.stopAll()
+				return s.exit
+			}
 		case <-watch:
 			fi, err := os.Stat(s.path)
 			if err != nil || stat != nil && fi.ModTime().Equal(stat.ModTime()) && fi.Size() == stat.Size() {
