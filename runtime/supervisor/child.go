@@ -10,22 +10,22 @@ import (
 
 // child is a <start> and its current process.
 type child struct {
-	start     *Start
-	place     Placement
-	state     State
-	proc      *process
-	life      int // counts launches; events of an earlier life are dropped
-	restarts  int
-	exitCode  int // the exit value of its last process; -1 when a signal ended it
-	started   time.Time
+	start    *Start
+	place    Placement
+	state    State
+	proc     *process
+	life     int // counts launches; events of an earlier life are dropped
+	restarts int
+	exitCode int // the exit value of its last process; -1 when a signal ended it
+	started  time.Time
 	// skipped is how many heartbeats the running process skipped (Genode's
 	// skipped_heartbeats); heartbeatRestart says its end is a restart for skipping too many.
 	skipped          uint64
 	heartbeatRestart bool
-	backoff   time.Duration
-	announced map[string]bool
-	ramUsed   int
-	cpu       *cpuSample // shared with Status callers outside the supervisor goroutine
+	backoff          time.Duration
+	announced        map[string]bool
+	ramUsed          int
+	cpu              *cpuSample // shared with Status callers outside the supervisor goroutine
 }
 
 // newChild is st before its first launch.
