@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -275,5 +277,77 @@ func TestCheckCommand(t *testing.T) {
 	out, err = nicstack("check", "--component", "test_client", cfg)
 	if err == nil || !strings.Contains(out, cfg+`:1:22: unknown attribute "sise" of <config>; did you mean size?`) {
 		t.Errorf("check --component: %v\n%s", err, out)
+	}
+}
+
+// TestRunExitPropagate: `nicstack run` logs a child's exit as Genode's init does and does not
+// restart it; with <exit propagate="yes"/> it exits with the child's exit value.
+func TestRunExitPropagate(t *testing.T) {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	bin := testutil.BinDir(t)
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "exit.xml")
+	os.WriteFile(scenario, []byte(`<config>
+	<start name="echo"> <binary name="test_echo"/> <provides> <service name="Nic"/> </provides> </start>
+	<start name="first"> <binary name="test_client"/>
+		<route> <service name="Nic"> <child name="echo"/> </service> </route>
+		<config count="10" exit_value="0"/>
+	</start>
+	<start name="last"> <binary name="test_client"/>
+		<route> <service name="Nic"> <child name="echo"/> </service> </route>
+		<exit propagate="yes"/>
+		<config count="2000" interval_us="1000" exit_value="7"/>
+	</start>
+</config>`), 0o644)
+	cmd := exec.Command(filepath.Join(bin, "nicstack"), "run", "--log-format", "genode", "--socket", filepath.Join(dir, "s.sock"), scenario)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Fatalf("nicstack run: %v, want exit status 7\n%s", err, out)
+	}
+	for _, want := range []string{"[init -> first] received 10 replies\n", "[init] child \"first\" exited with exit value 0\n", "[init] exit value 7 of child \"last\" propagated"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), "[init -> first] received 10 replies"); n != 1 {
+		t.Errorf("first ran %d times, want once (no restart):\n%s", n, out)
+	}
+}
+
+// TestTestCommand: `nicstack test` runs the shipped Genode runtime files, one verdict line
+// each, and fails (exit status 1) with the place of a pattern that never matched.
+func TestTestCommand(t *testing.T) {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	nicstack := filepath.Join(testutil.BinDir(t), "nicstack")
+	shipped, _ := filepath.Glob("../../deploy/genode/*.runtime")
+	if len(shipped) < 2 {
+		t.Fatalf("deploy/genode has %d runtime files", len(shipped))
+	}
+	out, err := exec.Command(nicstack, append([]string{"test"}, shipped...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("succeeded: %d failed: 0", len(shipped))) {
+		t.Errorf("nicstack test %v: %v\n%s", shipped, err, out)
+	}
+	for _, f := range shipped {
+		if out, err := exec.Command(nicstack, "check", f).CombinedOutput(); err != nil || !strings.Contains(string(out), f+": ok") {
+			t.Errorf("check %s: %v\n%s", f, err, out)
+		}
+	}
+
+	b, _ := os.ReadFile("../../deploy/genode/test_echo_exit.runtime")
+	never := filepath.Join(t.TempDir(), "never.runtime")
+	os.WriteFile(never, bytes.Replace(bytes.Replace(b, []byte("received 200 replies"), []byte("received 201 replies"), 1), []byte("after_seconds: 30"), []byte("after_seconds: 2"), 1), 0o644)
+	out, err = exec.Command(nicstack, "test", "--json", never).Output()
+	var verdicts []struct{ Name, Result, Reason, Detail string }
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || json.Unmarshal(out, &verdicts) != nil || len(verdicts) != 1 {
+		t.Fatalf("nicstack test --json of a failing package: %v\n%s", err, out)
+	}
+	v := verdicts[0]
+	if v.Name != "never" || v.Result != "failed" || v.Reason != "timeout 2 sec" || !strings.Contains(v.Detail, never+`:7:3 never matched (stuck at "[client] received 201 replies")`) {
+		t.Errorf("verdict %+v", v)
 	}
 }
