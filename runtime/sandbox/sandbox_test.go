@@ -61,7 +61,11 @@ func confinedChild(dir string) {
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ { // new threads: goroutines blocked in system calls
 		wg.Add(1)
-		go func() { defer wg.Done(); time.Sleep(10 * time.Millisecond); unix.Nanosleep(&unix.Timespec{Nsec: 1e6}, nil) }()
+		go func() {
+			defer wg.Done()
+			time.Sleep(10 * time.Millisecond)
+			unix.Nanosleep(&unix.Timespec{Nsec: 1e6}, nil)
+		}()
 	}
 	wg.Wait()
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
