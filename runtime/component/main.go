@@ -7,12 +7,15 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nicstack/nicstack/internal/logformat"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 )
 
-// LogFormatEnv tells a component its log format: LogText (when unset), LogJSON or LogGenode.
+// LogFormatEnv tells a component its log format, one of package logformat's (text when
+// unset).
 const LogFormatEnv = "NICSTACK_LOG_FORMAT"
 
 // Option adjusts Main.
@@ -48,7 +51,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	}
 	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
 	// for JSON, tags with a "component" field).
-	log := NewLogger(os.Stderr, os.Getenv(LogFormatEnv), slog.LevelInfo)
+	log := slog.New(logformat.Handler(os.Stderr, os.Getenv(LogFormatEnv), slog.LevelInfo))
 	c := New(spec, log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/internal/logformat"
 )
 
 // Output is the terminal all components and the supervisor log to: one line at a time,
@@ -17,16 +17,16 @@ import (
 type Output struct {
 	mu      sync.Mutex
 	w       io.Writer
-	format  string // component.LogText, LogJSON or LogGenode
+	format  string // logformat.Text, JSON or Genode
 	observe func(child, text string)
 }
 
 // NewOutput writes to w, text lines or JSON.
 func NewOutput(w io.Writer, json bool) *Output {
 	if json {
-		return &Output{w: w, format: component.LogJSON}
+		return &Output{w: w, format: logformat.JSON}
 	}
-	return &Output{w: w, format: component.LogText}
+	return &Output{w: w, format: logformat.Text}
 }
 
 // NewGenodeOutput writes to w (nil: nowhere) the lines Genode's log would show: the
@@ -34,7 +34,7 @@ func NewOutput(w io.Writer, json bool) *Output {
 // starting "Warning: " and "Error: ". observe, when not nil, gets each line as well, with
 // child "" for the supervisor's own.
 func NewGenodeOutput(w io.Writer, observe func(child, text string)) *Output {
-	return &Output{w: w, format: component.LogGenode, observe: observe}
+	return &Output{w: w, format: logformat.Genode, observe: observe}
 }
 
 // line writes one line of a component (or, own, of the supervisor itself).
@@ -42,10 +42,10 @@ func (o *Output) line(name string, own bool, text []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch o.format {
-	case component.LogText:
+	case logformat.Text:
 		o.w.Write(append(append([]byte("["+name+"] "), text...), '\n'))
 		return
-	case component.LogGenode:
+	case logformat.Genode:
 		child, prefix := name, "[init -> "+name+"] "
 		if own {
 			child, prefix = "", "[init] "
@@ -106,10 +106,10 @@ func (o *Output) Logger(verbose bool) *slog.Logger {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	if o.format == component.LogJSON {
-		return component.NewLogger(lockedWriter{o}, component.LogJSON, level).With("component", "init")
+	if o.format == logformat.JSON {
+		return slog.New(logformat.Handler(lockedWriter{o}, logformat.JSON, level)).With("component", "init")
 	}
-	return component.NewLogger(&lineWriter{o: o, name: "init", own: true}, o.format, level)
+	return slog.New(logformat.Handler(&lineWriter{o: o, name: "init", own: true}, o.format, level))
 }
 
 type lockedWriter struct{ o *Output }

@@ -35,16 +35,18 @@ type ComponentStatus struct {
 	Restarts int    `json:"restarts"`
 	ExitCode int    `json:"exit_code"` // of its last process; -1 when a signal ended it
 	// SkippedHeartbeats counts the heartbeats its process left unanswered (<heartbeat/>).
-	SkippedHeartbeats uint64            `json:"skipped_heartbeats,omitempty"`
-	Location          string            `json:"location"` // virtual affinity location
-	CPUs              string            `json:"cpus"`     // the physical CPU set, as Linux writes it
-	CPULoad           float64           `json:"cpu_load"` // percent of one CPU since the previous status
-	RSS               uint64            `json:"rss_bytes"`
-	RAM               uint64            `json:"ram_quota"`
-	RAMUsed           uint64            `json:"ram_used"` // session buffers charged to it
-	Sessions          []SessionStatus   `json:"sessions"`
-	Requests          []RequestStatus   `json:"requested"`
-	Counters          map[string]uint64 `json:"counters,omitempty"`
+	SkippedHeartbeats uint64  `json:"skipped_heartbeats,omitempty"`
+	Location          string  `json:"location"` // virtual affinity location
+	CPUs              string  `json:"cpus"`     // the physical CPU set, as Linux writes it
+	CPULoad           float64 `json:"cpu_load"` // percent of one CPU since the previous status
+	// CPUSeconds is the process's user and system time since it started.
+	CPUSeconds float64           `json:"cpu_seconds"`
+	RSS        uint64            `json:"rss_bytes"`
+	RAM        uint64            `json:"ram_quota"`
+	RAMUsed    uint64            `json:"ram_used"` // session buffers charged to it
+	Sessions   []SessionStatus   `json:"sessions"`
+	Requests   []RequestStatus   `json:"requested"`
+	Counters   map[string]uint64 `json:"counters,omitempty"`
 }
 
 // SessionStatus is an open session as one side reports it.
@@ -105,7 +107,7 @@ func (s *Supervisor) Status() (Status, bool) {
 		wg.Add(1)
 		go func(cs *ComponentStatus, p *process, sample *cpuSample) {
 			defer wg.Done()
-			cs.RSS, cs.CPULoad = procStats(p.pid, sample)
+			cs.RSS, cs.CPULoad, cs.CPUSeconds = procStats(p.pid, sample)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			reply, err := p.ctl.State(ctx, &controlpb.StateRequest{})
@@ -177,8 +179,9 @@ func streamStatus(c *controlpb.StreamCounters) StreamStatus {
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// procStats reads a process's resident memory and its CPU load since the previous sample.
-func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
+// procStats reads a process's resident memory, its CPU load since the previous sample and its
+// CPU time.
+func procStats(pid int, prev *cpuSample) (rss uint64, load, cpuSeconds float64) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
@@ -189,13 +192,13 @@ func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return rss, 0
+		return rss, 0, 0
 	}
 	// Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return rss, 0
+		return rss, 0, 0
 	}
 	ut, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
@@ -212,7 +215,7 @@ func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
 		}
 	}
 	prev.pid, prev.at, prev.ticks = pid, now, ticks
-	return rss, load
+	return rss, load, float64(ticks) / clockTicks
 }
 
 // uptime is the seconds since boot, from /proc/uptime.
@@ -242,6 +245,7 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
+	s.controlSocket = path // for the run's record (leftovers.go), written when Run starts
 	go func() {
 		<-ctx.Done()
 		l.Close()
@@ -279,9 +283,4 @@ func QueryStatus(path string) (Status, error) {
 		return st, fmt.Errorf("reading status from %s: %w", path, err)
 	}
 	return st, nil
-}
-
-// DefaultSocket is where `nicstack run` serves and `nicstack status` asks by default.
-func DefaultSocket() string {
-	return fmt.Sprintf("%s/nicstack-%d.sock", os.TempDir(), os.Getuid())
 }

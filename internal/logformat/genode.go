@@ -1,4 +1,4 @@
-package component
+package logformat
 
 import (
 	"context"
@@ -8,36 +8,6 @@ import (
 	"strings"
 	"sync"
 )
-
-// The formats a component (and the supervisor) writes its log lines in; the supervisor tells
-// a component which through LogFormatEnv.
-const (
-	LogText = "text" // slog's key=value lines, without the time
-	LogJSON = "json" // one JSON object a line
-	// LogGenode is the form of Genode's log, so that a Genode test's patterns match: the
-	// message, then its attributes as key=value; a warning starts "Warning: ", an error
-	// "Error: ", as Genode's warning() and error() print them.
-	LogGenode = "genode"
-)
-
-// NewLogger returns a logger writing to w in format (LogText when unknown), each line in one
-// Write, leaving out records below level.
-func NewLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
-	switch format {
-	case LogJSON:
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
-	case LogGenode:
-		return slog.New(&genodeHandler{w: w, level: level, mu: &sync.Mutex{}})
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: dropTime}))
-}
-
-func dropTime(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
-}
 
 // genodeHandler writes records as Genode's log shows messages.
 type genodeHandler struct {

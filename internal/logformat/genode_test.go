@@ -1,4 +1,4 @@
-package component
+package logformat
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 // warnings and errors start as Genode's warning() and error() print them.
 func TestGenodeLog(t *testing.T) {
 	var b bytes.Buffer
-	log := NewLogger(&b, LogGenode, slog.LevelInfo).With("session", 3)
+	log := slog.New(Handler(&b, Genode, slog.LevelInfo)).With("session", 3)
 	log.Info("link up", "label", "vm -> ")
 	log.WithGroup("tx").Warn("queue full", "drops", 2)
 	log.Error("config", "err", errors.New(`bad "mtu"`))
