@@ -99,24 +99,20 @@ func (t *Test) Exit(value int, now time.Time) {
 	t.finish(false, "exit", fmt.Sprintf("exit value %s, which no criterion expects", t.exit), now)
 }
 
-// complete decides by the first criterion without after_seconds whose exit value is the
-// test's and whose pattern matched; a <fail> before a <succeed> when both do at once.
+// complete decides by a criterion without after_seconds whose exit value is the test's and
+// whose pattern matched; of several at once, the first in the file (the autopilot visits its
+// criteria newest first, and the last visited decides).
 func (t *Test) complete(now time.Time) {
-	var done *Criterion
 	for i, c := range t.rt.Criteria {
 		if c.AfterSeconds != 0 || c.Exit != t.exit || !t.matchers[i].match(t.log.String()) {
 			continue
 		}
-		if done == nil || done.Succeed && !c.Succeed {
-			done = c
-		}
-	}
-	if done != nil {
 		reason := "log"
 		if t.exit != "" {
 			reason = "exit"
 		}
-		t.finish(done.Succeed, reason, done.String(), now)
+		t.finish(c.Succeed, reason, c.String(), now)
+		return
 	}
 }
 

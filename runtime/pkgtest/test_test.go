@@ -74,6 +74,8 @@ func TestVerdicts(t *testing.T) {
 			exit: new(int), result: "failed", reason: "exit", detail: "exit value 0, which no criterion expects"},
 		{name: "log criteria end with an exit", criteria: "+ fail | after_seconds: 10\n+ succeed | : never\n+ succeed | exit: 0",
 			lines: []string{"never"}, exit: new(int), result: "ok", reason: "log"},
+		{name: "the first in the file decides", criteria: "+ fail | after_seconds: 10\n+ fail | : [echo] *\n+ succeed | : [echo] ready",
+			lines: []string{"[echo] ready"}, result: "failed", reason: "log", detail: "<fail> at pkg/test-x/runtime:5:3"},
 		{name: "succeed in time", criteria: "+ succeed | after_seconds: 3\n+ fail | : *Error:",
 			lines: []string{"[echo] Warning: slow"}, end: at(3), result: "ok", reason: "timeout 3 sec", detail: "<succeed> at pkg/test-x/runtime:4:3"},
 	} {
