@@ -426,3 +426,12 @@ func (p *parser) dhcpServer(n *config.Node, d *Domain) (*DHCPServer, string) {
 	}
 	return s, ""
 }
+
+// ReportFile is the file <report file> names for the state report, or "" (nicstack's one
+// addition to Genode's <report>: where the report goes).
+func ReportFile(n *config.Node) string {
+	if rep := n.Sub("report"); rep != nil {
+		return rep.String("file", "")
+	}
+	return ""
+}

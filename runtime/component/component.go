@@ -115,6 +115,13 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 	return ctr
 }
 
+// WriteFile has the supervisor write data to path, a file this component's config names
+// (Spec.Files), replacing it at once. A component opens no files itself: a confined one
+// (package sandbox) cannot. The supervisor logs a path the scenario does not name.
+func (c *Component) WriteFile(path string, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: data}}})
+}
+
 // Announce makes service reachable; session requests routed here wait until then.
 func (c *Component) Announce(service string) {
 	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Announce{Announce: &controlpb.Announce{Service: service}}})
