@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nicstack/nicstack/runtime/sandbox"
+
 	"github.com/nicstack/nicstack/internal/logformat"
 
 	"github.com/hashicorp/go-hclog"
@@ -70,8 +72,13 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
-		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
+		// go-plugin's own errors only (its init failing, e.g. on its socket); our logs are c.Log
+		Logger:          hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Error, Name: "go-plugin"}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			if err := sandbox.Confine(); err != nil {
+				log.Error("sandbox", "err", err)
+				os.Exit(1)
+			}
 			srv = plugin.DefaultGRPCServer(opts)
 			go func() { <-c.stopped; srv.GracefulStop() }()
 			return srv
