@@ -22,8 +22,8 @@ import (
 func init() {
 	var (
 		binDir, socket, name, report, metrics, logFormat, runAs string
-		verbose                                          bool
-		watch                                            time.Duration
+		verbose                                                 bool
+		watch                                                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",

@@ -73,7 +73,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
 		// go-plugin's own errors only (its init failing, e.g. on its socket); our logs are c.Log
-		Logger:          hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Error, Name: "go-plugin"}),
+		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Error, Name: "go-plugin"}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			if err := sandbox.Confine(); err != nil {
 				log.Error("sandbox", "err", err)
