@@ -191,6 +191,7 @@ func (r *Router) leave(i *Interface) {
 		d.dhcpServer.forget(i)
 	}
 	i.dom = nil
+	r.forgetARP(d, i)
 	if d.dhcpClient != nil && len(d.ifs) == 0 {
 		// The next interface may lead to another network: ask again then.
 		d.dhcpClient.state = clientIdle
@@ -233,15 +234,19 @@ func (r *Router) full(i *Interface) {
 	i.stats.DroppedFull.add(1)
 }
 
-// submit hands a filled buffer to i's port and marks i for the next Flush.
+// submit hands a filled buffer to i's port and marks i for the next Flush. Every frame the
+// router sends passes here, where Genode's _send_submit_pkt counts and logs it.
 func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
+	if d := i.dom; d != nil {
+		d.stats.TxBytes.add(uint64(len(buf)))
+		if d.m.VerbosePackets {
+			r.logPacket(d, "snd", buf)
+		}
+	}
 	i.port.Submit(buf, *off)
 	r.stats.Sent.add(1)
 	i.stats.TxFrames.add(1)
 	i.stats.TxBytes.add(uint64(len(buf)))
-	if i.dom != nil {
-		i.dom.stats.TxBytes.add(uint64(len(buf)))
-	}
 	if !i.dirty {
 		i.dirty = true
 		r.dirty = append(r.dirty, i)
@@ -251,9 +256,6 @@ func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 
 // emit sends a frame the router made itself out of interface i.
 func (r *Router) emit(i *Interface, frame []byte) {
-	if i.dom != nil && i.dom.m.VerbosePackets {
-		r.logPacket(i.dom, i, "snd", frame)
-	}
 	if buf := r.transmit(i, frame); buf != nil {
 		r.submit(i, buf, &netdev.Offload{})
 	}

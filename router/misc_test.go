@@ -130,7 +130,8 @@ func TestReportAndVerboseLogging(t *testing.T) {
 		}
 	}
 	log := b.log.String()
-	for _, want := range []string{"msg=packet", "dir=rcv", "dir=snd", "new link state"} {
+	for _, want := range []string{`msg="[default] rcv ETH 02:02:02:02:02:01 > 02:02:02:02:02:00 IPV4 10.0.1.2 > 198.18.1.1 TCP 4000 > 80 flags 's' "`,
+		`msg="[uplink] snd ETH 02:00:00:00:00:10 > 02:00:00:00:00:01 IPV4 198.18.0.10 > 198.18.1.1 TCP 49152 > 80 flags 's' "`, "new link state"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}

@@ -194,16 +194,17 @@ func (r *Router) Tick() {
 	r.publishAll()
 }
 
-// drop counts a dropped frame and logs why when the domain asks for it.
+// drop counts a dropped frame and logs why, in Genode's words, when the domain asks for it
+// (verbose_packet_drop), or for a frame without domain when the config is verbose.
 func (r *Router) drop(d *domain, why string) Verdict {
 	r.stats.Dropped.add(1)
 	if d != nil {
 		d.stats.Dropped.add(1)
 		if d.m.VerbosePacketDrop {
-			r.log.Info("drop packet", "domain", d.name, "reason", why)
+			r.log.Info("[" + d.name + "] drop packet (" + why + ")")
 		}
-	} else if r.cfg.VerbosePacketDrop {
-		r.log.Info("drop packet", "reason", why)
+	} else if r.cfg.Verbose {
+		r.log.Info("[?] drop packet (" + why + ")")
 	}
 	return Done
 }
