@@ -5,10 +5,6 @@ import (
 	"github.com/nicstack/nicstack/router/header"
 )
 
-// maxHeldPerInterface bounds the frames one interface can have waiting for ARP replies, so a
-// client cannot pin the router's memory or its own whole buffer by sending to dead addresses.
-const maxHeldPerInterface = 64
-
 // maxARPEntries bounds a domain's ARP cache (a big subnet must not let peers grow it at will).
 const maxARPEntries = 1024
 
@@ -23,18 +19,6 @@ type macOrNone struct {
 	ok  bool
 }
 
-// waiter is a frame held until an ARP reply for ip arrives in dom.
-type waiter struct {
-	from     *Interface
-	src      *domain
-	dom      *domain
-	ip       [4]byte
-	frame    []byte
-	off      netdev.Offload
-	id       uint64
-	deadline int64 // UnixNano
-}
-
 // resolve looks up the MAC of hop in domain d.
 func (r *Router) resolve(d *domain, hop [4]byte) (macOrNone, bool) {
 	if !d.m.UseARP {
@@ -42,34 +26,6 @@ func (r *Router) resolve(d *domain, hop [4]byte) (macOrNone, bool) {
 	}
 	mac, ok := d.arp[hop]
 	return macOrNone{mac: mac, ok: true}, ok
-}
-
-// hold keeps the frame (unacknowledged) until hop's MAC is known in d, asking for it once per
-// ARP timeout.
-func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off *netdev.Offload, id uint64) Verdict {
-	if len(d.ifs) == 0 {
-		return r.drop(src, "destination domain has no interface")
-	}
-	if i.held >= maxHeldPerInterface {
-		r.stats.HeldOverflow.add(1)
-		return r.drop(src, "too many frames wait for ARP")
-	}
-	i.held++
-	r.waiters = append(r.waiters, waiter{from: i, src: src, dom: d, ip: hop, frame: frame, off: *off, id: id,
-		deadline: r.now.Add(r.cfg.ARPRequestTimeout).UnixNano()})
-	if _, asked := d.arpAsked[hop]; !asked {
-		d.arpAsked[hop] = r.now.Add(r.cfg.ARPRequestTimeout)
-		for _, o := range d.ifs {
-			b := make([]byte, arpFrameLen)
-			e := header.Eth(b)
-			e.SetDst(header.Broadcast)
-			e.SetSrc(o.routerMAC)
-			e.SetType(header.EtherTypeARP)
-			header.PutARP(b[header.EthLen:], header.ARPRequest, o.routerMAC, d.ip.addr, header.Broadcast, hop)
-			r.emit(o, b)
-		}
-	}
-	return Held
 }
 
 // handleARP does what Genode's _handle_arp does: it answers requests for the router's address,
@@ -117,8 +73,7 @@ func (r *Router) handleARP(i *Interface, d *domain, eth header.Eth, frame []byte
 			}
 			d.arp[ip] = a.SenderMAC()
 			r.gen++
-			delete(d.arpAsked, ip)
-			r.continueWaiters(d, ip)
+			r.continueWaiter(d, ip)
 		}
 		if t := a.TargetIP(); d.ip.inSubnet(t) && t != d.ip.addr {
 			r.domainBroadcast(i, d, frame, off)
@@ -154,47 +109,4 @@ func (r *Router) forgetARP(d *domain, i *Interface) {
 		}
 	}
 	r.gen++ // plans may hold a forgotten MAC
-}
-
-// continueWaiters routes again every frame that waited for ip in d.
-func (r *Router) continueWaiters(d *domain, ip [4]byte) {
-	var ready []waiter
-	kept := r.waiters[:0]
-	for _, w := range r.waiters {
-		if w.dom == d && w.ip == ip {
-			ready = append(ready, w)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(r.waiters[len(kept):])
-	r.waiters = kept
-	for _, w := range ready {
-		w.from.held--
-		if r.handle(w.from, w.frame, &w.off, w.id) == Done {
-			w.from.port.Release(w.id)
-		}
-	}
-}
-
-// expireWaiters drops held frames whose ARP request timed out.
-func (r *Router) expireWaiters() {
-	now := r.now.UnixNano()
-	kept := r.waiters[:0]
-	var late []waiter
-	for _, w := range r.waiters {
-		if now >= w.deadline {
-			late = append(late, w)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(r.waiters[len(kept):])
-	r.waiters = kept
-	for _, w := range late {
-		w.from.held--
-		r.stats.ARPTimeouts.add(1)
-		r.drop(w.src, "no ARP reply")
-		w.from.port.Release(w.id)
-	}
 }

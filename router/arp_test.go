@@ -73,24 +73,52 @@ func TestARPTimeoutDropsHeld(t *testing.T) {
 	}
 }
 
-func TestARPHeldBound(t *testing.T) {
+// TestARPWaiterPerAddress: as Genode's Arp_waiter, one waiter per address asks once and holds
+// every frame for it, however many (only the client's stream bounds them); its timeout runs
+// from its first frame; a leaving interface takes its frames along and cancels the waiters it
+// made, dropping the frames of others.
+func TestARPWaiterPerAddress(t *testing.T) {
 	b := newBench(t, natConfig)
-	vm, _ := b.attach("vm", Nic, header.MAC{})
-	b.attach("uplink", Uplink, macUplink)
-	held := 0
-	for k := 0; k < maxHeldPerInterface+10; k++ {
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
+	vm2, vm2p := b.attach("vm2", Nic, header.MAC{})
+	_, upp := b.attach("uplink", Uplink, macUplink)
+	const n = 200
+	for k := 0; k < n; k++ {
 		f := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), uint16(1000+k), 53, nil)
-		if b.r.Handle(vm, f, nil, uint64(k)) == Held {
-			held++
+		if v := b.r.Handle(vm, f, nil, uint64(k)); v != Held {
+			t.Fatalf("frame %d: verdict %v", k, v)
+		}
+		if k == 0 {
+			b.clock.advance(5 * time.Second)
 		}
 	}
 	b.r.Flush()
-	if held != maxHeldPerInterface || b.r.Stats().HeldOverflow.Load() != 10 {
-		t.Fatalf("held %d, overflow %d", held, b.r.Stats().HeldOverflow.Load())
+	if len(upp.take()) != 1 || len(b.r.waiters) != 1 || len(b.r.waiters[0].frames) != n {
+		t.Fatal("not one ARP request and one waiter holding every frame")
 	}
-	b.r.Detach(vm)
-	if len(b.r.waiters) != 0 {
-		t.Fatal("detach kept held frames")
+	if vm.heldBytes != n*len(udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 53, nil)) {
+		t.Fatalf("held bytes %d", vm.heldBytes)
+	}
+	// vm2's frame for another address in the uplink's subnet makes a second waiter.
+	b.r.Handle(vm2, udpFrameT(vm2.MAC(), routerMACNic, ip4("10.0.1.3"), ip4("198.18.0.77"), 1, 53, nil), nil, 500)
+	// vm's frame for that address joins vm2's waiter.
+	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.0.77"), 1, 53, nil), nil, 501)
+	if len(b.r.waiters) != 2 || len(upp.take()) != 1 {
+		t.Fatal("no second waiter, or it asked twice")
+	}
+	// Five seconds on, the first waiter's timeout (from its first frame) drops all its frames.
+	b.clock.advance(5 * time.Second)
+	b.r.Tick()
+	if len(vmp.released) != n || len(b.r.waiters) != 1 || b.r.Stats().ARPTimeouts.Load() != n {
+		t.Fatalf("released %d, waiters %d", len(vmp.released), len(b.r.waiters))
+	}
+	// vm2 leaves: its waiter is cancelled, and vm's frame in it dropped and acknowledged.
+	b.r.Detach(vm2)
+	if len(b.r.waiters) != 0 || len(vmp.released) != n+1 || vmp.released[n] != 501 || len(vm2p.released) != 0 {
+		t.Fatalf("after vm2 left: waiters %d, vm released %d", len(b.r.waiters), len(vmp.released))
+	}
+	if vm.heldBytes != 0 {
+		t.Fatalf("vm still counts %d held bytes", vm.heldBytes)
 	}
 }
 

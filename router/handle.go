@@ -16,7 +16,7 @@ func (r *Router) handle(i *Interface, frame []byte, off *netdev.Offload, id uint
 		}
 		return r.drop(nil, "no domain")
 	}
-	d.stats.RxBytes.add(uint64(len(frame)))
+	d.stats.rxBytes += uint64(len(frame))
 	if !r.general && r.forwardLinked(i, d, frame, off) {
 		return Done
 	}
@@ -58,7 +58,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.O
 	}
 	if ip.Fragmented() {
 		r.stats.FragmentsSeen.add(1)
-		d.stats.DroppedFragmIPv4.add(1)
+		i.counts.droppedFragmIPv4++
 		if r.cfg.ICMPType3CodeOnFragm >= 0 {
 			r.sendICMPError(i, d, frame, ip, uint8(r.cfg.ICMPType3CodeOnFragm))
 		}

@@ -50,6 +50,9 @@ type Session struct {
 	Kind  Kind
 	MAC   header.MAC // Uplink and NicClient: the router's MAC there; Nic: ignored, the router allocates one
 	Port  Port
+	// RAM is what the session's client paid for it: the bytes of its buffers (Genode's
+	// session RAM quota). The state report shows it as the interface's quota; 0 shows none.
+	RAM int
 }
 
 // Interface is one attached session.
@@ -64,8 +67,10 @@ type Interface struct {
 	up        bool
 	dirty     bool // submitted to since the last Flush
 	touched   bool // counters changed since the last publish
-	held      int  // frames waiting for ARP
-	links     int  // link states this interface opened
+	heldBytes int  // of frames waiting for ARP
+	ram       int  // Session.RAM
+	counts    reportCounts
+	links     int // link states this interface opened
 	stats     InterfaceStats
 }
 
@@ -106,7 +111,7 @@ var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 // names (none: the interface exists but every frame from it is dropped until a config names
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
-	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port}
+	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port, ram: s.RAM}
 	if s.Kind != Nic {
 		i.routerMAC = s.MAC
 	} else {
@@ -168,15 +173,7 @@ func (r *Router) assign(i *Interface) {
 
 // leave takes i out of its domain and dissolves what it owns there.
 func (r *Router) leave(i *Interface) {
-	kept := r.waiters[:0]
-	for _, w := range r.waiters {
-		if w.from != i {
-			kept = append(kept, w)
-		}
-	}
-	clear(r.waiters[len(kept):])
-	r.waiters = kept
-	i.held = 0
+	r.cancelWaiters(i)
 	for l := range r.links {
 		if l.owner == i {
 			r.dissolve(l, "interface detached")
@@ -192,6 +189,7 @@ func (r *Router) leave(i *Interface) {
 	}
 	i.dom = nil
 	r.forgetARP(d, i)
+	d.stats.left.add(&i.counts)
 	if d.dhcpClient != nil && len(d.ifs) == 0 {
 		// The next interface may lead to another network: ask again then.
 		d.dhcpClient.state = clientIdle
@@ -238,7 +236,7 @@ func (r *Router) full(i *Interface) {
 // router sends passes here, where Genode's _send_submit_pkt counts and logs it.
 func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 	if d := i.dom; d != nil {
-		d.stats.TxBytes.add(uint64(len(buf)))
+		d.stats.txBytes += uint64(len(buf))
 		if d.m.VerbosePackets {
 			r.logPacket(d, "snd", buf)
 		}
