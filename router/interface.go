@@ -121,6 +121,7 @@ func (r *Router) Attach(s Session) *Interface {
 	}
 	r.ifs = append(r.ifs, i)
 	r.assign(i)
+	r.interfaceCameOrWent()
 	return i
 }
 
@@ -144,6 +145,7 @@ func (r *Router) Detach(i *Interface) {
 	i.stats.publish()
 	r.dirty = without(r.dirty, i)
 	r.touched = without(r.touched, i)
+	r.interfaceCameOrWent()
 }
 
 // assign puts i into the domain of its best policy (or of its <nic-client>).

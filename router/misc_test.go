@@ -135,6 +135,15 @@ func TestNicClientAndReportTriggers(t *testing.T) {
 	if len(p.link) != 1 || !p.link[0] {
 		t.Fatalf("link state calls %v", p.link)
 	}
+	// A new interface and a gone one count as link state changes.
+	lan, _ := b.attach("lan", Nic, header.MAC{})
+	if !b.r.ReportTriggered() {
+		t.Fatal("a new interface did not trigger a report")
+	}
+	b.r.Detach(lan)
+	if !b.r.ReportTriggered() {
+		t.Fatal("a gone interface did not trigger a report")
+	}
 }
 
 func TestLinkStatesPerSessionBounded(t *testing.T) {

@@ -75,6 +75,15 @@ func (r *Router) Report() *config.Node {
 	return root
 }
 
+// interfaceCameOrWent asks for a report before the next interval under <report
+// link_state_triggers="yes">: Genode counts a new or a gone interface as a change of its link
+// state.
+func (r *Router) interfaceCameOrWent() {
+	if rc := r.cfg.Report; rc != nil && rc.LinkStateTriggers {
+		r.reportTrigger = true
+	}
+}
+
 // liveObjects are the live objects of one interface the report counts: link states by
 // protocol and state, ARP waiters, DHCP allocations.
 type liveObjects struct {
