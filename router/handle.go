@@ -125,7 +125,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.O
 // unless it went to a multicast address (Genode's end of _handle_ip, after RFC 1812
 // 4.3.2.7).
 func (r *Router) unroutable(i *Interface, d *domain, frame []byte) Verdict {
-	ip := header.IPv4(frame[header.EthLen:]) // checked by handleIPv4
+	ip, _ := header.NewIPv4(frame[header.EthLen:]) // checked by handleIPv4
 	if dst := ip.Dst(); dst[0]&0xf0 != 0xe0 {
 		r.sendICMPError(i, d, frame, ip, header.ICMPHostUnreachable)
 	}

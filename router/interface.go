@@ -68,9 +68,9 @@ type Interface struct {
 	dirty     bool // submitted to since the last Flush
 	touched   bool // counters changed since the last publish
 	heldBytes int  // of frames waiting for ARP
+	links     int  // link states this interface opened
 	ram       int  // Session.RAM
 	counts    reportCounts
-	links     int // link states this interface opened
 	stats     InterfaceStats
 }
 
