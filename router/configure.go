@@ -43,19 +43,7 @@ func (r *Router) Configure(n *config.Node) []error {
 		r.assign(i)
 	}
 	// Held frames are routed again under the new rules.
-	ws := r.waiters
-	r.waiters = nil
-	for _, w := range ws {
-		w.from.held--
-		if w.from.dom == nil {
-			r.drop(nil, "interface lost its domain")
-			w.from.port.Release(w.id)
-			continue
-		}
-		if r.handle(w.from, w.frame, &w.off, w.id) == Done {
-			w.from.port.Release(w.id)
-		}
-	}
+	r.rehandleWaiters()
 	r.Flush()
 	return problems
 }
@@ -86,7 +74,11 @@ func (r *Router) carryOver(l *link) {
 	if ok {
 		ck, sk := l.sides[0].key, l.sides[1].key
 		dec, found := c.decide(l.p, ck.dst, ck.dport)
-		ok = found && dec.to == s && dec.dst == sk.src && dec.dport == sk.sport
+		srvPort := sk.sport
+		if l.p == pICMP && l.natPort != 0 {
+			srvPort = dec.dport // the server side's echo ID is the NAT's
+		}
+		ok = found && dec.to == s && dec.dst == sk.src && dec.dport == srvPort
 		if ok {
 			quota, nat := s.natQuota(c, l.p)
 			if l.natPort != 0 {
@@ -107,7 +99,7 @@ func (r *Router) carryOver(l *link) {
 	if !ok {
 		l.natPort = 0 // the old domains' port spaces are gone with them
 		l.owner.links--
-		oc.stats.LinksDissolved[l.p].add(1)
+		l.owner.counts.links[l.p].destroyed++
 		if r.cfg.Verbose {
 			r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", oc.name,
 				"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", "no longer allowed by the config")

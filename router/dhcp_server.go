@@ -44,6 +44,7 @@ func (s *dhcpServer) alloc(r *Router, i *Interface, mac header.MAC) *allocation 
 }
 
 func (s *dhcpServer) free(a *allocation) {
+	a.ifc.counts.dhcpAllocations++
 	delete(s.allocs, a.mac)
 	delete(s.used, be(a.ip))
 }

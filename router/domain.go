@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"sort"
-	"time"
 
 	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/model"
@@ -81,8 +80,8 @@ type domain struct {
 	tcpRules, udpRules []transportRule
 	forward            [2]map[uint16]forwardRule // pTCP, pUDP
 
-	arp      map[[4]byte]header.MAC
-	arpAsked map[[4]byte]time.Time // requests sent and not yet timed out
+	arp     map[[4]byte]header.MAC
+	waiters map[[4]byte]*arpWaiter // by the address they wait for (Genode's foreign ARP waiters)
 
 	links map[flowKey]*side
 	// last is the side the previous lookup found: bulk transfers hit it frame after frame
@@ -93,7 +92,7 @@ type domain struct {
 
 	dhcpServer *dhcpServer
 	dhcpClient *dhcpClient
-	stats      *DomainStats // kept across reconfigurations of the same domain
+	stats      *domainStats // kept across reconfigurations of the same domain
 }
 
 type prefixMatch struct{ net, mask uint32 }
@@ -127,13 +126,13 @@ type forwardRule struct {
 
 func newDomain(m *model.Domain) *domain {
 	d := &domain{
-		m:        m,
-		name:     m.Name,
-		arp:      map[[4]byte]header.MAC{},
-		arpAsked: map[[4]byte]time.Time{},
-		links:    map[flowKey]*side{},
-		quota:    map[string]*[3]int{},
-		stats:    &DomainStats{},
+		m:       m,
+		name:    m.Name,
+		arp:     map[[4]byte]header.MAC{},
+		waiters: map[[4]byte]*arpWaiter{},
+		links:   map[flowKey]*side{},
+		quota:   map[string]*[3]int{},
+		stats:   &domainStats{},
 	}
 	if m.Interface.IsValid() {
 		d.ip = newIPConfig(m.Interface, m.Gateway)

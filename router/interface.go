@@ -50,6 +50,9 @@ type Session struct {
 	Kind  Kind
 	MAC   header.MAC // Uplink and NicClient: the router's MAC there; Nic: ignored, the router allocates one
 	Port  Port
+	// RAM is what the session's client paid for it: the bytes of its buffers (Genode's
+	// session RAM quota). The state report shows it as the interface's quota; 0 shows none.
+	RAM int
 }
 
 // Interface is one attached session.
@@ -64,8 +67,10 @@ type Interface struct {
 	up        bool
 	dirty     bool // submitted to since the last Flush
 	touched   bool // counters changed since the last publish
-	held      int  // frames waiting for ARP
+	heldBytes int  // of frames waiting for ARP
 	links     int  // link states this interface opened
+	ram       int  // Session.RAM
+	counts    reportCounts
 	stats     InterfaceStats
 }
 
@@ -106,7 +111,7 @@ var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 // names (none: the interface exists but every frame from it is dropped until a config names
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
-	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port}
+	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port, ram: s.RAM}
 	if s.Kind != Nic {
 		i.routerMAC = s.MAC
 	} else {
@@ -116,6 +121,7 @@ func (r *Router) Attach(s Session) *Interface {
 	}
 	r.ifs = append(r.ifs, i)
 	r.assign(i)
+	r.interfaceCameOrWent()
 	return i
 }
 
@@ -139,6 +145,7 @@ func (r *Router) Detach(i *Interface) {
 	i.stats.publish()
 	r.dirty = without(r.dirty, i)
 	r.touched = without(r.touched, i)
+	r.interfaceCameOrWent()
 }
 
 // assign puts i into the domain of its best policy (or of its <nic-client>).
@@ -168,15 +175,7 @@ func (r *Router) assign(i *Interface) {
 
 // leave takes i out of its domain and dissolves what it owns there.
 func (r *Router) leave(i *Interface) {
-	kept := r.waiters[:0]
-	for _, w := range r.waiters {
-		if w.from != i {
-			kept = append(kept, w)
-		}
-	}
-	clear(r.waiters[len(kept):])
-	r.waiters = kept
-	i.held = 0
+	r.cancelWaiters(i)
 	for l := range r.links {
 		if l.owner == i {
 			r.dissolve(l, "interface detached")
@@ -191,6 +190,8 @@ func (r *Router) leave(i *Interface) {
 		d.dhcpServer.forget(i)
 	}
 	i.dom = nil
+	r.forgetARP(d, i)
+	d.stats.left.add(&i.counts)
 	if d.dhcpClient != nil && len(d.ifs) == 0 {
 		// The next interface may lead to another network: ask again then.
 		d.dhcpClient.state = clientIdle
@@ -233,15 +234,19 @@ func (r *Router) full(i *Interface) {
 	i.stats.DroppedFull.add(1)
 }
 
-// submit hands a filled buffer to i's port and marks i for the next Flush.
+// submit hands a filled buffer to i's port and marks i for the next Flush. Every frame the
+// router sends passes here, where Genode's _send_submit_pkt counts and logs it.
 func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
+	if d := i.dom; d != nil {
+		d.stats.txBytes += uint64(len(buf))
+		if d.m.VerbosePackets {
+			r.logPacket(d, "snd", buf)
+		}
+	}
 	i.port.Submit(buf, *off)
 	r.stats.Sent.add(1)
 	i.stats.TxFrames.add(1)
 	i.stats.TxBytes.add(uint64(len(buf)))
-	if i.dom != nil {
-		i.dom.stats.TxBytes.add(uint64(len(buf)))
-	}
 	if !i.dirty {
 		i.dirty = true
 		r.dirty = append(r.dirty, i)
@@ -251,9 +256,6 @@ func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 
 // emit sends a frame the router made itself out of interface i.
 func (r *Router) emit(i *Interface, frame []byte) {
-	if i.dom != nil && i.dom.m.VerbosePackets {
-		r.logPacket(i.dom, i, "snd", frame)
-	}
 	if buf := r.transmit(i, frame); buf != nil {
 		r.submit(i, buf, &netdev.Offload{})
 	}
