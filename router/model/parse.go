@@ -133,7 +133,9 @@ func (p *parser) errorf(pos config.Pos, format string, args ...any) {
 	p.errs = append(p.errs, config.Errorf(pos, format, args...))
 }
 
-func (p *parser) invalid(c *Config, n *config.Node, name, why string) { p.invalidAt(c, n.Pos, name, why) }
+func (p *parser) invalid(c *Config, n *config.Node, name, why string) {
+	p.invalidAt(c, n.Pos, name, why)
+}
 
 func (p *parser) invalidAt(c *Config, pos config.Pos, name, why string) {
 	c.Invalid = append(c.Invalid, InvalidDomain{Name: name, Reason: why})
@@ -445,13 +447,11 @@ func (p *parser) dhcpServer(n *config.Node, d *Domain) (*DHCPServer, string) {
 			p.errorf(dd.Pos, "<dns-domain>: name %q is not 1 to 253 characters; ignored", name)
 		}
 	}
-	if a, ok := n.Attr("dns_config_from"); ok && a.Value != "" {
-		if len(s.DNSServers) > 0 || s.DNSDomain != "" {
-			p.errorf(a.Pos, "dns_config_from is ignored: the <dhcp-server> has its own <dns-server> or <dns-domain>")
-		} else {
-			s.DNSConfigFrom = a.Value
-			p.dnsFrom[d.Name] = a.Pos
-		}
+	// Genode's README: dns_config_from "takes effect only when the <dhcp-server> tag does not
+	// contain any <dns-domain> or <dns-server> sub-tags"; otherwise it is not even looked up.
+	if a, ok := n.Attr("dns_config_from"); ok && a.Value != "" && len(s.DNSServers) == 0 && s.DNSDomain == "" {
+		s.DNSConfigFrom = a.Value
+		p.dnsFrom[d.Name] = a.Pos
 	}
 	return s, ""
 }
