@@ -160,7 +160,7 @@ func (r *Router) assign(i *Interface) {
 	if r.cfg.VerboseDomainState {
 		r.log.Info("interface joins domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
 	}
-	r.setLink(i, d.ip.valid)
+	r.setLink(i, i.linkState())
 	if d.dhcpClient != nil {
 		d.dhcpClient.interfaceAdded(r, d)
 	}
@@ -203,6 +203,23 @@ func (r *Router) leave(i *Interface) {
 	}
 }
 
+// linkState is the link state Genode's router gives interface i: an uplink's is always up
+// (its driver opens the session only while its link is up); a Nic session's, and a
+// nic-client's while its server reports it up, follow the ready state of the domain.
+func (i *Interface) linkState() bool {
+	return i.kind == Uplink || i.dom != nil && i.dom.ready()
+}
+
+// refetchLink sets i's link to linkState. With reset, a Nic session's link goes down first:
+// its client, seeing it come up again, knows that what it got by DHCP is outdated and asks
+// anew (Genode's reset of the domain ready state).
+func (r *Router) refetchLink(i *Interface, reset bool) {
+	if reset && i.kind == Nic {
+		r.setLink(i, false)
+	}
+	r.setLink(i, i.linkState())
+}
+
 func (r *Router) setLink(i *Interface, up bool) {
 	if i.up != up {
 		i.up = up
@@ -214,8 +231,12 @@ func (r *Router) setLink(i *Interface, up bool) {
 }
 
 // transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
-// full destination drops the frame and counts it; nothing waits.
+// full destination, or one whose link is down, drops the frame and counts it; nothing waits.
 func (r *Router) transmit(i *Interface, frame []byte) []byte {
+	if !i.up {
+		r.linkDown(i)
+		return nil
+	}
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
 		r.full(i)
@@ -231,6 +252,12 @@ func (r *Router) transmit(i *Interface, frame []byte) []byte {
 func (r *Router) full(i *Interface) {
 	r.stats.DroppedFull.add(1)
 	i.stats.DroppedFull.add(1)
+}
+
+// linkDown counts a frame not sent because i's link is down: its client is not to get any
+// (Genode's router fails to send there, "link down").
+func (r *Router) linkDown(i *Interface) {
+	r.drop(i.dom, "link down")
 }
 
 // submit hands a filled buffer to i's port and marks i for the next Flush.
