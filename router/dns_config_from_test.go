@@ -123,8 +123,8 @@ func TestDNSConfigFromFollowsUplinkLease(t *testing.T) {
 		t.Fatal("an uplink's link is always up")
 	}
 	u.serve(b, up, upp)
-	if !slices.Equal(vmp.link, []bool{true}) {
-		t.Fatalf("link state calls %v after the uplink's lease, want [true]", vmp.link)
+	if !slices.Equal(vmp.link, []bool{false, true}) {
+		t.Fatalf("link state calls %v after the uplink's lease, want down (at attach) and up", vmp.link)
 	}
 	ack := dhcpLease(t, b, vm, vmp, 10)
 	if got := ack.OptionIPv4s(header.OptDNSServer); !slices.Equal(got, u.dns) {
@@ -157,7 +157,7 @@ func TestDNSConfigFromFollowsUplinkLease(t *testing.T) {
 	b.clock.advance(300 * time.Second)
 	b.r.Tick()
 	u.serve(b, up, upp)
-	if !slices.Equal(vmp.link, []bool{true, false, true}) {
+	if !slices.Equal(vmp.link, []bool{false, true, false, true}) {
 		t.Fatalf("link state calls %v after new DNS servers, want down and up", vmp.link)
 	}
 	if len(b.r.links) != 1 {
@@ -179,7 +179,7 @@ func TestDNSConfigFromFollowsUplinkLease(t *testing.T) {
 	if len(b.r.links) != 0 || b.r.domains["uplink"].ports[pUDP].InUse() != 0 {
 		t.Fatal("link states kept across a new uplink address")
 	}
-	if !slices.Equal(vmp.link, []bool{true, false, true, false, true}) {
+	if !slices.Equal(vmp.link, []bool{false, true, false, true, false, true}) {
 		t.Fatalf("link state calls %v after a new uplink address", vmp.link)
 	}
 	b.send(up, arpFrame(header.ARPReply, macGateway, ip4("10.2.3.1"), macUplink, ip4("10.2.3.7"), macUplink))
@@ -195,7 +195,7 @@ func TestDNSConfigFromFollowsUplinkLease(t *testing.T) {
 	b.clock.advance(301 * time.Second)
 	b.r.Tick()
 	u.serve(b, up, upp)
-	if !slices.Equal(vmp.link, []bool{true, false, true, false, true, false}) || vm.LinkUp() {
+	if !slices.Equal(vmp.link, []bool{false, true, false, true, false, true, false}) || vm.LinkUp() {
 		t.Fatalf("link state calls %v after the lease ended", vmp.link)
 	}
 	if !strings.Contains(b.log.String(), `msg="dynamic IP config" domain=uplink config=none`) ||
@@ -224,7 +224,7 @@ func TestDNSConfigFromUplinkDetached(t *testing.T) {
 	u := &upstream{addr: ip4("10.2.3.2"), mask: ip4("255.255.255.0"), gw: ip4("10.2.3.1"), lease: 600, dns: [][4]byte{ip4("1.2.3.4")}}
 	u.serve(b, up, upp)
 	b.r.Detach(up)
-	if !slices.Equal(vmp.link, []bool{true, false}) {
+	if !slices.Equal(vmp.link, []bool{false, true, false}) {
 		t.Fatalf("link state calls %v", vmp.link)
 	}
 	b.r.Configure(xmlNode(t, strings.Replace(linkConfig, `dns_config_from="uplink"/>`,

@@ -40,7 +40,8 @@ type Port interface {
 	Flush()
 	// Release acknowledges a received frame the router had held (Verdict Held).
 	Release(id uint64)
-	// LinkState tells a Nic client whether its link is up (its domain is ready).
+	// LinkState tells a Nic client whether its link is up (its domain is ready): once when
+	// the interface is attached, then at every change.
 	LinkState(up bool)
 }
 
@@ -116,6 +117,9 @@ func (r *Router) Attach(s Session) *Interface {
 	}
 	r.ifs = append(r.ifs, i)
 	r.assign(i)
+	if !i.up { // assign told only a change from the initial down
+		i.port.LinkState(false)
+	}
 	return i
 }
 
