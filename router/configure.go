@@ -40,7 +40,7 @@ func (r *Router) Configure(n *config.Node) []error {
 		d := r.domains[name]
 		if o := old[name]; o != nil {
 			r.inheritLeases(d, o, outdated)
-		} else if d.dhcpClient == nil && cfg.VerboseDomainState {
+		} else if d.dhcpClient == nil && r.cfg.VerboseDomainState {
 			r.log.Info("static IP config", "domain", d.name, "config", d.ip.String())
 		}
 	}
@@ -74,6 +74,14 @@ func (r *Router) Configure(n *config.Node) []error {
 				r.log.Info("link state", "domain", i.dom.name, "label", i.label, "state", "down-up", "reason", "DHCP config outdated")
 			}
 			r.refetchLink(i, true)
+		}
+	}
+	// A DHCP-client domain that kept no interface loses its config, as when the last one
+	// detaches (leave).
+	for _, name := range sortedDomainNames(r.domains) {
+		if d := r.domains[name]; d.dhcpClient != nil && len(d.ifs) == 0 && d.ip.valid {
+			d.dhcpClient.state = clientIdle
+			r.setIPConfig(d, ipConfig{})
 		}
 	}
 	// Held frames are routed again under the new rules.

@@ -215,17 +215,25 @@ func TestDNSConfigFromFollowsUplinkLease(t *testing.T) {
 	}
 }
 
-// Detaching the uplink (its driver's link went down) ends its DHCP config, and with it the
-// downlink's link; a static <dns-server> beside dns_config_from wins and binds no link.
+// An uplink domain left without interface, by a reconfiguration that moves its session
+// elsewhere or by the session's end (its driver's link went down), loses its DHCP config, and
+// the downlink its link; a static <dns-server> beside dns_config_from wins and binds no link.
 func TestDNSConfigFromUplinkDetached(t *testing.T) {
 	b := newBench(t, linkConfig)
 	vm, vmp := b.attach("vm", Nic, header.MAC{})
 	up, upp := b.attach("uplink", Uplink, macUplink)
 	u := &upstream{addr: ip4("10.2.3.2"), mask: ip4("255.255.255.0"), gw: ip4("10.2.3.1"), lease: 600, dns: [][4]byte{ip4("1.2.3.4")}}
 	u.serve(b, up, upp)
-	b.r.Detach(up)
+	b.r.Configure(xmlNode(t, strings.Replace(linkConfig, `<policy label="uplink" domain="uplink"/>`,
+		`<policy label="uplink" domain="elsewhere"/> <domain name="elsewhere" interface="10.9.9.1/24"/>`, 1)))
 	if !slices.Equal(vmp.link, []bool{false, true, false}) {
-		t.Fatalf("link state calls %v", vmp.link)
+		t.Fatalf("link state calls %v after the uplink session moved away", vmp.link)
+	}
+	b.r.Configure(xmlNode(t, linkConfig))
+	u.serve(b, up, upp)
+	b.r.Detach(up)
+	if !slices.Equal(vmp.link, []bool{false, true, false, true, false}) {
+		t.Fatalf("link state calls %v after the uplink session came back and ended", vmp.link)
 	}
 	b.r.Configure(xmlNode(t, strings.Replace(linkConfig, `dns_config_from="uplink"/>`,
 		`dns_config_from="uplink"><dns-server ip="9.9.9.9"/></dhcp-server>`, 1)))
