@@ -23,8 +23,9 @@ var Table = component.Table{
 	{
 		Binary:  "nic_router",
 		Summary: "Genode's NIC router: domains, policies, NAT, link states, ARP, DHCP, ICMP",
+		Schema:  model.Schema(),
 		// The router refuses no config: a rule it cannot use disables its domain, with a log
-		// line, as Genode's does. model.Parse checks the schema too, so all of it is Warn's.
+		// line, as Genode's does. model.Parse checks the schema too.
 		Warn: func(n *config.Node, _ string) []error {
 			_, problems := model.Parse(n)
 			return problems

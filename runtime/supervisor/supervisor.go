@@ -144,7 +144,9 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 			s.log.Warn(err.Error(), "child", st.Name)
 			continue
 		}
-		spec.Warn = nil // the component logs these itself when it is configured
+		if spec.Warn != nil {
+			continue // the component logs its config's problems itself when it is configured
+		}
 		for _, e := range checkStartConfig(spec, st) {
 			s.log.Warn(e.Error(), "child", st.Name)
 		}
