@@ -326,3 +326,26 @@ func TestDHCPLeaseTimeZeroIsDefault(t *testing.T) {
 		t.Fatal("lease did not end at 3600 s")
 	}
 }
+
+// A reconfiguration that changes what the dns_config_from domain offers (here it turns from
+// a DHCP client into a static domain, without DNS servers) takes the dependent Nic sessions'
+// links down and up; one that changes nothing leaves them alone.
+func TestDNSConfigFromSourceReconfigured(t *testing.T) {
+	b := newBench(t, linkConfig)
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
+	up, upp := b.attach("uplink", Uplink, macUplink)
+	u := &upstream{addr: ip4("10.2.3.2"), mask: ip4("255.255.255.0"), gw: ip4("10.2.3.1"), lease: 600, dns: [][4]byte{ip4("1.2.3.4")}}
+	u.serve(b, up, upp)
+	b.r.Configure(xmlNode(t, linkConfig))
+	if !slices.Equal(vmp.link, []bool{false, true}) {
+		t.Fatalf("link state calls %v after the same config", vmp.link)
+	}
+	static := strings.Replace(linkConfig, `<domain name="uplink">`, `<domain name="uplink" interface="10.2.3.50/24" gateway="10.2.3.1">`, 1)
+	b.r.Configure(xmlNode(t, static))
+	if !slices.Equal(vmp.link, []bool{false, true, false, true}) {
+		t.Fatalf("link state calls %v after the uplink became static", vmp.link)
+	}
+	if _, ok := dhcpLease(t, b, vm, vmp, 1).Option(header.OptDNSServer); ok {
+		t.Fatal("DNS servers announced that the static uplink does not have")
+	}
+}
