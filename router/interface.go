@@ -60,7 +60,9 @@ type Interface struct {
 	routerMAC header.MAC // the router's source MAC on this interface
 	peerMAC   header.MAC // the Nic client's MAC
 	macIndex  uint16
-	port      Port
+	port      Port      // session, or while the link is down, down
+	session   Port      // the component's
+	down      *downPort // refuses every Alloc: nothing is sent over a link that is down
 	dom       *domain
 	up        bool
 	dirty     bool // submitted to since the last Flush
@@ -107,7 +109,8 @@ var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 // names (none: the interface exists but every frame from it is dropped until a config names
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
-	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port}
+	i := &Interface{label: s.Label, kind: s.Kind, session: s.Port, down: &downPort{s.Port}}
+	i.port = i.down
 	if s.Kind != Nic {
 		i.routerMAC = s.MAC
 	} else {
@@ -227,6 +230,10 @@ func (r *Router) refetchLink(i *Interface, reset bool) {
 func (r *Router) setLink(i *Interface, up bool) {
 	if i.up != up {
 		i.up = up
+		i.port = i.down
+		if up {
+			i.port = i.session
+		}
 		i.port.LinkState(up)
 		if rc := r.cfg.Report; rc != nil && rc.LinkStateTriggers {
 			r.reportTrigger = true
@@ -237,10 +244,6 @@ func (r *Router) setLink(i *Interface, up bool) {
 // transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
 // full destination, or one whose link is down, drops the frame and counts it; nothing waits.
 func (r *Router) transmit(i *Interface, frame []byte) []byte {
-	if !i.up {
-		r.linkDown(i)
-		return nil
-	}
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
 		r.full(i)
@@ -251,9 +254,13 @@ func (r *Router) transmit(i *Interface, frame []byte) []byte {
 	return buf
 }
 
-// full counts a frame dropped because i's queue or buffer was full. (A call of its own keeps
-// transmit small enough to be inlined into the per-frame path.)
+// full counts a frame dropped because i's queue or buffer was full, or its link down. (A call
+// of its own keeps transmit small enough to be inlined into the per-frame path.)
 func (r *Router) full(i *Interface) {
+	if !i.up {
+		r.linkDown(i)
+		return
+	}
 	r.stats.DroppedFull.add(1)
 	i.stats.DroppedFull.add(1)
 }
@@ -263,6 +270,12 @@ func (r *Router) full(i *Interface) {
 func (r *Router) linkDown(i *Interface) {
 	r.drop(i.dom, "link down")
 }
+
+// downPort is an interface's port while its link is down: it refuses every Alloc, so that
+// transmit needs no test of the link per frame (full tells the two refusals apart).
+type downPort struct{ Port }
+
+func (*downPort) Alloc(int) ([]byte, bool) { return nil, false }
 
 // submit hands a filled buffer to i's port and marks i for the next Flush.
 func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
