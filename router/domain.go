@@ -175,9 +175,20 @@ func (d *domain) resolveRules(all map[string]*domain) {
 		}
 		return out
 	}
+	if s := d.dhcpServer; s != nil && s.m.DNSConfigFrom != "" {
+		s.from = all[s.m.DNSConfigFrom]
+	}
 	d.ipRules, d.icmpRules = direct(d.m.IPRules), direct(d.m.ICMPRules)
 	d.tcpRules, d.udpRules = transport(d.m.TCPRules), transport(d.m.UDPRules)
 	d.forward = [2]map[uint16]forwardRule{forward(d.m.TCPForward), forward(d.m.UDPForward)}
+}
+
+// ready is Genode's domain ready state: false while the domain's DHCP server takes its DNS
+// config from a domain that has no IPv4 config (dns_config_from). The links of its Nic
+// sessions follow it (Interface.linkState).
+func (d *domain) ready() bool {
+	s := d.dhcpServer
+	return s == nil || s.from == nil || s.from.ip.valid
 }
 
 // ipRule is the longest-prefix <ip> rule for dst.

@@ -40,7 +40,8 @@ type Port interface {
 	Flush()
 	// Release acknowledges a received frame the router had held (Verdict Held).
 	Release(id uint64)
-	// LinkState tells a Nic client whether its link is up (its domain is ready).
+	// LinkState tells a Nic client whether its link is up (its domain is ready): once when
+	// the interface is attached, then at every change.
 	LinkState(up bool)
 }
 
@@ -62,7 +63,9 @@ type Interface struct {
 	routerMAC header.MAC // the router's source MAC on this interface
 	peerMAC   header.MAC // the Nic client's MAC
 	macIndex  uint16
-	port      Port
+	port      Port      // session, or while the link is down, down
+	session   Port      // the component's
+	down      *downPort // refuses every Alloc: nothing is sent over a link that is down
 	dom       *domain
 	up        bool
 	dirty     bool // submitted to since the last Flush
@@ -111,7 +114,8 @@ var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 // names (none: the interface exists but every frame from it is dropped until a config names
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
-	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port, ram: s.RAM}
+	i := &Interface{label: s.Label, kind: s.Kind, session: s.Port, down: &downPort{s.Port}, ram: s.RAM}
+	i.port = i.down
 	if s.Kind != Nic {
 		i.routerMAC = s.MAC
 	} else {
@@ -121,6 +125,9 @@ func (r *Router) Attach(s Session) *Interface {
 	}
 	r.ifs = append(r.ifs, i)
 	r.assign(i)
+	if !i.up { // assign told only a change from the initial down
+		i.port.LinkState(false)
+	}
 	r.interfaceCameOrWent()
 	return i
 }
@@ -167,7 +174,7 @@ func (r *Router) assign(i *Interface) {
 	if r.cfg.VerboseDomainState {
 		r.log.Info("interface joins domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
 	}
-	r.setLink(i, d.ip.valid)
+	r.setLink(i, i.linkState())
 	if d.dhcpClient != nil {
 		d.dhcpClient.interfaceAdded(r, d)
 	}
@@ -204,9 +211,30 @@ func (r *Router) leave(i *Interface) {
 	}
 }
 
+// linkState is the link state Genode's router gives interface i: an uplink's is always up
+// (its driver opens the session only while its link is up); a Nic session's, and a
+// nic-client's while its server reports it up, follow the ready state of the domain.
+func (i *Interface) linkState() bool {
+	return i.kind == Uplink || i.dom != nil && i.dom.ready()
+}
+
+// refetchLink sets i's link to linkState. With reset, a Nic session's link goes down first:
+// its client, seeing it come up again, knows that what it got by DHCP is outdated and asks
+// anew (Genode's reset of the domain ready state).
+func (r *Router) refetchLink(i *Interface, reset bool) {
+	if reset && i.kind == Nic {
+		r.setLink(i, false)
+	}
+	r.setLink(i, i.linkState())
+}
+
 func (r *Router) setLink(i *Interface, up bool) {
 	if i.up != up {
 		i.up = up
+		i.port = i.down
+		if up {
+			i.port = i.session
+		}
 		i.port.LinkState(up)
 		if rc := r.cfg.Report; rc != nil && rc.LinkStateTriggers {
 			r.reportTrigger = true
@@ -215,7 +243,7 @@ func (r *Router) setLink(i *Interface, up bool) {
 }
 
 // transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
-// full destination drops the frame and counts it; nothing waits.
+// full destination, or one whose link is down, drops the frame and counts it; nothing waits.
 func (r *Router) transmit(i *Interface, frame []byte) []byte {
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
@@ -227,12 +255,28 @@ func (r *Router) transmit(i *Interface, frame []byte) []byte {
 	return buf
 }
 
-// full counts a frame dropped because i's queue or buffer was full. (A call of its own keeps
-// transmit small enough to be inlined into the per-frame path.)
+// full counts a frame dropped because i's queue or buffer was full, or its link down. (A call
+// of its own keeps transmit small enough to be inlined into the per-frame path.)
 func (r *Router) full(i *Interface) {
+	if !i.up {
+		r.linkDown(i)
+		return
+	}
 	r.stats.DroppedFull.add(1)
 	i.stats.DroppedFull.add(1)
 }
+
+// linkDown counts a frame not sent because i's link is down: its client is not to get any
+// (Genode's router fails to send there, "link down").
+func (r *Router) linkDown(i *Interface) {
+	r.drop(i.dom, "link down")
+}
+
+// downPort is an interface's port while its link is down: it refuses every Alloc, so that
+// transmit needs no test of the link per frame (full tells the two refusals apart).
+type downPort struct{ Port }
+
+func (*downPort) Alloc(int) ([]byte, bool) { return nil, false }
 
 // submit hands a filled buffer to i's port and marks i for the next Flush. Every frame the
 // router sends passes here, where Genode's _send_submit_pkt counts and logs it.

@@ -109,7 +109,7 @@ func TestReportAsGenode(t *testing.T) {
 		</interface>
 	</domain>
 	<domain name="peer" rx_bytes="342" tx_bytes="0" ipv4="0.0.0.0/32" gw="0.0.0.0">
-		<interface label="peer" link_state="false"/>
+		<interface label="peer" link_state="true"/>
 	</domain>
 	<domain name="uplink" rx_bytes="324" tx_bytes="127" ipv4="198.18.0.10/24" gw="198.18.0.1">
 		<interface label="uplink" link_state="true">
@@ -135,7 +135,7 @@ func TestReportOptions(t *testing.T) {
 		<interface label="vm" link_state="true"/>
 	</domain>
 	<domain name="peer">
-		<interface label="peer" link_state="false"/>
+		<interface label="peer" link_state="true"/>
 	</domain>
 	<domain name="uplink">
 		<interface label="uplink" link_state="true"/>
