@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -53,8 +52,9 @@ type Run struct {
 
 // Start writes text as the scenario file name (its extension says the syntax) and runs a
 // supervisor on it until Stop or the end of the test. opt needs BinDirs; Out and RunDir are
-// the run's own, ParentServices are the host's (Tap, Packet) and Components the component
-// table unless opt names them.
+// the run's own, and ParentServices are the host's (Tap, Packet) unless opt names some. A
+// test whose components write files (a report) passes the component table: the supervisor
+// writes only what a component's Spec says its config names.
 func Start(t testing.TB, name, text string, opt supervisor.Options) *Run {
 	t.Helper()
 	r := &Run{Path: filepath.Join(t.TempDir(), name), Logs: &testutil.SyncBuffer{}, t: t}
@@ -63,9 +63,6 @@ func Start(t testing.TB, name, text string, opt supervisor.Options) *Run {
 	opt.RunDir = filepath.Join(testutil.ReachableTempDir(t), "run")
 	if opt.ParentServices == nil {
 		opt.ParentServices = hostservice.Services()
-	}
-	if opt.Components == nil {
-		opt.Components = components.Table // the Spec of each: checks, and the files it may write
 	}
 	s, err := supervisor.New(r.Path, opt)
 	if err != nil {
