@@ -27,7 +27,7 @@ type mainOptions struct{ oneP bool }
 func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
-// it, then exits. It never returns.
+// it or it calls Exit, then exits with its exit value. It never returns.
 func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
@@ -80,7 +80,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 			return srv
 		},
 	})
-	os.Exit(0)
+	os.Exit(c.ExitValue())
 }
 
 func dropTime(_ []string, a slog.Attr) slog.Attr {
