@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 // Stop ends the generator of a session still open and returns once its goroutine has ended.
 func TestStopEndsRuns(t *testing.T) {
-	h := NewHandler(component.New(component.Spec{}, slog.New(slog.DiscardHandler), nil))
+	h := NewHandler(component.New(component.Spec{}, slog.New(slog.DiscardHandler), nil), io.Discard)
 	n, err := config.ParseXML("test", []byte(`<config service="Nic" tx="yes" rate="1000" period_ms="0"/>`))
 	if err != nil {
 		t.Fatal(err)
