@@ -143,18 +143,18 @@ func parseSession(n *config.Node, own header.MAC, policyMAC bool) (cfg Config, e
 	if t == nil {
 		return cfg, nil
 	}
+	// Genode's README calls to and udp_port mandatory: without them its generator sends nothing.
+	for _, need := range []string{"to", "udp_port"} {
+		if !t.Has(need) {
+			return cfg, config.Errorf(t.Pos, "<tx> needs %s (the generator's destination)", need)
+		}
+	}
 	cfg.TX, cfg.ResolveDstMAC = true, true
 	num := numbers{n: t}
 	cfg.Size = int(num.get("mtu", genodeMTU, minSize, maxSize))
 	cfg.DstPort = uint16(num.get("udp_port", 0, 1, 65535))
 	if num.err != nil {
 		return cfg, num.err
-	}
-	// Genode's README calls to and udp_port mandatory: without them its generator sends nothing.
-	for _, need := range []string{"to", "udp_port"} {
-		if !t.Has(need) {
-			return cfg, config.Errorf(t.Pos, "<tx> needs %s (the generator's destination)", need)
-		}
 	}
 	cfg.DstIP, err = ip(t, "to", [4]byte{})
 	return cfg, err
