@@ -14,7 +14,10 @@ import (
 )
 
 func main() {
+	// The process's real stderr, as the component's logger has it: go-plugin redirects
+	// os.Stderr into its own stream once component.Main serves.
+	stderr := os.Stderr
 	component.Main(components.Lookup("nic_perf"), func(c *component.Component) (component.Handler, error) {
-		return NewHandler(c, os.Stderr), nil
+		return NewHandler(c, stderr), nil
 	})
 }

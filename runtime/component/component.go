@@ -86,6 +86,7 @@ type Component struct {
 	stopped     chan struct{}
 	stopOnce    sync.Once
 	exitValue   atomic.Int32 // what Main exits with: 0, or what Exit was given
+	exiting     atomic.Bool  // Exit was called: the component ends on its own
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
@@ -356,6 +357,7 @@ func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest
 // may call it from anywhere, its own calls and goroutines included.
 func (c *Component) Exit(code int) {
 	c.exitValue.Store(int32(code))
+	c.exiting.Store(true)
 	go c.Stop(context.Background(), nil)
 }
 

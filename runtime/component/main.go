@@ -76,7 +76,17 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			srv = plugin.DefaultGRPCServer(opts)
-			go func() { <-c.stopped; srv.GracefulStop() }()
+			go func() {
+				<-c.stopped
+				if c.exiting.Load() {
+					// Ended by Exit: no call of the supervisor's waits for its answer, and
+					// go-plugin's own stdio stream would keep a graceful stop waiting until
+					// the supervisor hangs up, which it does only when it stops us.
+					srv.Stop()
+					return
+				}
+				srv.GracefulStop()
+			}()
 			return srv
 		},
 	})
