@@ -1,6 +1,7 @@
 package nicperf
 
 import (
+	"slices"
 	"time"
 
 	"github.com/nicstack/nicstack/router/header"
@@ -61,7 +62,8 @@ var (
 	clientMAC = header.MAC{2, 0, 0, 0, 0, 1}
 )
 
-// Genode's defaults: log every 5 s, exit after 10000 periods; 1024-byte frames.
+// Genode's defaults, as its code has them (its README says logging is off by default): log
+// every 5 s, exit after 10000 periods; 1024-byte frames.
 const (
 	genodePeriod = 5 * time.Second
 	genodeCount  = 10000
@@ -72,12 +74,10 @@ const (
 // it: the nodes say what each session does.
 func parseGenode(n *config.Node) (cfg Config, err error) {
 	for _, a := range n.Attrs {
-		for _, own := range sessionAttrs {
-			if a.Name == own {
-				return cfg, config.Errorf(a.Pos, "%s: with <policy>, <default-policy> or <nic-client> (Genode's form) "+
-					"their <interface> and <tx> say what nic_perf does on a session; "+
-					"the <config>'s own session attributes (nicstack's older form) do not mix with them", a.Name)
-			}
+		if slices.Contains(sessionAttrs, a.Name) {
+			return cfg, config.Errorf(a.Pos, "%s: with <policy>, <default-policy> or <nic-client> (Genode's form) "+
+				"their <interface> and <tx> say what nic_perf does on a session; "+
+				"the <config>'s own session attributes (nicstack's older form) do not mix with them", a.Name)
 		}
 	}
 	num := numbers{n: n}
