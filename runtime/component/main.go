@@ -31,7 +31,7 @@ type mainOptions struct{ oneP bool }
 func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
-// it, then exits. It never returns.
+// it or it calls Exit, then exits with its exit value. It never returns.
 func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
@@ -80,11 +80,21 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 				os.Exit(1)
 			}
 			srv = plugin.DefaultGRPCServer(opts)
-			go func() { <-c.stopped; srv.GracefulStop() }()
+			go func() {
+				<-c.stopped
+				if c.exiting.Load() {
+					// Ended by Exit: no call of the supervisor's waits for its answer, and
+					// go-plugin's own stdio stream would keep a graceful stop waiting until
+					// the supervisor hangs up, which it does only when it stops us.
+					srv.Stop()
+					return
+				}
+				srv.GracefulStop()
+			}()
 			return srv
 		},
 	})
-	os.Exit(0)
+	os.Exit(c.ExitValue())
 }
 
 func controlSocket() (*net.UnixConn, error) {
