@@ -57,12 +57,18 @@ func (d Direction) String() string {
 	return fmt.Sprintf("direction(%d)", uint8(d))
 }
 
-// Pair returns the two ends of a new capture socket: the reader keeps ours, the component
-// gets theirs. Theirs asks for a send buffer of 4 MiB (past the system's limit only for
+// Pair returns the two ends of a new capture socket: the reader keeps ours (reads on it take
+// deadlines), the component gets theirs. Theirs asks for a send buffer of 4 MiB (past the system's limit only for
 // root), so that bursts wait in the socket rather than being lost.
 func Pair() (ours, theirs *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
+		return nil, nil, fmt.Errorf("capture socket: %w", err)
+	}
+	// Ours non-blocking: os.File then waits in Go's poller and takes read deadlines.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
 		return nil, nil, fmt.Errorf("capture socket: %w", err)
 	}
 	if unix.SetsockoptInt(fds[1], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {

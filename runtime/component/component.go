@@ -77,6 +77,7 @@ type Component struct {
 	mu       sync.Mutex // serializes handler calls
 	h        Handler
 	sessions map[uint64]*Session
+	captures map[uint64]*tapping // by capture id
 
 	counterMu sync.Mutex
 	counters  map[string]*atomic.Uint64
@@ -96,6 +97,7 @@ func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, erro
 		newHandler: newHandler,
 		inbox:      newFileInbox(),
 		sessions:   map[uint64]*Session{},
+		captures:   map[uint64]*tapping{},
 		counters:   map[string]*atomic.Uint64{},
 		events:     fifo.New[*controlpb.Event](),
 		stopped:    make(chan struct{}),
@@ -254,6 +256,7 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 		}
 		if err = c.h.Open(s); err == nil {
 			c.sessions[id] = s
+			c.tapNew(s)
 			return &controlpb.Empty{}, nil
 		}
 	}
@@ -263,6 +266,9 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 
 // close runs with mu held.
 func (c *Component) close(s *Session) {
+	if s.tappedBy != 0 {
+		c.untap(s)
+	}
 	c.h.Close(s)
 	delete(c.sessions, s.ID)
 	if err := s.unmap(); err != nil {
@@ -358,6 +364,9 @@ func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Em
 		}
 		c.h.Stop()
 		c.h = nil
+	}
+	for id := range c.captures {
+		c.stopCapture(id)
 	}
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })
