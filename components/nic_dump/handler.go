@@ -18,10 +18,11 @@ import (
 // upward, the uplink, released when the downlink closes. The downlink's link is up exactly
 // while the uplink is open and its server reports it up.
 type Handler struct {
-	c      *component.Component
-	log    io.Writer // where the packet log goes: the process's stderr, which the supervisor prefixes
-	cfg    nicdump.Config
-	timing *nicdump.Timing // since the component started, over every wire
+	c          *component.Component
+	log        io.Writer // where the packet log goes: the process's stderr, which the supervisor prefixes
+	cfg        nicdump.Config
+	configured bool
+	timing     *nicdump.Timing // since the component started, over every wire
 
 	down, up *component.Session // nil while not open
 	upReq    uint64             // the uplink's request, 0 while there is no downlink
@@ -45,13 +46,13 @@ func (h *Handler) Configure(n *config.Node) error {
 	if err != nil {
 		return err
 	}
-	first := h.cfg.Uplink == ""
+	first := !h.configured
 	if cfg.Pcap != h.cfg.Pcap || first {
 		if err := h.openCapture(cfg.Pcap); err != nil {
 			return err
 		}
 	}
-	h.cfg = cfg
+	h.cfg, h.configured = cfg, true
 	if first {
 		h.c.Announce("Nic")
 	}

@@ -232,3 +232,34 @@ func TestWirePassAllocatesNothing(t *testing.T) {
 
 var allStyles = nicdump.LogConfig{Eth: nicdump.All, ARP: nicdump.All, IPv4: nicdump.All, DHCP: nicdump.All,
 	UDP: nicdump.All, ICMP: nicdump.All, TCP: nicdump.All}
+
+// A changed config applies while frames flow: a new pcap path starts a new capture file, and
+// the frames before stay in the old one.
+func TestReconfigureStartsANewCaptureFile(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "1.pcap"), filepath.Join(dir, "2.pcap")
+	d := start(t, `<config default="no" pcap="`+first+`"/>`)
+	send(t, d.client.TX, udpFrame(1), netdev.Offload{})
+	receive(t, d.upstream.TX)
+	n, err := config.ParseXML("test", []byte(`<config default="no" pcap="`+second+`"/>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.h.Configure(n); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		send(t, d.client.TX, udpFrame(uint16(2+i)), netdev.Offload{})
+		receive(t, d.upstream.TX)
+	}
+	d.h.Stop()
+	for path, want := range map[string]int{first: 1, second: 2} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs, err := pcap.ReadFile(b); err != nil || len(recs) != want {
+			t.Errorf("%s: %d records (%v), want %d", filepath.Base(path), len(recs), err, want)
+		}
+	}
+}

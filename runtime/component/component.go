@@ -354,8 +354,8 @@ func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest
 	return &controlpb.HeartbeatReply{Seq: req.GetSeq()}, nil
 }
 
-// Stop closes every session, stops the handler and ends the process's gRPC server, so Main
-// returns.
+// Stop closes every session, stops the handler, ends the captures and the process's gRPC
+// server, so Main returns.
 func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Empty, error) {
 	c.mu.Lock()
 	if c.h != nil {
