@@ -26,7 +26,7 @@ var Table = component.Table{
 		Summary: "Genode's NIC router: domains, policies, NAT, link states, ARP, DHCP, ICMP",
 		Schema:  model.Schema(),
 		// The router refuses no config: a rule it cannot use disables its domain, with a log
-		// line, as Genode's does.
+		// line, as Genode's does. model.Parse checks the schema too.
 		Warn: func(n *config.Node, _ string) []error {
 			_, problems := model.Parse(n)
 			return problems

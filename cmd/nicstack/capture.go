@@ -23,9 +23,9 @@ import (
 
 func init() {
 	var (
-		socket, write string
-		count         uint64
-		duration      time.Duration
+		socket, name, write string
+		count               uint64
+		duration            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "capture COMPONENT|SESSION",
@@ -39,6 +39,10 @@ Genode's nic_dump logs them, "(to <- from) ETH ...", with the time since the cap
 capture that cannot keep up loses frames, never slows the scenario, and says how many.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := supervisor.FindSocket(socket, name)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if duration > 0 {
@@ -46,11 +50,12 @@ capture that cannot keep up loses frames, never slows the scenario, and says how
 				ctx, cancel = context.WithTimeout(ctx, duration)
 				defer cancel()
 			}
-			return runCapture(ctx, socket, args[0], write, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runCapture(ctx, path, args[0], write, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "Unix socket of the running supervisor")
+	f.StringVarP(&name, "name", "s", "", "tap the run started with --name NAME (a systemd instance: nicstack@NAME)")
+	f.StringVar(&socket, "socket", "", "tap the supervisor at this Unix socket (default: the unnamed run's, else the one named run)")
 	f.StringVarP(&write, "write", "w", "", "write a pcap file (- for stdout) instead of printing")
 	f.Uint64VarP(&count, "count", "c", 0, "stop after this many frames (0: no limit)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (0: no limit)")

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sort"
 	"time"
+
+	"github.com/nicstack/nicstack/runtime/label"
 )
 
 // Config is the whole router config.
@@ -52,8 +54,8 @@ type Report struct {
 
 // Policy is <policy>: sessions whose label matches go to Domain.
 type Policy struct {
-	Label, Prefix, Suffix, Last string
-	Domain                      string
+	label.Selector
+	Domain string
 }
 
 // NicClient is <nic-client>: the router opens a Nic session itself.
@@ -182,19 +184,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// DomainFor returns the domain of the best-scoring policy for a session label: an exact
-// label beats any prefix or suffix match, longer matches beat shorter ones, and
-// <default-policy> catches the rest.
-func (c *Config) DomainFor(label string) (string, bool) {
-	best, bestScore := "", -1
-	for _, p := range c.Policies {
-		s := p.score(label)
-		if s > bestScore {
-			best, bestScore = p.Domain, s
-		}
-	}
-	if bestScore >= 0 {
-		return best, true
+// DomainFor returns the domain of the <policy> that selects a session label as Genode's
+// Session_policy picks it (label.Best), else of <default-policy>.
+func (c *Config) DomainFor(sessionLabel string) (string, bool) {
+	if i := label.Best(len(c.Policies), func(i int) label.Selector { return c.Policies[i].Selector }, sessionLabel); i >= 0 {
+		return c.Policies[i].Domain, true
 	}
 	return c.DefaultPolicy, c.DefaultPolicy != ""
 }
@@ -207,38 +201,4 @@ func (c *Config) NicClientDomain(label string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// score is -1 for no match; an exact label scores above every partial match.
-func (p Policy) score(label string) int {
-	const exact = 1 << 30
-	if p.Label != "" {
-		if p.Label == label {
-			return exact
-		}
-		return -1
-	}
-	if p.Prefix == "" && p.Suffix == "" && p.Last == "" {
-		return -1
-	}
-	if len(p.Prefix) > len(label) || label[:len(p.Prefix)] != p.Prefix {
-		return -1
-	}
-	if len(p.Suffix) > len(label) || label[len(label)-len(p.Suffix):] != p.Suffix {
-		return -1
-	}
-	if p.Last != "" && lastElement(label) != p.Last {
-		return -1
-	}
-	return len(p.Prefix) + len(p.Suffix) + len(p.Last)
-}
-
-// lastElement is the part of a label after its last " -> ".
-func lastElement(label string) string {
-	for i := len(label) - 4; i >= 0; i-- {
-		if label[i:i+4] == " -> " {
-			return label[i+4:]
-		}
-	}
-	return label
 }

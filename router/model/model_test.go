@@ -51,17 +51,27 @@ func TestParseDefaultsAndSchema(t *testing.T) {
 	}
 }
 
-func TestPolicyScores(t *testing.T) {
-	c := &Config{DefaultPolicy: "def", Policies: []Policy{
-		{Prefix: "vm", Domain: "short"}, {Prefix: "vm_1", Domain: "long"},
-		{Label: "vm_1 -> nic", Domain: "exact"}, {Last: "uplink", Domain: "last"},
-	}}
+// The router picks a session's domain with the one matcher (runtime/label), so a Genode
+// config's policies select as they do in Genode; label_last is init's, not a policy's.
+func TestPolicySelection(t *testing.T) {
+	c, errs := Parse(parseXML(t, `<config>
+		<policy label_prefix="vm" domain="short"/> <policy label_prefix="vm_1" domain="long"/>
+		<policy label="vm_1 -> " domain="exact"/> <policy label_suffix=" -> uplink" domain="uplink"/>
+		<default-policy domain="def"/>
+		<domain name="short"/> <domain name="long"/> <domain name="exact"/> <domain name="uplink"/> <domain name="def"/>
+	</config>`))
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
 	for label, want := range map[string]string{
-		"vm_2 -> nic": "short", "vm_1 -> x": "long", "vm_1 -> nic": "exact",
-		"drv -> uplink": "last", "other": "def",
+		"vm_2 -> ": "short", "vm_1 -> x": "long", "vm_1 -> ": "exact", "vm_1 -> uplink": "long",
+		"drv -> uplink": "uplink", "other -> ": "def",
 	} {
 		if got, _ := c.DomainFor(label); got != want {
 			t.Errorf("%q: %q, want %q", label, got, want)
 		}
+	}
+	if _, errs := Parse(parseXML(t, `<config><policy label_last="x" domain="d"/></config>`)); len(errs) != 1 {
+		t.Errorf("label_last on a <policy>: want one problem (not an attribute of Genode's policies), got %v", errs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/label"
 )
 
 // Parse reads a <config> node. It always returns a usable Config; problems lists what is
@@ -58,11 +59,7 @@ func Parse(n *config.Node) (*Config, []error) {
 		}
 	}
 	for _, pn := range n.Subs("policy") {
-		c.Policies = append(c.Policies, Policy{
-			Label: pn.String("label", ""), Prefix: pn.String("label_prefix", ""),
-			Suffix: pn.String("label_suffix", ""), Last: pn.String("label_last", ""),
-			Domain: pn.String("domain", ""),
-		})
+		c.Policies = append(c.Policies, Policy{Selector: label.SelectorOf(pn), Domain: pn.String("domain", "")})
 	}
 	if dp := n.Sub("default-policy"); dp != nil {
 		c.DefaultPolicy = dp.String("domain", "")

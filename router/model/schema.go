@@ -101,7 +101,7 @@ func RouterSchema() *Description {
 			{Type: "default-policy", Attrs: []SchemaAttr{{"domain", "domain", ""}}},
 			{Type: "policy", Attrs: []SchemaAttr{
 				{"domain", "domain", ""}, {"label", "label", ""}, {"label_prefix", "label", ""},
-				{"label_suffix", "label", ""}, {"label_last", "label", ""},
+				{"label_suffix", "label", ""},
 			}},
 			{Type: "nic-client", Attrs: []SchemaAttr{{"label", "label", ""}, {"domain", "domain", ""}}},
 			{Type: "domain",

@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nicstack/nicstack/internal/logformat"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -48,12 +50,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	}
 	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
 	// for JSON, tags with a "component" field).
-	var log *slog.Logger
-	if os.Getenv(LogFormatEnv) == "json" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	} else {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
-	}
+	log := slog.New(logformat.Handler(os.Stderr, os.Getenv(LogFormatEnv) == "json", slog.LevelInfo))
 	c := New(spec, log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {
@@ -81,13 +78,6 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 		},
 	})
 	os.Exit(0)
-}
-
-func dropTime(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
 }
 
 func controlSocket() (*net.UnixConn, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/label"
 )
 
 // Route is a <route> or <default-route>: rules tried in order, the first match decides.
@@ -21,26 +22,25 @@ type Rule struct {
 }
 
 // LabelMatch is the label condition of a rule, as Genode's init reads it: label,
-// label_prefix and label_suffix (all that are present must hold) are matched against the label
-// the client asked for, without its own name ("scoped"); label_last against the last element
-// of the whole label and decides alone; unscoped_label against the whole label
-// ("client -> label") and decides alone, whatever else the rule says.
+// label_prefix and label_suffix (all that are present must hold, label.Selector) are matched
+// against the label the client asked for, without its own name ("scoped"); label_last against
+// the last element of the whole label and decides alone; unscoped_label against the whole
+// label ("client -> label") and decides alone, whatever else the rule says.
 type LabelMatch struct {
-	Label, Prefix, Suffix, Last, Unscoped                string
-	HasLabel, HasPrefix, HasSuffix, HasLast, HasUnscoped bool
+	label.Selector
+	Last, Unscoped       string
+	HasLast, HasUnscoped bool
 }
 
 // Matches reports whether the session label of client's request matches.
-func (m LabelMatch) Matches(client, label string) bool {
+func (m LabelMatch) Matches(client, l string) bool {
 	switch {
 	case m.HasUnscoped:
-		return ServerLabel(client, label) == m.Unscoped
+		return label.Prefixed(client, l) == m.Unscoped
 	case m.HasLast:
-		return lastElement(ServerLabel(client, label)) == m.Last
+		return label.Last(label.Prefixed(client, l)) == m.Last
 	}
-	return (!m.HasLabel || label == m.Label) &&
-		(!m.HasPrefix || strings.HasPrefix(label, m.Prefix)) &&
-		(!m.HasSuffix || strings.HasSuffix(label, m.Suffix))
+	return !m.Conflicts(l)
 }
 
 func (m LabelMatch) String() string {
@@ -55,14 +55,6 @@ func (m LabelMatch) String() string {
 		}
 	}
 	return b.String()
-}
-
-// lastElement is the part of a label after its last " -> ".
-func lastElement(label string) string {
-	if i := strings.LastIndex(label, " -> "); i >= 0 {
-		return label[i+4:]
-	}
-	return label
 }
 
 // TargetKind says where a rule sends a session.
@@ -109,9 +101,7 @@ func parseRoute(n *config.Node) (*Route, error) {
 				e.add(config.Errorf(c.Pos, "<service> in <%s> needs a name", n.Type))
 			}
 			m := &rule.Match
-			m.Label, m.HasLabel = attr(c, "label")
-			m.Prefix, m.HasPrefix = attr(c, "label_prefix")
-			m.Suffix, m.HasSuffix = attr(c, "label_suffix")
+			m.Selector = label.SelectorOf(c)
 			m.Last, m.HasLast = attr(c, "label_last")
 			m.Unscoped, m.HasUnscoped = attr(c, "unscoped_label")
 		case "any-service":
@@ -161,10 +151,6 @@ type Decision struct {
 	Trace []string
 }
 
-// ServerLabel is the label a server sees for a client's request: "client -> label", also for
-// an empty label ("client -> "), as Genode's prefixed_label makes it.
-func ServerLabel(client, label string) string { return client + " -> " + label }
-
 // DeniedError is a session request no rule routes; its message carries the rule trace.
 type DeniedError struct {
 	Client, Service, Label string
@@ -184,13 +170,13 @@ func (e *DeniedError) Error() string {
 // client's own <route> if it has one, else <default-route>; the first rule whose service and
 // label match decides; its targets are tried in order. <any-child/> picks the one child that
 // provides the service and is denied when several do.
-func (sc *Scenario) Resolve(client *Start, service, label string) (*Decision, error) {
+func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decision, error) {
 	r, which := client.Route, "route of "+client.Name
 	if r == nil {
 		r, which = sc.DefaultRoute, "default-route"
 	}
 	deny := func(reason string, trace []string) error {
-		return &DeniedError{Client: client.Name, Service: service, Label: label, Reason: reason, Trace: trace}
+		return &DeniedError{Client: client.Name, Service: service, Label: sessionLabel, Reason: reason, Trace: trace}
 	}
 	if r == nil {
 		return nil, deny(fmt.Sprintf("%q has no <route> and the scenario has no <default-route>", client.Name), nil)
@@ -201,12 +187,12 @@ func (sc *Scenario) Resolve(client *Start, service, label string) (*Decision, er
 		if rule.Service != "" {
 			name = fmt.Sprintf("<service name=%q%s>", rule.Service, rule.Match)
 		}
-		if rule.Service != "" && rule.Service != service || !rule.Match.Matches(client.Name, label) {
+		if rule.Service != "" && rule.Service != service || !rule.Match.Matches(client.Name, sessionLabel) {
 			trace = append(trace, fmt.Sprintf("%s: %s at %s does not match", which, name, rule.Pos))
 			continue
 		}
 		for _, t := range rule.Targets {
-			d := &Decision{Label: ServerLabel(client.Name, label)}
+			d := &Decision{Label: label.Prefixed(client.Name, sessionLabel)}
 			if t.HasLabel {
 				d.Label = t.Label
 			}

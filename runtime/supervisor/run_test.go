@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -564,11 +566,18 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE nicstack_session_frames_total counter",
 		`nicstack_component_up{component="echo",cpus="`,
-		`nicstack_component_counter{component="client",name="received"}`,
+		"# TYPE nicstack_received_total counter",
+		`nicstack_received_total{component="client"}`,
+		"# TYPE nicstack_component_cpu_seconds_total counter",
 		`nicstack_session_frames_total{component="client",direction="sent",label="uplink",role="client",service="Nic",session="1"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
+	}
+	// Prometheus' own linter: names, units, _total on counters, help on every family.
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil || len(problems) != 0 {
+		t.Errorf("promlint: %v %+v", err, problems)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/leftover"
+
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -92,6 +94,8 @@ type Supervisor struct {
 
 	nsMu       sync.Mutex // namespaces is read by Netns callers outside the supervisor goroutine
 	namespaces map[string]*netns.NS
+	// controlSocket is the socket ServeStatus serves on, kept in the run's record.
+	controlSocket string
 }
 
 // New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
@@ -139,6 +143,9 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 		if err != nil {
 			s.log.Warn(err.Error(), "child", st.Name)
 			continue
+		}
+		if spec.Warn != nil {
+			continue // the component logs its config's problems itself when it is configured
 		}
 		for _, e := range checkStartConfig(spec, st) {
 			s.log.Warn(e.Error(), "child", st.Name)
@@ -206,10 +213,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	runDir := s.opts.RunDir
 	if runDir == "" {
 		base := "" // os.TempDir, unless a long TMPDIR would make the sockets' paths too long
-		if len(os.TempDir())+len("/nicstack-run-4294967295") > maxRunDirLen {
+		if len(os.TempDir())+len("/"+runDirPrefix+"4194304-4294967295") > maxRunDirLen {
 			base = "/tmp"
 		}
-		d, err := os.MkdirTemp(base, "nicstack-run-")
+		d, err := os.MkdirTemp(base, leftover.Named(runDirPrefix))
 		if err != nil {
 			return err
 		}
@@ -221,6 +228,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	s.opts.RunDir = runDir
 	defer os.RemoveAll(runDir)
+	if s.controlSocket != "" {
+		os.WriteFile(filepath.Join(runDir, controlRecord), []byte(s.controlSocket), 0o600)
+	}
 	defer s.deleteNamespaces()
 
 	if note := ScaleNote(s.sc.Space, s.topo); note != "" {
