@@ -60,7 +60,9 @@ func (h *Handler) Configure(n *config.Node) error {
 }
 
 // openCapture replaces the capture file with a new one at path ("": none). The component
-// opens the file itself: the supervisor hands out sessions' files, not arbitrary ones.
+// opens the file itself, as nic_router writes its report: the supervisor hands out the files
+// of sessions only. (A component confined by runtime/sandbox may not open files; both will
+// need the file from the supervisor then.)
 func (h *Handler) openCapture(path string) error {
 	var f *os.File
 	if path != "" {
