@@ -77,6 +77,7 @@ type Component struct {
 	mu       sync.Mutex // serializes handler calls
 	h        Handler
 	sessions map[uint64]*Session
+	captures map[uint64]*tapping // by capture id
 
 	counterMu sync.Mutex
 	counters  map[string]*atomic.Uint64
@@ -98,6 +99,7 @@ func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, erro
 		newHandler: newHandler,
 		inbox:      newFileInbox(),
 		sessions:   map[uint64]*Session{},
+		captures:   map[uint64]*tapping{},
 		counters:   map[string]*atomic.Uint64{},
 		events:     fifo.New[*controlpb.Event](),
 		stopped:    make(chan struct{}),
@@ -263,6 +265,7 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 		}
 		if err = c.h.Open(s); err == nil {
 			c.sessions[id] = s
+			c.tapNew(s)
 			return &controlpb.Empty{}, nil
 		}
 	}
@@ -272,6 +275,9 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 
 // close runs with mu held.
 func (c *Component) close(s *Session) {
+	if s.tappedBy != 0 {
+		c.untap(s)
+	}
 	c.h.Close(s)
 	delete(c.sessions, s.ID)
 	if err := s.unmap(); err != nil {
@@ -374,8 +380,8 @@ func (c *Component) Exited() <-chan struct{} { return c.stopped }
 // ExitValue is the exit value Exit gave (0 when it was not called).
 func (c *Component) ExitValue() int { return int(c.exitValue.Load()) }
 
-// Stop closes every session, stops the handler and ends the process's gRPC server, so Main
-// returns.
+// Stop closes every session, stops the handler, ends the captures and the process's gRPC
+// server, so Main returns.
 func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Empty, error) {
 	c.mu.Lock()
 	if c.h != nil {
@@ -384,6 +390,9 @@ func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Em
 		}
 		c.h.Stop()
 		c.h = nil
+	}
+	for id := range c.captures {
+		c.stopCapture(id)
 	}
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })
