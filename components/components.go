@@ -82,6 +82,13 @@ var Table = component.Table{
 		Summary:  "Genode's bump in the wire: passes a Nic session's frames both ways and logs each (and pcap)",
 		Schema:   nicdump.Schema,
 		Validate: validate(nicdump.ParseConfig),
+		Files: func(n *config.Node, start string) []string {
+			cfg, err := nicdump.ParseConfig(n, start)
+			if err != nil {
+				return nil
+			}
+			return nonEmpty(cfg.Pcap)
+		},
 	},
 	{
 		Binary:  "test_echo",

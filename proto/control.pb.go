@@ -498,6 +498,7 @@ type WriteFile struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Append        bool                   `protobuf:"varint,3,opt,name=append,proto3" json:"append,omitempty"` // add data at the file's end (a capture), instead of replacing it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -544,6 +545,13 @@ func (x *WriteFile) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *WriteFile) GetAppend() bool {
+	if x != nil {
+		return x.Append
+	}
+	return false
 }
 
 // Announce makes a provided service reachable; requests routed to it wait until then.
@@ -1673,10 +1681,11 @@ const file_control_proto_rawDesc = "" +
 	"link_state\x18\x04 \x01(\v2$.nicstack.control.v1.LinkStateReportH\x00R\tlinkState\x12?\n" +
 	"\n" +
 	"write_file\x18\x05 \x01(\v2\x1e.nicstack.control.v1.WriteFileH\x00R\twriteFileB\x06\n" +
-	"\x04kind\"3\n" +
+	"\x04kind\"K\n" +
 	"\tWriteFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"$\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
+	"\x06append\x18\x03 \x01(\bR\x06append\"$\n" +
 	"\bAnnounce\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\"H\n" +
 	"\n" +

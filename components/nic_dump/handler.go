@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -29,13 +28,14 @@ type Handler struct {
 	upLink   bool               // the link state the uplink's server reports
 	wire     *wire              // the running wire, nil while no session is open
 
-	capture                    *os.File // the pcap file, nil without pcap=
+	capture                    io.Writer  // the pcap file, nil without pcap=
+	files                      fileWriter // the supervisor (the component), or a test's
 	toUplink, toDownlink, errs *atomic.Uint64
 }
 
 // NewHandler returns the handler; it logs frames to log.
 func NewHandler(c *component.Component, log io.Writer) *Handler {
-	return &Handler{c: c, log: log, timing: nicdump.NewTiming(time.Now()),
+	return &Handler{c: c, files: c, log: log, timing: nicdump.NewTiming(time.Now()),
 		toUplink: c.Counter("uplink_dropped"), toDownlink: c.Counter("downlink_dropped"), errs: c.Counter("write_errors")}
 }
 
@@ -59,28 +59,33 @@ func (h *Handler) Configure(n *config.Node) error {
 	return h.rewire()
 }
 
-// openCapture replaces the capture file with a new one at path ("": none). The component
-// opens the file itself, as nic_router writes its report: the supervisor hands out the files
-// of sessions only. (A component confined by runtime/sandbox may not open files; both will
-// need the file from the supervisor then.)
+// openCapture starts a new capture file at path ("": none). The supervisor writes it: a
+// confined component opens no files (the table's Files names the pcap path it may write).
 func (h *Handler) openCapture(path string) error {
-	var f *os.File
-	if path != "" {
-		var err error
-		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-			return fmt.Errorf("pcap: %w", err)
-		}
-		if _, err := f.Write(pcap.AppendFileHeader(nil, pcap.Snaplen)); err != nil {
-			f.Close()
-			return fmt.Errorf("pcap: %w", err)
-		}
-	}
 	h.endWire() // the wire may be writing to the old file
-	if h.capture != nil {
-		h.capture.Close()
+	h.capture = nil
+	if path != "" {
+		h.files.WriteFile(path, pcap.AppendFileHeader(nil, pcap.Snaplen))
+		h.capture = captureFile{h.files, path}
 	}
-	h.capture = f
 	return nil
+}
+
+// fileWriter writes the files the config names: component.Component has the supervisor do it.
+type fileWriter interface {
+	WriteFile(path string, data []byte)
+	AppendFile(path string, data []byte)
+}
+
+// captureFile adds a batch's pcap records to the capture file.
+type captureFile struct {
+	files fileWriter
+	path  string
+}
+
+func (f captureFile) Write(b []byte) (int, error) {
+	f.files.AppendFile(f.path, b)
+	return len(b), nil
 }
 
 func (h *Handler) Open(s *component.Session) error {
@@ -134,13 +139,10 @@ func (h *Handler) Denied(_ uint64, reason string) {
 	h.c.Log.Error("no uplink: the Nic session nic_dump requested was denied", "reason", reason)
 }
 
-// Stop ends the wire and closes the capture file.
+// Stop ends the wire (the capture file holds what it wrote).
 func (h *Handler) Stop() {
 	h.endWire()
-	if h.capture != nil {
-		h.capture.Close()
-		h.capture = nil
-	}
+	h.capture = nil
 }
 
 // rewire restarts the wire over the sessions open now.

@@ -68,6 +68,26 @@ func receive(t *testing.T, in *ps.Sink) ([]byte, netdev.Offload) {
 	return nil, netdev.Offload{}
 }
 
+// diskFiles writes the capture file as the supervisor would, in the test's process.
+type diskFiles struct{ t *testing.T }
+
+func (d diskFiles) WriteFile(path string, data []byte) {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		d.t.Error(err)
+	}
+}
+
+func (d diskFiles) AppendFile(path string, data []byte) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.Write(data)
+		f.Close()
+	}
+	if err != nil {
+		d.t.Error(err)
+	}
+}
+
 type dump struct {
 	h        *Handler
 	log      *testutil.SyncBuffer
@@ -80,6 +100,7 @@ func start(t *testing.T, cfg string) *dump {
 	t.Helper()
 	d := &dump{log: &testutil.SyncBuffer{}}
 	d.h = NewHandler(component.New(component.Spec{}, slog.New(slog.DiscardHandler), nil), d.log)
+	d.h.files = diskFiles{t}
 	n, err := config.ParseXML("test", []byte(cfg))
 	if err != nil {
 		t.Fatal(err)

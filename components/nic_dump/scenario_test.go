@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/pcap"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
@@ -26,7 +27,7 @@ func TestPingThroughNicDump(t *testing.T) {
 	bin := filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_dump"))
 	capture := filepath.Join(t.TempDir(), "nic_dump.pcap")
 	text := scenariotest.Deploy(t, "nic_dump.xml", "/tmp/nicstack-nic_dump.pcap", capture)
-	run := scenariotest.Start(t, "nic_dump.xml", text, supervisor.Options{BinDirs: []string{bin}})
+	run := scenariotest.Start(t, "nic_dump.xml", text, supervisor.Options{BinDirs: []string{bin}, Components: components.Table})
 	for deadline := time.Now().Add(30 * time.Second); run.Component("ping").Counters["rx_frames"] < 5; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("ping got %d echo replies through nic_dump, want 5", run.Component("ping").Counters["rx_frames"])

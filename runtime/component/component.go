@@ -13,6 +13,7 @@
 package component
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -124,6 +125,12 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 // (package sandbox) cannot. The supervisor logs a path the scenario does not name.
 func (c *Component) WriteFile(path string, data []byte) {
 	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: data}}})
+}
+
+// AppendFile has the supervisor add data at the end of path, a file this component's config
+// names, in the order of the calls (a capture file, started with WriteFile). data is copied.
+func (c *Component) AppendFile(path string, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: bytes.Clone(data), Append: true}}})
 }
 
 // Announce makes service reachable; session requests routed here wait until then.
