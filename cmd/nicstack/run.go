@@ -21,9 +21,9 @@ import (
 
 func init() {
 	var (
-		binDir, socket, name, report, metrics, logFormat string
-		verbose                                          bool
-		watch                                            time.Duration
+		binDir, socket, name, report, metrics, logFormat, runAs string
+		verbose                                                 bool
+		watch                                                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -55,7 +55,7 @@ binaries are looked up next to nicstack and in bin/.`,
 			}
 			s, err := supervisor.New(args[0], supervisor.Options{
 				Components: components.Table, ParentServices: hostservice.Services(),
-				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch, RunAs: runAs,
 			})
 			if err != nil {
 				return err
@@ -91,6 +91,7 @@ binaries are looked up next to nicstack and in bin/.`,
 	f.StringVarP(&name, "name", "s", "", "name the run: its socket goes to the instance folder, where status -s NAME finds it")
 	f.StringVar(&report, "report", "", "write Genode's init state report to this file every second")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this loopback address (like 127.0.0.1:9464)")
+	f.StringVar(&runAs, "user", supervisor.RunAsDynamic, "run as root: whom components run as: dynamic (each its own uid), a user name or uid, or root (no drop)")
 	f.StringVar(&logFormat, "log-format", "text", "text ([name] prefixed lines), json, or genode (as Genode's log: [init -> name] text)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log session and routing decisions")
 	f.DurationVar(&watch, "watch", 500*time.Millisecond, "how often to check the scenario file for changes (0: never)")

@@ -36,9 +36,9 @@ func startNicstack(t *testing.T, scenario string, ready func(supervisor.Status) 
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
 	bin := testutil.BinDir(t)
-	dir := t.TempDir()
+	dir := testutil.ReachableTempDir(t)
 	r := &nicstackRun{bin: bin, tmp: filepath.Join(dir, "tmp"), socket: filepath.Join(dir, "status.sock"), report: filepath.Join(dir, "report.xml")}
-	os.Mkdir(r.tmp, 0o700)
+	os.Mkdir(r.tmp, 0o711)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ func TestRunStopsWhenItsOutputIsGone(t *testing.T) {
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
 	bin := testutil.BinDir(t)
-	tmp := t.TempDir()
+	tmp := testutil.ReachableTempDir(t)
 	socket := filepath.Join(tmp, "s.sock")
 	sh := exec.Command("sh", "-c", fmt.Sprintf("%s run --socket %s ../../deploy/test_echo.xml 2>&1 | head -1",
 		filepath.Join(bin, "nicstack"), socket))
@@ -432,7 +432,7 @@ func TestCleanupAfterAKilledRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out)
 	}
-	for _, want := range []string{"removed process ", "removed namespace nst" + strconv.Itoa(pid) + "-", "removed run folder " + r.tmp + "/nicstack-run-" + strconv.Itoa(pid) + "-",
+	for _, want := range []string{"removed process ", "removed namespace nst" + strconv.Itoa(pid) + "-", "/nicstack-run-" + strconv.Itoa(pid) + "-", // in TMPDIR, or /tmp when TMPDIR is too long for sockets
 		"removed control socket " + r.socket} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("cleanup does not say %q:\n%s", want, out)
@@ -441,7 +441,44 @@ func TestCleanupAfterAKilledRun(t *testing.T) {
 	if ns, p := namespaces(), processesOf(r.tmp); len(ns) > 0 || len(p) > 0 {
 		t.Errorf("left after cleanup: namespaces %v, processes %v", ns, p)
 	}
-	if left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-*")); len(left) > 0 || fileExists(r.socket) {
+	left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-*"))
+	inTmp, _ := filepath.Glob(fmt.Sprintf("/tmp/nicstack-run-%d-*", pid))
+	if left = append(left, inTmp...); len(left) > 0 || fileExists(r.socket) {
 		t.Errorf("left after cleanup: run folders %v, control socket there: %v", left, fileExists(r.socket))
+	}
+}
+
+// Every component runs with the least it needs: as root, the supervisor starts each as a
+// user of its own without capabilities; every component sets no_new_privs and confines
+// itself with a seccomp filter (package sandbox).
+func TestComponentsRunConfined(t *testing.T) {
+	r := startEcho(t)
+	uids := map[string]bool{}
+	for _, pid := range r.pids(t) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && len(strings.Fields(v)) > 0 {
+				status[k] = strings.Fields(v)[0]
+			}
+		}
+		want := map[string]string{"CapEff": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
+		if os.Getuid() != 0 {
+			want["Uid"] = strconv.Itoa(os.Getuid())
+		} else if status["Uid"] == "0" {
+			t.Errorf("pid %d runs as root", pid)
+		}
+		for k, v := range want {
+			if status[k] != v {
+				t.Errorf("pid %d: %s %s, want %s", pid, k, status[k], v)
+			}
+		}
+		uids[status["Uid"]] = true
+	}
+	if os.Getuid() == 0 && len(uids) != 2 {
+		t.Errorf("the two components share a uid: %v", uids)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nicstack/nicstack/runtime/sandbox"
+
 	"github.com/nicstack/nicstack/internal/logformat"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,7 +32,7 @@ type mainOptions struct{ oneP bool }
 func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
-// it or the component calls Exit, then exits (with Exit's value). It never returns.
+// it or it calls Exit, then exits with its exit value. It never returns.
 func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
@@ -71,26 +73,34 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
-		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
+		// go-plugin's own errors only (its init failing, e.g. on its socket); our logs are c.Log
+		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Error, Name: "go-plugin"}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			if err := sandbox.Confine(); err != nil {
+				log.Error("sandbox", "err", err)
+				os.Exit(1)
+			}
 			srv = plugin.DefaultGRPCServer(opts)
 			go func() {
 				<-c.stopped
-				// A graceful stop waits for go-plugin's own streams (stdio, broker), which
-				// end when the supervisor ends a component it stopped; one that called Exit
-				// ends itself here.
-				if v, ok := c.exited(); ok {
-					if err := sendExit(sock, v); err != nil {
+				if c.exiting.Load() {
+					// Ended by Exit: the supervisor learns the whole exit value (the exit
+					// status keeps 8 bits of it). No call of the supervisor's waits for its
+					// answer, and go-plugin's own stdio stream would keep a graceful stop
+					// waiting until the supervisor hangs up, which it does only when it
+					// stops us.
+					if err := sendExit(sock, c.ExitValue()); err != nil {
 						log.Error("telling the supervisor the exit value", "err", err)
 					}
-					os.Exit(v) // Linux keeps its low 8 bits; the supervisor has the whole value
+					srv.Stop()
+					return
 				}
 				srv.GracefulStop()
 			}()
 			return srv
 		},
 	})
-	os.Exit(0)
+	os.Exit(c.ExitValue())
 }
 
 func controlSocket() (*net.UnixConn, error) {

@@ -26,6 +26,9 @@ type Spec struct {
 	// A component with Warn logs its config's problems itself when it is configured, as
 	// Genode's router does, the schema's among them, so the supervisor does not. Nil: none.
 	Warn func(n *config.Node, start string) []error
+	// Files lists the files n names for the component to write (reports): the only paths
+	// the supervisor writes for it (Component.WriteFile). Nil: none.
+	Files func(n *config.Node, start string) []string
 }
 
 // Check checks n as the <config> of start: warnings are what the schema does not know and what

@@ -23,6 +23,9 @@ var allowed = []uintptr{
 	unix.SYS_CLOSE, unix.SYS_FSTAT, unix.SYS_LSEEK, unix.SYS_FCNTL, unix.SYS_DUP, unix.SYS_DUP3, unix.SYS_IOCTL,
 	unix.SYS_MMAP, unix.SYS_MUNMAP, unix.SYS_MPROTECT, unix.SYS_MADVISE, unix.SYS_MREMAP, unix.SYS_BRK, unix.SYS_MINCORE,
 	unix.SYS_FTRUNCATE,
+	// A received descriptor's kind is checked by reading its /proc/self/fd link
+	// ("anon_inode:[eventfd]"); a link names a file, it opens none.
+	unix.SYS_READLINKAT,
 	unix.SYS_RT_SIGACTION, unix.SYS_RT_SIGPROCMASK, unix.SYS_RT_SIGRETURN, unix.SYS_SIGALTSTACK, unix.SYS_TGKILL,
 	unix.SYS_EXIT, unix.SYS_EXIT_GROUP, unix.SYS_FUTEX, unix.SYS_SET_ROBUST_LIST, unix.SYS_RSEQ,
 	unix.SYS_SCHED_YIELD, unix.SYS_SCHED_GETAFFINITY, unix.SYS_GETTID, unix.SYS_GETPID, unix.SYS_GETPPID,

@@ -43,7 +43,7 @@ func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 	opts := Options{
 		BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(r.logs, false), Verbose: true,
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 20 * time.Millisecond,
+		RunDir: filepath.Join(testutil.ReachableTempDir(t), "run"), WatchInterval: 20 * time.Millisecond,
 	}
 	if tweak != nil {
 		tweak(&opts)
@@ -428,7 +428,7 @@ func TestLiveConfigUpdate(t *testing.T) {
 }
 
 func TestStopRemovesEverything(t *testing.T) {
-	runDir := filepath.Join(t.TempDir(), "run")
+	runDir := filepath.Join(testutil.ReachableTempDir(t), "run")
 	path := filepath.Join(t.TempDir(), "s.xml")
 	os.WriteFile(path, []byte(echoScenario), 0o644)
 	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(&testutil.SyncBuffer{}, false), RunDir: runDir})

@@ -44,6 +44,9 @@ type Options struct {
 	Topology      *Topology // nil: read from sysfs
 	// CallTimeout bounds each control call to a component.
 	CallTimeout time.Duration
+	// RunAs is whom components run as when the supervisor is root: RunAsDynamic (the
+	// default, "": each its own uid), a user name or uid (all as that user), or RunAsRoot.
+	RunAs string
 }
 
 func (o *Options) defaults() {
@@ -97,6 +100,7 @@ type Supervisor struct {
 	namespaces map[string]*netns.NS
 	// controlSocket is the socket ServeStatus serves on, kept in the run's record.
 	controlSocket string
+	ids           *identities // whom each child runs as
 }
 
 // New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
@@ -114,11 +118,15 @@ func New(path string, opts Options) (*Supervisor, error) {
 			return nil, err
 		}
 	}
+	ids, err := newIdentities(opts.RunAs)
+	if err != nil {
+		return nil, err
+	}
 	s := &Supervisor{
 		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
 		events: make(chan func(), 64), done: make(chan struct{}), quitting: make(chan struct{}),
 		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
-		namespaces: map[string]*netns.NS{},
+		namespaces: map[string]*netns.NS{}, ids: ids,
 	}
 	for _, st := range sc.Starts {
 		if _, err := s.binary(st); err != nil {
@@ -209,10 +217,11 @@ func (s *Supervisor) call(fn func()) bool {
 	}
 }
 
-// maxRunDirLen bounds the run folder's path: go-plugin puts each component's socket there as
+// maxRunDirLen bounds the run folder's path: go-plugin puts each component's socket there,
+// in the folder of the component's uid when it runs as another user, as
 // "plugin<up to 10 digits>", and a Unix socket's path holds at most 107 bytes. A longer one
 // makes the component exit before its handshake.
-const maxRunDirLen = 107 - len("/plugin4294967295")
+const maxRunDirLen = 107 - len("/4294967295/plugin4294967295")
 
 // Run starts every component and keeps them running until ctx ends, then stops them all and
 // removes what the run created. A child with <exit propagate="yes"/> that exits ends the run
@@ -221,8 +230,11 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	defer close(s.done)
 	runDir := s.opts.RunDir
 	if runDir == "" {
-		base := "" // os.TempDir, unless a long TMPDIR would make the sockets' paths too long
-		if len(os.TempDir())+len("/"+runDirPrefix+"4194304-4294967295") > maxRunDirLen {
+		// os.TempDir, unless a long TMPDIR would make the sockets' paths too long, or
+		// components running as other users could not reach their folders in it.
+		base := ""
+		if len(os.TempDir())+len("/"+runDirPrefix+"4194304-4294967295") > maxRunDirLen ||
+			s.ids.drops() && !traversable(os.TempDir()) {
 			base = "/tmp"
 		}
 		d, err := os.MkdirTemp(base, leftover.Named(runDirPrefix))
@@ -237,6 +249,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	s.opts.RunDir = runDir
 	defer os.RemoveAll(runDir)
+	if s.ids.drops() {
+		// Others may pass through to the folder each component gets of its own.
+		if err := os.Chmod(runDir, 0o711); err != nil {
+			return err
+		}
+		if !traversable(runDir) {
+			return fmt.Errorf("run folder %s: components run as their own users (RunAs %q) and cannot pass through a folder above it", runDir, s.opts.RunAs)
+		}
+	}
 	if s.controlSocket != "" {
 		os.WriteFile(filepath.Join(runDir, controlRecord), []byte(s.controlSocket), 0o600)
 	}
