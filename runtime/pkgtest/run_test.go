@@ -22,7 +22,7 @@ func runFile(t *testing.T, text string) (*Verdict, string) {
 		t.Fatal(err)
 	}
 	var echo testutil.SyncBuffer
-	v := Run(context.Background(), path, supervisor.Options{BinDirs: []string{bins}, Components: components.Table, RunDir: filepath.Join(t.TempDir(), "run")}, &echo)
+	v := Run(context.Background(), path, supervisor.Options{BinDirs: []string{bins}, Components: components.Table, RunDir: filepath.Join(testutil.ReachableTempDir(t), "run")}, &echo)
 	return v, echo.String()
 }
 

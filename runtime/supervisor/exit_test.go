@@ -64,7 +64,7 @@ func TestExitPropagate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.xml")
 	os.WriteFile(path, []byte(strings.Replace(exitScenario, `<config count=`, `<exit propagate="yes"/> <config count=`, 1)), 0o644)
 	logs := &testutil.SyncBuffer{}
-	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewGenodeOutput(logs, nil), RunDir: filepath.Join(t.TempDir(), "run")})
+	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewGenodeOutput(logs, nil), RunDir: filepath.Join(testutil.ReachableTempDir(t), "run")})
 	if err != nil {
 		t.Fatal(err)
 	}
