@@ -22,5 +22,9 @@ go vet ./...
 # rings; the packet stream's logic is also tested on a heap-backed variant and by model tests.)
 echo "== go test -race"
 go test -race -count=1 -timeout 18m ./...
+# Genode's own form of a test: package runtime files, run as its depot autopilot runs them.
+echo "== nicstack test deploy/genode/*.runtime"
+go build -o bin/ ./cmd/... ./components/...
+bin/nicstack test deploy/genode/*.runtime
 echo "== fuzz (short pass)"
 scripts/fuzz.sh

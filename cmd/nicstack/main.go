@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -19,6 +20,12 @@ var root = &cobra.Command{
 
 func main() {
 	if err := root.Execute(); err != nil {
+		// A run ended by a child's propagated exit exits with its value (the supervisor
+		// logged it).
+		var exit interface{ ExitStatus() int }
+		if errors.As(err, &exit) {
+			os.Exit(exit.ExitStatus())
+		}
 		fmt.Fprintln(os.Stderr, "nicstack:", err)
 		os.Exit(1)
 	}

@@ -21,33 +21,41 @@ import (
 
 func init() {
 	var (
-		binDir, socket, name, report, metrics, logFormat string
-		verbose                                          bool
-		watch                                            time.Duration
+		binDir, socket, name, report, metrics, logFormat, runAs string
+		verbose                                                 bool
+		watch                                                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (Genode init config, XML or HID) until Ctrl-C",
 		Long: `Run starts every <start> of the scenario as a component process pinned to its CPUs,
-routes the sessions they request, restarts components that exit, and applies changes to the
-scenario file while it runs. Ctrl-C or SIGTERM stops everything and removes what the run made.
-Component binaries are looked up next to nicstack and in bin/.`,
+routes the sessions they request, and applies changes to the scenario file while it runs. A
+component that exits stays exited, as in Genode's init (restart="yes" on its <start> or on
+<default> starts it again); one with <exit propagate="yes"/> ends the run, and nicstack exits
+with its exit value. SCENARIO may also be a Genode package's runtime file (binary init): its
+<config> runs. Ctrl-C or SIGTERM stops everything and removes what the run made. Component
+binaries are looked up next to nicstack and in bin/.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if logFormat != "text" && logFormat != "json" {
-				return fmt.Errorf("--log-format %q: want text or json", logFormat)
-			}
 			// Before the first line: a reader of our output that has gone must not kill us.
 			pipe := make(chan os.Signal, 1)
 			signal.Notify(pipe, syscall.SIGPIPE)
 			defer signal.Stop(pipe)
-			out := supervisor.NewOutput(os.Stderr, logFormat == "json")
+			var out *supervisor.Output
+			switch logFormat {
+			case "text", "json":
+				out = supervisor.NewOutput(os.Stderr, logFormat == "json")
+			case "genode":
+				out = supervisor.NewGenodeOutput(os.Stderr, nil)
+			default:
+				return fmt.Errorf("--log-format %q: want text, json or genode", logFormat)
+			}
 			for _, r := range supervisor.RemoveLeftovers() {
-				out.Writer("init").Write([]byte("removed what a killed run left: " + r + "\n"))
+				out.Logger(false).Info("removed what a killed run left: " + r)
 			}
 			s, err := supervisor.New(args[0], supervisor.Options{
 				Components: components.Table, ParentServices: hostservice.Services(),
-				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch, RunAs: runAs,
 			})
 			if err != nil {
 				return err
@@ -83,7 +91,8 @@ Component binaries are looked up next to nicstack and in bin/.`,
 	f.StringVarP(&name, "name", "s", "", "name the run: its socket goes to the instance folder, where status -s NAME finds it")
 	f.StringVar(&report, "report", "", "write Genode's init state report to this file every second")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this loopback address (like 127.0.0.1:9464)")
-	f.StringVar(&logFormat, "log-format", "text", "text ([name] prefixed lines) or json")
+	f.StringVar(&runAs, "user", supervisor.RunAsDynamic, "run as root: whom components run as: dynamic (each its own uid), a user name or uid, or root (no drop)")
+	f.StringVar(&logFormat, "log-format", "text", "text ([name] prefixed lines), json, or genode (as Genode's log: [init -> name] text)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log session and routing decisions")
 	f.DurationVar(&watch, "watch", 500*time.Millisecond, "how often to check the scenario file for changes (0: never)")
 	root.AddCommand(cmd)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,9 +36,9 @@ func startNicstack(t *testing.T, scenario string, ready func(supervisor.Status) 
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
 	bin := testutil.BinDir(t)
-	dir := t.TempDir()
+	dir := testutil.ReachableTempDir(t)
 	r := &nicstackRun{bin: bin, tmp: filepath.Join(dir, "tmp"), socket: filepath.Join(dir, "status.sock"), report: filepath.Join(dir, "report.xml")}
-	os.Mkdir(r.tmp, 0o700)
+	os.Mkdir(r.tmp, 0o711)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +273,78 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
+// TestRunExitPropagate: `nicstack run` logs a child's exit as Genode's init does and does not
+// restart it; with <exit propagate="yes"/> it exits with the child's exit value.
+func TestRunExitPropagate(t *testing.T) {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	bin := testutil.BinDir(t)
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "exit.xml")
+	os.WriteFile(scenario, []byte(`<config>
+	<start name="echo"> <binary name="test_echo"/> <provides> <service name="Nic"/> </provides> </start>
+	<start name="first"> <binary name="test_client"/>
+		<route> <service name="Nic"> <child name="echo"/> </service> </route>
+		<config count="10" exit_value="0"/>
+	</start>
+	<start name="last"> <binary name="test_client"/>
+		<route> <service name="Nic"> <child name="echo"/> </service> </route>
+		<exit propagate="yes"/>
+		<config count="2000" interval_us="1000" exit_value="7"/>
+	</start>
+</config>`), 0o644)
+	cmd := exec.Command(filepath.Join(bin, "nicstack"), "run", "--log-format", "genode", "--socket", filepath.Join(dir, "s.sock"), scenario)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Fatalf("nicstack run: %v, want exit status 7\n%s", err, out)
+	}
+	for _, want := range []string{"[init -> first] received 10 replies\n", "[init] child \"first\" exited with exit value 0\n", "[init] exit value 7 of child \"last\" propagated"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), "[init -> first] received 10 replies"); n != 1 {
+		t.Errorf("first ran %d times, want once (no restart):\n%s", n, out)
+	}
+}
+
+// TestTestCommand: `nicstack test` runs the shipped Genode runtime files, one verdict line
+// each, and fails (exit status 1) with the place of a pattern that never matched.
+func TestTestCommand(t *testing.T) {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	nicstack := filepath.Join(testutil.BinDir(t), "nicstack")
+	shipped, _ := filepath.Glob("../../deploy/genode/*.runtime")
+	if len(shipped) < 2 {
+		t.Fatalf("deploy/genode has %d runtime files", len(shipped))
+	}
+	out, err := exec.Command(nicstack, append([]string{"test"}, shipped...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("succeeded: %d failed: 0", len(shipped))) {
+		t.Errorf("nicstack test %v: %v\n%s", shipped, err, out)
+	}
+	for _, f := range shipped {
+		if out, err := exec.Command(nicstack, "check", f).CombinedOutput(); err != nil || !strings.Contains(string(out), f+": ok") {
+			t.Errorf("check %s: %v\n%s", f, err, out)
+		}
+	}
+
+	b, _ := os.ReadFile("../../deploy/genode/test_echo_exit.runtime")
+	never := filepath.Join(t.TempDir(), "never.runtime")
+	os.WriteFile(never, bytes.Replace(bytes.Replace(b, []byte("received 200 replies"), []byte("received 201 replies"), 1), []byte("after_seconds: 30"), []byte("after_seconds: 2"), 1), 0o644)
+	out, err = exec.Command(nicstack, "test", "--json", never).Output()
+	var verdicts []struct{ Name, Result, Reason, Detail string }
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || json.Unmarshal(out, &verdicts) != nil || len(verdicts) != 1 {
+		t.Fatalf("nicstack test --json of a failing package: %v\n%s", err, out)
+	}
+	v := verdicts[0]
+	if v.Name != "never" || v.Result != "failed" || v.Reason != "timeout 2 sec" || !strings.Contains(v.Detail, never+`:7:3 never matched (stuck at "[client] received 201 replies")`) {
+		t.Errorf("verdict %+v", v)
+	}
+}
+
 // processesOf lists the live processes whose environment holds TMPDIR=tmp: a run's
 // supervisor, components and the commands they started.
 func processesOf(tmp string) []int {
@@ -293,7 +366,7 @@ func TestRunStopsWhenItsOutputIsGone(t *testing.T) {
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
 	bin := testutil.BinDir(t)
-	tmp := t.TempDir()
+	tmp := testutil.ReachableTempDir(t)
 	socket := filepath.Join(tmp, "s.sock")
 	sh := exec.Command("sh", "-c", fmt.Sprintf("%s run --socket %s ../../deploy/test_echo.xml 2>&1 | head -1",
 		filepath.Join(bin, "nicstack"), socket))
@@ -359,7 +432,7 @@ func TestCleanupAfterAKilledRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out)
 	}
-	for _, want := range []string{"removed process ", "removed namespace nst" + strconv.Itoa(pid) + "-", "removed run folder " + r.tmp + "/nicstack-run-" + strconv.Itoa(pid) + "-",
+	for _, want := range []string{"removed process ", "removed namespace nst" + strconv.Itoa(pid) + "-", "/nicstack-run-" + strconv.Itoa(pid) + "-", // in TMPDIR, or /tmp when TMPDIR is too long for sockets
 		"removed control socket " + r.socket} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("cleanup does not say %q:\n%s", want, out)
@@ -368,7 +441,44 @@ func TestCleanupAfterAKilledRun(t *testing.T) {
 	if ns, p := namespaces(), processesOf(r.tmp); len(ns) > 0 || len(p) > 0 {
 		t.Errorf("left after cleanup: namespaces %v, processes %v", ns, p)
 	}
-	if left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-*")); len(left) > 0 || fileExists(r.socket) {
+	left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-*"))
+	inTmp, _ := filepath.Glob(fmt.Sprintf("/tmp/nicstack-run-%d-*", pid))
+	if left = append(left, inTmp...); len(left) > 0 || fileExists(r.socket) {
 		t.Errorf("left after cleanup: run folders %v, control socket there: %v", left, fileExists(r.socket))
+	}
+}
+
+// Every component runs with the least it needs: as root, the supervisor starts each as a
+// user of its own without capabilities; every component sets no_new_privs and confines
+// itself with a seccomp filter (package sandbox).
+func TestComponentsRunConfined(t *testing.T) {
+	r := startEcho(t)
+	uids := map[string]bool{}
+	for _, pid := range r.pids(t) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && len(strings.Fields(v)) > 0 {
+				status[k] = strings.Fields(v)[0]
+			}
+		}
+		want := map[string]string{"CapEff": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
+		if os.Getuid() != 0 {
+			want["Uid"] = strconv.Itoa(os.Getuid())
+		} else if status["Uid"] == "0" {
+			t.Errorf("pid %d runs as root", pid)
+		}
+		for k, v := range want {
+			if status[k] != v {
+				t.Errorf("pid %d: %s %s, want %s", pid, k, status[k], v)
+			}
+		}
+		uids[status["Uid"]] = true
+	}
+	if os.Getuid() == 0 && len(uids) != 2 {
+		t.Errorf("the two components share a uid: %v", uids)
 	}
 }

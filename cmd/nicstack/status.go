@@ -53,7 +53,14 @@ func printStatus(out io.Writer, st supervisor.Status) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tPID\tSTATE\tRESTARTS\tCPUS\tCPU%\tRSS\tSESSION RAM\tSESSIONS")
 	for _, c := range st.Components {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%.1f\t%s\t%s/%s\t%d\n", c.Name, c.Pid, c.State, c.Restarts, c.CPUs,
+		state := c.State
+		if state == "exited" {
+			state += fmt.Sprintf(" (%d)", c.ExitCode)
+		}
+		if c.SkippedHeartbeats > 0 {
+			state += fmt.Sprintf(" (skipped %d heartbeats)", c.SkippedHeartbeats)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%.1f\t%s\t%s/%s\t%d\n", c.Name, c.Pid, state, c.Restarts, c.CPUs,
 			c.CPULoad, size(c.RSS), size(c.RAMUsed), size(c.RAM), len(c.Sessions))
 	}
 	w.Flush()

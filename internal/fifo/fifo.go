@@ -57,3 +57,16 @@ func (q *Queue[T]) take() (T, bool) {
 	q.items = q.items[1:]
 	return v, true
 }
+
+// Ready holds a token while items may be waiting, for a loop that waits for other things too
+// (a select); TakeAll then takes them.
+func (q *Queue[T]) Ready() <-chan struct{} { return q.ready }
+
+// TakeAll removes and returns every queued item, oldest first.
+func (q *Queue[T]) TakeAll() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}

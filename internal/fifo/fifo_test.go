@@ -65,3 +65,22 @@ func TestEnd(t *testing.T) {
 		t.Fatal("Pop on an empty, ended queue reported an item")
 	}
 }
+
+// Ready signals once items are pushed; TakeAll returns them all, in order, and empties the queue.
+func TestReadyTakeAll(t *testing.T) {
+	q := New[int]()
+	select {
+	case <-q.Ready():
+		t.Fatal("ready while empty")
+	default:
+	}
+	q.Push(1)
+	q.Push(2)
+	<-q.Ready()
+	if got := q.TakeAll(); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("TakeAll: %v", got)
+	}
+	if got := q.TakeAll(); len(got) != 0 {
+		t.Fatalf("TakeAll after TakeAll: %v", got)
+	}
+}

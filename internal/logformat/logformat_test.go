@@ -11,8 +11,8 @@ import (
 
 func TestDurations(t *testing.T) {
 	var text, js bytes.Buffer
-	slog.New(Handler(&text, false, slog.LevelInfo)).Info("restart", "wait", 1500*time.Millisecond)
-	slog.New(Handler(&js, true, slog.LevelInfo)).Info("restart", "wait", 1500*time.Millisecond)
+	slog.New(Handler(&text, Text, slog.LevelInfo)).Info("restart", "wait", 1500*time.Millisecond)
+	slog.New(Handler(&js, JSON, slog.LevelInfo)).Info("restart", "wait", 1500*time.Millisecond)
 	if got := text.String(); got != "level=INFO msg=restart wait=1.5s\n" {
 		t.Errorf("text: %q", got)
 	}

@@ -13,6 +13,7 @@
 package component
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,7 @@ type Component struct {
 	mu       sync.Mutex // serializes handler calls
 	h        Handler
 	sessions map[uint64]*Session
+	captures map[uint64]*tapping // by capture id
 
 	counterMu sync.Mutex
 	counters  map[string]*atomic.Uint64
@@ -85,6 +87,8 @@ type Component struct {
 	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
 	stopped     chan struct{}
 	stopOnce    sync.Once
+	exitValue   atomic.Int32 // what Main exits with: 0, or what Exit was given
+	exiting     atomic.Bool  // Exit was called: the component ends on its own
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
@@ -96,6 +100,7 @@ func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, erro
 		newHandler: newHandler,
 		inbox:      newFileInbox(),
 		sessions:   map[uint64]*Session{},
+		captures:   map[uint64]*tapping{},
 		counters:   map[string]*atomic.Uint64{},
 		events:     fifo.New[*controlpb.Event](),
 		stopped:    make(chan struct{}),
@@ -113,6 +118,19 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 		c.counters[name] = ctr
 	}
 	return ctr
+}
+
+// WriteFile has the supervisor write data to path, a file this component's config names
+// (Spec.Files), replacing it at once. A component opens no files itself: a confined one
+// (package sandbox) cannot. The supervisor logs a path the scenario does not name.
+func (c *Component) WriteFile(path string, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: data}}})
+}
+
+// AppendFile has the supervisor add data at the end of path, a file this component's config
+// names, in the order of the calls (a capture file, started with WriteFile). data is copied.
+func (c *Component) AppendFile(path string, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: bytes.Clone(data), Append: true}}})
 }
 
 // Announce makes service reachable; session requests routed here wait until then.
@@ -254,6 +272,7 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 		}
 		if err = c.h.Open(s); err == nil {
 			c.sessions[id] = s
+			c.tapNew(s)
 			return &controlpb.Empty{}, nil
 		}
 	}
@@ -263,6 +282,9 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 
 // close runs with mu held.
 func (c *Component) close(s *Session) {
+	if s.tappedBy != 0 {
+		c.untap(s)
+	}
 	c.h.Close(s)
 	delete(c.sessions, s.ID)
 	if err := s.unmap(); err != nil {
@@ -348,8 +370,25 @@ func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest
 	return &controlpb.HeartbeatReply{Seq: req.GetSeq()}, nil
 }
 
-// Stop closes every session, stops the handler and ends the process's gRPC server, so Main
-// returns.
+// Exit ends the component on its own with exit value code, as a Genode component calls
+// env.parent().exit(code): every session is closed and the handler stopped, as by the
+// supervisor's Stop, and the process exits with code, which the supervisor reads as the
+// child's exit value. It returns at once (the ending runs on its own goroutine), so a handler
+// may call it from anywhere, its own calls and goroutines included.
+func (c *Component) Exit(code int) {
+	c.exitValue.Store(int32(code))
+	c.exiting.Store(true)
+	go c.Stop(context.Background(), nil)
+}
+
+// Exited is closed once the component has ended, by the supervisor's Stop or by Exit.
+func (c *Component) Exited() <-chan struct{} { return c.stopped }
+
+// ExitValue is the exit value Exit gave (0 when it was not called).
+func (c *Component) ExitValue() int { return int(c.exitValue.Load()) }
+
+// Stop closes every session, stops the handler, ends the captures and the process's gRPC
+// server, so Main returns.
 func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Empty, error) {
 	c.mu.Lock()
 	if c.h != nil {
@@ -358,6 +397,9 @@ func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Em
 		}
 		c.h.Stop()
 		c.h = nil
+	}
+	for id := range c.captures {
+		c.stopCapture(id)
 	}
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })

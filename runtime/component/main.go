@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nicstack/nicstack/runtime/sandbox"
+
 	"github.com/nicstack/nicstack/internal/logformat"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,7 +16,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// LogFormatEnv tells a component to log JSON ("json") instead of text lines.
+// LogFormatEnv tells a component its log format, one of package logformat's (text when
+// unset).
 const LogFormatEnv = "NICSTACK_LOG_FORMAT"
 
 // Option adjusts Main.
@@ -29,7 +32,7 @@ type mainOptions struct{ oneP bool }
 func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
-// it, then exits. It never returns.
+// it or it calls Exit, then exits with its exit value. It never returns.
 func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
@@ -50,7 +53,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	}
 	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
 	// for JSON, tags with a "component" field).
-	log := slog.New(logformat.Handler(os.Stderr, os.Getenv(LogFormatEnv) == "json", slog.LevelInfo))
+	log := slog.New(logformat.Handler(os.Stderr, os.Getenv(LogFormatEnv), slog.LevelInfo))
 	c := New(spec, log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {
@@ -70,14 +73,34 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
-		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
+		// go-plugin's own errors only (its init failing, e.g. on its socket); our logs are c.Log
+		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Error, Name: "go-plugin"}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			if err := sandbox.Confine(); err != nil {
+				log.Error("sandbox", "err", err)
+				os.Exit(1)
+			}
 			srv = plugin.DefaultGRPCServer(opts)
-			go func() { <-c.stopped; srv.GracefulStop() }()
+			go func() {
+				<-c.stopped
+				if c.exiting.Load() {
+					// Ended by Exit: the supervisor learns the whole exit value (the exit
+					// status keeps 8 bits of it). No call of the supervisor's waits for its
+					// answer, and go-plugin's own stdio stream would keep a graceful stop
+					// waiting until the supervisor hangs up, which it does only when it
+					// stops us.
+					if err := sendExit(sock, c.ExitValue()); err != nil {
+						log.Error("telling the supervisor the exit value", "err", err)
+					}
+					srv.Stop()
+					return
+				}
+				srv.GracefulStop()
+			}()
 			return srv
 		},
 	})
-	os.Exit(0)
+	os.Exit(c.ExitValue())
 }
 
 func controlSocket() (*net.UnixConn, error) {

@@ -14,10 +14,32 @@ import (
 // The control socket carries one message per session: an 8-byte session id and a 4-byte file
 // count, with the files attached as SCM_RIGHTS. A file descriptor is the capability: a
 // component only ever holds the files of sessions routed to it.
+//
+// The other way, a component that calls Exit sends one message right before it ends: the id
+// no session has (exitID) and its exit value as a signed 4-byte number, so that the
+// supervisor sees the whole value (the process's exit status keeps 8 bits of it).
 const (
 	headerSize = 12
 	maxFiles   = 16
+	exitID     = ^uint64(0)
 )
+
+func sendExit(sock *net.UnixConn, value int) error {
+	var msg [headerSize]byte
+	binary.LittleEndian.PutUint64(msg[:8], exitID)
+	binary.LittleEndian.PutUint32(msg[8:], uint32(int32(value)))
+	_, err := sock.Write(msg[:])
+	return err
+}
+
+// ParseExit reads a message a component sent on its control socket: the exit value it
+// reports, if msg is that message.
+func ParseExit(msg []byte) (int, bool) {
+	if len(msg) != headerSize || binary.LittleEndian.Uint64(msg[:8]) != exitID {
+		return 0, false
+	}
+	return int(int32(binary.LittleEndian.Uint32(msg[8:]))), true
+}
 
 // SendFiles sends the files of session id over sock.
 func SendFiles(sock *net.UnixConn, id uint64, files []*os.File) error {

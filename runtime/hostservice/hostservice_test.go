@@ -24,7 +24,7 @@ import (
 // The exec'd commands sleep for a number no other process uses, so the test can find them.
 const parentScenario = `<config>
 	<parent-provides> <service name="Tap"/> <service name="Packet"/> </parent-provides>
-	<start name="tapper">
+	<start name="tapper" restart="yes">
 		<binary name="test_client"/>
 		<route> <service name="Tap"> <parent/> </service> </route>
 		<config service="Tap" netns="a" address="198.18.5.1/24"

@@ -10,23 +10,30 @@ import (
 
 // child is a <start> and its current process.
 type child struct {
-	start     *Start
-	place     Placement
-	state     State
-	proc      *process
-	life      int // counts launches; events of an earlier life are dropped
-	restarts  int
-	exitCode  int
-	started   time.Time
-	backoff   time.Duration
-	announced map[string]bool
-	ramUsed   int
-	cpu       *cpuSample // shared with Status callers outside the supervisor goroutine
+	start    *Start
+	place    Placement
+	state    State
+	proc     *process
+	life     int // counts launches; events of an earlier life are dropped
+	restarts int
+	exitCode int // the exit value of its last process; -1 when a signal ended it
+	started  time.Time
+	// skipped is how many heartbeats the running process skipped (Genode's
+	// skipped_heartbeats); heartbeatRestart says its end is a restart for skipping too many.
+	skipped          uint64
+	heartbeatRestart bool
+	backoff          time.Duration
+	announced        map[string]bool
+	ramUsed          int
+	cpu              *cpuSample // shared with Status callers outside the supervisor goroutine
+	// refusedFiles are the paths whose write for it was refused or failed and logged, so
+	// that a report written every second is not logged every second.
+	refusedFiles map[string]bool
 }
 
 // newChild is st before its first launch.
 func (s *Supervisor) newChild(st *Start) *child {
-	return &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
+	return &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}, refusedFiles: map[string]bool{}}
 }
 
 // State is where a child is in its lifecycle.
@@ -35,9 +42,10 @@ type State int
 const (
 	Starting   State = iota // being launched or handed its config
 	Running                 // up: it serves and requests sessions
-	Restarting              // exited or stopped answering; waiting out the back-off to start again
-	Failed                  // could not be launched or configured; tried again after the back-off
+	Restarting              // exited (restart="yes"); waiting out the back-off to start again
+	Failed                  // could not be launched or configured; with restart="yes" tried again after the back-off, else at the next change of the scenario
 	Stopped                 // stopped by the supervisor (a scenario change, the end of the run)
+	Exited                  // its process ended and it stays so (Genode's init does not restart an exited child)
 )
 
 // String is the state as the status and the state report show it.
@@ -53,6 +61,8 @@ func (s State) String() string {
 		return "failed"
 	case Stopped:
 		return "stopped"
+	case Exited:
+		return "exited"
 	}
 	return fmt.Sprintf("state(%d)", int(s))
 }

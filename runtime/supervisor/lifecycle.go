@@ -1,12 +1,13 @@
 // The lifecycle of a child: launch (pinned, with its control socket), follow its exit and
-// heartbeat, restart with back-off, stop. All of it runs on the supervisor goroutine or
-// reports back to it as an event.
+// heartbeat, restart with back-off (restart="yes", or too many skipped heartbeats), stop.
+// All of it runs on the supervisor goroutine or reports back to it as an event.
 
 package supervisor
 
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nicstack/nicstack/internal/fifo"
@@ -19,6 +20,7 @@ import (
 func (s *Supervisor) launch(c *child) {
 	c.life++
 	c.state = Starting
+	c.skipped = 0
 	c.announced = map[string]bool{}
 	c.place = Place(c.start, s.sc.Space, s.topo)
 	if c.place.Warning != "" {
@@ -31,12 +33,12 @@ func (s *Supervisor) launch(c *child) {
 	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
-	runDir, out := s.opts.RunDir, s.opts.Out
+	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
 		t0 := time.Now()
-		p, err := launch(bin, runDir, cpus, out, name)
+		p, err := launch(bin, runDir, cpus, out, name, cred)
 		if err == nil {
 			ctx, cancel := s.ctx()
 			_, serr := p.ctl.Start(ctx, req)
@@ -70,7 +72,7 @@ func (s *Supervisor) launched(c *child, life int, p *process, err error, bin str
 		return
 	}
 	c.proc, c.started, c.state = p, time.Now(), Running
-	p.watchExit(func() { s.post(func() { s.exited(c, life) }) })
+	p.watchExit(func(value int, reported bool) { s.post(func() { s.exited(c, life, value, reported) }) })
 	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", took)
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
@@ -113,41 +115,55 @@ func (s *Supervisor) follow(ctx context.Context, c *child, life int, p *process)
 	}
 }
 
+// heartbeat sends the process a heartbeat every rate and counts the ones it leaves
+// unanswered, as Genode's init does: a heartbeat is outstanding until the process answers any
+// (one at a time is in flight), and one outstanding is fine (it needs time to answer), so the
+// skipped count is outstanding-1. The count shows in the status and the state report; more
+// than <heartbeat restart_after_skipped> restarts the component.
 func (s *Supervisor) heartbeat(ctx context.Context, c *child, life int, p *process, rate time.Duration) {
 	t := time.NewTicker(rate)
 	defer t.Stop()
-	missed := 0
+	var outstanding atomic.Uint64
+	var inflight atomic.Bool
+	var last uint64
 	for seq := uint64(1); ; seq++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		hctx, cancel := context.WithTimeout(ctx, rate)
-		_, err := p.ctl.Heartbeat(hctx, &controlpb.HeartbeatRequest{Seq: seq})
-		cancel()
-		if err == nil {
-			missed = 0
+		skipped := max(outstanding.Add(1), 1) - 1
+		if !inflight.Swap(true) {
+			go func(seq uint64) {
+				defer inflight.Store(false)
+				if _, err := p.ctl.Heartbeat(ctx, &controlpb.HeartbeatRequest{Seq: seq}); err == nil {
+					outstanding.Store(0)
+				}
+			}(seq)
+		}
+		if skipped == last {
 			continue
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		if missed++; missed == 3 {
-			s.post(func() {
-				if c.life == life && c.proc == p {
-					s.log.Warn(fmt.Sprintf("%s missed 3 heartbeats; restarting it", c.start.Name))
-					p.cmd.Process.Kill()
-				}
-			})
-			return
-		}
+		last = skipped
+		s.post(func() {
+			if c.life != life || c.proc != p {
+				return
+			}
+			c.skipped = skipped
+			if after := c.start.RestartAfterSkipped; after > 0 && skipped > after && !c.heartbeatRestart {
+				s.log.Warn(fmt.Sprintf("%s skipped %d heartbeats (restart_after_skipped=%d); restarting it", c.start.Name, skipped, after))
+				c.heartbeatRestart = true
+				p.cmd.Process.Kill()
+			}
+		})
 	}
 }
 
-// exited handles the end of a component's process: its sessions close on their peers, its
-// requests go away, and it starts again after the back-off.
-func (s *Supervisor) exited(c *child, life int) {
+// exited handles the end of a component's process: its sessions close on their peers and its
+// requests go away. As in Genode's init, an exit is logged with its value and the child stays
+// exited; with <exit propagate="yes"/> the run ends with the value instead. restart="yes"
+// (ours) starts it again after the back-off; too many skipped heartbeats at once.
+func (s *Supervisor) exited(c *child, life int, value int, reported bool) {
 	if c.life != life || c.proc == nil {
 		return
 	}
@@ -155,21 +171,61 @@ func (s *Supervisor) exited(c *child, life int) {
 	c.proc = nil
 	t0 := time.Now()
 	c.exitCode = p.kill()
+	if reported {
+		c.exitCode = value
+	}
 	s.log.Debug(fmt.Sprintf("%s reaped", c.start.Name), "took", time.Since(t0))
-	c.state = Restarting
+	c.state = Exited
 	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
 	if s.stopping {
 		c.state = Stopped
 		return
 	}
+	name := c.start.Name
+	if c.heartbeatRestart {
+		c.heartbeatRestart = false
+		c.restarts++
+		s.launch(c)
+		return
+	}
+	sig := p.signal()
+	switch {
+	case sig != 0:
+		s.log.Warn(fmt.Sprintf("child \"%s\" was killed by signal %d (%v)", name, int(sig), sig))
+	case c.start.Propagate:
+		s.log.Info(fmt.Sprintf("exit value %d of child \"%s\" propagated (<exit propagate=\"yes\"/>): the run ends", c.exitCode, name))
+		s.exit = &PropagatedExit{Child: name, Value: c.exitCode}
+		return
+	default:
+		// Genode's init prints exactly this; tests and run scripts wait for it.
+		s.log.Info(fmt.Sprintf("child \"%s\" exited with exit value %d", name, c.exitCode))
+	}
+	if !c.start.Restart {
+		return
+	}
+	c.state = Restarting
 	if time.Since(c.started) > s.opts.StableAfter {
 		c.backoff = s.opts.MinBackoff
 	}
 	wait := c.backoff
 	c.backoff = min(2*c.backoff, s.opts.MaxBackoff)
-	s.log.Warn(fmt.Sprintf("%s exited (code %d); restarting in %v", c.start.Name, c.exitCode, wait))
+	s.log.Info(fmt.Sprintf("%s: restarting in %v (restart=\"yes\")", name, wait))
 	s.restartAfter(c, wait)
 }
+
+// PropagatedExit ends Run when a child with <exit propagate="yes"/> exits: the run exits
+// with the child's exit value (ExitStatus), as Genode's init exits to its parent.
+type PropagatedExit struct {
+	Child string
+	Value int
+}
+
+func (e *PropagatedExit) Error() string {
+	return fmt.Sprintf("child %q exited with exit value %d (<exit propagate>)", e.Child, e.Value)
+}
+
+// ExitStatus is the exit value, for the process to exit with.
+func (e *PropagatedExit) ExitStatus() int { return e.Value }
 
 func (s *Supervisor) restartAfter(c *child, wait time.Duration) {
 	life := c.life
@@ -183,10 +239,13 @@ func (s *Supervisor) restartAfter(c *child, wait time.Duration) {
 	})
 }
 
+// failed handles a launch that did not succeed: with restart="yes" it is tried again after
+// the back-off, else at the next change of the scenario (as Genode's init retries an
+// incomplete child on every config update).
 func (s *Supervisor) failed(c *child, err error) {
 	c.state = Failed
 	s.log.Error(err.Error())
-	if s.stopping {
+	if s.stopping || !c.start.Restart {
 		return
 	}
 	wait := c.backoff

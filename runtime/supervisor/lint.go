@@ -21,13 +21,23 @@ func Check(file string, data []byte, binDirs []string, table component.Table) []
 	if err != nil {
 		return flatten(err)
 	}
+	cfg, err := InitConfig(root)
+	if err != nil {
+		return []error{err}
+	}
 	var out []error
-	for _, e := range config.Check(root, Schema) {
+	for _, e := range config.Check(cfg, Schema) {
 		out = append(out, e)
 	}
 	sc, err := FromNode(file, root)
 	if err != nil {
 		return sortErrs(append(out, flatten(err)...))
+	}
+	out = append(out, sc.Warnings...)
+	for _, a := range sc.Aliases {
+		if sc.Start(a.Child) == nil {
+			out = append(out, config.Errorf(a.Pos, "<alias name=%q> names child %q, which no <start> has", a.Name, a.Child))
+		}
 	}
 	for _, st := range sc.Starts {
 		if st.Affinity != nil {
@@ -86,10 +96,10 @@ func checkRoutes(sc *Scenario, st *Start) []error {
 					out = append(out, config.Errorf(t.Pos, "%s: %s routes %s to the parent, which does not provide it (<parent-provides>)", which, t, rule.Service))
 				}
 			case TargetChild:
-				if c := sc.Start(t.Child); c == nil {
-					out = append(out, config.Errorf(t.Pos, "%s: %s names a child no <start> has", which, t))
-				} else if !contains(c.Provides, rule.Service) {
-					out = append(out, config.Errorf(t.Pos, "%s: %s routes %s to %q, which does not provide it (<provides>)", which, t, rule.Service, t.Child))
+				if c := sc.Child(t.Child); c == nil {
+					out = append(out, config.Errorf(t.Pos, "%s: %s names a child no <start> (nor <alias>) has", which, t))
+				} else if rule.Service != "" && !contains(c.Provides, rule.Service) {
+					out = append(out, config.Errorf(t.Pos, "%s: %s routes %s to %q, which does not provide it (<provides>)", which, t, rule.Service, c.Name))
 				}
 			case TargetAnyChild:
 				var providers []string

@@ -54,7 +54,7 @@ func TestCheck(t *testing.T) {
 			`f.xml:5:24: route of test_client: <child name="test_echo"/> routes Nic to "test_echo", which does not provide it (<provides>)`,
 			`f.xml:6:26: route of test_client: <parent/> routes Timer to the parent, which does not provide it (<parent-provides>)`,
 			`f.xml:7:27: route of test_client: <any-child/> for Uplink, but no child provides it`,
-			`f.xml:8:24: route of test_client: <child name="ghost"/> names a child no <start> has`,
+			`f.xml:8:24: route of test_client: <child name="ghost"/> names a child no <start> (nor <alias>) has`,
 		}},
 		{"ambiguous any-child", `<config>
 <default-route> <service name="Nic"> <any-child/> </service> </default-route>
@@ -82,6 +82,41 @@ func TestCheck(t *testing.T) {
 			`f.xml:3:25: attribute "ram" of <start>: "lots" is not a number (like 42, 0x2a, 16K, 10M, 1G)`,
 			`f.xml:4:2: <start name="test_echo"> is a duplicate of the one at f.xml:3:2`,
 			`f.xml:5:2: <start> needs a name`,
+		}},
+		{"aliases", `<config>
+<alias name="nic" child="test_echo"/>
+<alias name="lost" child="ghost"/>
+<alias name="twice" child="nic"/>
+<start name="test_echo"> <provides> <service name="Nic"/> </provides> </start>
+<start name="test_client"> <route> <service name="Nic"> <child name="nic"/> </service> </route> </start>
+</config>`, []string{
+			`f.xml:3:2: <alias name="lost"> names child "ghost", which no <start> has`,
+			`f.xml:4:2: <alias name="twice"> names child "nic", which no <start> has`,
+		}},
+		{"alias clash", `<config>
+<alias name="test_client" child="test_echo"/>
+<start name="test_echo"/> <start name="test_client"/>
+</config>`, []string{
+			`f.xml:2:2: <alias name="test_client"> clashes with the <start> of that name at f.xml:3:28`,
+		}},
+		{"alias routes", `<config>
+<alias name="nic" child="test_echo"/>
+<start name="test_echo"> <provides> <service name="Nic"/> </provides> </start>
+<start name="test_client"> <route>
+	<service name="Uplink"> <child name="nic"/> </service>
+</route> </start>
+</config>`, []string{
+			`f.xml:5:27: route of test_client: <child name="nic"/> routes Uplink to "test_echo", which does not provide it (<provides>)`,
+		}},
+		{"ambiguous RAM quota", `<config>
+<start name="test_echo" ram="1M"> <resource name="RAM" quantum="2M"/> </start>
+</config>`, []string{
+			`f.xml:2:36: test_echo: ambiguous RAM quota: ram (of <start> or <default>) and <resource name="RAM">; the <resource> wins`,
+		}},
+		{"RAM resource without quantum", `<config>
+<start name="test_client"> <resource name="RAM"/> </start>
+</config>`, []string{
+			`f.xml:2:29: <resource name="RAM"> of "test_client" needs a quantum`,
 		}},
 		{"component config against its schema", `<config>
 <start name="test_echo"> <config tag="1" tagg="2"/> </start>
@@ -145,5 +180,41 @@ func TestCheckComponentParse(t *testing.T) {
 		if want == "" && len(errs) != 0 || want != "" && (len(errs) != 1 || errs[0].Error() != want) {
 			t.Errorf("%q: got %v, want %q", in, errs, want)
 		}
+	}
+}
+
+// TestIgnored: what nicstack accepts without effect is listed, one note each at its position;
+// the scenario checks clean.
+func TestIgnored(t *testing.T) {
+	const scenario = `<config prio_levels="2" verbose="yes">
+<parent-provides> <service name="ROM"/> <service name="LOG"/> <service name="Tap"/> </parent-provides>
+<default caps="100"/>
+<resource name="RAM" preserve="2M"/>
+<start name="test_echo" caps="200" priority="-1" ld="no" managing_system="yes">
+	<resource name="RAM" quantum="4M"/> <resource name="CPU" quantum="10"/>
+</start>
+</config>`
+	want := []string{
+		`f.xml:1:9: prio_levels="2" of <config> is accepted and ignored: Linux schedules the components`,
+		`f.xml:1:25: verbose="yes" of <config> is accepted and ignored: ` + "`nicstack run -v`" + ` logs the routing and session decisions`,
+		`f.xml:2:20: <service name="ROM"> of <parent-provides> is accepted and ignored: no nicstack component requests it`,
+		`f.xml:2:42: <service name="LOG"> of <parent-provides> is accepted and ignored: no nicstack component requests it`,
+		`f.xml:3:10: caps="100" of <default> is accepted and ignored: Linux has no capability quota`,
+		`f.xml:4:2: init's own <resource name="RAM"> is accepted and ignored: the supervisor keeps no quota of its own`,
+		`f.xml:5:25: caps="200" of <start name="test_echo"> is accepted and ignored: Linux has no capability quota`,
+		`f.xml:5:36: priority="-1" of <start name="test_echo"> is accepted and ignored: Linux schedules the components`,
+		`f.xml:5:50: ld="no" of <start name="test_echo"> is accepted and ignored: components are Go binaries without a dynamic linker`,
+		`f.xml:5:58: managing_system="yes" of <start name="test_echo"> is accepted and ignored: no component manages the system`,
+		`f.xml:6:39: <resource name="CPU"> of <start name="test_echo"> is accepted and ignored: only the RAM quota means something here (session buffers)`,
+	}
+	var got []string
+	for _, n := range IgnoredIn("f.xml", []byte(scenario)) {
+		got = append(got, n.Error())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if errs := Check("f.xml", []byte(scenario), nil, components.Table); len(errs) != 0 {
+		t.Errorf("check: %v", errs)
 	}
 }

@@ -12,21 +12,50 @@ import (
 )
 
 // Output is the terminal all components and the supervisor log to: one line at a time,
-// prefixed "[name] ", or as JSON objects with --log-format json.
+// prefixed "[name] ", as JSON objects with --log-format json, or as Genode's log shows them
+// (NewGenodeOutput).
 type Output struct {
-	mu   sync.Mutex
-	w    io.Writer
-	json bool
+	mu      sync.Mutex
+	w       io.Writer
+	format  string // logformat.Text, JSON or Genode
+	observe func(child, text string)
 }
 
-// NewOutput writes to w.
-func NewOutput(w io.Writer, json bool) *Output { return &Output{w: w, json: json} }
+// NewOutput writes to w, text lines or JSON.
+func NewOutput(w io.Writer, json bool) *Output {
+	if json {
+		return &Output{w: w, format: logformat.JSON}
+	}
+	return &Output{w: w, format: logformat.Text}
+}
 
-func (o *Output) line(name string, text []byte) {
+// NewGenodeOutput writes to w (nil: nowhere) the lines Genode's log would show: the
+// supervisor's "[init] text", a component's "[init -> NAME] text", warnings and errors
+// starting "Warning: " and "Error: ". observe, when not nil, gets each line as well, with
+// child "" for the supervisor's own.
+func NewGenodeOutput(w io.Writer, observe func(child, text string)) *Output {
+	return &Output{w: w, format: logformat.Genode, observe: observe}
+}
+
+// line writes one line of a component (or, own, of the supervisor itself).
+func (o *Output) line(name string, own bool, text []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.json {
+	switch o.format {
+	case logformat.Text:
 		o.w.Write(append(append([]byte("["+name+"] "), text...), '\n'))
+		return
+	case logformat.Genode:
+		child, prefix := name, "[init -> "+name+"] "
+		if own {
+			child, prefix = "", "[init] "
+		}
+		if o.observe != nil {
+			o.observe(child, string(text))
+		}
+		if o.w != nil {
+			o.w.Write(append(append([]byte(prefix), text...), '\n'))
+		}
 		return
 	}
 	var obj map[string]any
@@ -44,12 +73,13 @@ func (o *Output) line(name string, text []byte) {
 	o.w.Write(append(b, '\n'))
 }
 
-// Writer returns a writer whose complete lines go out prefixed with name.
+// Writer returns a writer whose complete lines go out as component name's.
 func (o *Output) Writer(name string) io.Writer { return &lineWriter{o: o, name: name} }
 
 type lineWriter struct {
 	o    *Output
 	name string
+	own  bool // the supervisor's own lines
 	mu   sync.Mutex
 	buf  []byte
 }
@@ -63,7 +93,7 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		l.o.line(l.name, bytes.TrimRight(l.buf[:i], "\r"))
+		l.o.line(l.name, l.own, bytes.TrimRight(l.buf[:i], "\r"))
 		l.buf = l.buf[i+1:]
 	}
 	return len(p), nil
@@ -76,10 +106,10 @@ func (o *Output) Logger(verbose bool) *slog.Logger {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	if o.json {
-		return slog.New(logformat.Handler(lockedWriter{o}, true, level)).With("component", "init")
+	if o.format == logformat.JSON {
+		return slog.New(logformat.Handler(lockedWriter{o}, logformat.JSON, level)).With("component", "init")
 	}
-	return slog.New(logformat.Handler(o.Writer("init"), false, level))
+	return slog.New(logformat.Handler(&lineWriter{o: o, name: "init", own: true}, o.format, level))
 }
 
 type lockedWriter struct{ o *Output }

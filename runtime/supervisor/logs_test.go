@@ -32,3 +32,32 @@ func TestOutputJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputGenode: lines as Genode's log shows them, the supervisor's "[init] ", a
+// component's "[init -> NAME] " (also one named init), warnings and errors as Genode prints
+// them; the observer sees each line with its child ("" for the supervisor's).
+func TestOutputGenode(t *testing.T) {
+	var b bytes.Buffer
+	var seen []string
+	o := NewGenodeOutput(&b, func(child, text string) { seen = append(seen, child+"|"+text) })
+	log := o.Logger(false)
+	log.Info(`child "client" exited with exit value 0`)
+	log.Warn("no route", "service", "Nic", "label", "a b")
+	log.Debug("not shown")
+	o.Writer("client").Write([]byte("Error: lost\n"))
+	o.Writer("init").Write([]byte("nested\n"))
+	want := `[init] child "client" exited with exit value 0
+[init] Warning: no route service=Nic label="a b"
+[init -> client] Error: lost
+[init -> init] nested
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if got := strings.Join(seen, "\n"); got != `|child "client" exited with exit value 0
+|Warning: no route service=Nic label="a b"
+client|Error: lost
+init|nested` {
+		t.Errorf("observed:\n%s", got)
+	}
+}

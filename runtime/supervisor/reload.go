@@ -1,5 +1,6 @@
 // Reload: a changed scenario file restarts the children whose start changed (or whose version
-// did) and re-delivers changed configs to the others.
+// did) and re-delivers changed configs to the others. As in Genode's init, an exited child
+// starts again only with a new version, and one that could not be launched is tried again.
 
 package supervisor
 
@@ -41,6 +42,16 @@ func (s *Supervisor) reload() {
 		prev := c.start
 		c.start = st
 		switch {
+		case c.state == Exited:
+			if prev.Version != st.Version {
+				s.log.Info(fmt.Sprintf("%s: version %q -> %q; starting it again", st.Name, prev.Version, st.Version))
+				c.backoff = s.opts.MinBackoff
+				s.launch(c)
+			}
+		case c.state == Failed:
+			s.log.Info(fmt.Sprintf("%s: the scenario changed; trying to start it again", st.Name))
+			c.backoff = s.opts.MinBackoff
+			s.launch(c)
 		case launchKey(old, prev) != launchKey(sc, st):
 			if prev.Version != st.Version {
 				s.log.Info(fmt.Sprintf("%s: version %q -> %q; restarting it", st.Name, prev.Version, st.Version))

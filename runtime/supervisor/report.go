@@ -26,9 +26,17 @@ func Report(st Status, want *config.Node) *config.Node {
 	for _, cs := range st.Components {
 		ch := &config.Node{Type: "child", Attrs: []config.Attr{
 			attr("name", cs.Name), attr("binary", cs.Binary), attr("state", cs.State),
-			attr("restarts", strconv.Itoa(cs.Restarts)), attr("exit", strconv.Itoa(cs.ExitCode)),
+			attr("restarts", strconv.Itoa(cs.Restarts)),
 			attr("cpus", cs.CPUs), attr("cpu_load", strconv.FormatFloat(cs.CPULoad, 'f', 1, 64)),
 		}}
+		// As Genode's init reports them: the exit value of an exited child, and the heartbeats
+		// a child skips, once it skips any.
+		if cs.State == Exited.String() {
+			ch.Attrs = append(ch.Attrs, attr("exited", strconv.Itoa(cs.ExitCode)))
+		}
+		if cs.SkippedHeartbeats > 0 {
+			ch.Attrs = append(ch.Attrs, attr("skipped_heartbeats", itoa(cs.SkippedHeartbeats)))
+		}
 		if cs.Version != "" {
 			ch.Attrs = append(ch.Attrs, attr("version", cs.Version))
 		}

@@ -167,9 +167,12 @@ func (e *DeniedError) Error() string {
 }
 
 // Resolve routes a request of client for service with label, as Genode's init does: the
-// client's own <route> if it has one, else <default-route>; the first rule whose service and
-// label match decides; its targets are tried in order. <any-child/> picks the one child that
-// provides the service and is denied when several do.
+// client's own <route> if it has one, else <default-route>. The rules are tried in order;
+// of a rule that matches the service and label, each target in turn. A target that cannot
+// serve it (the parent does not provide it, the child does not, <any-child/> finds none or
+// several) passes to the next. When no target of a <service> rule can, the request is
+// denied; when none of an <any-service> rule can, the next rule is tried. <child name/>
+// may name an <alias>.
 func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decision, error) {
 	r, which := client.Route, "route of "+client.Name
 	if r == nil {
@@ -182,6 +185,7 @@ func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decis
 		return nil, deny(fmt.Sprintf("%q has no <route> and the scenario has no <default-route>", client.Name), nil)
 	}
 	var trace []string
+	reason := "no rule matches"
 	for _, rule := range r.Rules {
 		name := "<any-service>"
 		if rule.Service != "" {
@@ -196,21 +200,24 @@ func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decis
 			if t.HasLabel {
 				d.Label = t.Label
 			}
+			cannot := func(why string) {
+				trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: %s", which, name, t, t.Pos, why))
+			}
 			switch t.Kind {
 			case TargetParent:
 				if !contains(sc.ParentProvides, service) {
-					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: the parent does not provide %s", which, name, t, t.Pos, service))
+					cannot("the parent does not provide " + service)
 					continue
 				}
 				d.Parent = true
 			case TargetChild:
-				s := sc.Start(t.Child)
+				s := sc.Child(t.Child)
 				if s == nil {
-					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: no such child", which, name, t, t.Pos))
+					cannot("no such child")
 					continue
 				}
 				if !contains(s.Provides, service) {
-					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: %q does not provide %s", which, name, t, t.Pos, t.Child, service))
+					cannot(fmt.Sprintf("%q does not provide %s", s.Name, service))
 					continue
 				}
 				d.Server = s.Name
@@ -222,11 +229,11 @@ func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decis
 					}
 				}
 				if len(providers) > 1 {
-					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: ambiguous, provided by %s", which, name, t, t.Pos, strings.Join(providers, ", ")))
-					return nil, deny("<any-child/> is ambiguous", trace)
+					cannot("ambiguous, provided by " + strings.Join(providers, ", "))
+					continue
 				}
 				if len(providers) == 0 {
-					trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s: no child provides %s", which, name, t, t.Pos, service))
+					cannot("no child provides " + service)
 					continue
 				}
 				d.Server = providers[0]
@@ -234,9 +241,12 @@ func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decis
 			d.Trace = append(trace, fmt.Sprintf("%s: %s -> %s at %s", which, name, t, t.Pos))
 			return d, nil
 		}
-		return nil, deny("no target of the first matching rule can serve it", trace)
+		if rule.Service != "" {
+			return nil, deny("no target of the first matching <service> rule can serve it", trace)
+		}
+		reason = "no target of a matching <any-service> rule can serve it, nor a later rule"
 	}
-	return nil, deny("no rule matches", trace)
+	return nil, deny(reason, trace)
 }
 
 func contains(list []string, s string) bool {

@@ -54,9 +54,9 @@ func TestResolve(t *testing.T) {
 		{who: client, service: "Nic", label: "", server: "b", seen: "empty last"},             // "client -> " ends in ""
 		{who: client, service: "Nic", label: "p", server: "a", seen: "client -> p"},           // catch-all, first target
 		{who: client, service: "LOG", label: "", parent: true, seen: "client -> "},
-		{who: client, service: "Uplink", label: "", denied: "no rule matches"},     // own route: no default-route
-		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain -> "}, // default-route, unique provider
-		{who: plain, service: "Nic", label: "", denied: "ambiguous"},               // two providers
+		{who: client, service: "Uplink", label: "", denied: "no rule matches"},         // own route: no default-route
+		{who: plain, service: "Uplink", label: "", server: "a", seen: "plain -> "},     // default-route, unique provider
+		{who: plain, service: "Nic", label: "", denied: "ambiguous, provided by a, b"}, // two providers: the next target, then the next rule
 		{who: plain, service: "Timer", label: "", denied: "no target"},
 	} {
 		d, err := sc.Resolve(tc.who, tc.service, tc.label)
@@ -81,13 +81,100 @@ func TestDenialCarriesTrace(t *testing.T) {
 	sc := mustScenario(t, routingScenario)
 	_, err := sc.Resolve(sc.Start("plain"), "Nic", "x")
 	want := []string{
-		`session Nic "x" of "plain" denied: <any-child/> is ambiguous`,
+		`session Nic "x" of "plain" denied: no target of a matching <any-service> rule can serve it, nor a later rule`,
 		`default-route: <any-service> -> <parent/> at test.xml:3:33: the parent does not provide Nic`,
 		`default-route: <any-service> -> <any-child/> at test.xml:3:43: ambiguous, provided by a, b`,
 	}
 	for _, w := range want {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("denial %v\nlacks %q", err, w)
+		}
+	}
+}
+
+// TestRuleFallThrough pins how Genode's init (sandbox's route model) goes on when the
+// targets of a matching rule cannot serve: the next target of the rule, then, for
+// <any-service> only, the next rule; a <service> rule whose targets all fail denies.
+func TestRuleFallThrough(t *testing.T) {
+	sc := mustScenario(t, `<config>
+	<parent-provides> <service name="LOG"/> </parent-provides>
+	<start name="a"> <provides> <service name="Nic"/> </provides> </start>
+	<start name="b"> <provides> <service name="Nic"/> <service name="Uplink"/> </provides> </start>
+	<start name="c"> <provides> <service name="Nic"/> </provides> </start>
+	<start name="svc">
+		<route>
+			<service name="Nic"> <parent/> <child name="ghost"/> <any-child/> </service>
+			<any-service> <child name="a"/> </any-service>
+		</route>
+	</start>
+	<start name="svc2">
+		<route>
+			<service name="Nic"> <parent/> <child name="b"/> </service>
+			<any-service> <child name="a"/> </any-service>
+		</route>
+	</start>
+	<start name="any">
+		<route>
+			<any-service> <parent/> <child name="a"/> </any-service>
+			<any-service> <any-child/> <child name="b"/> </any-service>
+		</route>
+	</start>
+</config>`)
+	for _, tc := range []struct {
+		client, service, server string
+		parent                  bool
+		denied                  string
+	}{
+		// Every target of the matching <service> rule fails (the parent lacks Nic, ghost is
+		// no child, <any-child/> finds three): denied, the <any-service> below is not tried.
+		{client: "svc", service: "Nic", denied: "no target of the first matching <service> rule can serve it"},
+		{client: "svc", service: "Uplink", server: "a", denied: `"a" does not provide Uplink`}, // <any-service>: a lacks Uplink, no rule left
+		{client: "svc2", service: "Nic", server: "b"},                                          // the rule's second target
+		{client: "any", service: "LOG", parent: true},
+		{client: "any", service: "Nic", server: "a"},    // the first <any-service>'s second target
+		{client: "any", service: "Uplink", server: "b"}, // first rule fails: the next rule, <any-child/> is unique
+	} {
+		d, err := sc.Resolve(sc.Start(tc.client), tc.service, "")
+		switch {
+		case tc.denied != "" && (err == nil || !strings.Contains(err.Error(), tc.denied)):
+			t.Errorf("%s %s: got %+v %v, want a denial with %q", tc.client, tc.service, d, err, tc.denied)
+		case tc.denied == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.client, tc.service, err)
+		case tc.denied == "" && (d.Server != tc.server || d.Parent != tc.parent):
+			t.Errorf("%s %s: got server %q parent %v, want %q %v", tc.client, tc.service, d.Server, d.Parent, tc.server, tc.parent)
+		}
+	}
+}
+
+// TestAlias: a route's <child name/> may name an <alias>, which sends the session to the
+// alias's child; the label stays the client's.
+func TestAlias(t *testing.T) {
+	sc := mustScenario(t, `<config>
+	<alias name="uplink" child="drv"/>
+	<alias name="gone" child="nobody"/>
+	<start name="drv"> <provides> <service name="Uplink"/> </provides> </start>
+	<start name="client">
+		<route>
+			<service name="Uplink" label="x"> <child name="gone"/> </service>
+			<service name="Uplink"> <child name="uplink"/> </service>
+		</route>
+	</start>
+</config>`)
+	client := sc.Start("client")
+	d, err := sc.Resolve(client, "Uplink", "")
+	if err != nil || d.Server != "drv" || d.Label != "client -> " {
+		t.Errorf("through the alias: %+v %v, want drv with label %q", d, err, "client -> ")
+	}
+	if _, err := sc.Resolve(client, "Uplink", "x"); err == nil || !strings.Contains(err.Error(), `<child name="gone"/> at test.xml:7:39: no such child`) {
+		t.Errorf("an alias of a missing child: %v", err)
+	}
+	for _, bad := range []struct{ scenario, want string }{
+		{`<config><start name="a"/><alias name="a" child="a"/></config>`, `test.xml:1:27: <alias name="a"> clashes with the <start> of that name at test.xml:1:10`},
+		{`<config><start name="a"/><alias name="b" child="a"/><alias name="b" child="a"/></config>`, `test.xml:1:54: <alias name="b"> is a duplicate of the one at test.xml:1:27`},
+		{`<config><alias name="b"/></config>`, `test.xml:1:10: <alias name="b"> needs a child`},
+	} {
+		if _, err := ParseScenario("test.xml", []byte(bad.scenario)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: got %v, want %q", bad.scenario, err, bad.want)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 	opts := Options{
 		BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(r.logs, false), Verbose: true,
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 20 * time.Millisecond,
+		RunDir: filepath.Join(testutil.ReachableTempDir(t), "run"), WatchInterval: 20 * time.Millisecond,
 	}
 	if tweak != nil {
 		tweak(&opts)
@@ -116,7 +116,9 @@ func (r *run) rewrite(from, to string) {
 // testStream is test_client's default stream geometry (queue_size 64, bulk_size 64 blocks).
 var testStream = packetstream.Config{QueueSize: 64, BulkSize: 64 * packetstream.BlockSize}
 
+// echoScenario restarts what exits (restart="yes", ours): its tests kill components.
 const echoScenario = `<config>
+	<default restart="yes"/>
 	<affinity-space width="2" height="1"/>
 	<start name="echo" ram="1M" version="1">
 		<binary name="test_echo"/>
@@ -273,7 +275,7 @@ func TestRouting(t *testing.T) {
 		{"first", "open", "b", ""},
 		{"fallthrough", "open", "a", ""},
 		{"defaulted", "open", "u", ""},
-		{"ambiguous", "denied", "", "<any-child/> is ambiguous"},
+		{"ambiguous", "denied", "", "scenario.xml:2:33: ambiguous, provided by a, b"},
 		{"own-route", "denied", "", "no rule matches"}, // its own route has no Uplink; default-route is not used
 		{"poor", "denied", "", fmt.Sprintf(`needs %d bytes of session buffers (tx %d + rx %d), but ram=102400 of "poor" has 102400 left; raise its ram`, 2*region, region, region)},
 	} {
@@ -412,7 +414,7 @@ func TestLiveConfigUpdate(t *testing.T) {
 	r.waitFor("the rejection", 10*time.Second, func() bool {
 		return strings.Contains(r.logs.String(), `echo rejected its new config (keeps the old one): `)
 	})
-	if logs := r.logs.String(); !strings.Contains(logs, `scenario.xml:7:11: attribute \"tag\" of <config>: \"x\" is not a number`) {
+	if logs := r.logs.String(); !strings.Contains(logs, `scenario.xml:8:11: attribute \"tag\" of <config>: \"x\" is not a number`) {
 		t.Errorf("the rejection does not name the scenario's line:\n%s", logs)
 	}
 	// A broken scenario keeps the running one.
@@ -426,7 +428,7 @@ func TestLiveConfigUpdate(t *testing.T) {
 }
 
 func TestStopRemovesEverything(t *testing.T) {
-	runDir := filepath.Join(t.TempDir(), "run")
+	runDir := filepath.Join(testutil.ReachableTempDir(t), "run")
 	path := filepath.Join(t.TempDir(), "s.xml")
 	os.WriteFile(path, []byte(echoScenario), 0o644)
 	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(&testutil.SyncBuffer{}, false), RunDir: runDir})
@@ -466,9 +468,11 @@ func TestStopRemovesEverything(t *testing.T) {
 	}
 }
 
-func TestStoppedHeartbeatRestarts(t *testing.T) {
+// TestSkippedHeartbeatsRestart: with <heartbeat restart_after_skipped="2"/> a hung component
+// is restarted once it skipped three heartbeats, as Genode's init does.
+func TestSkippedHeartbeatsRestart(t *testing.T) {
 	scenario := strings.Replace(echoScenario, `<affinity-space width="2" height="1"/>`, `<affinity-space width="2" height="1"/><heartbeat rate_ms="50"/>`, 1)
-	scenario = strings.Replace(scenario, `<config tag="1"/>`, `<config tag="1"/><heartbeat/>`, 1)
+	scenario = strings.Replace(scenario, `<config tag="1"/>`, `<config tag="1"/><heartbeat restart_after_skipped="2"/>`, 1)
 	r := startRun(t, scenario, nil)
 	r.waitFor("traffic", 20*time.Second, func() bool { return r.component("client").Counters["received"] >= 10 })
 	pid := r.component("echo").Pid
@@ -477,15 +481,39 @@ func TestStoppedHeartbeatRestarts(t *testing.T) {
 		e := r.component("echo")
 		return e.Pid != pid && e.State == "running" && r.component("client").Counters["link_ups"] >= 2
 	})
-	if !strings.Contains(r.logs.String(), "echo missed 3 heartbeats; restarting it") {
-		t.Error("no log line for the missed heartbeats")
+	if !strings.Contains(r.logs.String(), "echo skipped 3 heartbeats (restart_after_skipped=2); restarting it") {
+		t.Error("no log line for the skipped heartbeats")
+	}
+}
+
+// TestSkippedHeartbeatsReported: a plain <heartbeat/> only counts what a hung component skips
+// (status, state report) and does not restart it, as Genode's init; once it answers again
+// the count is back to 0.
+func TestSkippedHeartbeatsReported(t *testing.T) {
+	scenario := strings.Replace(echoScenario, `<affinity-space width="2" height="1"/>`, `<affinity-space width="2" height="1"/><heartbeat rate_ms="20"/>`, 1)
+	scenario = strings.Replace(scenario, `<config tag="1"/>`, `<config tag="1"/><heartbeat/>`, 1)
+	r := startRun(t, scenario, nil)
+	r.waitFor("echo running", 20*time.Second, func() bool { return r.component("echo").State == "running" })
+	pid := r.component("echo").Pid
+	syscall.Kill(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	r.waitFor("10 skipped heartbeats", 10*time.Second, func() bool { return r.component("echo").SkippedHeartbeats >= 10 })
+	st := r.status()
+	report := string(Report(st, nil).XML())
+	if !strings.Contains(report, `skipped_heartbeats="`) {
+		t.Errorf("the state report lacks skipped_heartbeats:\n%s", report)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	r.waitFor("the count back at 0", 10*time.Second, func() bool { return r.component("echo").SkippedHeartbeats == 0 })
+	if e := r.component("echo"); e.Pid != pid || e.Restarts != 0 {
+		t.Errorf("the echo was restarted: %+v", e)
 	}
 }
 
 func TestBrokenBinaryIsRetried(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "broken"), []byte("#!/bin/sh\necho broken on purpose >&2\nexit 3\n"), 0o755)
-	r := startRun(t, `<config><start name="broken"/></config>`, func(o *Options) { o.BinDirs = append(o.BinDirs, dir) })
+	r := startRun(t, `<config><start name="broken" restart="yes"/></config>`, func(o *Options) { o.BinDirs = append(o.BinDirs, dir) })
 	r.waitFor("retries", 20*time.Second, func() bool { return r.component("broken").Restarts >= 3 })
 	logs := r.logs.String()
 	for _, want := range []string{"[broken] broken on purpose", "broken: trying again in"} {
@@ -509,7 +537,7 @@ func TestServerReportsLinkState(t *testing.T) {
 }
 
 const deviceScenario = `<config>
-	<start name="platform" ram="1M">
+	<start name="platform" ram="1M" restart="yes">
 		<binary name="test_echo"/>
 		<provides> <service name="Platform"/> </provides>
 		<config service="Platform"/>

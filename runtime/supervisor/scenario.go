@@ -21,22 +21,43 @@ type Scenario struct {
 	HeartbeatMS    uint64 // <heartbeat rate_ms>, 0 when absent
 	Report         *config.Node
 	Starts         []*Start
-	Root           *config.Node
+	Aliases        []*Alias
+	Root           *config.Node // the init config (of a runtime file: its <config>)
+	// Warnings are what Genode's init warns of and runs anyway (a RAM quota given twice);
+	// `nicstack check` counts them as problems.
+	Warnings []error
 }
 
 // Start is one <start> node.
 type Start struct {
-	Name     string
-	Binary   string
-	Version  string
-	RAM      uint64 // bytes of session buffers the component may pay for; 0: no limit
+	Name    string
+	Binary  string
+	Version string
+	// RAM is the bytes of session buffers the component may pay for (ram, or the old
+	// <resource name="RAM" quantum>, or <default ram>); 0: no limit.
+	RAM      uint64
 	Affinity *Location
 	Provides []string
 	Route    *Route // nil: the scenario's <default-route>
 	Config   *config.Node
-	// Heartbeat restarts the component when it stops answering heartbeats.
-	Heartbeat bool
-	Node      *config.Node
+	// Heartbeat: init counts the heartbeats the component skips (<heartbeat/>) and restarts
+	// it once it skipped more than RestartAfterSkipped (0: never), as Genode's init does.
+	Heartbeat           bool
+	RestartAfterSkipped uint64
+	// Propagate (<exit propagate="yes"/>): the component's exit ends the run with its exit
+	// value.
+	Propagate bool
+	// Restart (restart="yes", our extension; default from <default restart>): a component that
+	// exited or could not be launched starts again after the back-off. Genode's init leaves
+	// it exited.
+	Restart bool
+	Node    *config.Node
+}
+
+// Alias is an <alias name child/>: sessions routed to child Name go to child Child.
+type Alias struct {
+	Name, Child string
+	Pos         config.Pos
 }
 
 // Start returns the start named name, or nil.
@@ -49,7 +70,27 @@ func (sc *Scenario) Start(name string) *Start {
 	return nil
 }
 
+// Alias returns the alias named name, or nil.
+func (sc *Scenario) Alias(name string) *Alias {
+	for _, a := range sc.Aliases {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// Child is the start a route's <child name/> means: an alias's child, or the start of that
+// name (one level, as Genode's init resolves aliases); nil when there is none.
+func (sc *Scenario) Child(name string) *Start {
+	if a := sc.Alias(name); a != nil {
+		name = a.Child
+	}
+	return sc.Start(name)
+}
+
 // Schema is what init's config may hold; a component's own <config> is not checked here.
+// Ignored lists what of it nicstack accepts without effect.
 var Schema = func() *config.Schema {
 	service := &config.Schema{Type: "service", Attrs: []string{"name"}}
 	targetAttrs := []string{"label"}
@@ -64,20 +105,24 @@ var Schema = func() *config.Schema {
 	}}
 	defaultRoute := *route
 	defaultRoute.Type = "default-route"
-	return &config.Schema{Type: "config", Attrs: []string{"verbose", "prio_levels"}, Nodes: []*config.Schema{
+	return &config.Schema{Type: "config", Attrs: []string{"verbose", "prio_levels", "ld_verbose"}, Nodes: []*config.Schema{
 		{Type: "parent-provides", Nodes: []*config.Schema{service}},
 		&defaultRoute,
-		{Type: "default", Attrs: []string{"caps", "ram"}},
+		{Type: "default", Attrs: []string{"caps", "ram", "restart"}},
 		{Type: "affinity-space", Attrs: []string{"width", "height"}},
 		{Type: "report", Attrs: []string{"ids", "requested", "provided", "session_args", "child_ram", "child_caps", "init_ram", "init_caps", "delay_ms", "buffer"}},
 		{Type: "heartbeat", Attrs: []string{"rate_ms"}},
-		{Type: "start", Attrs: []string{"name", "caps", "ram", "version", "priority", "ld", "managing_system"}, Nodes: []*config.Schema{
+		{Type: "resource", Attrs: []string{"name", "preserve"}},
+		{Type: "alias", Attrs: []string{"name", "child"}},
+		{Type: "start", Attrs: []string{"name", "caps", "ram", "version", "priority", "ld", "managing_system", "restart"}, Nodes: []*config.Schema{
 			{Type: "binary", Attrs: []string{"name"}},
 			{Type: "affinity", Attrs: []string{"xpos", "ypos", "width", "height"}},
+			{Type: "resource", Attrs: []string{"name", "quantum"}},
 			{Type: "provides", Nodes: []*config.Schema{service}},
 			route,
 			{Type: "config", Any: true},
-			{Type: "heartbeat"},
+			{Type: "heartbeat", Attrs: []string{"restart_after_skipped"}},
+			{Type: "exit", Attrs: []string{"propagate"}},
 		}},
 	}}
 }()
@@ -116,11 +161,35 @@ func (e *errs) add(err error) {
 // err joins the errors; each stays reachable (with its position) through Unwrap.
 func (e errs) err() error { return errors.Join(e...) }
 
-// FromNode builds a scenario from a parsed <config> node.
+// InitConfig returns the init config a file's top node holds: the node itself when it is a
+// <config>, or the <config> of a Genode package's <runtime> whose binary is init (as Genode's
+// depot tools start one).
+func InitConfig(root *config.Node) (*config.Node, error) {
+	switch root.Type {
+	case "config":
+		return root, nil
+	case "runtime":
+		if b := root.String("binary", ""); b != "init" {
+			return nil, config.Errorf(root.Pos, "<runtime binary=%q>: nicstack runs the runtime files of packages whose binary is init", b)
+		}
+		if c := root.Sub("config"); c != nil {
+			return c, nil
+		}
+		if a, ok := root.Attr("config"); ok {
+			return nil, config.Errorf(a.Pos, "<runtime config=%q> names a ROM of the package; nicstack runs runtime files with the init config inline (<config>)", a.Value)
+		}
+		return nil, config.Errorf(root.Pos, "<runtime> has no <config>")
+	}
+	return nil, config.Errorf(root.Pos, "top-level node is <%s>, expected <config> (or a package's <runtime>)", root.Type)
+}
+
+// FromNode builds a scenario from a parsed file: an init <config>, or a package's <runtime>
+// (InitConfig).
 func FromNode(file string, root *config.Node) (*Scenario, error) {
 	var e errs
-	if root.Type != "config" {
-		return nil, config.Errorf(root.Pos, "top-level node is <%s>, expected <config>", root.Type)
+	root, err := InitConfig(root)
+	if err != nil {
+		return nil, err
 	}
 	sc := &Scenario{File: file, Space: Space{1, 1}, Root: root}
 	if pp := root.Sub("parent-provides"); pp != nil {
@@ -133,9 +202,15 @@ func FromNode(file string, root *config.Node) (*Scenario, error) {
 		e.add(err)
 		sc.DefaultRoute = r
 	}
+	var defaults startDefaults
 	if d := root.Sub("default"); d != nil {
 		var err error
 		sc.DefaultRAM, err = d.Number("ram", 0)
+		e.add(err)
+		defaults.ram = d.Has("ram")
+		_, err = d.Number("caps", 0)
+		e.add(err)
+		defaults.restart, err = d.Bool("restart", false)
 		e.add(err)
 	}
 	if as := root.Sub("affinity-space"); as != nil {
@@ -159,7 +234,7 @@ func FromNode(file string, root *config.Node) (*Scenario, error) {
 	}
 	sc.Report = root.Sub("report")
 	for _, n := range root.Subs("start") {
-		s, err := parseStart(n, sc)
+		s, err := parseStart(n, sc, defaults)
 		e.add(err)
 		if s == nil {
 			continue
@@ -170,13 +245,35 @@ func FromNode(file string, root *config.Node) (*Scenario, error) {
 		}
 		sc.Starts = append(sc.Starts, s)
 	}
+	// Aliases and starts share one name space (Genode's init keeps both in one model).
+	for _, n := range root.Subs("alias") {
+		a := &Alias{Name: n.Name(), Child: n.String("child", ""), Pos: n.Pos}
+		switch {
+		case a.Name == "":
+			e.add(config.Errorf(n.Pos, "<alias> needs a name"))
+		case !n.Has("child"):
+			e.add(config.Errorf(n.Pos, "<alias name=%q> needs a child", a.Name))
+		case sc.Start(a.Name) != nil:
+			e.add(config.Errorf(n.Pos, "<alias name=%q> clashes with the <start> of that name at %s", a.Name, sc.Start(a.Name).Node.Pos))
+		case sc.Alias(a.Name) != nil:
+			e.add(config.Errorf(n.Pos, "<alias name=%q> is a duplicate of the one at %s", a.Name, sc.Alias(a.Name).Pos))
+		default:
+			sc.Aliases = append(sc.Aliases, a)
+		}
+	}
 	if err := e.err(); err != nil {
 		return nil, err
 	}
 	return sc, nil
 }
 
-func parseStart(n *config.Node, sc *Scenario) (*Start, error) {
+// startDefaults is what <default> gives every <start> besides ram.
+type startDefaults struct {
+	ram     bool // <default ram> is there
+	restart bool
+}
+
+func parseStart(n *config.Node, sc *Scenario, defaults startDefaults) (*Start, error) {
 	var e errs
 	s := &Start{Name: n.Name(), Node: n, Version: n.String("version", "")}
 	if s.Name == "" {
@@ -194,6 +291,24 @@ func parseStart(n *config.Node, sc *Scenario) (*Start, error) {
 	}
 	var err error
 	s.RAM, err = n.Number("ram", sc.DefaultRAM)
+	e.add(err)
+	for _, r := range n.Subs("resource") {
+		if r.Name() != "RAM" {
+			continue // CPU and CAP quotas are accepted and ignored (Ignored)
+		}
+		if !r.Has("quantum") {
+			e.add(config.Errorf(r.Pos, "<resource name=\"RAM\"> of %q needs a quantum", s.Name))
+			continue
+		}
+		if n.Has("ram") || defaults.ram {
+			sc.Warnings = append(sc.Warnings, config.Errorf(r.Pos, "%s: ambiguous RAM quota: ram (of <start> or <default>) and <resource name=\"RAM\">; the <resource> wins", s.Name))
+		}
+		s.RAM, err = r.Number("quantum", 0)
+		e.add(err)
+	}
+	_, err = n.Number("caps", 0)
+	e.add(err)
+	s.Restart, err = n.Bool("restart", defaults.restart)
 	e.add(err)
 	if a := n.Sub("affinity"); a != nil {
 		s.Affinity, err = parseLocation(a)
@@ -213,6 +328,14 @@ func parseStart(n *config.Node, sc *Scenario) (*Start, error) {
 		e.add(err)
 	}
 	s.Config = n.Sub("config")
-	s.Heartbeat = n.Sub("heartbeat") != nil
+	if hb := n.Sub("heartbeat"); hb != nil {
+		s.Heartbeat = true
+		s.RestartAfterSkipped, err = hb.Number("restart_after_skipped", 0)
+		e.add(err)
+	}
+	if x := n.Sub("exit"); x != nil {
+		s.Propagate, err = x.Bool("propagate", false)
+		e.add(err)
+	}
 	return s, e.err()
 }

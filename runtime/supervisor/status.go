@@ -27,16 +27,18 @@ type Status struct {
 
 // ComponentStatus is one component's state, resources, sessions and counters.
 type ComponentStatus struct {
-	Name     string  `json:"name"`
-	Binary   string  `json:"binary"`
-	Version  string  `json:"version,omitempty"`
-	State    string  `json:"state"` // a State: starting, running, waiting, failed, stopped
-	Pid      int     `json:"pid,omitempty"`
-	Restarts int     `json:"restarts"`
-	ExitCode int     `json:"exit_code"`
-	Location string  `json:"location"` // virtual affinity location
-	CPUs     string  `json:"cpus"`     // the physical CPU set, as Linux writes it
-	CPULoad  float64 `json:"cpu_load"` // percent of one CPU since the previous status
+	Name     string `json:"name"`
+	Binary   string `json:"binary"`
+	Version  string `json:"version,omitempty"`
+	State    string `json:"state"` // a State: starting, running, waiting, failed, stopped, exited
+	Pid      int    `json:"pid,omitempty"`
+	Restarts int    `json:"restarts"`
+	ExitCode int    `json:"exit_code"` // of its last process; -1 when a signal ended it
+	// SkippedHeartbeats counts the heartbeats its process left unanswered (<heartbeat/>).
+	SkippedHeartbeats uint64  `json:"skipped_heartbeats,omitempty"`
+	Location          string  `json:"location"` // virtual affinity location
+	CPUs              string  `json:"cpus"`     // the physical CPU set, as Linux writes it
+	CPULoad           float64 `json:"cpu_load"` // percent of one CPU since the previous status
 	// CPUSeconds is the process's user and system time since it started.
 	CPUSeconds float64           `json:"cpu_seconds"`
 	RSS        uint64            `json:"rss_bytes"`
@@ -138,7 +140,7 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 		}
 		cs := ComponentStatus{
 			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state.String(),
-			Restarts: c.restarts, ExitCode: c.exitCode, Location: c.place.Virtual.String(),
+			Restarts: c.restarts, ExitCode: c.exitCode, SkippedHeartbeats: c.skipped, Location: c.place.Virtual.String(),
 			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
 		}
 		if c.proc != nil {
@@ -231,7 +233,7 @@ func uptime() float64 {
 }
 
 // ServeStatus answers status queries on a Unix socket at path until ctx ends: each
-// connection gets the status as JSON. A stale socket from a dead run is replaced; a live one
+// connection gets the status as JSON, and may then ask for a capture (capture.go). A stale socket from a dead run is replaced; a live one
 // is an error (another supervisor runs).
 func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if c, err := net.Dial("unix", path); err == nil {
@@ -261,7 +263,9 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 				if !ok {
 					return
 				}
-				json.NewEncoder(c).Encode(st)
+				if json.NewEncoder(c).Encode(st) == nil {
+					s.serveCapture(c)
+				}
 			}()
 		}
 	}()

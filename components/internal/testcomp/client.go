@@ -3,6 +3,7 @@ package testcomp
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +30,11 @@ type Client struct {
 }
 
 type clientConfig struct {
-	window   int
-	size     int
-	interval time.Duration
+	window    int
+	size      int
+	interval  time.Duration
+	count     uint64 // replies after which it exits; 0: never
+	exitValue int
 }
 
 // NewClient returns the client handler; it requests its session when first configured.
@@ -71,6 +74,15 @@ func (cl *Client) Configure(cfg *config.Node) error {
 		return err
 	}
 	cc.interval = time.Duration(us) * time.Microsecond
+	if cc.count, err = cfg.Number("count", 0); err != nil {
+		return err
+	}
+	exitValue, err := strconv.ParseInt(cfg.String("exit_value", "0"), 10, 32)
+	if err != nil {
+		a, _ := cfg.Attr("exit_value")
+		return config.Errorf(a.Pos, "exit_value=%q is not a number", a.Value)
+	}
+	cc.exitValue = int(exitValue)
 	if cl.requested {
 		return nil // the running session keeps its geometry
 	}
@@ -194,7 +206,10 @@ func (cl *Client) run(c *packetstream.Client, stop *atomic.Bool, w *packetstream
 					cl.late.Add(1) // from a window given up as lost
 				default:
 					expect = got + 1
-					cl.received.Add(1)
+					if n := cl.received.Add(1); n == cfg.count {
+						cl.c.Log.Info(fmt.Sprintf("received %d replies", n))
+						cl.c.Exit(cfg.exitValue)
+					}
 					if first {
 						cl.firstReply.Store(uint64(time.Now().UnixNano()))
 						first = false

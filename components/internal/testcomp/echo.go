@@ -24,9 +24,10 @@ var EchoSchema = &config.Schema{Type: "config", Attrs: []string{"tag", "service"
 // ClientSchema is test_client's config.
 // device="yes" requests a device session (DeviceSpec) instead of a packet stream; service
 // "Tap" or "Packet" requests that parent service with the attributes of the same names as its
-// arguments, and reflects the UDP datagrams it carries.
+// arguments, and reflects the UDP datagrams it carries. count="N" makes it log "received N
+// replies" after the Nth reply and exit with exit_value (0).
 var ClientSchema = &config.Schema{Type: "config", Attrs: []string{"service", "label", "window", "size", "interval_us", "queue_size", "bulk_size", "device",
-	"netns", "address", "gateway", "mtu", "offload", "exec"}}
+	"netns", "address", "gateway", "mtu", "offload", "exec", "count", "exit_value"}}
 
 // Echo serves sessions by sending every frame back.
 type Echo struct {
