@@ -47,7 +47,7 @@ func (c *Counters) Record(rep *iperf.Report) {
 	if rep.Error != "" {
 		c.Errors.Add(1)
 	}
-	r := rep.End.SumReceived
+	r := rep.Received()
 	c.Bps.Store(uint64(r.BitsPerSecond))
 	c.Bytes.Store(r.Bytes)
 	c.Seconds.Store(uint64(r.Seconds * 1000))
@@ -179,8 +179,9 @@ func (h *Host) run(ctx context.Context) {
 			return
 		}
 		h.log.Info("iperf server listening", "address", cmd.ListenAddress())
-		srv := &iperf.Server{Interval: cmd.IntervalDuration(), OneOff: cmd.OneOff, OnReport: h.report,
-			Logf: func(f string, a ...any) { h.log.Info(fmt.Sprintf(f, a...)) }}
+		srv := cmd.NewServer(h.st)
+		srv.OnReport = h.report
+		srv.Logf = func(f string, a ...any) { h.log.Info(fmt.Sprintf(f, a...)) }
 		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
 			h.log.Warn("iperf server", "err", err)
 		}
@@ -188,7 +189,9 @@ func (h *Host) run(ctx context.Context) {
 		deadline := time.Now().Add(clientRetry)
 		for ctx.Err() == nil {
 			rep, err := iperf.RunClient(ctx, cmd.ClientConfig(h.st))
-			if err == nil || rep != nil || time.Now().After(deadline) {
+			var ie *iperf.Error
+			unreachable := errors.As(err, &ie) && ie.Code == iperf.CodeConnect
+			if !unreachable || time.Now().After(deadline) {
 				if rep == nil {
 					rep = &iperf.Report{Error: err.Error()}
 				}
@@ -207,7 +210,7 @@ func (h *Host) run(ctx context.Context) {
 // report logs a finished test, counts it and writes the JSON file the config names.
 func (h *Host) report(rep *iperf.Report) {
 	h.ctr.Record(rep)
-	r := rep.End.SumReceived
+	r := rep.Received()
 	h.log.Info("iperf result", "mbit_per_s", fmt.Sprintf("%.1f", r.BitsPerSecond/1e6), "bytes", r.Bytes,
 		"seconds", fmt.Sprintf("%.2f", r.Seconds), "error", rep.Error)
 	if h.cfg.Report == "" && !(h.cfg.Iperf != nil && h.cfg.Iperf.JSON) {
