@@ -235,12 +235,14 @@ func (c *client) run(ctx context.Context) error {
 		case stateDisplayResults:
 			t.halt()
 			t.closeStreams()
+			t.reportInterval()
 			t.summarize()
 			c.printServerOutput()
 			t.out.printf("\n%s", iperfDone)
 			return writeState(ctrl, stateIperfDone)
 		case stateServerTerminate:
 			if !t.end.IsZero() {
+				t.reportInterval()
 				t.summarize()
 			}
 			return &Error{Code: CodeServerTerm}
@@ -315,31 +317,29 @@ func (c *client) runTest(ctx context.Context) (int8, error) {
 		st, err := readState(c.ctrl)
 		ctrlMsgs <- ctrlMsg{st, err}
 	}()
-	var stop <-chan time.Time
+	var stopAt time.Time
 	if t.p.Time > 0 {
-		tm := time.NewTimer(time.Until(t.begin.Add(time.Duration(t.p.Time+t.p.Omit) * time.Second)))
-		defer tm.Stop()
-		stop = tm.C
+		stopAt = t.begin.Add(time.Duration(t.p.Time+t.p.Omit) * time.Second)
 	}
-	m, err := t.measure(ctx, stop, ctrlMsgs)
+	m, err := t.measure(ctx, stopAt, ctrlMsgs)
 	if err != nil {
 		return 0, err
 	}
 	if m != nil {
 		// The server spoke first: it is terminating or failed.
-		t.halt()
 		t.finish(time.Now())
+		t.halt()
 		if m.err != nil {
 			return 0, ctrlReadError(m.err)
 		}
 		return m.state, nil
 	}
+	t.finish(time.Now())
 	for _, s := range t.streams {
 		if s.sender {
 			s.halt()
 		}
 	}
-	t.finish(time.Now())
 	// A receiver keeps draining (no longer counted) so a server blocked in write hears TEST_END.
 	if err := writeState(c.ctrl, stateTestEnd); err != nil {
 		return 0, fail(111, err) // IESENDMESSAGE

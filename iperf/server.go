@@ -45,13 +45,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.Network = Kernel
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	go func() { <-ctx.Done(); ln.Close() }()
-
 	arrivals := make(chan arrival)
 	acceptErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		cancel() // closes ln, which ends the accepting goroutine
+		wg.Wait()
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -274,15 +275,14 @@ func (st *serverTest) test(ctx context.Context) error {
 		ctrlMsgs <- ctrlMsg{state, err}
 	}()
 	// Like iperf3's server, give up a test that outlives its time by the grace period.
-	var grace <-chan time.Time
+	var giveUp time.Time
 	if p.Time > 0 {
-		tm := time.NewTimer(time.Duration(p.Time+p.Omit)*time.Second + graceTimeout)
-		defer tm.Stop()
-		grace = tm.C
+		giveUp = t.begin.Add(time.Duration(p.Time+p.Omit)*time.Second + graceTimeout)
 	}
-	m, err := t.measure(ctx, grace, ctrlMsgs)
-	t.halt()
+	m, err := t.measure(ctx, giveUp, ctrlMsgs)
 	t.finish(time.Now())
+	t.halt()
+	t.reportInterval()
 	if err != nil {
 		return st.refuse(err)
 	}

@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// udpBuffer is the socket buffer a UDP stream asks for when -w does not say: 20 ms at 1 Gbit/s.
+const udpBuffer = 2 << 20
+
 // mode is which way a test's data flows from one side's point of view (iperf3's test->mode).
 type mode int8
 
@@ -42,7 +45,8 @@ type test struct {
 	lastTick time.Time
 	end      time.Time
 	omitting bool
-	shown    int // intervals printed
+	shown    int     // intervals printed
+	pending  *sample // the last interval, closed but not yet reported
 	cpu0     cpuTimes
 	cpu      cpuPercent
 	peerCPU  cpuPercent
@@ -67,7 +71,7 @@ func newTest(client bool, p params, n Network, interval time.Duration, out *text
 	default:
 		t.mode = modeReceiver
 	}
-	if t.interval <= 0 {
+	if t.interval == 0 {
 		t.interval = time.Second
 	}
 	return t
@@ -125,9 +129,11 @@ func (t *test) tune(c any, o Options) error {
 	if w := t.opts.Window; w > 0 && (w > sock.SndBuf || w > sock.RcvBuf) {
 		return &Error{Code: CodeSetBuf2}
 	}
-	if t.udp && t.opts.Window == 0 && (t.p.Len > sock.SndBuf || t.p.Len > sock.RcvBuf) {
-		// A datagram larger than the buffers could never pass: iperf3 grows them to fit.
-		if sock, err = t.net.Tune(c, Options{Window: t.p.Len + 1024}); err != nil {
+	if want := max(t.p.Len+1024, udpBuffer); t.udp && t.opts.Window == 0 && sock.RcvBuf < want {
+		// iperf3 grows the buffers to fit a datagram. We grow them further: a Go receiver can
+		// be descheduled for longer than a C select loop, and a busy host's scheduling must
+		// not pass for loss on the network.
+		if sock, err = t.net.Tune(c, Options{Window: want}); err != nil {
 			return err
 		}
 	}
@@ -206,39 +212,58 @@ type ctrlMsg struct {
 	err   error
 }
 
-// measure runs the test's clock until stop fires or the -n/-k limit is reached (both only
-// outside the omitted seconds), a control message arrives or a stream fails: intervals close
-// every t.interval and the omitted seconds end on time. It returns the control message, if
-// one ended it.
-func (t *test) measure(ctx context.Context, stop <-chan time.Time, ctrl <-chan ctrlMsg) (*ctrlMsg, error) {
-	tick := time.NewTicker(t.interval)
-	defer tick.Stop()
-	var omitEnd <-chan time.Time
-	if t.omitting {
-		tm := time.NewTimer(time.Until(t.begin.Add(time.Duration(t.p.Omit) * time.Second)))
-		defer tm.Stop()
-		omitEnd = tm.C
-	}
+// measure runs the test's clock until stopAt (zero: never) or the -n/-k limit, both only
+// outside the omitted seconds, or until a control message arrives or a stream fails. Intervals
+// close every t.interval from the test's start (again from the end of the omitted seconds),
+// and when the end, a tick and the omitted seconds' end fall due together they go in that
+// order, as iperf3's timers do: a 1 s test reports one interval, not one and a sliver. It
+// returns the control message, if one ended it.
+func (t *test) measure(ctx context.Context, stopAt time.Time, ctrl <-chan ctrlMsg) (*ctrlMsg, error) {
+	next := t.begin.Add(t.interval)
+	omitAt := t.begin.Add(time.Duration(t.p.Omit) * time.Second)
 	var reached <-chan struct{}
 	if t.lim != nil {
 		reached = t.lim.reached
 	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		select {
-		case now := <-tick.C:
+		now := time.Now()
+		switch {
+		case !t.omitting && !stopAt.IsZero() && !now.Before(stopAt):
+			return nil, nil
+		case t.interval > 0 && !now.Before(next):
 			t.closeInterval(now)
-		case now := <-omitEnd:
+			t.reportInterval()
+			if next = next.Add(t.interval); next.Before(now) {
+				next = now.Add(t.interval)
+			}
+			continue
+		case t.omitting && !now.Before(omitAt):
 			t.endOmit(now)
-			tick.Reset(t.interval)
-		case <-stop:
-			if !t.omitting {
-				return nil, nil
+			next = now.Add(t.interval)
+			continue
+		}
+		wake := now.Add(time.Hour)
+		earlier := func(at time.Time) {
+			if at.Before(wake) {
+				wake = at
 			}
-			stop = nil // the omitted seconds are not over: the test has not really begun
-		case <-reached:
-			if !t.omitting {
-				return nil, nil
-			}
+		}
+		if !stopAt.IsZero() {
+			earlier(stopAt)
+		}
+		if t.interval > 0 {
+			earlier(next)
+		}
+		if t.omitting {
+			earlier(omitAt)
+		}
+		timer.Reset(time.Until(wake))
+		select {
+		case <-timer.C:
+		case <-reached: // counted only outside the omitted seconds
+			return nil, nil
 		case m := <-ctrl:
 			return &m, nil
 		case <-t.failed:
@@ -257,8 +282,9 @@ func (t *test) measure(ctx context.Context, stop <-chan time.Time, ctrl <-chan c
 // is set aside, the jitter starts over and the measured time starts now. A tick that just
 // closed the last omitted interval leaves the sliver after it uncounted.
 func (t *test) endOmit(now time.Time) {
-	if now.Sub(t.lastTick) >= t.interval/10 {
+	if t.interval <= 0 || now.Sub(t.lastTick) >= t.interval/10 {
 		t.closeInterval(now)
+		t.reportInterval()
 	}
 	t.omitting = false
 	for _, s := range t.streams {
@@ -280,8 +306,8 @@ func (t *test) endOmit(now time.Time) {
 	}
 }
 
-// finish ends the measured time: the last interval closes and the counters freeze (a receiver
-// may go on draining, uncounted).
+// finish ends the measured time: the last interval closes (to be reported) and the counters
+// freeze (a receiver may go on draining, uncounted).
 func (t *test) finish(now time.Time) {
 	t.closeInterval(now)
 	t.end = now
@@ -333,27 +359,32 @@ func (t *test) roleTag(sender bool) string {
 	return "[" + dir + "-" + t.role() + "]"
 }
 
-// closeInterval closes the interval that ends at now: it samples every stream (TCP_INFO for
-// senders that read it), then reports the interval unless it is a sliver with no data, as
-// iperf3 leaves out the short empty interval a test's end can make.
+// sample is every stream's share of one interval, taken when the interval closed. A client
+// reports its last one with the summary, once the server's results are in, as iperf3 does.
+type sample struct {
+	from, to, secs float64
+	omitted        bool
+	rows           []intervalRow
+}
+
+type intervalRow struct {
+	s                  *stream
+	bytes              uint64
+	packets, lost, ooo int64
+	jitter             float64
+}
+
+// closeInterval closes the interval that ends at now: it samples every stream (TCP_INFO too,
+// where this side's senders read it), and keeps the interval to report unless it is a sliver
+// with no data, as iperf3 leaves out the short empty interval a test's end can make.
 func (t *test) closeInterval(now time.Time) {
-	type row struct {
-		s                  *stream
-		bytes              uint64
-		packets, lost, ooo int64
-		jitter             float64
-	}
-	secs := now.Sub(t.lastTick).Seconds()
-	from, to := t.lastTick.Sub(t.start).Seconds(), now.Sub(t.start).Seconds()
-	if t.lastTick.Before(t.start) {
-		from = 0
-	}
+	sm := &sample{secs: now.Sub(t.lastTick).Seconds(), from: t.lastTick.Sub(t.start).Seconds(),
+		to: now.Sub(t.start).Seconds(), omitted: t.omitting}
 	t.lastTick = now
-	rows := make([]row, len(t.streams))
-	keep := secs >= t.interval.Seconds()*0.1
-	for i, s := range t.streams {
+	keep := t.interval <= 0 || sm.secs >= t.interval.Seconds()*0.1
+	for _, s := range t.streams {
 		cur := s.now()
-		r := row{s: s, bytes: cur.bytes - s.last.bytes, packets: cur.packets - s.last.packets,
+		r := intervalRow{s: s, bytes: cur.bytes - s.last.bytes, packets: cur.packets - s.last.packets,
 			lost: cur.lost - s.last.lost, ooo: cur.ooo - s.last.ooo}
 		if s.udp && !s.sender {
 			_, _, _, r.jitter = s.rx.counts()
@@ -362,12 +393,22 @@ func (t *test) closeInterval(now time.Time) {
 		if !t.udp && t.senderHasRetransmits == 1 {
 			t.sampleTCP(s)
 		}
-		rows[i] = r
+		sm.rows = append(sm.rows, r)
 		keep = keep || r.bytes > 0
 	}
-	if !keep {
+	if keep {
+		t.pending = sm
+	}
+}
+
+// reportInterval prints the interval closeInterval kept, and adds it to the report.
+func (t *test) reportInterval() {
+	sm := t.pending
+	if sm == nil {
 		return
 	}
+	t.pending = nil
+	from, to, secs, omitted := sm.from, sm.to, sm.secs, sm.omitted
 	rate := func(b uint64) float64 {
 		if secs <= 0 {
 			return 0
@@ -381,7 +422,7 @@ func (t *test) closeInterval(now time.Time) {
 		var retrans uint64
 		var packets, lost int64
 		var jitter float64
-		for _, r := range rows {
+		for _, r := range sm.rows {
 			s := r.s
 			if s.sender != sender {
 				continue
@@ -395,25 +436,25 @@ func (t *test) closeInterval(now time.Time) {
 				}
 			}
 			js := IntervalStream{Socket: s.id, Start: from, End: to, Seconds: secs, Bytes: r.bytes,
-				BitsPerSecond: rate(r.bytes) * 8, Omitted: t.omitting, Sender: s.sender}
+				BitsPerSecond: rate(r.bytes) * 8, Omitted: omitted, Sender: s.sender}
 			line := o.line(s.id, t.roleTag(s.sender), from, to, r.bytes, rate(r.bytes))
 			switch {
 			case !t.udp && t.senderHasRetransmits == 1 && s.sender:
 				tc := s.tcp
 				js.Retransmits, js.SndCwnd, js.SndWnd = ptr(tc.intervalRetrans), ptr(tc.cwnd), ptr(tc.wnd)
 				js.RTT, js.RTTVar, js.PMTU = ptr(tc.rtt), ptr(tc.rttvar), ptr(tc.pmtu)
-				line += cwndTail(tc.intervalRetrans, tc.cwnd, omittedTail(t.omitting))
+				line += cwndTail(tc.intervalRetrans, tc.cwnd, omittedTail(omitted))
 				retrans += tc.intervalRetrans
 			case !t.udp:
-				line += plainTail(omittedTail(t.omitting))
+				line += plainTail(omittedTail(omitted))
 			case s.sender:
 				js.Packets = ptr(r.packets)
-				line += udpSenderTail(t.udpPad(), r.packets, omittedTail(t.omitting))
+				line += udpSenderTail(t.udpPad(), r.packets, omittedTail(omitted))
 				packets += r.packets
 			default:
 				pct := lostPercent(r.lost, r.packets)
 				js.JitterMs, js.LostPackets, js.Packets, js.LostPercent = ptr(r.jitter*1000), ptr(r.lost), ptr(r.packets), ptr(pct)
-				line += udpTail(r.jitter*1000, r.lost, r.packets, pct, omittedTail(t.omitting))
+				line += udpTail(r.jitter*1000, r.lost, r.packets, pct, omittedTail(omitted))
 				packets, lost, jitter = packets+r.packets, lost+r.lost, jitter+r.jitter
 			}
 			o.printf("%s", line)
@@ -421,22 +462,22 @@ func (t *test) closeInterval(now time.Time) {
 			sum.Bytes += r.bytes
 		}
 		sum.Start, sum.End, sum.Seconds, sum.BitsPerSecond = from, to, secs, rate(sum.Bytes)*8
-		sum.Omitted, sum.Sender = t.omitting, sender
+		sum.Omitted, sum.Sender = omitted, sender
 		line := o.line(0, t.roleTag(sender), from, to, sum.Bytes, rate(sum.Bytes))
 		switch {
 		case !t.udp && t.senderHasRetransmits == 1 && sender:
 			sum.Retransmits = ptr(retrans)
-			line += retransTail(retrans, omittedTail(t.omitting))
+			line += retransTail(retrans, omittedTail(omitted))
 		case !t.udp:
-			line += plainTail(omittedTail(t.omitting))
+			line += plainTail(omittedTail(omitted))
 		case sender:
 			sum.Packets = ptr(packets)
-			line += udpSenderTail(t.udpPad(), packets, omittedTail(t.omitting))
+			line += udpSenderTail(t.udpPad(), packets, omittedTail(omitted))
 		default:
 			jitter /= float64(t.p.Parallel)
 			pct := lostPercent(lost, packets)
 			sum.JitterMs, sum.LostPackets, sum.Packets, sum.LostPercent = ptr(jitter*1000), ptr(lost), ptr(packets), ptr(pct)
-			line += udpTail(jitter*1000, lost, packets, pct, omittedTail(t.omitting))
+			line += udpTail(jitter*1000, lost, packets, pct, omittedTail(omitted))
 		}
 		if t.p.Parallel > 1 {
 			o.printf("%s", line)
