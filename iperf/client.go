@@ -335,11 +335,6 @@ func (c *client) runTest(ctx context.Context) (int8, error) {
 		return m.state, nil
 	}
 	t.finish(time.Now())
-	for _, s := range t.streams {
-		if s.sender {
-			s.halt()
-		}
-	}
 	// A receiver keeps draining (no longer counted) so a server blocked in write hears TEST_END.
 	if err := writeState(c.ctrl, stateTestEnd); err != nil {
 		return 0, fail(111, err) // IESENDMESSAGE

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -31,28 +32,33 @@ type interopCase struct {
 	name  string
 	args  []string
 	text  bool // compare the text output too
-	check func(t *testing.T, client map[string]any)
+	check func(client map[string]any) error
+	// quiet runs the case before the others, away from their TCP streams that take all the
+	// CPU there is: what its check measures needs the host's attention.
+	quiet bool
 }
 
 var interopCases = []interopCase{
 	{name: "tcp", args: []string{"-t", "1"}, text: true},
 	{name: "reverse", args: []string{"-t", "1", "-R"}, text: true},
-	{name: "parallel", args: []string{"-t", "1", "-P", "4"}, text: true},
-	{name: "bidir", args: []string{"-t", "1", "--bidir"}, text: true},
-	{name: "udp", args: []string{"-t", "2", "-u", "-b", "100M"}, text: true, check: checkUDPRate(100e6)},
-	{name: "udp-reverse", args: []string{"-t", "2", "-u", "-b", "100M", "-R"}, text: true, check: checkUDPRate(100e6)},
+	// The other TCP cases hold their rate, so that the host keeps time for all the tests
+	// that run at once.
+	{name: "parallel", args: []string{"-t", "1", "-P", "4", "-b", "500M"}, text: true},
+	{name: "bidir", args: []string{"-t", "1", "--bidir", "-b", "1G"}, text: true},
+	{name: "udp", args: []string{"-t", "2", "-u", "-b", "100M"}, text: true, check: checkUDPRate(100e6), quiet: true},
+	{name: "udp-reverse", args: []string{"-t", "2", "-u", "-b", "100M", "-R"}, text: true, check: checkUDPRate(100e6), quiet: true},
 	{name: "udp-bidir", args: []string{"-t", "1", "-u", "-b", "10M", "--bidir", "-P", "2"}, text: true},
 	{name: "udp-64bit", args: []string{"-t", "1", "-u", "--udp-counters-64bit", "-l", "1400"}},
-	{name: "omit", args: []string{"-t", "1", "-O", "1"}, text: true, check: checkOmitted},
-	{name: "server-output", args: []string{"-t", "1", "--get-server-output"}, text: true},
-	{name: "window", args: []string{"-t", "1", "-w", "256K"}, check: checkStart("sock_bufsize", 262144)},
-	{name: "mss", args: []string{"-t", "1", "-M", "1000"}, check: checkStart("tcp_mss", 1000)},
-	{name: "congestion", args: []string{"-t", "1", "-C", "reno"}, check: checkCongestion("reno")},
-	{name: "zerocopy", args: []string{"-t", "1", "-Z"}},
+	{name: "omit", args: []string{"-t", "1", "-O", "1", "-b", "1G"}, text: true, check: checkOmitted},
+	{name: "server-output", args: []string{"-t", "1", "--get-server-output", "-b", "1G"}, text: true},
+	{name: "window", args: []string{"-t", "1", "-w", "256K", "-b", "1G"}, check: checkStart("sock_bufsize", 262144)},
+	{name: "mss", args: []string{"-t", "1", "-M", "1000", "-b", "1G"}, check: checkStart("tcp_mss", 1000)},
+	{name: "congestion", args: []string{"-t", "1", "-C", "reno", "-b", "1G"}, check: checkCongestion("reno")},
+	{name: "zerocopy", args: []string{"-t", "1", "-Z", "-b", "1G"}},
 	{name: "bytes", args: []string{"-n", "50M"}, check: checkBytes(50 << 20)},
 	{name: "blocks", args: []string{"-k", "400", "-l", "64K"}, check: checkBytes(400 * 64 << 10)},
-	{name: "length", args: []string{"-t", "1", "-l", "16K"}, check: checkStart("test_start.blksize", 16384)},
-	{name: "interval", args: []string{"-t", "1", "-i", "0.5", "-f", "m"}, text: true},
+	{name: "length", args: []string{"-t", "1", "-l", "16K", "-b", "1G"}, check: checkStart("test_start.blksize", 16384)},
+	{name: "interval", args: []string{"-t", "1", "-i", "0.5", "-f", "m", "-b", "1G"}, text: true},
 }
 
 // pairing is who plays client and server in one run.
@@ -86,81 +92,98 @@ func TestInteropWithIperf3(t *testing.T) {
 	}
 	runs := make(map[key]run)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
 	slots := make(chan struct{}, 6) // enough to finish in seconds, few enough to measure something
-	for ci, c := range interopCases {
-		for _, asJSON := range []bool{true, false} {
-			if !asJSON && !c.text {
-				continue
-			}
-			for _, p := range []pairing{reference, ourServer, ourClient} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					slots <- struct{}{}
-					defer func() { <-slots }()
-					began := time.Now()
-					r := runPairing(p, c.args, asJSON)
-					t.Logf("%s %v json=%v: %.1f s", c.name, p, asJSON, time.Since(began).Seconds())
-					mu.Lock()
-					runs[key{ci, p, asJSON}] = r
-					mu.Unlock()
-				}()
+	for _, quiet := range []bool{true, false} {
+		var wg sync.WaitGroup
+		for ci, c := range interopCases {
+			for _, asJSON := range []bool{true, false} {
+				if c.quiet != quiet || (!asJSON && !c.text) {
+					continue
+				}
+				for _, p := range []pairing{reference, ourServer, ourClient} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						slots <- struct{}{}
+						defer func() { <-slots }()
+						r := runPairing(p, c.args, asJSON)
+						mu.Lock()
+						runs[key{ci, p, asJSON}] = r
+						mu.Unlock()
+					}()
+				}
 			}
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 
 	for ci, c := range interopCases {
 		t.Run(c.name, func(t *testing.T) {
-			ref := runs[key{ci, reference, true}]
-			if ref.err != nil {
-				t.Fatalf("%v: %v\nclient:\n%s\nserver:\n%s", reference, ref.err, ref.client, ref.server)
-			}
-			refClient, refServer := keySet(t, ref.client), keySet(t, ref.server)
-			for _, p := range []pairing{ourServer, ourClient} {
-				r := runs[key{ci, p, true}]
-				if r.err != nil {
-					t.Errorf("%v: %v\nclient:\n%s\nserver:\n%s", p, r.err, r.client, r.server)
+			for _, asJSON := range []bool{true, false} {
+				if !asJSON && !c.text {
 					continue
 				}
-				if d := setDiff(refClient, keySet(t, r.client)); d != "" {
-					t.Errorf("%v: the client's -J keys differ from iperf3's (- iperf3's only, + this one's only):\n%s", p, d)
+				ref := runs[key{ci, reference, asJSON}]
+				if ref.err != nil {
+					t.Fatalf("%v: %v\nclient:\n%s\nserver:\n%s", reference, ref.err, ref.client, ref.server)
 				}
-				if d := setDiff(refServer, keySet(t, r.server)); d != "" {
-					t.Errorf("%v: the server's -J keys differ from iperf3's (- iperf3's only, + this one's only):\n%s", p, d)
-				}
-				var client map[string]any
-				if err := json.Unmarshal([]byte(r.client), &client); err != nil {
-					t.Fatalf("%v: client JSON: %v", p, err)
-				}
-				checkSameSpan(t, p, client)
-				if c.check != nil {
-					c.check(t, client)
-				}
-			}
-			if !c.text {
-				return
-			}
-			ref = runs[key{ci, reference, false}]
-			if ref.err != nil {
-				t.Fatalf("%v (text): %v\nclient:\n%s\nserver:\n%s", reference, ref.err, ref.client, ref.server)
-			}
-			for _, p := range []pairing{ourServer, ourClient} {
-				r := runs[key{ci, p, false}]
-				if r.err != nil {
-					t.Errorf("%v (text): %v\nclient:\n%s\nserver:\n%s", p, r.err, r.client, r.server)
-					continue
-				}
-				if d := setDiff(lineShapes(ref.client), lineShapes(r.client)); d != "" {
-					t.Errorf("%v: the client's text differs from iperf3's:\n%s\niperf3's:\n%s\nthis one's:\n%s", p, d, ref.client, r.client)
-				}
-				if d := setDiff(lineShapes(ref.server), lineShapes(r.server)); d != "" {
-					t.Errorf("%v: the server's text differs from iperf3's:\n%s\niperf3's:\n%s\nthis one's:\n%s", p, d, ref.server, r.server)
+				for _, p := range []pairing{ourServer, ourClient} {
+					problems := c.verify(ref, runs[key{ci, p, asJSON}], asJSON)
+					if len(problems) > 0 {
+						// Once more: spans and rates need a host that keeps time, and a busy
+						// one may not have. What is wrong with our side is wrong again.
+						t.Logf("%v, once more after: %s", p, strings.Join(problems, "; "))
+						problems = c.verify(ref, runPairing(p, c.args, asJSON), asJSON)
+					}
+					for _, pr := range problems {
+						t.Errorf("%v: %s", p, pr)
+					}
 				}
 			}
 		})
 	}
+}
+
+// verify compares one run with the reference and checks the case's values; it returns what is
+// wrong.
+func (c interopCase) verify(ref, r run, asJSON bool) []string {
+	var problems []string
+	if r.err != nil {
+		return []string{fmt.Sprintf("%v\nclient:\n%s\nserver:\n%s", r.err, r.client, r.server)}
+	}
+	if !asJSON {
+		if d := setDiff(lineShapes(ref.client), lineShapes(r.client)); d != "" {
+			problems = append(problems, fmt.Sprintf("the client's text differs from iperf3's:\n%s\niperf3's:\n%s\nthis one's:\n%s", d, ref.client, r.client))
+		}
+		if d := setDiff(lineShapes(ref.server), lineShapes(r.server)); d != "" {
+			problems = append(problems, fmt.Sprintf("the server's text differs from iperf3's:\n%s\niperf3's:\n%s\nthis one's:\n%s", d, ref.server, r.server))
+		}
+		return problems
+	}
+	for _, side := range []struct{ name, ref, got string }{{"client", ref.client, r.client}, {"server", ref.server, r.server}} {
+		want, err := keySet(side.ref)
+		if err != nil {
+			return []string{"iperf3's " + side.name + ": " + err.Error()}
+		}
+		got, err := keySet(side.got)
+		if err != nil {
+			return []string{"the " + side.name + ": " + err.Error()}
+		}
+		if d := setDiff(want, got); d != "" {
+			problems = append(problems, fmt.Sprintf("the %s's -J keys differ from iperf3's (- iperf3's only, + this one's only):\n%s", side.name, d))
+		}
+	}
+	var client map[string]any
+	if err := json.Unmarshal([]byte(r.client), &client); err != nil {
+		return append(problems, "client JSON: "+err.Error())
+	}
+	problems = append(problems, sameSpan(client)...)
+	if c.check != nil {
+		if err := c.check(client); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
 }
 
 // runPairing runs one test with the given client and server, each printing JSON or text.
@@ -304,11 +327,10 @@ func runOurClient(ctx context.Context, port int, args []string, asJSON bool) (st
 
 // keySet is the set of a JSON document's paths, as jq's paths lists them with array indices
 // left out: "end.streams.sender.bytes".
-func keySet(t *testing.T, doc string) map[string]bool {
-	t.Helper()
+func keySet(doc string) (map[string]bool, error) {
 	var v any
 	if err := json.Unmarshal([]byte(doc), &v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, doc)
+		return nil, fmt.Errorf("not JSON: %v\n%s", err, doc)
 	}
 	set := map[string]bool{}
 	var walk func(prefix string, v any)
@@ -330,7 +352,7 @@ func keySet(t *testing.T, doc string) map[string]bool {
 		}
 	}
 	walk("", v)
-	return set
+	return set, nil
 }
 
 // setDiff lists what only want has (-) and only got has (+), or "" when the sets are equal.
@@ -383,105 +405,103 @@ func field(v any, path string) (any, bool) {
 	return v, true
 }
 
-func number64(t *testing.T, v any, path string) float64 {
-	t.Helper()
-	f, ok := field(v, path)
-	if !ok {
-		t.Fatalf("no %s", path)
-	}
-	n, ok := f.(float64)
-	if !ok {
-		t.Fatalf("%s = %v, not a number", path, f)
-	}
+func number64(v any, path string) float64 {
+	f, _ := field(v, path)
+	n, _ := f.(float64)
 	return n
 }
 
-// checkSameSpan checks that the client's summaries have both ends over the same time, for
-// every direction and every stream.
-func checkSameSpan(t *testing.T, p pairing, client map[string]any) {
-	t.Helper()
-	const slack = 0.25 // s: the ends stop a control message apart
+// sameSpan checks that the client's summaries have both ends over the same time, for every
+// direction and every stream.
+func sameSpan(client map[string]any) []string {
+	const slack = 0.5 // s: the ends stop a control message apart
+	var problems []string
 	for _, dir := range []string{"", "_bidir_reverse"} {
 		sent, ok := field(client, "end.sum_sent"+dir)
 		if !ok {
 			continue
 		}
 		received, _ := field(client, "end.sum_received"+dir)
-		s, r := number64(t, sent, "end"), number64(t, received, "end")
+		s, r := number64(sent, "end"), number64(received, "end")
 		if math.Abs(s-r) > slack {
-			t.Errorf("%v: sum_sent%s covers 0-%.2f s, sum_received%s 0-%.2f s", p, dir, s, dir, r)
+			problems = append(problems, fmt.Sprintf("sum_sent%s covers 0-%.2f s, sum_received%s 0-%.2f s", dir, s, dir, r))
 		}
 	}
 	streams, _ := field(client, "end.streams")
-	for _, st := range streams.([]any) {
+	list, _ := streams.([]any)
+	for _, st := range list {
 		snd, ok := field(st, "sender")
 		if !ok {
 			continue // UDP: one object for both ends
 		}
 		rcv, _ := field(st, "receiver")
-		s, r := number64(t, snd, "end"), number64(t, rcv, "end")
+		s, r := number64(snd, "end"), number64(rcv, "end")
 		if math.Abs(s-r) > slack {
-			t.Errorf("%v: a stream's sender covers 0-%.2f s, its receiver 0-%.2f s", p, s, r)
+			problems = append(problems, fmt.Sprintf("a stream's sender covers 0-%.2f s, its receiver 0-%.2f s", s, r))
 		}
 	}
+	return problems
 }
 
-func checkUDPRate(target float64) func(*testing.T, map[string]any) {
-	return func(t *testing.T, client map[string]any) {
-		sent := number64(t, client, "end.sum_sent.bits_per_second")
-		received := number64(t, client, "end.sum_received.bits_per_second")
-		lost := number64(t, client, "end.sum_received.lost_percent")
-		jitter := number64(t, client, "end.sum_received.jitter_ms")
-		t.Logf("UDP at %.0f Mbit/s: sent %.1f, received %.1f Mbit/s, %.2f %% lost, jitter %.3f ms",
-			target/1e6, sent/1e6, received/1e6, lost, jitter)
-		if math.Abs(sent-target) > 0.05*target {
-			t.Errorf("sent %.1f Mbit/s, not within 5 %% of %.0f", sent/1e6, target/1e6)
-		}
+func checkUDPRate(target float64) func(map[string]any) error {
+	return func(client map[string]any) error {
+		sent := number64(client, "end.sum_sent.bits_per_second")
+		received := number64(client, "end.sum_received.bits_per_second")
+		_, hasLost := field(client, "end.sum_received.lost_percent")
+		jitter := number64(client, "end.sum_received.jitter_ms")
+		summary := fmt.Sprintf("UDP at %.0f Mbit/s: sent %.1f, received %.1f Mbit/s, %.2f %% lost, jitter %.3f ms",
+			target/1e6, sent/1e6, received/1e6, number64(client, "end.sum_received.lost_percent"), jitter)
 		// What arrives depends on the receiver keeping up on a busy host; iperf3's loses too.
-		if received < 0.5*target || jitter <= 0 {
-			t.Errorf("received %.1f Mbit/s with jitter %.3f ms", received/1e6, jitter)
+		if math.Abs(sent-target) > 0.05*target || received < 0.5*target || jitter <= 0 || !hasLost {
+			return errors.New(summary + ": the rate is not within 5 %, or no loss and jitter")
 		}
+		return nil
 	}
 }
 
-func checkOmitted(t *testing.T, client map[string]any) {
+func checkOmitted(client map[string]any) error {
 	intervals, _ := field(client, "intervals")
+	list, _ := intervals.([]any)
 	omitted := 0
-	for _, iv := range intervals.([]any) {
+	for _, iv := range list {
 		if o, _ := field(iv, "sum.omitted"); o == true {
 			omitted++
 		}
 	}
 	if omitted == 0 {
-		t.Error("no interval is marked omitted")
+		return errors.New("no interval is marked omitted")
 	}
-	if s := number64(t, client, "end.sum_sent.seconds"); s > 1.5 {
-		t.Errorf("the summary covers %.2f s of a 1 s test after 1 s omitted", s)
+	if s := number64(client, "end.sum_sent.seconds"); s > 1.5 {
+		return fmt.Errorf("the summary covers %.2f s of a 1 s test after 1 s omitted", s)
 	}
+	return nil
 }
 
-func checkStart(path string, want float64) func(*testing.T, map[string]any) {
-	return func(t *testing.T, client map[string]any) {
-		if got := number64(t, client, "start."+path); got != want {
-			t.Errorf("start.%s = %v, want %v", path, got, want)
+func checkStart(path string, want float64) func(map[string]any) error {
+	return func(client map[string]any) error {
+		if got := number64(client, "start."+path); got != want {
+			return fmt.Errorf("start.%s = %v, want %v", path, got, want)
 		}
+		return nil
 	}
 }
 
-func checkCongestion(want string) func(*testing.T, map[string]any) {
-	return func(t *testing.T, client map[string]any) {
+func checkCongestion(want string) func(map[string]any) error {
+	return func(client map[string]any) error {
 		for _, k := range []string{"end.sender_tcp_congestion", "end.receiver_tcp_congestion"} {
 			if got, _ := field(client, k); got != want {
-				t.Errorf("%s = %v, want %q", k, got, want)
+				return fmt.Errorf("%s = %v, want %q", k, got, want)
 			}
 		}
+		return nil
 	}
 }
 
-func checkBytes(want float64) func(*testing.T, map[string]any) {
-	return func(t *testing.T, client map[string]any) {
-		if got := number64(t, client, "end.sum_sent.bytes"); got < want {
-			t.Errorf("sent %v bytes, want at least %v", got, want)
+func checkBytes(want float64) func(map[string]any) error {
+	return func(client map[string]any) error {
+		if got := number64(client, "end.sum_sent.bytes"); got < want {
+			return fmt.Errorf("sent %v bytes, want at least %v", got, want)
 		}
+		return nil
 	}
 }

@@ -256,7 +256,14 @@ func (st *serverTest) test(ctx context.Context) error {
 	if err := writeState(ctrl, stateCreateStreams); err != nil {
 		return fail(111, err)
 	}
-	if err := st.acceptStreams(ctx); err != nil {
+	// The client says nothing more until TEST_END, unless it gives up: read for that meanwhile.
+	ctrlMsgs := make(chan ctrlMsg, 1)
+	go func() {
+		_ = ctrl.SetReadDeadline(time.Time{})
+		state, err := readState(ctrl)
+		ctrlMsgs <- ctrlMsg{state, err}
+	}()
+	if err := st.acceptStreams(ctx, ctrlMsgs); err != nil {
 		return st.refuse(err)
 	}
 
@@ -268,12 +275,6 @@ func (st *serverTest) test(ctx context.Context) error {
 	if err := writeState(ctrl, stateTestRunning); err != nil {
 		return fail(111, err)
 	}
-	ctrlMsgs := make(chan ctrlMsg, 1)
-	go func() {
-		_ = ctrl.SetReadDeadline(time.Time{})
-		state, err := readState(ctrl)
-		ctrlMsgs <- ctrlMsg{state, err}
-	}()
 	// Like iperf3's server, give up a test that outlives its time by the grace period.
 	var giveUp time.Time
 	if p.Time > 0 {
@@ -335,7 +336,7 @@ func (st *serverTest) test(ctx context.Context) error {
 
 // acceptStreams takes the test's data streams in the order iperf3's server does: the ones it
 // receives on first, then the ones it sends on.
-func (st *serverTest) acceptStreams(ctx context.Context) error {
+func (st *serverTest) acceptStreams(ctx context.Context, ctrl <-chan ctrlMsg) error {
 	t := st.t
 	wait := time.NewTimer(controlTimeout)
 	defer wait.Stop()
@@ -351,6 +352,8 @@ func (st *serverTest) acceptStreams(ctx context.Context) error {
 					conn = peer
 				case <-wait.C:
 					return &Error{Code: CodeStreamAccept, Err: fmt.Errorf("only %d of the test's UDP streams arrived", len(t.streams))}
+				case m := <-ctrl:
+					return gaveUp(m)
 				case <-ctx.Done():
 					return ctx.Err()
 				}
@@ -359,6 +362,8 @@ func (st *serverTest) acceptStreams(ctx context.Context) error {
 				case conn = <-st.streams:
 				case <-wait.C:
 					return &Error{Code: CodeStreamAccept, Err: fmt.Errorf("only %d of the test's streams connected", len(t.streams))}
+				case m := <-ctrl:
+					return gaveUp(m)
 				case <-ctx.Done():
 					return ctx.Err()
 				}
@@ -377,6 +382,17 @@ func (st *serverTest) acceptStreams(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// gaveUp is the error of a client that spoke (or left) while its streams were expected.
+func gaveUp(m ctrlMsg) error {
+	if m.err != nil {
+		return ctrlReadError(m.err)
+	}
+	if m.state == stateClientTerminate {
+		return &Error{Code: 119} // IECLIENTTERM
+	}
+	return &Error{Code: CodeMessage, Err: fmt.Errorf("state %d while the streams connect", m.state)}
 }
 
 // discardStreams closes data connections that arrived too late or in excess.

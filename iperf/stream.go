@@ -175,20 +175,21 @@ func (s *stream) receiveBlocks() error {
 func (s *stream) count(n int) {
 	if n > 0 {
 		s.bytes.Add(uint64(n))
-		s.limit.add(uint64(n), s.sender)
+		if s.limit.add(uint64(n), s.sender) && s.sender {
+			s.stop.Store(true) // -n or -k is reached: not one block more
+		}
 	}
 }
 
-// halt stops the stream's loop at once, even inside a blocked read or write.
+// halt stops the stream's loop at once, even inside a blocked read or write, and waits until
+// it has.
 func (s *stream) halt() {
 	if !s.running {
 		return
 	}
-	if s.stop.Swap(true) {
-		<-s.done
-		return
+	if !s.stop.Swap(true) {
+		_ = s.conn.SetDeadline(time.Now())
 	}
-	_ = s.conn.SetDeadline(time.Now())
 	<-s.done
 }
 
@@ -254,9 +255,10 @@ type limit struct {
 	once             atomicOnce
 }
 
-func (l *limit) add(n uint64, sender bool) {
+// add counts n bytes in one block and says whether the limit is reached.
+func (l *limit) add(n uint64, sender bool) bool {
 	if l == nil || !l.counting.Load() {
-		return
+		return false
 	}
 	var total, blocks uint64
 	if sender {
@@ -266,7 +268,9 @@ func (l *limit) add(n uint64, sender bool) {
 	}
 	if (l.bytes > 0 && total >= l.bytes) || (l.blocks > 0 && blocks >= l.blocks) {
 		l.once.do(func() { close(l.reached) })
+		return true
 	}
+	return false
 }
 
 // atomicOnce is a sync.Once that the data path can call without taking a lock.

@@ -306,9 +306,16 @@ func (t *test) endOmit(now time.Time) {
 	}
 }
 
-// finish ends the measured time: the last interval closes (to be reported) and the counters
-// freeze (a receiver may go on draining, uncounted).
+// finish ends the measured time at now: the senders stop, the last interval closes (to be
+// reported) and the counters freeze; a receiver may go on draining, uncounted. What a sender
+// wrote is counted once its write returned, so the senders stop before the counters are read:
+// else a receiver could count what its sender did not.
 func (t *test) finish(now time.Time) {
+	for _, s := range t.streams {
+		if s.sender {
+			s.halt()
+		}
+	}
 	t.closeInterval(now)
 	t.end = now
 	for _, s := range t.streams {
