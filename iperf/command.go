@@ -145,7 +145,7 @@ func (c *Command) check() error {
 	if set("time") && (c.Bytes > 0 || c.Blocks > 0) {
 		return &Error{Code: CodeEndConditions}
 	}
-	if c.Length > maxBlockSize || (!c.UDP && set("length") && c.Length <= 0) {
+	if c.Length > maxBlockSize { // -l 0 is iperf3's default
 		return &Error{Code: CodeBlockSize}
 	}
 	p, err := c.params()

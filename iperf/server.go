@@ -268,6 +268,14 @@ func (st *serverTest) test(ctx context.Context) error {
 	}
 
 	t.startTest(time.Now())
+	if st.udp != nil {
+		// From here the socket's reader counts what the receiving streams get.
+		for _, s := range t.streams {
+			if !s.sender {
+				st.udp.receive(s)
+			}
+		}
+	}
 	if err := writeState(ctrl, stateTestStart); err != nil {
 		return fail(111, err)
 	}
@@ -372,12 +380,8 @@ func (st *serverTest) acceptStreams(ctx context.Context, ctrl <-chan ctrlMsg) er
 					return err
 				}
 			}
-			s, err := t.addStream(conn, sender)
-			if err != nil {
+			if _, err := t.addStream(conn, sender); err != nil {
 				return err
-			}
-			if st.udp != nil && !sender {
-				st.udp.receive(s)
 			}
 		}
 	}
