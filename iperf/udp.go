@@ -25,7 +25,7 @@ func isConnectReply(b []byte) bool {
 		return false
 	}
 	v := binary.LittleEndian.Uint32(b)
-	return v == 0x39383736 || v == 987654321 || binary.BigEndian.Uint32(b) == 0x39383736 || binary.BigEndian.Uint32(b) == 987654321
+	return v == 0x39383736 || v == 987654321
 }
 
 // udpConnectWait is how long a client waits for the server's answer (iperf3's SO_RCVTIMEO).
