@@ -54,6 +54,8 @@ func TestOurClientAndServer(t *testing.T) {
 		{"bytes", "-n 10M -R -b 200M"},
 		{"blocks", "-k 100 -b 100M"},
 		{"server-output", "-t 1 --get-server-output -b 100M"},
+		{"zerocopy", "-t 1 -Z -R -b 1G"},
+		{"slow", "-t 1 -b 100K"}, // one block in 10 s: halting must not wait for the next
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -67,9 +69,13 @@ func TestOurClientAndServer(t *testing.T) {
 			cfg.Output = &out
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
+			began := time.Now()
 			rep, err := RunClient(ctx, cfg)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if took := time.Since(began); took > cfg.Duration+time.Duration(c.Omit)*time.Second+3*time.Second {
+				t.Errorf("the test took %v", took)
 			}
 			if !strings.HasSuffix(out.String(), "\niperf Done.\n") {
 				t.Errorf("text output:\n%s", out.String())

@@ -144,7 +144,9 @@ func (s *stream) sendBlocks() error {
 		if err != nil {
 			return fail(CodeStreamWrite, err)
 		}
-		s.pace.wait(s.bytes.Load())
+		if !s.stop.Load() {
+			s.pace.wait(s.bytes.Load())
+		}
 	}
 	return nil
 }
@@ -189,6 +191,9 @@ func (s *stream) halt() {
 	}
 	if !s.stop.Swap(true) {
 		_ = s.conn.SetDeadline(time.Now())
+		if s.pace != nil {
+			close(s.pace.halt)
+		}
 	}
 	<-s.done
 }
@@ -222,12 +227,21 @@ func (s *stream) now() tally {
 }
 
 // pacer holds a sender to its share of -b: like iperf3 it lets a block go while the average
-// rate since the test began is below the target, and checks again every burst blocks.
+// rate since the test began is below the target, and checks again every burst blocks. Its wait
+// ends early when the stream halts: at a low rate one block can be seconds apart.
 type pacer struct {
 	rate  float64 // bits per second
 	burst int
 	begin time.Time
 	n     int
+	timer *time.Timer
+	halt  chan struct{} // closed when the stream halts
+}
+
+func newPacer(rate float64, burst int, begin time.Time) *pacer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &pacer{rate: rate, burst: burst, begin: begin, timer: t, halt: make(chan struct{})}
 }
 
 func (p *pacer) wait(sent uint64) {
@@ -239,8 +253,14 @@ func (p *pacer) wait(sent uint64) {
 	}
 	p.n = 0
 	ahead := time.Duration(float64(sent)*8/p.rate*float64(time.Second)) - time.Since(p.begin)
-	if ahead > 0 {
-		time.Sleep(ahead)
+	if ahead <= 0 {
+		return
+	}
+	p.timer.Reset(ahead)
+	select {
+	case <-p.timer.C:
+	case <-p.halt:
+		p.timer.Stop()
 	}
 }
 

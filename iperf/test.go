@@ -38,7 +38,6 @@ type test struct {
 	lim      *limit
 	out      *textOut
 	rep      *Report
-	sock     *Socket // the first stream's socket
 
 	begin    time.Time // TEST_START; rate limits count from here
 	start    time.Time // the measured time's start: begin, or the end of the omitted seconds
@@ -92,8 +91,8 @@ func (t *test) protocol() string {
 	return "TCP"
 }
 
-// addStream sets up a new data stream: its socket options, its place in the report, and the
-// line iperf3 prints for it.
+// addStream sets up a new data stream on conn: its sendfile block for -Z, its place in the
+// report, and the line iperf3 prints for it.
 func (t *test) addStream(conn net.Conn, sender bool) (*stream, error) {
 	s := newStream(streamID(len(t.streams)), conn, sender, t.udp, t.p.Len, t.p.RepeatingData != 0)
 	s.u64 = t.p.UDPCounters64 != 0
@@ -140,8 +139,7 @@ func (t *test) tune(c any, o Options) error {
 	if sock.Congestion != "" {
 		t.congestionUsed = sock.Congestion
 	}
-	if t.sock == nil {
-		t.sock = &sock
+	if t.rep.Start.SndbufActual == nil { // the first stream's socket speaks for all, as in iperf3
 		t.rep.Start.SockBufsize, t.rep.Start.SndbufActual, t.rep.Start.RcvbufActual = ptr(t.opts.Window), ptr(sock.SndBuf), ptr(sock.RcvBuf)
 	}
 	return nil
@@ -178,7 +176,7 @@ func (t *test) startTest(now time.Time) {
 	burst := max(p.Burst, 1)
 	for _, s := range t.streams {
 		if s.sender && p.Bandwidth > 0 {
-			s.pace = &pacer{rate: float64(p.Bandwidth), burst: burst, begin: now}
+			s.pace = newPacer(float64(p.Bandwidth), burst, now)
 		}
 		s.limit = t.lim
 	}

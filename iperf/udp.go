@@ -98,7 +98,9 @@ func (s *stream) sendDatagrams() error {
 		default:
 			return fail(CodeStreamWrite, err)
 		}
-		s.pace.wait(s.bytes.Load())
+		if !s.stop.Load() {
+			s.pace.wait(s.bytes.Load())
+		}
 	}
 	return nil
 }
