@@ -1,6 +1,7 @@
 package iperf
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -130,6 +131,9 @@ func (c *Command) check() error {
 		return &Error{Code: CodeBadFormat}
 	case c.Client != "" && c.OneOff:
 		return &Error{Code: CodeServerOnly}
+	}
+	if !c.Server && set("bind") {
+		return errors.New("-B binds a server's listener only; a client's local address is not supported")
 	}
 	if c.Server {
 		for _, name := range clientOnly {
