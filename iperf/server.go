@@ -66,8 +66,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			// are read in the order they came, as iperf3 reads them: a test numbers its streams
 			// by that order, and so does its client.
 			_ = conn.SetReadDeadline(time.Now().Add(controlTimeout))
+			stop := context.AfterFunc(ctx, func() { conn.Close() })
 			var c cookie
-			if _, err := io.ReadFull(conn, c[:]); err != nil {
+			_, err = io.ReadFull(conn, c[:])
+			stop()
+			if err != nil {
 				conn.Close()
 				continue
 			}
