@@ -160,12 +160,22 @@ type CPU struct {
 }
 
 // Received is the client-to-server direction's received total (zero when the test ended
-// before a summary).
+// before a summary). A server fills it only when it received: like iperf3's, it summarizes
+// before the client's results arrive.
 func (r *Report) Received() Sum {
 	if r.End.SumReceived == nil {
 		return Sum{}
 	}
 	return *r.End.SumReceived
+}
+
+// Measured is what this side counted itself of the test's main direction: the received total,
+// or for a server that only sent (a reverse test) the sent one.
+func (r *Report) Measured() Sum {
+	if ts := r.Start.TestStart; r.Start.AcceptedConnection != nil && ts != nil && ts.Reverse == 1 && r.End.SumSent != nil {
+		return *r.End.SumSent
+	}
+	return r.Received()
 }
 
 // WriteJSON prints the report as iperf3 -J prints it: tab-indented, then a newline.

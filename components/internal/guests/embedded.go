@@ -23,8 +23,8 @@ type Counters struct {
 	Leases  *atomic.Uint64 // DHCP leases obtained
 	Tests   *atomic.Uint64 // iperf tests finished (as client or server)
 	Errors  *atomic.Uint64 // iperf tests that failed
-	Bps     *atomic.Uint64 // receiver-side bits per second of the last test
-	Bytes   *atomic.Uint64 // bytes the receiver counted in the last test
+	Bps     *atomic.Uint64 // the last test's bits per second, as the receiver counted them (a server that sent: as it sent them)
+	Bytes   *atomic.Uint64 // the bytes behind Bps
 	Seconds *atomic.Uint64 // the last test's duration in milliseconds
 
 	// Copied from the stack every counterEvery: where a slow test lost its frames.
@@ -47,7 +47,7 @@ func (c *Counters) Record(rep *iperf.Report) {
 	if rep.Error != "" {
 		c.Errors.Add(1)
 	}
-	r := rep.Received()
+	r := rep.Measured()
 	c.Bps.Store(uint64(r.BitsPerSecond))
 	c.Bytes.Store(r.Bytes)
 	c.Seconds.Store(uint64(r.Seconds * 1000))
@@ -210,7 +210,7 @@ func (h *Host) run(ctx context.Context) {
 // report logs a finished test, counts it and writes the JSON file the config names.
 func (h *Host) report(rep *iperf.Report) {
 	h.ctr.Record(rep)
-	r := rep.Received()
+	r := rep.Measured()
 	h.log.Info("iperf result", "mbit_per_s", fmt.Sprintf("%.1f", r.BitsPerSecond/1e6), "bytes", r.Bytes,
 		"seconds", fmt.Sprintf("%.2f", r.Seconds), "error", rep.Error)
 	if h.cfg.Report == "" && !(h.cfg.Iperf != nil && h.cfg.Iperf.JSON) {
