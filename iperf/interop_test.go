@@ -82,9 +82,6 @@ type run struct {
 
 func TestInteropWithIperf3(t *testing.T) {
 	testutil.RequireCommand(t, "iperf3")
-	if testing.Short() {
-		t.Skip("runs the real iperf3 for every option")
-	}
 	type key struct {
 		c    int
 		p    pairing
