@@ -174,19 +174,18 @@ func (st *serverTest) run(ctx context.Context) *Report {
 	if st.udp != nil {
 		st.udp.close()
 	}
-	if st.t == nil {
-		if err != nil {
-			st.logf("iperf: test from %s: %v", st.ctrl.RemoteAddr(), err)
+	if err != nil {
+		st.logf("iperf: test from %s: %v", st.ctrl.RemoteAddr(), err)
+		if !st.srv.JSON && st.srv.Output != nil {
+			fmt.Fprintf(st.srv.Output, "iperf3: error - %s\n", err)
 		}
+	}
+	if st.t == nil {
 		return nil
 	}
 	rep := st.t.rep
 	if err != nil {
-		st.logf("iperf: test from %s: %v", st.ctrl.RemoteAddr(), err)
 		rep.Error = err.Error()
-		if !st.srv.JSON {
-			st.t.out.printf("iperf3: error - %s\n", err)
-		}
 	}
 	if st.srv.JSON && st.srv.Output != nil {
 		_ = rep.WriteJSON(st.srv.Output)
@@ -197,8 +196,8 @@ func (st *serverTest) run(ctx context.Context) *Report {
 // refuse tells the client why its test cannot go on (SERVER_ERROR) and returns the reason.
 func (st *serverTest) refuse(err error) error {
 	var ie *Error
-	if !errors.As(err, &ie) {
-		ie = &Error{Code: 101, Err: err} // IEINITTEST
+	if !errors.As(fail(101, err), &ie) { // IEINITTEST unless it has iperf3's code
+		return err
 	}
 	_ = st.ctrl.SetWriteDeadline(time.Now().Add(time.Second))
 	_ = writeServerError(st.ctrl, ie)
