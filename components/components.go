@@ -25,11 +25,12 @@ var Table = component.Table{
 		Summary: "Genode's NIC router: domains, policies, NAT, link states, ARP, DHCP, ICMP",
 		Schema:  model.Schema(),
 		// The router refuses no config: a rule it cannot use disables its domain, with a log
-		// line, as Genode's does.
+		// line, as Genode's does. model.Parse checks the schema too.
 		Warn: func(n *config.Node, _ string) []error {
 			_, problems := model.Parse(n)
 			return problems
 		},
+		Files: func(n *config.Node, _ string) []string { return nonEmpty(model.ReportFile(n)) },
 	},
 	{
 		Binary:   "intel_nic_hw",
@@ -60,12 +61,14 @@ var Table = component.Table{
 		Summary:  "the VM side: an embedded TCP/IP stack or a TAP into a network namespace",
 		Schema:   guest.Schema,
 		Validate: validate(guest.ParseConfig),
+		Files:    guestFiles,
 	},
 	{
 		Binary:   "remote_host",
 		Summary:  "the far end of a wire: an embedded stack with a static address and iperf server",
 		Schema:   guest.Schema,
 		Validate: validate(guest.ParseConfig),
+		Files:    guestFiles,
 	},
 	{
 		Binary:   "nic_perf",
@@ -92,6 +95,22 @@ func validate[C any](parse func(n *config.Node, start string) (C, error)) func(*
 		_, err := parse(n, start)
 		return err
 	}
+}
+
+// guestFiles is the iperf report file a guest's config names.
+func guestFiles(n *config.Node, start string) []string {
+	cfg, err := guest.ParseConfig(n, start)
+	if err != nil {
+		return nil
+	}
+	return nonEmpty(cfg.Report)
+}
+
+func nonEmpty(path string) []string {
+	if path == "" {
+		return nil
+	}
+	return []string{path}
 }
 
 // Lookup returns the spec of binary; it panics on a binary the table lacks, for the mains,

@@ -40,6 +40,34 @@ func TestRouterCheckNamesInvalidDomain(t *testing.T) {
 	}
 }
 
+// check names a <dhcp-server>'s dns_config_from that names no valid domain, and a bad
+// <dns-server> address, each at its line (the router runs with the domain disabled).
+func TestRouterCheckNamesDNSConfigProblems(t *testing.T) {
+	n, err := config.Parse("router.hid", []byte(`config
++ domain lan | interface: 10.0.1.1/24
+  + dhcp-server | ip_first: 10.0.1.2 | ip_last: 10.0.1.9 | dns_config_from: uplnk
++ domain lan2 | interface: 10.0.2.1/24
+  + dhcp-server | ip_first: 10.0.2.2 | ip_last: 10.0.2.9
+    + dns-server | ip: 0.0.0.0
+-
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings, err := Lookup("nic_router").Check(n, "nic_router")
+	if err != nil || len(warnings) != 2 {
+		t.Fatalf("warnings %v, error %v; want two problems", warnings, err)
+	}
+	for _, want := range []string{
+		`router.hid:3:60: invalid domain "lan": invalid <dhcp-server>: dns_config_from names unknown or invalid domain "uplnk"`,
+		`router.hid:4:3: invalid domain "lan2": invalid <dhcp-server> at router.hid:5:5: invalid DNS server entry at router.hid:6:7: 0.0.0.0`,
+	} {
+		if !strings.Contains(warnings[0].Error()+"\n"+warnings[1].Error(), want) {
+			t.Errorf("problems %v lack %q", warnings, want)
+		}
+	}
+}
+
 // The drivers' Validate is their ParseConfig, <wire> included: check refuses what
 // intel_nic_hw and ipxe_nic would refuse when configured, at the attribute's position.
 func TestDriverCheckRefusesWhatTheComponentRefuses(t *testing.T) {

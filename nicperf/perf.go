@@ -1,7 +1,11 @@
-// Package nicperf is nic_perf's logic, Genode's packet-stream test tool: on one Nic session it
-// generates UDP (or ICMP echo) frames at a configured rate, size and destination, counts what
-// it receives, and answers ARP and ICMP echo for its own address so that a router can reach
-// it. The nic_perf component runs a Perf per session; tests run it over heap sessions.
+// Package nicperf is nic_perf's logic, Genode's packet-stream test tool: on each Nic session
+// it serves or requests it generates UDP (or ICMP echo, or TCP) frames at a configured rate,
+// size and destination, counts what it receives, and answers ARP and ICMP echo for its own
+// address so that a router can reach it; as Genode's, it gets that address by DHCP when
+// configured without one, hands an address to its peer as a DHCP server, and learns its
+// destination's MAC by ARP. Every period it logs each session's packets in Genode's words,
+// and after count periods it ends. It is not a protocol stack: nothing is retransmitted.
+// The nic_perf component runs a Perf per session; tests run it over heap sessions.
 package nicperf
 
 import (
@@ -19,8 +23,8 @@ type Counters struct {
 	TxFrames, TxBytes *atomic.Uint64 // generated frames submitted
 	TxFull            *atomic.Uint64 // times the stream had no room for the next frame
 	RxFrames, RxBytes *atomic.Uint64 // UDP frames, TCP segments and ICMP echo replies received
-	Answers           *atomic.Uint64 // ARP, ICMP echo requests, TCP SYNs and FINs answered
-	Other             *atomic.Uint64 // frames received that are none of the above
+	Answers           *atomic.Uint64 // ARP, ICMP echo and DHCP requests, TCP SYNs and FINs answered
+	Other             *atomic.Uint64 // frames received that are none of the above (ARP and DHCP replies among them)
 }
 
 // NewCounters makes the counters with get (the component's c.Counter), or privately.
@@ -34,20 +38,30 @@ func NewCounters(get func(string) *atomic.Uint64) *Counters {
 	}
 }
 
-// Perf is one session's generator and sink.
+// Perf is one session's generator and sink (Genode's nic_perf calls it an interface).
 type Perf struct {
 	cfg      Config
 	ctr      *Counters
 	log      *slog.Logger
-	template []byte
+	stats    Stats
+	template []byte // the generated frame, built once the generator knows its addresses
 	seq      uint16
 	flow     int                 // index of the next frame's source port
 	tcpStep  int                 // which segment of its connection the next TCP frame is
-	pending  packetstream.Packet // an answer being written
+	pending  packetstream.Packet // a frame being written
 	start    time.Time           // of the generator
 	sent     uint64              // generated frames since start
-	// Per-batch counts, added to ctr once per round.
+	// ip is its address: cfg.IP, or what DHCP gave (zero until then); dstMAC the generator's
+	// destination: cfg.DstMAC, or what ARP answered.
+	ip       [4]byte
+	dstMAC   header.MAC
+	resolved bool      // dstMAC is known
+	arpDue   time.Time // when the generator asks (again) for dstMAC
+	dhcp     dhcpClient
+	// Per-batch counts, added to ctr and stats once per round: the counters', and for the
+	// stats every frame received (seen) and sent (emitted, the generated ones added last).
 	txFrames, txBytes, txFull, rxFrames, rxBytes, answers, other uint64
+	seen, seenBytes, emitted, emittedBytes                       uint64
 	// A round's received packets and their frames.
 	batchPkts   [batch]packetstream.Packet
 	batchFrames [batch][]byte
@@ -55,39 +69,55 @@ type Perf struct {
 
 // New returns a Perf for cfg.
 func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
-	p := &Perf{cfg: cfg, ctr: ctr, log: log}
-	if cfg.TX && !cfg.TCP {
-		p.template = p.frame()
+	p := &Perf{cfg: cfg, ctr: ctr, log: log, dstMAC: cfg.DstMAC, resolved: !cfg.ResolveDstMAC}
+	if !cfg.DHCP {
+		p.ip = cfg.IP
 	}
 	return p
 }
+
+// Stats are the session's packets of the current period, for a Registry.
+func (p *Perf) Stats() *Stats { return &p.stats }
 
 // frame builds the frame the generator sends (copied for every frame).
 func (p *Perf) frame() []byte {
 	c := p.cfg
 	b := make([]byte, c.Size)
-	e := header.Eth(b)
-	e.SetDst(c.DstMAC)
-	e.SetSrc(c.MAC)
-	e.SetType(header.EtherTypeIPv4)
 	ip := b[header.EthLen:]
 	l4 := ip[20:]
 	for i := 8; i < len(l4); i++ {
 		l4[i] = byte(i)
 	}
 	if c.ICMP {
-		header.PutIPv4(ip, len(ip), header.ProtoICMP, c.IP, c.DstIP)
+		e := header.Eth(b)
+		e.SetDst(p.dstMAC)
+		e.SetSrc(c.MAC)
+		e.SetType(header.EtherTypeIPv4)
+		header.PutIPv4(ip, len(ip), header.ProtoICMP, p.ip, c.DstIP)
 		l4[0] = header.ICMPEchoRequest
 		binary.BigEndian.PutUint16(l4[4:], c.SrcPort)
 		header.ICMP(l4).UpdateChecksum()
 		return b
 	}
-	header.PutIPv4(ip, len(ip), header.ProtoUDP, c.IP, c.DstIP)
-	header.Ports(l4).SetSrc(c.SrcPort)
-	header.Ports(l4).SetDst(c.DstPort)
-	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
-	binary.BigEndian.PutUint16(l4[6:], header.Checksum(l4, header.PseudoSum(c.IP, c.DstIP, header.ProtoUDP, len(l4))))
+	putUDP(b, c.MAC, p.dstMAC, p.ip, c.DstIP, c.SrcPort, c.DstPort)
 	return b
+}
+
+// putUDP writes the Ethernet, IPv4 and UDP headers of a frame b whose UDP payload is in
+// place, the checksums included.
+func putUDP(b []byte, srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16) {
+	e := header.Eth(b)
+	e.SetDst(dstMAC)
+	e.SetSrc(srcMAC)
+	e.SetType(header.EtherTypeIPv4)
+	ip := b[header.EthLen:]
+	header.PutIPv4(ip, len(ip), header.ProtoUDP, src, dst)
+	l4 := ip[20:]
+	header.Ports(l4).SetSrc(sport)
+	header.Ports(l4).SetDst(dport)
+	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
+	binary.BigEndian.PutUint16(l4[6:], 0)
+	binary.BigEndian.PutUint16(l4[6:], header.Checksum(l4, header.PseudoSum(src, dst, header.ProtoUDP, len(l4))))
 }
 
 // batch bounds the frames received or generated per round, as max_packets_per_signal does.
@@ -97,26 +127,11 @@ const batch = 64
 // waits on both.
 func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstream.Waiter, stop *atomic.Bool) {
 	p.start = time.Now()
-	nextLog := p.start.Add(p.cfg.Period)
-	var last [3]uint64 // tx frames, rx frames, rx bytes at the last log
 	for !stop.Load() {
 		now := time.Now()
 		busy, due := p.Step(out, in, now)
-		if p.cfg.Period > 0 && !now.Before(nextLog) {
-			tx, rx, rxb := p.ctr.TxFrames.Load(), p.ctr.RxFrames.Load(), p.ctr.RxBytes.Load()
-			if tx != last[0] || rx != last[1] {
-				sec := (p.cfg.Period + now.Sub(nextLog)).Seconds()
-				p.log.Info("rates", "tx_fps", rate(tx-last[0], sec), "rx_fps", rate(rx-last[1], sec),
-					"rx_mbit_s", rate(8*(rxb-last[2]), sec)/1e6, "tx_total", tx, "rx_total", rx)
-				last = [3]uint64{tx, rx, rxb}
-			}
-			nextLog = now.Add(p.cfg.Period)
-		}
 		if !busy {
 			deadline := now.Add(time.Second)
-			if p.cfg.Period > 0 {
-				deadline = nextLog
-			}
 			if !due.IsZero() && due.Before(deadline) {
 				deadline = due
 			}
@@ -125,9 +140,9 @@ func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstr
 	}
 }
 
-// Step is one round at time now: take back acknowledged frames, receive a batch, generate a
-// batch, publish. It reports whether anything happened and, when the rate holds the
-// generator back, when it wants to send next.
+// Step is one round at time now: take back acknowledged frames, receive a batch, ask for an
+// address or the destination's MAC when due, generate a batch, publish. It reports whether
+// anything happened and, when the rate, DHCP or ARP hold it back, when it wants to go on.
 func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Time) (busy bool, due time.Time) {
 	if p.start.IsZero() {
 		p.start = now
@@ -139,20 +154,25 @@ func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Ti
 		busy = true
 		for _, b := range p.batchFrames[:k] {
 			if b != nil {
-				p.receive(out, b)
+				p.receive(out, b, now)
 			}
 		}
 		if !p.cfg.NoAck {
 			in.TryAckBatch(p.batchPkts[:k]) // TryGetBatch took no more than the ack queue holds
 		}
 	}
-	if p.cfg.TX && (p.cfg.Duration == 0 || now.Sub(p.start) < p.cfg.Duration) {
+	if p.cfg.DHCP {
+		due = p.dhcp.step(p, out, now)
+	}
+	if p.cfg.TX && p.ip != ([4]byte{}) && !p.resolved {
+		due = earliest(due, p.resolve(out, now))
+	} else if p.cfg.TX && p.ip != ([4]byte{}) && (p.cfg.Duration == 0 || now.Sub(p.start) < p.cfg.Duration) {
 		want := uint64(batch)
 		if p.cfg.Rate > 0 {
 			allowed := uint64(now.Sub(p.start).Seconds() * float64(p.cfg.Rate))
 			want = min(allowed-min(allowed, p.sent), batch)
 			if want == 0 {
-				due = p.start.Add(time.Duration(float64(p.sent+1) / float64(p.cfg.Rate) * float64(time.Second)))
+				due = earliest(due, p.start.Add(time.Duration(float64(p.sent+1)/float64(p.cfg.Rate)*float64(time.Second))))
 			}
 		}
 		k := p.send(out, want)
@@ -165,10 +185,19 @@ func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Ti
 	return busy, due
 }
 
-func rate(n uint64, sec float64) uint64 { return uint64(float64(n) / sec) }
+// earliest is the earlier of two times, where zero is none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
 
 // send submits up to want generated frames; it stops when the stream is full.
 func (p *Perf) send(out *packetstream.Source, want uint64) uint64 {
+	if p.template == nil && !p.cfg.TCP {
+		p.template = p.frame()
+	}
 	var k uint64
 	for ; k < want; k++ {
 		if !out.CanSubmit() {
@@ -223,18 +252,28 @@ func (p *Perf) setFlow(l4 []byte) {
 	header.Ports(l4).SetSrc(port)
 }
 
-// receive counts a frame and answers ARP and ICMP echo requests for our address.
-func (p *Perf) receive(out *packetstream.Source, b []byte) {
+// receive counts a frame and answers what is asked of it: ARP and ICMP echo requests for
+// its address, TCP SYNs and FINs, DHCP requests when it hands out an address; it takes the
+// DHCP replies its client waits for and the ARP reply its generator waits for.
+func (p *Perf) receive(out *packetstream.Source, b []byte, now time.Time) {
+	p.seen++
+	p.seenBytes += uint64(len(b))
 	e, ok := header.NewEth(b)
 	if !ok {
 		p.other++
 		return
 	}
+	has := p.ip != [4]byte{}
 	switch e.Type() {
 	case header.EtherTypeARP:
-		if a, ok := header.NewARP(e.Payload()); ok && a.Op() == header.ARPRequest && a.TargetIP() == p.cfg.IP {
+		a, ok := header.NewARP(e.Payload())
+		switch {
+		case !ok:
+		case a.Op() == header.ARPRequest && has && a.TargetIP() == p.ip:
 			p.answerARP(out, a)
 			return
+		case a.Op() == header.ARPReply:
+			p.arpReply(a)
 		}
 	case header.EtherTypeIPv4:
 		ip, ok := header.NewIPv4(e.Payload())
@@ -246,12 +285,17 @@ func (p *Perf) receive(out *packetstream.Source, b []byte) {
 			if seg, ok := header.L4Header(ip); ok {
 				p.rxFrames++
 				p.rxBytes += uint64(len(b))
-				if ip.Dst() == p.cfg.IP {
+				if has && ip.Dst() == p.ip {
 					p.answerTCP(out, e, ip, seg)
 				}
 				return
 			}
 		case header.ProtoUDP:
+			seg, ok := header.L4Header(ip)
+			if ok && isDHCP(header.Ports(seg)) {
+				p.receiveDHCP(out, e, seg[8:], now)
+				return
+			}
 			p.rxFrames++
 			p.rxBytes += uint64(len(b))
 			return
@@ -265,7 +309,7 @@ func (p *Perf) receive(out *packetstream.Source, b []byte) {
 				p.rxFrames++
 				p.rxBytes += uint64(len(b))
 				return
-			case m.Type() == header.ICMPEchoRequest && ip.Dst() == p.cfg.IP:
+			case m.Type() == header.ICMPEchoRequest && has && ip.Dst() == p.ip:
 				p.answerEcho(out, e, ip)
 				return
 			}
@@ -274,22 +318,9 @@ func (p *Perf) receive(out *packetstream.Source, b []byte) {
 	p.other++
 }
 
-func (p *Perf) answerARP(out *packetstream.Source, a header.ARP) {
-	buf := p.reply(out, header.EthLen+header.ARPLen)
-	if buf == nil {
-		return
-	}
-	e := header.Eth(buf)
-	e.SetDst(a.SenderMAC())
-	e.SetSrc(p.cfg.MAC)
-	e.SetType(header.EtherTypeARP)
-	header.PutARP(e.Payload(), header.ARPReply, p.cfg.MAC, p.cfg.IP, a.SenderMAC(), a.SenderIP())
-	p.submitReply(out)
-}
-
 func (p *Perf) answerEcho(out *packetstream.Source, in header.Eth, ip header.IPv4) {
 	n := header.EthLen + ip.TotalLen()
-	buf := p.reply(out, n)
+	buf := p.alloc(out, n)
 	if buf == nil {
 		return
 	}
@@ -304,11 +335,13 @@ func (p *Perf) answerEcho(out *packetstream.Source, in header.Eth, ip header.IPv
 	m := header.ICMP(rip.Payload())
 	m[0] = header.ICMPEchoReply
 	m.UpdateChecksum()
-	p.submitReply(out)
+	p.submit(out)
+	p.answers++
 }
 
-// reply allocates an answer; nil when the stream is full (the request is dropped).
-func (p *Perf) reply(out *packetstream.Source, n int) []byte {
+// alloc allocates a frame that is not generated (an answer, a request of its own); nil when
+// the stream is full (the frame is dropped; what waits for an answer asks again).
+func (p *Perf) alloc(out *packetstream.Source, n int) []byte {
 	if !out.CanSubmit() {
 		return nil
 	}
@@ -320,19 +353,23 @@ func (p *Perf) reply(out *packetstream.Source, n int) []byte {
 	return out.Payload(pk)
 }
 
-func (p *Perf) submitReply(out *packetstream.Source) {
+// submit sends the frame alloc gave.
+func (p *Perf) submit(out *packetstream.Source) {
 	out.TrySubmit(p.pending)
-	p.answers++
+	p.emitted++
+	p.emittedBytes += uint64(p.pending.Size)
 }
 
 func (p *Perf) publish() {
-	c := p.ctr
+	c, s := p.ctr, &p.stats
 	add := func(ctr *atomic.Uint64, n *uint64) {
 		if *n != 0 {
 			ctr.Add(*n)
 			*n = 0
 		}
 	}
+	p.emitted += p.txFrames
+	p.emittedBytes += p.txBytes
 	add(c.TxFrames, &p.txFrames)
 	add(c.TxBytes, &p.txBytes)
 	add(c.TxFull, &p.txFull)
@@ -340,4 +377,8 @@ func (p *Perf) publish() {
 	add(c.RxBytes, &p.rxBytes)
 	add(c.Answers, &p.answers)
 	add(c.Other, &p.other)
+	add(&s.txFrames, &p.emitted)
+	add(&s.txBytes, &p.emittedBytes)
+	add(&s.rxFrames, &p.seen)
+	add(&s.rxBytes, &p.seenBytes)
 }

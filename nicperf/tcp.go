@@ -49,7 +49,7 @@ func (p *Perf) nextTCP(b []byte) {
 		p.tcpStep = 0
 		p.flow = (p.flow + 1) % c.Flows
 	}
-	putTCP(b, c.MAC, c.DstMAC, c.IP, c.DstIP, port, c.DstPort, flags, seq, ack)
+	putTCP(b, c.MAC, p.dstMAC, p.ip, c.DstIP, port, c.DstPort, flags, seq, ack)
 }
 
 // putTCP writes a whole frame: Ethernet, IPv4, a 20-byte TCP header and, to len(b), data.
@@ -91,11 +91,12 @@ func (p *Perf) answerTCP(out *packetstream.Source, in header.Eth, ip header.IPv4
 	default:
 		return
 	}
-	buf := p.reply(out, header.EthLen+20+20)
+	buf := p.alloc(out, header.EthLen+20+20)
 	if buf == nil {
 		return
 	}
 	ports := header.Ports(seg)
 	putTCP(buf, p.cfg.MAC, in.Src(), ip.Dst(), ip.Src(), ports.Dst(), ports.Src(), rflags, seq, ack)
-	p.submitReply(out)
+	p.submit(out)
+	p.answers++
 }

@@ -369,6 +369,7 @@ type Event struct {
 	//	*Event_Request
 	//	*Event_Release
 	//	*Event_LinkState
+	//	*Event_WriteFile
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -447,6 +448,15 @@ func (x *Event) GetLinkState() *LinkStateReport {
 	return nil
 }
 
+func (x *Event) GetWriteFile() *WriteFile {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_WriteFile); ok {
+			return x.WriteFile
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -467,6 +477,10 @@ type Event_LinkState struct {
 	LinkState *LinkStateReport `protobuf:"bytes,4,opt,name=link_state,json=linkState,proto3,oneof"`
 }
 
+type Event_WriteFile struct {
+	WriteFile *WriteFile `protobuf:"bytes,5,opt,name=write_file,json=writeFile,proto3,oneof"`
+}
+
 func (*Event_Announce) isEvent_Kind() {}
 
 func (*Event_Request) isEvent_Kind() {}
@@ -474,6 +488,63 @@ func (*Event_Request) isEvent_Kind() {}
 func (*Event_Release) isEvent_Kind() {}
 
 func (*Event_LinkState) isEvent_Kind() {}
+
+func (*Event_WriteFile) isEvent_Kind() {}
+
+// WriteFile asks the supervisor to write a file the component's config names (a report): a
+// confined component opens no files. The supervisor writes only paths the scenario names for
+// that component, replacing the file at once (a temporary file renamed).
+type WriteFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteFile) Reset() {
+	*x = WriteFile{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteFile) ProtoMessage() {}
+
+func (x *WriteFile) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteFile.ProtoReflect.Descriptor instead.
+func (*WriteFile) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WriteFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WriteFile) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
 
 // Announce makes a provided service reachable; requests routed to it wait until then.
 type Announce struct {
@@ -485,7 +556,7 @@ type Announce struct {
 
 func (x *Announce) Reset() {
 	*x = Announce{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +568,7 @@ func (x *Announce) String() string {
 func (*Announce) ProtoMessage() {}
 
 func (x *Announce) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +581,7 @@ func (x *Announce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Announce.ProtoReflect.Descriptor instead.
 func (*Announce) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Announce) GetService() string {
@@ -531,7 +602,7 @@ type StreamSize struct {
 
 func (x *StreamSize) Reset() {
 	*x = StreamSize{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +614,7 @@ func (x *StreamSize) String() string {
 func (*StreamSize) ProtoMessage() {}
 
 func (x *StreamSize) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +627,7 @@ func (x *StreamSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSize.ProtoReflect.Descriptor instead.
 func (*StreamSize) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StreamSize) GetQueueSize() uint32 {
@@ -586,7 +657,7 @@ type DeviceSpec struct {
 
 func (x *DeviceSpec) Reset() {
 	*x = DeviceSpec{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +669,7 @@ func (x *DeviceSpec) String() string {
 func (*DeviceSpec) ProtoMessage() {}
 
 func (x *DeviceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +682,7 @@ func (x *DeviceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSpec.ProtoReflect.Descriptor instead.
 func (*DeviceSpec) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeviceSpec) GetMems() []uint64 {
@@ -646,7 +717,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +729,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +742,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionRequest) GetRequestId() uint64 {
@@ -732,7 +803,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +815,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +828,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionRelease) GetRequestId() uint64 {
@@ -777,7 +848,7 @@ type LinkStateReport struct {
 
 func (x *LinkStateReport) Reset() {
 	*x = LinkStateReport{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +860,7 @@ func (x *LinkStateReport) String() string {
 func (*LinkStateReport) ProtoMessage() {}
 
 func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +873,7 @@ func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateReport.ProtoReflect.Descriptor instead.
 func (*LinkStateReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LinkStateReport) GetSessionId() uint64 {
@@ -841,7 +912,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +924,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +937,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OpenSessionRequest) GetSessionId() uint64 {
@@ -949,7 +1020,7 @@ type DeniedRequest struct {
 
 func (x *DeniedRequest) Reset() {
 	*x = DeniedRequest{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1032,7 @@ func (x *DeniedRequest) String() string {
 func (*DeniedRequest) ProtoMessage() {}
 
 func (x *DeniedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1045,7 @@ func (x *DeniedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeniedRequest.ProtoReflect.Descriptor instead.
 func (*DeniedRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeniedRequest) GetRequestId() uint64 {
@@ -1001,7 +1072,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1084,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1097,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CloseSessionRequest) GetSessionId() uint64 {
@@ -1053,7 +1124,7 @@ type LinkStateRequest struct {
 
 func (x *LinkStateRequest) Reset() {
 	*x = LinkStateRequest{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1136,7 @@ func (x *LinkStateRequest) String() string {
 func (*LinkStateRequest) ProtoMessage() {}
 
 func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1149,7 @@ func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateRequest.ProtoReflect.Descriptor instead.
 func (*LinkStateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LinkStateRequest) GetSessionId() uint64 {
@@ -1103,7 +1174,7 @@ type StateRequest struct {
 
 func (x *StateRequest) Reset() {
 	*x = StateRequest{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1186,7 @@ func (x *StateRequest) String() string {
 func (*StateRequest) ProtoMessage() {}
 
 func (x *StateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1199,7 @@ func (x *StateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
 func (*StateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 type StreamCounters struct {
@@ -1144,7 +1215,7 @@ type StreamCounters struct {
 
 func (x *StreamCounters) Reset() {
 	*x = StreamCounters{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1227,7 @@ func (x *StreamCounters) String() string {
 func (*StreamCounters) ProtoMessage() {}
 
 func (x *StreamCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1240,7 @@ func (x *StreamCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCounters.ProtoReflect.Descriptor instead.
 func (*StreamCounters) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamCounters) GetFrames() uint64 {
@@ -1223,7 +1294,7 @@ type SessionState struct {
 
 func (x *SessionState) Reset() {
 	*x = SessionState{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1306,7 @@ func (x *SessionState) String() string {
 func (*SessionState) ProtoMessage() {}
 
 func (x *SessionState) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1319,7 @@ func (x *SessionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
 func (*SessionState) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionState) GetSessionId() uint64 {
@@ -1311,7 +1382,7 @@ type StateReply struct {
 
 func (x *StateReply) Reset() {
 	*x = StateReply{}
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1394,7 @@ func (x *StateReply) String() string {
 func (*StateReply) ProtoMessage() {}
 
 func (x *StateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1407,7 @@ func (x *StateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReply.ProtoReflect.Descriptor instead.
 func (*StateReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{20}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StateReply) GetSessions() []*SessionState {
@@ -1362,7 +1433,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1445,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1458,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{21}
+	return file_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatRequest) GetSeq() uint64 {
@@ -1406,7 +1477,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_control_proto_msgTypes[22]
+	mi := &file_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1489,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[22]
+	mi := &file_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1502,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{22}
+	return file_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatReply) GetSeq() uint64 {
@@ -1449,7 +1520,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_control_proto_msgTypes[23]
+	mi := &file_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1532,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[23]
+	mi := &file_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1545,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{23}
+	return file_control_proto_rawDescGZIP(), []int{24}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1496,14 +1567,19 @@ const file_control_proto_rawDesc = "" +
 	"\x04cpus\x18\x03 \x01(\tR\x04cpus\"\f\n" +
 	"\n" +
 	"StartReply\"\x0f\n" +
-	"\rEventsRequest\"\x95\x02\n" +
+	"\rEventsRequest\"\xd6\x02\n" +
 	"\x05Event\x12;\n" +
 	"\bannounce\x18\x01 \x01(\v2\x1d.nicstack.control.v1.AnnounceH\x00R\bannounce\x12?\n" +
 	"\arequest\x18\x02 \x01(\v2#.nicstack.control.v1.SessionRequestH\x00R\arequest\x12?\n" +
 	"\arelease\x18\x03 \x01(\v2#.nicstack.control.v1.SessionReleaseH\x00R\arelease\x12E\n" +
 	"\n" +
-	"link_state\x18\x04 \x01(\v2$.nicstack.control.v1.LinkStateReportH\x00R\tlinkStateB\x06\n" +
-	"\x04kind\"$\n" +
+	"link_state\x18\x04 \x01(\v2$.nicstack.control.v1.LinkStateReportH\x00R\tlinkState\x12?\n" +
+	"\n" +
+	"write_file\x18\x05 \x01(\v2\x1e.nicstack.control.v1.WriteFileH\x00R\twriteFileB\x06\n" +
+	"\x04kind\"3\n" +
+	"\tWriteFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"$\n" +
 	"\bAnnounce\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\"H\n" +
 	"\n" +
@@ -1622,7 +1698,7 @@ func file_control_proto_rawDescGZIP() []byte {
 }
 
 var file_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_control_proto_goTypes = []any{
 	(Role)(0),                   // 0: nicstack.control.v1.Role
 	(*Empty)(nil),               // 1: nicstack.control.v1.Empty
@@ -1632,73 +1708,75 @@ var file_control_proto_goTypes = []any{
 	(*StartReply)(nil),          // 5: nicstack.control.v1.StartReply
 	(*EventsRequest)(nil),       // 6: nicstack.control.v1.EventsRequest
 	(*Event)(nil),               // 7: nicstack.control.v1.Event
-	(*Announce)(nil),            // 8: nicstack.control.v1.Announce
-	(*StreamSize)(nil),          // 9: nicstack.control.v1.StreamSize
-	(*DeviceSpec)(nil),          // 10: nicstack.control.v1.DeviceSpec
-	(*SessionRequest)(nil),      // 11: nicstack.control.v1.SessionRequest
-	(*SessionRelease)(nil),      // 12: nicstack.control.v1.SessionRelease
-	(*LinkStateReport)(nil),     // 13: nicstack.control.v1.LinkStateReport
-	(*OpenSessionRequest)(nil),  // 14: nicstack.control.v1.OpenSessionRequest
-	(*DeniedRequest)(nil),       // 15: nicstack.control.v1.DeniedRequest
-	(*CloseSessionRequest)(nil), // 16: nicstack.control.v1.CloseSessionRequest
-	(*LinkStateRequest)(nil),    // 17: nicstack.control.v1.LinkStateRequest
-	(*StateRequest)(nil),        // 18: nicstack.control.v1.StateRequest
-	(*StreamCounters)(nil),      // 19: nicstack.control.v1.StreamCounters
-	(*SessionState)(nil),        // 20: nicstack.control.v1.SessionState
-	(*StateReply)(nil),          // 21: nicstack.control.v1.StateReply
-	(*HeartbeatRequest)(nil),    // 22: nicstack.control.v1.HeartbeatRequest
-	(*HeartbeatReply)(nil),      // 23: nicstack.control.v1.HeartbeatReply
-	(*StopRequest)(nil),         // 24: nicstack.control.v1.StopRequest
-	nil,                         // 25: nicstack.control.v1.SessionRequest.ArgsEntry
-	nil,                         // 26: nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	nil,                         // 27: nicstack.control.v1.StateReply.CountersEntry
+	(*WriteFile)(nil),           // 8: nicstack.control.v1.WriteFile
+	(*Announce)(nil),            // 9: nicstack.control.v1.Announce
+	(*StreamSize)(nil),          // 10: nicstack.control.v1.StreamSize
+	(*DeviceSpec)(nil),          // 11: nicstack.control.v1.DeviceSpec
+	(*SessionRequest)(nil),      // 12: nicstack.control.v1.SessionRequest
+	(*SessionRelease)(nil),      // 13: nicstack.control.v1.SessionRelease
+	(*LinkStateReport)(nil),     // 14: nicstack.control.v1.LinkStateReport
+	(*OpenSessionRequest)(nil),  // 15: nicstack.control.v1.OpenSessionRequest
+	(*DeniedRequest)(nil),       // 16: nicstack.control.v1.DeniedRequest
+	(*CloseSessionRequest)(nil), // 17: nicstack.control.v1.CloseSessionRequest
+	(*LinkStateRequest)(nil),    // 18: nicstack.control.v1.LinkStateRequest
+	(*StateRequest)(nil),        // 19: nicstack.control.v1.StateRequest
+	(*StreamCounters)(nil),      // 20: nicstack.control.v1.StreamCounters
+	(*SessionState)(nil),        // 21: nicstack.control.v1.SessionState
+	(*StateReply)(nil),          // 22: nicstack.control.v1.StateReply
+	(*HeartbeatRequest)(nil),    // 23: nicstack.control.v1.HeartbeatRequest
+	(*HeartbeatReply)(nil),      // 24: nicstack.control.v1.HeartbeatReply
+	(*StopRequest)(nil),         // 25: nicstack.control.v1.StopRequest
+	nil,                         // 26: nicstack.control.v1.SessionRequest.ArgsEntry
+	nil,                         // 27: nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	nil,                         // 28: nicstack.control.v1.StateReply.CountersEntry
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: nicstack.control.v1.Config.positions:type_name -> nicstack.control.v1.Position
 	2,  // 1: nicstack.control.v1.StartRequest.config:type_name -> nicstack.control.v1.Config
-	8,  // 2: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
-	11, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
-	12, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
-	13, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
-	25, // 6: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
-	9,  // 7: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	9,  // 8: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	10, // 9: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
-	0,  // 10: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
-	26, // 11: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	9,  // 12: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	9,  // 13: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	10, // 14: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
-	0,  // 15: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
-	19, // 16: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
-	19, // 17: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
-	20, // 18: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
-	27, // 19: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
-	4,  // 20: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
-	6,  // 21: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
-	2,  // 22: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
-	14, // 23: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
-	16, // 24: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
-	17, // 25: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
-	15, // 26: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
-	18, // 27: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
-	22, // 28: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
-	24, // 29: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
-	5,  // 30: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
-	7,  // 31: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
-	1,  // 32: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
-	1,  // 33: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
-	1,  // 34: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
-	1,  // 35: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
-	1,  // 36: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
-	21, // 37: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
-	23, // 38: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
-	1,  // 39: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 2: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
+	12, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
+	13, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
+	14, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
+	8,  // 6: nicstack.control.v1.Event.write_file:type_name -> nicstack.control.v1.WriteFile
+	26, // 7: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
+	10, // 8: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	10, // 9: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	11, // 10: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
+	0,  // 11: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
+	27, // 12: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	10, // 13: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	10, // 14: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	11, // 15: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
+	0,  // 16: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
+	20, // 17: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
+	20, // 18: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
+	21, // 19: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
+	28, // 20: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
+	4,  // 21: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
+	6,  // 22: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
+	2,  // 23: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
+	15, // 24: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
+	17, // 25: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
+	18, // 26: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
+	16, // 27: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
+	19, // 28: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
+	23, // 29: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
+	25, // 30: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
+	5,  // 31: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
+	7,  // 32: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
+	1,  // 33: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
+	1,  // 34: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
+	1,  // 35: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
+	1,  // 36: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
+	1,  // 37: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
+	22, // 38: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
+	24, // 39: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
+	1,  // 40: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1711,6 +1789,7 @@ func file_control_proto_init() {
 		(*Event_Request)(nil),
 		(*Event_Release)(nil),
 		(*Event_LinkState)(nil),
+		(*Event_WriteFile)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1718,7 +1797,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -80,14 +80,22 @@ func TestReconfigureKeepsAllowedLinks(t *testing.T) {
 	if udp(53) != 1 || tcp() != 1 {
 		t.Fatal("setup flows not routed")
 	}
+	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), header.ICMPEchoRequest, 7, 1))
+	if len(upp.take()) != 1 {
+		t.Fatal("echo not routed")
+	}
 	// New config: UDP still allowed, TCP no longer.
 	errs := b.r.Configure(xmlNode(t, strings.Replace(natConfig,
 		`<tcp dst="0.0.0.0/0"><permit-any domain="uplink"/></tcp>`, `<tcp dst="0.0.0.0/0"><permit port="22" domain="uplink"/></tcp>`, 1)))
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	if len(b.r.links) != 1 {
-		t.Fatalf("%d links after reconfiguration, want the UDP one", len(b.r.links))
+	if len(b.r.links) != 2 {
+		t.Fatalf("%d links after reconfiguration, want the UDP and the ICMP one", len(b.r.links))
+	}
+	b.send(up, icmpEcho(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), header.ICMPEchoReply, 49152, 1))
+	if out := vmp.take(); len(out) != 1 || parse(t, out[0]).icmp.ID() != 7 {
+		t.Fatal("kept echo link state lost its NAT mapping")
 	}
 	// The UDP reply still comes back through the kept NAT mapping.
 	b.send(up, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, nil))
@@ -111,6 +119,6 @@ func TestReconfigureKeepsAllowedLinks(t *testing.T) {
 	// Removing NAT changes the flow's translation: the link goes.
 	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<nat domain="default" tcp-ports="2" udp-ports="2" icmp-ids="2"/>`, ``, 1)))
 	if len(b.r.links) != 0 {
-		t.Fatal("link with NAT kept although the new config has no NAT")
+		t.Fatal("links with NAT kept although the new config has no NAT")
 	}
 }

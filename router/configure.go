@@ -1,6 +1,8 @@
 package router
 
 import (
+	"net/netip"
+
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -8,8 +10,11 @@ import (
 // Configure applies a new <config>. Problems (unknown attributes, invalid domains and why) are
 // logged and returned; the router runs with what is valid. Interfaces are put into domains
 // again by the new policies; link states survive when the new rules still route their first
-// packet the same way (same destination domain, address, port and NAT); ARP caches, DHCP
-// leases and DHCP-client configs of domains that kept their name and addressing are kept.
+// packet the same way (same destination domain, address, port and NAT); ARP caches and
+// DHCP-client configs of domains that kept their name and addressing are kept, and DHCP
+// leases as inheritLeases says. A Nic session whose DHCP config became outdated (it moved to
+// another domain, or its lease went) sees its link go down and up, so that its client asks
+// again.
 func (r *Router) Configure(n *config.Node) []error {
 	r.setNow()
 	r.gen++
@@ -30,32 +35,57 @@ func (r *Router) Configure(n *config.Node) []error {
 			d.inherit(o)
 		}
 	}
+	outdated := map[*Interface]bool{}
+	for _, name := range sortedDomainNames(r.domains) { // after every IPv4 config is inherited
+		d := r.domains[name]
+		if o := old[name]; o != nil {
+			r.inheritLeases(d, o, outdated)
+		} else if d.dhcpClient == nil && r.cfg.VerboseDomainState {
+			r.log.Info("static IP config", "domain", d.name, "config", d.ip.String())
+		}
+	}
 	// Links first (they need the old interface-to-domain mapping only through their sides).
 	oldLinks := r.links
 	r.links = map[*link]struct{}{}
 	for l := range oldLinks {
 		r.carryOver(l)
 	}
+	before := make(map[*Interface]string, len(r.ifs))
 	for _, i := range r.ifs {
+		if i.dom != nil {
+			before[i] = i.dom.name
+		}
 		i.dom = nil
 	}
 	for _, i := range r.ifs {
 		r.assign(i)
-	}
-	// Held frames are routed again under the new rules.
-	ws := r.waiters
-	r.waiters = nil
-	for _, w := range ws {
-		w.from.held--
-		if w.from.dom == nil {
-			r.drop(nil, "interface lost its domain")
-			w.from.port.Release(w.id)
+		was := before[i]
+		if was == "" || i.dom == nil {
 			continue
 		}
-		if r.handle(w.from, w.frame, &w.off, w.id) == Done {
-			w.from.port.Release(w.id)
+		if was != i.dom.name {
+			if d := r.domains[was]; d != nil && d.dhcpServer != nil {
+				d.dhcpServer.forget(i)
+			}
+			outdated[i] = true
+		}
+		if outdated[i] {
+			if r.cfg.VerboseDomainState && i.kind == Nic {
+				r.log.Info("link state", "domain", i.dom.name, "label", i.label, "state", "down-up", "reason", "DHCP config outdated")
+			}
+			r.refetchLink(i, true)
 		}
 	}
+	// A DHCP-client domain that kept no interface loses its config, as when the last one
+	// detaches (leave).
+	for _, name := range sortedDomainNames(r.domains) {
+		if d := r.domains[name]; d.dhcpClient != nil && len(d.ifs) == 0 && d.ip.valid {
+			d.dhcpClient.state = clientIdle
+			r.setIPConfig(d, ipConfig{})
+		}
+	}
+	// Held frames are routed again under the new rules.
+	r.rehandleWaiters()
 	r.Flush()
 	return problems
 }
@@ -71,10 +101,51 @@ func (d *domain) inherit(o *domain) {
 		d.dhcpClient, d.ip = o.dhcpClient, o.ip
 		d.arp = o.arp
 	}
-	if d.dhcpServer != nil && o.dhcpServer != nil && sameAddr &&
-		d.dhcpServer.first == o.dhcpServer.first && d.dhcpServer.last == o.dhcpServer.last {
-		d.dhcpServer.allocs, d.dhcpServer.used = o.dhcpServer.allocs, o.dhcpServer.used
+}
+
+// inheritLeases keeps the DHCP allocations of o's server that d's can keep, as Genode's router
+// does for the interfaces that stay with their domain: if the server hands out the same as
+// before (model.DHCPServer.SameOffer, the same DNS config from its dns_config_from domain, at
+// the same address), those whose address is still in the range; otherwise none. The
+// interfaces that lost an allocation are marked outdated, and every interface of the domain
+// when what the server hands out changed (or the server came or went).
+func (r *Router) inheritLeases(d, o *domain, outdated map[*Interface]bool) {
+	s, os := d.dhcpServer, o.dhcpServer
+	if s == nil && os == nil {
+		return
 	}
+	dismiss := func(a *allocation, why string) {
+		if r.cfg.Verbose {
+			r.log.Info("dismiss DHCP allocation", "domain", d.name, "mac", a.mac, "ip", netip.AddrFrom4(a.ip), "reason", why)
+		}
+		outdated[a.ifc] = true
+	}
+	if s == nil || os == nil || d.m.Interface != o.m.Interface || !s.m.SameOffer(os.m) || !sameDNSOffer(s, os) {
+		for _, i := range o.ifs {
+			outdated[i] = true
+		}
+		if os != nil {
+			for _, a := range os.allocs {
+				dismiss(a, "other/no DHCP server")
+			}
+		}
+		return
+	}
+	for _, a := range os.allocs {
+		n := be(a.ip)
+		if n < s.first || n > s.last {
+			dismiss(a, "no IP")
+			continue
+		}
+		s.allocs[a.mac], s.used[n] = a, a
+	}
+}
+
+// sameDNSOffer reports whether two DHCP servers hand out the same DNS config now.
+func sameDNSOffer(s, o *dhcpServer) bool {
+	dns, dom, ok := s.dns()
+	odns, odom, ook := o.dns()
+	return ok == ook && sameDNS(ipConfig{dns: dns, dnsDomain: dom}, ipConfig{dns: odns, dnsDomain: odom})
 }
 
 // carryOver moves a link state into the new domains when the new config still creates it
@@ -86,7 +157,11 @@ func (r *Router) carryOver(l *link) {
 	if ok {
 		ck, sk := l.sides[0].key, l.sides[1].key
 		dec, found := c.decide(l.p, ck.dst, ck.dport)
-		ok = found && dec.to == s && dec.dst == sk.src && dec.dport == sk.sport
+		srvPort := sk.sport
+		if l.p == pICMP && l.natPort != 0 {
+			srvPort = dec.dport // the server side's echo ID is the NAT's
+		}
+		ok = found && dec.to == s && dec.dst == sk.src && dec.dport == srvPort
 		if ok {
 			quota, nat := s.natQuota(c, l.p)
 			if l.natPort != 0 {
@@ -107,7 +182,7 @@ func (r *Router) carryOver(l *link) {
 	if !ok {
 		l.natPort = 0 // the old domains' port spaces are gone with them
 		l.owner.links--
-		oc.stats.LinksDissolved[l.p].add(1)
+		l.owner.counts.links[l.p].destroyed++
 		if r.cfg.Verbose {
 			r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", oc.name,
 				"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", "no longer allowed by the config")

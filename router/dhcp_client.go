@@ -93,19 +93,20 @@ func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip header.IPv4)
 		c.send(r, d, header.DHCPRequest)
 	case typ == header.DHCPAck && (c.state == clientRequesting || c.state == clientRenewing):
 		cfg, lease, ok := configFromAck(msg)
-		if !ok || (c.state == clientRenewing && cfg.addr != d.ip.addr) {
-			r.log.Info("DHCP ACK lacks address, subnet mask or lease time, or changes the address", "domain", d.name)
+		if !ok {
+			r.log.Info("DHCP ACK lacks address, subnet mask or lease time", "domain", d.name)
 			if c.state == clientRenewing {
 				r.setIPConfig(d, ipConfig{})
 			}
 			c.discover(r, d)
 			return
 		}
-		renewal := c.state == clientRenewing
-		c.state = clientBound
+		c.state, c.offered = clientBound, cfg.addr
 		c.leaseEnd = r.now.Add(lease)
 		c.deadline = r.now.Add(lease / 2)
-		if !renewal || !sameIPConfig(d.ip, cfg) {
+		// As in Genode, the usual renewal (the same config) changes nothing; any other ACK,
+		// a renewal with another address or other DNS servers too, replaces the config.
+		if !sameIPConfig(d.ip, cfg) {
 			r.setIPConfig(d, cfg)
 		}
 	case typ == header.DHCPNak:
@@ -116,19 +117,6 @@ func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip header.IPv4)
 	default:
 		r.drop(d, "unexpected DHCP reply")
 	}
-}
-
-func sameIPConfig(a, b ipConfig) bool {
-	if a.valid != b.valid || a.addr != b.addr || a.mask != b.mask || a.gateway != b.gateway ||
-		a.hasGW != b.hasGW || a.dnsDomain != b.dnsDomain || len(a.dns) != len(b.dns) {
-		return false
-	}
-	for k := range a.dns {
-		if a.dns[k] != b.dns[k] {
-			return false
-		}
-	}
-	return true
 }
 
 func configFromAck(msg header.DHCP) (ipConfig, time.Duration, bool) {
@@ -158,32 +146,4 @@ func configFromAck(msg header.DHCP) (ipConfig, time.Duration, bool) {
 	}
 	lease := time.Duration(be([4]byte(leaseRaw))) * time.Second
 	return cfg, lease, true
-}
-
-// setIPConfig changes a DHCP-client domain's IPv4 config: its interfaces' link state
-// follows, and link states through it end when the config goes away.
-func (r *Router) setIPConfig(d *domain, c ipConfig) {
-	d.ip = c
-	r.gen++
-	if rc := r.cfg.Report; rc != nil && rc.ConfigTriggers {
-		r.reportTrigger = true
-	}
-	if r.cfg.VerboseDomainState {
-		if c.valid {
-			r.log.Info("domain IPv4 config", "domain", d.name, "interface", c.prefix(), "gateway", netip.AddrFrom4(c.gateway), "dns", c.dns)
-		} else {
-			r.log.Info("domain IPv4 config", "domain", d.name, "interface", "none")
-		}
-	}
-	if !c.valid {
-		clear(d.arp)
-		for l := range r.links {
-			if l.sides[0].dom == d || l.sides[1].dom == d {
-				r.dissolve(l, "IPv4 config of "+d.name+" ended")
-			}
-		}
-	}
-	for _, i := range d.ifs {
-		r.setLink(i, c.valid)
-	}
 }

@@ -12,6 +12,7 @@ import (
 // unless requested, leases after ip_lease_time_sec.
 type dhcpServer struct {
 	m      *model.DHCPServer
+	from   *domain // the dns_config_from domain, nil without
 	first  uint32
 	last   uint32
 	allocs map[header.MAC]*allocation
@@ -44,6 +45,7 @@ func (s *dhcpServer) alloc(r *Router, i *Interface, mac header.MAC) *allocation 
 }
 
 func (s *dhcpServer) free(a *allocation) {
+	a.ifc.counts.dhcpAllocations++
 	delete(s.allocs, a.mac)
 	delete(s.used, be(a.ip))
 }
@@ -70,16 +72,12 @@ func (s *dhcpServer) expire(r *Router, d *domain) {
 
 // dns returns the DNS servers and domain name to announce: the configured ones, else those of
 // the dns_config_from domain; false while that domain has no IPv4 config (requests then go
-// unanswered).
-func (s *dhcpServer) dns(r *Router) ([]netip.Addr, string, bool) {
-	if s.m.DNSConfigFrom == "" || len(s.m.DNSServers) > 0 || s.m.DNSDomain != "" {
+// unanswered, and the domain's Nic sessions see their link down).
+func (s *dhcpServer) dns() ([]netip.Addr, string, bool) {
+	if s.from == nil {
 		return s.m.DNSServers, s.m.DNSDomain, true
 	}
-	from := r.domains[s.m.DNSConfigFrom]
-	if from == nil || !from.ip.valid {
-		return nil, "", false
-	}
-	return from.ip.dns, from.ip.dnsDomain, true
+	return s.from.ip.dns, s.from.ip.dnsDomain, s.from.ip.valid
 }
 
 // serveDHCP answers DISCOVER with OFFER, REQUEST with ACK or NAK, and frees on RELEASE and
@@ -91,7 +89,7 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip header.IPv4) {
 		r.drop(d, "bad DHCP request")
 		return
 	}
-	dns, dnsDomain, ok := s.dns(r)
+	dns, dnsDomain, ok := s.dns()
 	if !ok {
 		r.drop(d, "DHCP server waits for the DNS config of "+s.m.DNSConfigFrom)
 		return

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"sort"
-	"time"
 
 	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/model"
@@ -81,8 +80,8 @@ type domain struct {
 	tcpRules, udpRules []transportRule
 	forward            [2]map[uint16]forwardRule // pTCP, pUDP
 
-	arp      map[[4]byte]header.MAC
-	arpAsked map[[4]byte]time.Time // requests sent and not yet timed out
+	arp     map[[4]byte]header.MAC
+	waiters map[[4]byte]*arpWaiter // by the address they wait for (Genode's foreign ARP waiters)
 
 	links map[flowKey]*side
 	// last is the side the previous lookup found: bulk transfers hit it frame after frame
@@ -93,7 +92,7 @@ type domain struct {
 
 	dhcpServer *dhcpServer
 	dhcpClient *dhcpClient
-	stats      *DomainStats // kept across reconfigurations of the same domain
+	stats      *domainStats // kept across reconfigurations of the same domain
 }
 
 type prefixMatch struct{ net, mask uint32 }
@@ -127,13 +126,13 @@ type forwardRule struct {
 
 func newDomain(m *model.Domain) *domain {
 	d := &domain{
-		m:        m,
-		name:     m.Name,
-		arp:      map[[4]byte]header.MAC{},
-		arpAsked: map[[4]byte]time.Time{},
-		links:    map[flowKey]*side{},
-		quota:    map[string]*[3]int{},
-		stats:    &DomainStats{},
+		m:       m,
+		name:    m.Name,
+		arp:     map[[4]byte]header.MAC{},
+		waiters: map[[4]byte]*arpWaiter{},
+		links:   map[flowKey]*side{},
+		quota:   map[string]*[3]int{},
+		stats:   &domainStats{},
 	}
 	if m.Interface.IsValid() {
 		d.ip = newIPConfig(m.Interface, m.Gateway)
@@ -176,9 +175,20 @@ func (d *domain) resolveRules(all map[string]*domain) {
 		}
 		return out
 	}
+	if s := d.dhcpServer; s != nil && s.m.DNSConfigFrom != "" {
+		s.from = all[s.m.DNSConfigFrom]
+	}
 	d.ipRules, d.icmpRules = direct(d.m.IPRules), direct(d.m.ICMPRules)
 	d.tcpRules, d.udpRules = transport(d.m.TCPRules), transport(d.m.UDPRules)
 	d.forward = [2]map[uint16]forwardRule{forward(d.m.TCPForward), forward(d.m.UDPForward)}
+}
+
+// ready is Genode's domain ready state: false while the domain's DHCP server takes its DNS
+// config from a domain that has no IPv4 config (dns_config_from). The links of its Nic
+// sessions follow it (Interface.linkState).
+func (d *domain) ready() bool {
+	s := d.dhcpServer
+	return s == nil || s.from == nil || s.from.ip.valid
 }
 
 // ipRule is the longest-prefix <ip> rule for dst.

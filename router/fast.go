@@ -39,7 +39,7 @@ func (r *Router) forwardLinked(i *Interface, d *domain, frame []byte, off *netde
 		return false // handleIPv4 may serve it before routing (no link can hold such a tuple today)
 	}
 	dst := ip.Dst()
-	if d.ip.inSubnet(dst) && dst != d.ip.addr && dst != d.ip.broadcast() {
+	if d.ip.inSubnet(dst) && dst != d.ip.addr {
 		return false // domain-local: the router is a hub there
 	}
 	// Field by field, as lookup compares.

@@ -11,27 +11,29 @@ import (
 func (r *Router) handle(i *Interface, frame []byte, off *netdev.Offload, id uint64) Verdict {
 	d := i.dom
 	if d == nil {
-		return r.drop(nil, "interface has no domain")
+		if r.cfg.VerbosePackets && len(frame) >= header.EthLen {
+			r.logPacket(nil, "rcv", frame)
+		}
+		return r.drop(nil, "no domain")
 	}
-	d.stats.RxBytes.add(uint64(len(frame)))
+	d.stats.rxBytes += uint64(len(frame))
 	if !r.general && r.forwardLinked(i, d, frame, off) {
 		return Done
 	}
 	eth, ok := header.NewEth(frame)
 	if !ok {
-		return r.drop(d, "frame shorter than an Ethernet header")
+		return r.drop(d, "packet size-guard exceeded")
 	}
 	if d.m.VerbosePackets {
-		r.logPacket(d, i, "rcv", frame)
+		r.logPacket(d, "rcv", frame)
 	}
 	switch eth.Type() {
 	case header.EtherTypeARP:
-		r.handleARP(i, d, eth)
-		return Done
+		return r.handleARP(i, d, eth, frame, off)
 	case header.EtherTypeIPv4:
 		return r.handleIPv4(i, d, frame, off, id)
 	}
-	return r.drop(d, "EtherType is neither IPv4 nor ARP")
+	return r.drop(d, "unknown network layer protocol")
 }
 
 func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64) Verdict {
@@ -56,25 +58,32 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.O
 	}
 	if ip.Fragmented() {
 		r.stats.FragmentsSeen.add(1)
-		d.stats.DroppedFragmIPv4.add(1)
+		i.counts.droppedFragmIPv4++
 		if r.cfg.ICMPType3CodeOnFragm >= 0 {
 			r.sendICMPError(i, d, frame, ip, uint8(r.cfg.ICMPType3CodeOnFragm))
 		}
-		return r.drop(d, "IPv4 fragment")
+		return r.drop(d, "fragmented IPv4 not supported")
 	}
 	src, dst := ip.Src(), ip.Dst()
 
-	// 1. Domain-local traffic: the router is a hub within the domain.
-	if d.ip.inSubnet(dst) && dst != d.ip.addr && dst != d.ip.broadcast() {
-		return r.forwardDirect(i, d, d, frame, off, id, dst)
+	// 1. Domain-local traffic, the subnet's broadcast included: the router is a hub within
+	// the domain.
+	if d.ip.inSubnet(dst) && dst != d.ip.addr {
+		r.domainBroadcast(i, d, frame, off)
+		return Done
 	}
 	switch ip.Protocol() {
 	case header.ProtoTCP, header.ProtoUDP:
 		seg, ok := header.L4Header(ip)
 		if !ok {
-			return r.drop(d, "truncated TCP or UDP header")
+			return r.drop(d, "packet size-guard exceeded")
 		}
 		ports := header.Ports(seg)
+		// Genode never routes DHCP (UDP between ports 67 and 68 either way): what its DHCP
+		// server or client did not take, it drops.
+		if ip.Protocol() == header.ProtoUDP && isDHCPPort(ports.Src()) && isDHCPPort(ports.Dst()) {
+			return r.dropDHCP(d, seg)
+		}
 		// Field by field: a composite literal is built in a temporary and copied as words,
 		// which waits for its narrow stores (no store-to-load forwarding).
 		var key flowKey
@@ -84,8 +93,12 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.O
 	case header.ProtoICMP:
 		m := header.ICMP(ip.Payload())
 		if len(m) < header.ICMPLen {
-			return r.drop(d, "truncated ICMP header")
+			return r.drop(d, "packet size-guard exceeded")
 		}
+		if header.Checksum(m, 0) != 0 {
+			return r.drop(d, "bad ICMP checksum")
+		}
+		// Genode's ICMP router knows queries (echo) and destination unreachable only.
 		switch m.Type() {
 		case header.ICMPEchoRequest, header.ICMPEchoReply:
 			if dst == d.ip.addr && m.Type() == header.ICMPEchoRequest && d.m.ICMPEchoServer {
@@ -97,15 +110,42 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.O
 			key.sport, key.dport, key.proto = m.ID(), m.ID(), header.ProtoICMP
 			return r.routeFlow(i, d, frame, off, id, &key, nil, m.Type() == header.ICMPEchoRequest)
 		case header.ICMPDestUnreach:
-			if v, ok := r.icmpError(i, d, frame, off, id, m); ok {
-				return v
-			}
+			return r.icmpError(i, d, frame, off, id, m)
+		default:
+			return r.drop(d, "unhandled type in ICMP")
 		}
 	}
 	if to := d.ipRule(dst); to != nil {
 		return r.forwardDirect(i, d, to, frame, off, id, dst)
 	}
-	return r.drop(d, "no matching rule")
+	return r.unroutable(i, d, frame)
+}
+
+// unroutable drops a packet no rule routes and answers it with an ICMP host unreachable,
+// unless it went to a multicast address (Genode's end of _handle_ip, after RFC 1812
+// 4.3.2.7).
+func (r *Router) unroutable(i *Interface, d *domain, frame []byte) Verdict {
+	ip, _ := header.NewIPv4(frame[header.EthLen:]) // checked by handleIPv4
+	if dst := ip.Dst(); dst[0]&0xf0 != 0xe0 {
+		r.sendICMPError(i, d, frame, ip, header.ICMPHostUnreachable)
+	}
+	return r.drop(d, "unroutable")
+}
+
+// dropDHCP drops a DHCP message (UDP segment seg) that neither the domain's DHCP server nor
+// its client took, with Genode's reason for its BOOTP operation.
+func (r *Router) dropDHCP(d *domain, seg []byte) Verdict {
+	op := byte(0)
+	if len(seg) > 8 {
+		op = seg[8]
+	}
+	switch op {
+	case 1:
+		return r.drop(d, "DHCP request while DHCP server inactive")
+	case 2:
+		return r.drop(d, "DHCP reply while DHCP client inactive")
+	}
+	return r.drop(d, "Bad DHCP opcode")
 }
 
 // routeFlow routes TCP, UDP and ICMP echo: link state first, then the rules that create one
@@ -117,11 +157,11 @@ func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *netdev.Of
 	p := protoIndex(key.proto)
 	if dec, ok := d.decide(p, key.dst, key.dport); ok && mayOpen {
 		if !dec.to.ip.valid {
-			return r.drop(d, "destination domain has no IPv4 config")
+			return r.drop(d, "target domain has yet no IP config")
 		}
 		hop, ok := r.nextHop(dec.to, dec.dst)
 		if !ok {
-			return r.drop(dec.to, "no gateway for destination")
+			return r.drop(dec.to, "cannot find next hop")
 		}
 		if _, ok := r.resolve(dec.to, hop); !ok {
 			return r.hold(i, d, dec.to, hop, frame, off, id)
@@ -135,7 +175,7 @@ func (r *Router) routeFlow(i *Interface, d *domain, frame []byte, off *netdev.Of
 	if to := d.ipRule(key.dst); to != nil {
 		return r.forwardDirect(i, d, to, frame, off, id, key.dst)
 	}
-	return r.drop(d, "no matching rule")
+	return r.unroutable(i, d, frame)
 }
 
 // viaLink sends a packet arriving at link side s to the other side, rewritten to the tuple
@@ -149,11 +189,11 @@ func (r *Router) viaLink(i *Interface, s *side, frame []byte, off *netdev.Offloa
 		return Done
 	}
 	if !to.ip.valid {
-		return r.drop(s.dom, "destination domain has no IPv4 config")
+		return r.drop(s.dom, "target domain has yet no IP config")
 	}
 	hop, ok := r.nextHop(to, o.key.src)
 	if !ok {
-		return r.drop(to, "no gateway for destination")
+		return r.drop(to, "cannot find next hop")
 	}
 	mac, ok := r.resolve(to, hop)
 	if !ok {
@@ -169,11 +209,11 @@ func (r *Router) viaLink(i *Interface, s *side, frame []byte, off *netdev.Offloa
 // addresses (domain-local traffic and <ip> rules).
 func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off *netdev.Offload, id uint64, dst [4]byte) Verdict {
 	if !to.ip.valid {
-		return r.drop(from, "destination domain has no IPv4 config")
+		return r.drop(from, "target domain has yet no IP config")
 	}
 	hop, ok := r.nextHop(to, dst)
 	if !ok {
-		return r.drop(to, "no gateway for destination")
+		return r.drop(to, "cannot find next hop")
 	}
 	mac, ok := r.resolve(to, hop)
 	if !ok {
@@ -181,6 +221,20 @@ func (r *Router) forwardDirect(i *Interface, from, to *domain, frame []byte, off
 	}
 	r.sendTo(i, to, frame, off, &mac, nil)
 	return Done
+}
+
+// domainBroadcast passes a frame from interface i unchanged to every other interface of its
+// domain d, as a hub does: no ARP, no rewrite, not even of the Ethernet addresses (Genode's
+// _domain_broadcast). With no other interface the frame is simply done.
+func (r *Router) domainBroadcast(i *Interface, d *domain, frame []byte, off *netdev.Offload) {
+	for _, o := range d.ifs {
+		if o == i {
+			continue
+		}
+		if buf := r.transmit(o, frame); buf != nil {
+			r.submit(o, buf, off)
+		}
+	}
 }
 
 // nextHop is dst itself in to's subnet, else to's gateway.
@@ -257,9 +311,6 @@ func (r *Router) copyTo(o *Interface, frame []byte, off *netdev.Offload, mac *ma
 	if ip := header.IPv4(buf[header.EthLen:]); rw != nil &&
 		(off.Flags&netdev.OffloadNeedsCsum != 0 || !quickRewrite(ip, ip.HeaderLen(), rw)) {
 		rewriteFields(ip, off, rw)
-	}
-	if o.dom.m.VerbosePackets {
-		r.logPacket(o.dom, o, "snd", buf)
 	}
 	r.submit(o, buf, off)
 }

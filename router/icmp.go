@@ -48,15 +48,18 @@ func (r *Router) sendICMPError(i *Interface, d *domain, frame []byte, ip header.
 
 // icmpError forwards an ICMP destination unreachable about a packet of a link state back to
 // the link's other side, with the outer and the embedded headers translated as the link
-// translates. False when no link state knows the embedded packet (the caller goes on with
-// <ip> rules).
-func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64, m header.ICMP) (Verdict, bool) {
+// translates. An error no link state knows is dropped, as Genode drops it (no <ip> rule
+// applies).
+func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64, m header.ICMP) Verdict {
 	inner := m.Body()
 	if len(inner) < 28 || inner[0]>>4 != 4 || int(inner[0]&15)*4 < 20 || len(inner) < int(inner[0]&15)*4+8 {
-		return 0, false
+		return r.drop(d, "packet size-guard exceeded")
 	}
 	ihl := int(inner[0]&15) * 4
 	in := header.IPv4(inner)
+	if header.Checksum(in.Header(), 0) != 0 {
+		return r.drop(d, "bad checksum in IP packet embedded in ICMP error")
+	}
 	l4 := inner[ihl:]
 	// The embedded packet went from the router into d; a reply to it would carry the
 	// reversed tuple, which is what the link side in d is keyed by.
@@ -67,24 +70,22 @@ func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Of
 	case header.ProtoICMP:
 		idv := binary.BigEndian.Uint16(l4[4:])
 		key.sport, key.dport = idv, idv
-	default:
-		return 0, false
 	}
 	s := r.lookup(d, &key)
 	if s == nil {
-		return 0, false
+		return r.drop(d, "no link that matches packet embedded in ICMP error")
 	}
 	o := s.peer()
 	if !o.dom.ip.valid {
-		return r.drop(d, "destination domain has no IPv4 config"), true
+		return r.drop(d, "target domain has yet no IP config")
 	}
 	hop, ok := r.nextHop(o.dom, o.key.src)
 	if !ok {
-		return r.drop(o.dom, "no gateway for destination"), true
+		return r.drop(o.dom, "cannot find next hop")
 	}
 	mac, ok := r.resolve(o.dom, hop)
 	if !ok {
-		return r.hold(i, d, o.dom, hop, frame, off, id), true
+		return r.hold(i, d, o.dom, hop, frame, off, id)
 	}
 	for _, out := range o.dom.ifs {
 		if out == i {
@@ -101,18 +102,22 @@ func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Of
 		} else {
 			eth.SetDst(out.routerMAC)
 		}
-		translateICMPError(buf[header.EthLen:], o.key)
+		translateICMPError(buf[header.EthLen:], o.key, o.dom.ip.addr)
 		r.submit(out, buf, off)
 	}
-	return Done, true
+	return Done
 }
 
-// translateICMPError rewrites an ICMP error for the client side whose arrival tuple is c: the
-// outer packet goes from the address the client talked to, to the client; the embedded packet
-// becomes the one the client sent.
-func translateICMPError(pkt []byte, c flowKey) {
+// translateICMPError rewrites an ICMP error for the client side whose arrival tuple is c, in
+// a domain where the router's address is router: the outer packet goes to the client, and
+// comes from the address the client talked to when that was the router's (a port forward);
+// from any other it keeps its sender, as in Genode (a hop on the way reported it). The
+// embedded packet becomes the one the client sent.
+func translateICMPError(pkt []byte, c flowKey, router [4]byte) {
 	ip, _ := header.NewIPv4(pkt) // checked on the received copy
-	ip.SetSrc(c.dst)
+	if c.dst == router {
+		ip.SetSrc(c.dst)
+	}
 	ip.SetDst(c.src)
 	m := header.ICMP(ip.Payload())
 	in := header.IPv4(m.Body())

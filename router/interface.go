@@ -40,7 +40,8 @@ type Port interface {
 	Flush()
 	// Release acknowledges a received frame the router had held (Verdict Held).
 	Release(id uint64)
-	// LinkState tells a Nic client whether its link is up (its domain is ready).
+	// LinkState tells a Nic client whether its link is up (its domain is ready): once when
+	// the interface is attached, then at every change.
 	LinkState(up bool)
 }
 
@@ -50,6 +51,9 @@ type Session struct {
 	Kind  Kind
 	MAC   header.MAC // Uplink and NicClient: the router's MAC there; Nic: ignored, the router allocates one
 	Port  Port
+	// RAM is what the session's client paid for it: the bytes of its buffers (Genode's
+	// session RAM quota). The state report shows it as the interface's quota; 0 shows none.
+	RAM int
 }
 
 // Interface is one attached session.
@@ -59,13 +63,17 @@ type Interface struct {
 	routerMAC header.MAC // the router's source MAC on this interface
 	peerMAC   header.MAC // the Nic client's MAC
 	macIndex  uint16
-	port      Port
+	port      Port      // session, or while the link is down, down
+	session   Port      // the component's
+	down      *downPort // refuses every Alloc: nothing is sent over a link that is down
 	dom       *domain
 	up        bool
 	dirty     bool // submitted to since the last Flush
 	touched   bool // counters changed since the last publish
-	held      int  // frames waiting for ARP
+	heldBytes int  // of frames waiting for ARP
 	links     int  // link states this interface opened
+	ram       int  // Session.RAM
+	counts    reportCounts
 	stats     InterfaceStats
 }
 
@@ -106,7 +114,8 @@ var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 // names (none: the interface exists but every frame from it is dropped until a config names
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
-	i := &Interface{label: s.Label, kind: s.Kind, port: s.Port}
+	i := &Interface{label: s.Label, kind: s.Kind, session: s.Port, down: &downPort{s.Port}, ram: s.RAM}
+	i.port = i.down
 	if s.Kind != Nic {
 		i.routerMAC = s.MAC
 	} else {
@@ -116,6 +125,10 @@ func (r *Router) Attach(s Session) *Interface {
 	}
 	r.ifs = append(r.ifs, i)
 	r.assign(i)
+	if !i.up { // assign told only a change from the initial down
+		i.port.LinkState(false)
+	}
+	r.interfaceCameOrWent()
 	return i
 }
 
@@ -139,6 +152,7 @@ func (r *Router) Detach(i *Interface) {
 	i.stats.publish()
 	r.dirty = without(r.dirty, i)
 	r.touched = without(r.touched, i)
+	r.interfaceCameOrWent()
 }
 
 // assign puts i into the domain of its best policy (or of its <nic-client>).
@@ -160,7 +174,7 @@ func (r *Router) assign(i *Interface) {
 	if r.cfg.VerboseDomainState {
 		r.log.Info("interface joins domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
 	}
-	r.setLink(i, d.ip.valid)
+	r.setLink(i, i.linkState())
 	if d.dhcpClient != nil {
 		d.dhcpClient.interfaceAdded(r, d)
 	}
@@ -168,15 +182,7 @@ func (r *Router) assign(i *Interface) {
 
 // leave takes i out of its domain and dissolves what it owns there.
 func (r *Router) leave(i *Interface) {
-	kept := r.waiters[:0]
-	for _, w := range r.waiters {
-		if w.from != i {
-			kept = append(kept, w)
-		}
-	}
-	clear(r.waiters[len(kept):])
-	r.waiters = kept
-	i.held = 0
+	r.cancelWaiters(i)
 	for l := range r.links {
 		if l.owner == i {
 			r.dissolve(l, "interface detached")
@@ -191,6 +197,8 @@ func (r *Router) leave(i *Interface) {
 		d.dhcpServer.forget(i)
 	}
 	i.dom = nil
+	r.forgetARP(d, i)
+	d.stats.left.add(&i.counts)
 	if d.dhcpClient != nil && len(d.ifs) == 0 {
 		// The next interface may lead to another network: ask again then.
 		d.dhcpClient.state = clientIdle
@@ -203,9 +211,30 @@ func (r *Router) leave(i *Interface) {
 	}
 }
 
+// linkState is the link state Genode's router gives interface i: an uplink's is always up
+// (its driver opens the session only while its link is up); a Nic session's, and a
+// nic-client's while its server reports it up, follow the ready state of the domain.
+func (i *Interface) linkState() bool {
+	return i.kind == Uplink || i.dom != nil && i.dom.ready()
+}
+
+// refetchLink sets i's link to linkState. With reset, a Nic session's link goes down first:
+// its client, seeing it come up again, knows that what it got by DHCP is outdated and asks
+// anew (Genode's reset of the domain ready state).
+func (r *Router) refetchLink(i *Interface, reset bool) {
+	if reset && i.kind == Nic {
+		r.setLink(i, false)
+	}
+	r.setLink(i, i.linkState())
+}
+
 func (r *Router) setLink(i *Interface, up bool) {
 	if i.up != up {
 		i.up = up
+		i.port = i.down
+		if up {
+			i.port = i.session
+		}
 		i.port.LinkState(up)
 		if rc := r.cfg.Report; rc != nil && rc.LinkStateTriggers {
 			r.reportTrigger = true
@@ -214,7 +243,7 @@ func (r *Router) setLink(i *Interface, up bool) {
 }
 
 // transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
-// full destination drops the frame and counts it; nothing waits.
+// full destination, or one whose link is down, drops the frame and counts it; nothing waits.
 func (r *Router) transmit(i *Interface, frame []byte) []byte {
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
@@ -226,22 +255,42 @@ func (r *Router) transmit(i *Interface, frame []byte) []byte {
 	return buf
 }
 
-// full counts a frame dropped because i's queue or buffer was full. (A call of its own keeps
-// transmit small enough to be inlined into the per-frame path.)
+// full counts a frame dropped because i's queue or buffer was full, or its link down. (A call
+// of its own keeps transmit small enough to be inlined into the per-frame path.)
 func (r *Router) full(i *Interface) {
+	if !i.up {
+		r.linkDown(i)
+		return
+	}
 	r.stats.DroppedFull.add(1)
 	i.stats.DroppedFull.add(1)
 }
 
-// submit hands a filled buffer to i's port and marks i for the next Flush.
+// linkDown counts a frame not sent because i's link is down: its client is not to get any
+// (Genode's router fails to send there, "link down").
+func (r *Router) linkDown(i *Interface) {
+	r.drop(i.dom, "link down")
+}
+
+// downPort is an interface's port while its link is down: it refuses every Alloc, so that
+// transmit needs no test of the link per frame (full tells the two refusals apart).
+type downPort struct{ Port }
+
+func (*downPort) Alloc(int) ([]byte, bool) { return nil, false }
+
+// submit hands a filled buffer to i's port and marks i for the next Flush. Every frame the
+// router sends passes here, where Genode's _send_submit_pkt counts and logs it.
 func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
+	if d := i.dom; d != nil {
+		d.stats.txBytes += uint64(len(buf))
+		if d.m.VerbosePackets {
+			r.logPacket(d, "snd", buf)
+		}
+	}
 	i.port.Submit(buf, *off)
 	r.stats.Sent.add(1)
 	i.stats.TxFrames.add(1)
 	i.stats.TxBytes.add(uint64(len(buf)))
-	if i.dom != nil {
-		i.dom.stats.TxBytes.add(uint64(len(buf)))
-	}
 	if !i.dirty {
 		i.dirty = true
 		r.dirty = append(r.dirty, i)
@@ -251,9 +300,6 @@ func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 
 // emit sends a frame the router made itself out of interface i.
 func (r *Router) emit(i *Interface, frame []byte) {
-	if i.dom != nil && i.dom.m.VerbosePackets {
-		r.logPacket(i.dom, i, "snd", frame)
-	}
 	if buf := r.transmit(i, frame); buf != nil {
 		r.submit(i, buf, &netdev.Offload{})
 	}

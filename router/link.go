@@ -41,7 +41,8 @@ type plan struct {
 func (s *side) peer() *side { return &s.l.sides[1-s.idx] }
 
 // link is a link state: both directions of one TCP connection, UDP pseudo-connection or
-// ICMP echo exchange, with the NAT port it holds.
+// ICMP echo exchange, with the NAT port it holds. Of a UDP or ICMP link, tcp.State counts only
+// (opening, open).
 type link struct {
 	p          int
 	sides      [2]side
@@ -58,6 +59,7 @@ type link struct {
 // server-side tuple is taken.
 func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) (*link, bool) {
 	if owner.links >= maxLinksPerInterface {
+		owner.counts.links[protoIndex(key.proto)].refusedForRAM++
 		if c.m.VerbosePacketDrop {
 			r.log.Info("link state refused", "domain", c.name, "interface", owner.label, "reason", "the session's link states are used up")
 		}
@@ -72,12 +74,12 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 			to.to.quota[c.name] = used
 		}
 		if used[l.p] >= quota {
-			r.refuseNAT(c, to.to, l.p, "NAT quota used up")
+			r.refuseNAT(owner, c, to.to, l.p, "NAT quota used up")
 			return nil, false
 		}
 		port, ok := to.to.ports[l.p].Alloc()
 		if !ok {
-			r.refuseNAT(c, to.to, l.p, "NAT port space used up")
+			r.refuseNAT(owner, c, to.to, l.p, "NAT port space used up")
 			return nil, false
 		}
 		used[l.p]++
@@ -101,7 +103,6 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	to.to.links[srv] = &l.sides[1]
 	r.links[l] = struct{}{}
 	owner.links++
-	c.stats.LinksOpened[l.p].add(1)
 	if r.cfg.Verbose {
 		r.log.Info("new link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", to.to.name,
 			"client", addrPort(key.src, key.sport), "server", addrPort(srv.src, srv.sport), "nat_port", l.natPort)
@@ -109,9 +110,9 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	return l, true
 }
 
-func (r *Router) refuseNAT(c, at *domain, p int, why string) {
+func (r *Router) refuseNAT(owner *Interface, c, at *domain, p int, why string) {
 	r.stats.NATRefused.add(1)
-	at.stats.NATRefused[p].add(1)
+	owner.counts.links[p].refusedForPorts++
 	if c.m.VerbosePacketDrop || r.cfg.Verbose {
 		r.log.Info("NAT refused", "protocol", protoNames[p], "from", c.name, "at", at.name, "reason", why)
 	}
@@ -146,7 +147,7 @@ func (r *Router) dissolve(l *link, why string) {
 	l.freeNAT(c, s)
 	delete(r.links, l)
 	l.owner.links--
-	c.stats.LinksDissolved[l.p].add(1)
+	l.owner.counts.links[l.p].destroyed++
 	if r.cfg.Verbose {
 		r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", s.name,
 			"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", why)
@@ -180,11 +181,15 @@ func (r *Router) lookup(d *domain, key *flowKey) *side {
 	return s
 }
 
-// touch notes a packet through the link; TCP segments drive the state machine.
+// touch notes a packet through the link; TCP segments drive the state machine. A UDP or ICMP
+// link is opening until the server side answers, then open (as Genode counts them).
 func (r *Router) touch(s *side, seg []byte) {
 	l := s.l
 	l.lastActive = r.nowNs
 	if l.p != pTCP || seg == nil {
+		if s.idx == 1 {
+			l.tcp.State = tcpstate.Open
+		}
 		return
 	}
 	was := l.tcp.State

@@ -96,41 +96,13 @@ func TestOffloadSuperFrame(t *testing.T) {
 	}
 }
 
-func TestReportAndVerboseLogging(t *testing.T) {
+func TestVerboseLogging(t *testing.T) {
 	b, vm, _, _, _ := natBench(t)
 	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<config `, `<config verbose="yes" verbose_packets="yes" `, 1)))
 	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, header.TCPSyn, 1, 0, nil))
-	rep := b.r.Report()
-	var up, def string
-	for _, d := range rep.Nodes {
-		s := d.Type + " " + d.Name()
-		for _, a := range d.Attrs {
-			s += " " + a.Name + "=" + a.Value
-		}
-		for _, c := range d.Nodes {
-			s += " <" + c.Type
-			for _, a := range c.Attrs {
-				s += " " + a.Name + "=" + a.Value
-			}
-		}
-		if d.Name() == "uplink" {
-			up = s
-		} else {
-			def = s
-		}
-	}
-	for _, want := range []string{"ipv4=198.18.0.10/24", "gw=198.18.0.1", "<nat domain=default tcp_ports_used=1 tcp_ports=2"} {
-		if !strings.Contains(up, want) {
-			t.Errorf("uplink report lacks %q: %s", want, up)
-		}
-	}
-	for _, want := range []string{"<tcp-links opened=1", "active=1 opening=1", "<interface label=vm kind=nic mac=02:02:02:02:02:01 link_state=true"} {
-		if !strings.Contains(def, want) {
-			t.Errorf("default report lacks %q: %s", want, def)
-		}
-	}
 	log := b.log.String()
-	for _, want := range []string{"msg=packet", "dir=rcv", "dir=snd", "new link state"} {
+	for _, want := range []string{`msg="[default] rcv ETH 02:02:02:02:02:01 > 02:02:02:02:02:00 IPV4 10.0.1.2 > 198.18.1.1 TCP 4000 > 80 flags 's' "`,
+		`msg="[uplink] snd ETH 02:00:00:00:00:10 > 02:00:00:00:00:01 IPV4 198.18.0.10 > 198.18.1.1 TCP 49152 > 80 flags 's' "`, "new link state"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
@@ -162,6 +134,15 @@ func TestNicClientAndReportTriggers(t *testing.T) {
 	}
 	if len(p.link) != 1 || !p.link[0] {
 		t.Fatalf("link state calls %v", p.link)
+	}
+	// A new interface and a gone one count as link state changes.
+	lan, _ := b.attach("lan", Nic, header.MAC{})
+	if !b.r.ReportTriggered() {
+		t.Fatal("a new interface did not trigger a report")
+	}
+	b.r.Detach(lan)
+	if !b.r.ReportTriggered() {
+		t.Fatal("a gone interface did not trigger a report")
 	}
 }
 

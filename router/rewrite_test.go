@@ -115,22 +115,3 @@ func sameUpToZero(a, b []byte) bool {
 	}
 	return true
 }
-
-// TestLinkPlanFollowsARP: a link's packets go to the MAC the ARP cache holds now, not to the
-// one their plan was made with.
-func TestLinkPlanFollowsARP(t *testing.T) {
-	b, vm, _, up, upp := natBench(t)
-	out := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("x"))
-	for range 2 { // the first makes the link and its plan, the second uses the plan
-		b.send(vm, out)
-		if got := upp.take(); len(got) != 1 || header.Eth(got[0]).Dst() != macGateway {
-			t.Fatalf("sent %d frames, want 1 to the gateway", len(got))
-		}
-	}
-	moved := header.MAC{2, 0, 0, 0, 0, 0x77}
-	b.send(up, arpFrame(header.ARPReply, moved, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink))
-	b.send(vm, out)
-	if got := upp.take(); len(got) != 1 || header.Eth(got[0]).Dst() != moved {
-		t.Fatalf("after the gateway's MAC changed: %d frames, want 1 to %v", len(got), moved)
-	}
-}

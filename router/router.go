@@ -65,7 +65,7 @@ type Router struct {
 	domains map[string]*domain
 	ifs     []*Interface
 	links   map[*link]struct{}
-	waiters []waiter
+	waiters []*arpWaiter // of all domains, oldest first
 	dirty   []*Interface // to Flush
 	touched []*Interface // to publish counters of
 	macs    map[uint16]bool
@@ -178,11 +178,6 @@ func (r *Router) Tick() {
 	r.expireWaiters()
 	for _, name := range sortedDomainNames(r.domains) {
 		d := r.domains[name]
-		for ip, t := range d.arpAsked {
-			if !r.now.Before(t) {
-				delete(d.arpAsked, ip)
-			}
-		}
 		if d.dhcpServer != nil {
 			d.dhcpServer.expire(r, d)
 		}
@@ -194,16 +189,16 @@ func (r *Router) Tick() {
 	r.publishAll()
 }
 
-// drop counts a dropped frame and logs why when the domain asks for it.
+// drop counts a dropped frame and logs why, in Genode's words, when the domain asks for it
+// (verbose_packet_drop), or for a frame without domain when the config is verbose.
 func (r *Router) drop(d *domain, why string) Verdict {
 	r.stats.Dropped.add(1)
 	if d != nil {
-		d.stats.Dropped.add(1)
 		if d.m.VerbosePacketDrop {
-			r.log.Info("drop packet", "domain", d.name, "reason", why)
+			r.log.Info("[" + d.name + "] drop packet (" + why + ")")
 		}
-	} else if r.cfg.VerbosePacketDrop {
-		r.log.Info("drop packet", "reason", why)
+	} else if r.cfg.Verbose {
+		r.log.Info("[?] drop packet (" + why + ")")
 	}
 	return Done
 }

@@ -86,6 +86,11 @@ func TestRuleOrder(t *testing.T) {
 		if got := where(); got != c.want {
 			t.Errorf("%s: went to %q, want %q", c.name, got, c.want)
 		}
+		// What no rule routes is answered with an ICMP host unreachable.
+		back := srcp.take()
+		if unreachable := len(back) == 1 && parse(t, back[0]).icmp != nil && parse(t, back[0]).icmp.Type() == header.ICMPDestUnreach; unreachable != (c.want == "") {
+			t.Errorf("%s: %d frames back to the source", c.name, len(back))
+		}
 	}
 	// udp-forward rewrites the destination address and port.
 	b.send(src, udpFrameT(src.MAC(), routerMACNic, s, ip4("10.0.0.1"), 1000, 69, nil))

@@ -58,6 +58,9 @@ func TestSculptConfigBothSyntaxes(t *testing.T) {
 	if len(upp.take()) != 0 {
 		t.Fatal("TCP 25 routed although no rule permits it")
 	}
+	if out := vmp.take(); len(out) != 1 || parse(t, out[0]).icmp.Code() != header.ICMPHostUnreachable {
+		t.Fatal("TCP 25 not answered with an ICMP host unreachable")
+	}
 	b.send(vm, dhcpRequest(vm.MAC(), header.DHCPDiscover, 9, [4]byte{}))
 	if o := dhcpReplyOf(t, vmp); o.YIAddr() != ip4("10.0.1.2") {
 		t.Fatal("no DHCP offer")

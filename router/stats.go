@@ -30,13 +30,12 @@ type Stats struct {
 	DroppedFull   Counter // frames dropped because the destination's queue or buffer was full
 	NATRefused    Counter // new connections refused because a NAT quota or port space was used up
 	ARPTimeouts   Counter // held frames dropped because no ARP reply came
-	HeldOverflow  Counter // frames dropped because too many were already held for ARP
 	FragmentsSeen Counter // IPv4 fragments (dropped)
 }
 
 func (s *Stats) publish() {
 	for _, c := range [...]*Counter{&s.Received, &s.Sent, &s.Dropped, &s.DroppedFull, &s.NATRefused,
-		&s.ARPTimeouts, &s.HeldOverflow, &s.FragmentsSeen} {
+		&s.ARPTimeouts, &s.FragmentsSeen} {
 		c.publish()
 	}
 }
@@ -54,50 +53,57 @@ func (s *InterfaceStats) publish() {
 	}
 }
 
-// DomainStats are one domain's counters; link-state counts are by protocol (TCP, UDP, ICMP).
-type DomainStats struct {
-	RxBytes, TxBytes Counter
-	Dropped          Counter
-	DroppedFragmIPv4 Counter
-	LinksOpened      [3]Counter
-	LinksDissolved   [3]Counter
-	NATRefused       [3]Counter
+// domainStats are a domain's counts for the state report. Only the router's goroutine reads
+// them (Report), so they are plain numbers.
+type domainStats struct {
+	rxBytes, txBytes uint64 // received from and sent to the domain's interfaces
+	// left is what the interfaces that left the domain had counted (Genode's
+	// Domain_link_stats and Domain_object_stats).
+	left reportCounts
 }
 
-func (s *DomainStats) publish() {
-	for _, c := range [...]*Counter{&s.RxBytes, &s.TxBytes, &s.Dropped, &s.DroppedFragmIPv4} {
-		c.publish()
-	}
-	for p := range 3 {
-		s.LinksOpened[p].publish()
-		s.LinksDissolved[p].publish()
-		s.NATRefused[p].publish()
-	}
+// reportCounts are the counts of Genode's Interface_link_stats (per protocol),
+// Interface_object_stats (ARP waiters, DHCP allocations) and dropped fragments that are not a
+// number of live objects: those (link states by state, waiters, allocations) are counted when
+// the report is made.
+type reportCounts struct {
+	links                       [3]linkCounts
+	arpWaiters, dhcpAllocations uint64 // destroyed
+	droppedFragmIPv4            uint64
 }
 
-// publish makes the counters of the router, of the interfaces that received or sent since
-// the last time and of their domains visible to readers.
+// linkCounts are one protocol's link states refused for want of RAM (our bound of link states
+// per session, maxLinksPerInterface, stands for Genode's session RAM quota) or of NAT ports,
+// and destroyed.
+type linkCounts struct{ refusedForRAM, refusedForPorts, destroyed uint64 }
+
+func (c *reportCounts) add(o *reportCounts) {
+	for p := range c.links {
+		c.links[p].refusedForRAM += o.links[p].refusedForRAM
+		c.links[p].refusedForPorts += o.links[p].refusedForPorts
+		c.links[p].destroyed += o.links[p].destroyed
+	}
+	c.arpWaiters += o.arpWaiters
+	c.dhcpAllocations += o.dhcpAllocations
+	c.droppedFragmIPv4 += o.droppedFragmIPv4
+}
+
+// publish makes the counters of the router and of the interfaces that received or sent since
+// the last time visible to readers.
 func (r *Router) publish() {
 	r.stats.publish()
 	for _, i := range r.touched {
 		i.touched = false
 		i.stats.publish()
-		if i.dom != nil {
-			i.dom.stats.publish()
-		}
 	}
 	r.touched = r.touched[:0]
 }
 
-// publishAll publishes every counter (Tick and Report: drops can count on domains no
-// touched interface belongs to).
+// publishAll publishes every counter (Tick and Report).
 func (r *Router) publishAll() {
 	r.publish()
 	for _, i := range r.ifs {
 		i.stats.publish()
-	}
-	for _, d := range r.domains {
-		d.stats.publish()
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/runtime/hostservice"
@@ -19,9 +21,9 @@ import (
 
 func init() {
 	var (
-		binDir, socket, report, metrics, logFormat string
-		verbose                                    bool
-		watch                                      time.Duration
+		binDir, socket, name, report, metrics, logFormat, runAs string
+		verbose                                                 bool
+		watch                                                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -35,10 +37,17 @@ Component binaries are looked up next to nicstack and in bin/.`,
 			if logFormat != "text" && logFormat != "json" {
 				return fmt.Errorf("--log-format %q: want text or json", logFormat)
 			}
+			// Before the first line: a reader of our output that has gone must not kill us.
+			pipe := make(chan os.Signal, 1)
+			signal.Notify(pipe, syscall.SIGPIPE)
+			defer signal.Stop(pipe)
 			out := supervisor.NewOutput(os.Stderr, logFormat == "json")
+			for _, r := range supervisor.RemoveLeftovers() {
+				out.Writer("init").Write([]byte("removed what a killed run left: " + r + "\n"))
+			}
 			s, err := supervisor.New(args[0], supervisor.Options{
 				Components: components.Table, ParentServices: hostservice.Services(),
-				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch,
+				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch, RunAs: runAs,
 			})
 			if err != nil {
 				return err
@@ -47,6 +56,13 @@ Component binaries are looked up next to nicstack and in bin/.`,
 			defer stop()
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
+			go stopWhenOutputGone(ctx, cancel, pipe)
+			if name != "" {
+				if socket, err = instanceSocket(name); err != nil {
+					return err
+				}
+				defer os.Remove(filepath.Dir(socket)) // only when empty: systemd's RuntimeDirectory removes its own
+			}
 			if err := s.ServeStatus(ctx, socket); err != nil {
 				return err
 			}
@@ -63,13 +79,51 @@ Component binaries are looked up next to nicstack and in bin/.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
-	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "Unix socket `nicstack status` asks")
+	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "serve status on this Unix socket")
+	f.StringVarP(&name, "name", "s", "", "name the run: its socket goes to the instance folder, where status -s NAME finds it")
 	f.StringVar(&report, "report", "", "write Genode's init state report to this file every second")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this loopback address (like 127.0.0.1:9464)")
+	f.StringVar(&runAs, "user", supervisor.RunAsDynamic, "run as root: whom components run as: dynamic (each its own uid), a user name or uid, or root (no drop)")
 	f.StringVar(&logFormat, "log-format", "text", "text ([name] prefixed lines) or json")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log session and routing decisions")
 	f.DurationVar(&watch, "watch", 500*time.Millisecond, "how often to check the scenario file for changes (0: never)")
 	root.AddCommand(cmd)
+}
+
+// stopWhenOutputGone ends the run (cleanly, as Ctrl-C does) when whoever reads its output has
+// gone, as in `nicstack run ... | head`: instead of dying of SIGPIPE and leaving everything
+// behind. A SIGPIPE (pipe, notified) tells at once, when we write; a pipe whose reader closed is also seen
+// between writes, by polling stdout and stderr for an error every second. A SIGPIPE of a
+// socket's write (a status client that left) does not stop the run.
+func stopWhenOutputGone(ctx context.Context, stop func(), pipe <-chan os.Signal) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pipe:
+		case <-tick.C:
+		}
+		fds := []unix.PollFd{{Fd: 1, Events: unix.POLLOUT}, {Fd: 2, Events: unix.POLLOUT}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			for _, f := range fds {
+				if f.Revents&unix.POLLERR != 0 {
+					stop()
+					return
+				}
+			}
+		}
+	}
+}
+
+// instanceSocket is the socket of the run named name, its folder made.
+func instanceSocket(name string) (string, error) {
+	path, err := supervisor.InstanceSocket(name)
+	if err != nil {
+		return "", fmt.Errorf("--name: %w", err)
+	}
+	return path, os.MkdirAll(filepath.Dir(path), 0o700)
 }
 
 // serveMetrics serves /metrics on a loopback address only: the counters are not for the network.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/leftover"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -32,9 +35,9 @@ func startNicstack(t *testing.T, scenario string, ready func(supervisor.Status) 
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
 	bin := testutil.BinDir(t)
-	dir := t.TempDir()
+	dir := testutil.ReachableTempDir(t)
 	r := &nicstackRun{bin: bin, tmp: filepath.Join(dir, "tmp"), socket: filepath.Join(dir, "status.sock"), report: filepath.Join(dir, "report.xml")}
-	os.Mkdir(r.tmp, 0o700)
+	os.Mkdir(r.tmp, 0o711)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -105,20 +108,11 @@ func (r *nicstackRun) pids(t *testing.T) []int {
 	return pids
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
-}
-
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) {
+		for leftover.Alive(pid) {
 			if time.Now().After(deadline) {
 				t.Fatalf("component pid %d still runs", pid)
 			}
@@ -149,7 +143,7 @@ func TestRunStatusMetricsAndCtrlC(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_component_counter{component="test_client",name="received"}`} {
+	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_received_total{component="test_client"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}
@@ -275,5 +269,143 @@ func TestCheckCommand(t *testing.T) {
 	out, err = nicstack("check", "--component", "test_client", cfg)
 	if err == nil || !strings.Contains(out, cfg+`:1:22: unknown attribute "sise" of <config>; did you mean size?`) {
 		t.Errorf("check --component: %v\n%s", err, out)
+	}
+}
+
+// processesOf lists the live processes whose environment holds TMPDIR=tmp: a run's
+// supervisor, components and the commands they started.
+func processesOf(tmp string) []int {
+	var pids []int
+	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, e := range envs {
+		b, err := os.ReadFile(e)
+		pid, _ := strconv.Atoi(strings.Split(e, "/")[2])
+		if err == nil && bytes.Contains(b, []byte("\x00TMPDIR="+tmp+"\x00")) && leftover.Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// `nicstack run ... | head` stops the run as Ctrl-C does when head has gone, instead of dying
+// of SIGPIPE with everything left behind.
+func TestRunStopsWhenItsOutputIsGone(t *testing.T) {
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_echo")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/test_client")
+	bin := testutil.BinDir(t)
+	tmp := testutil.ReachableTempDir(t)
+	socket := filepath.Join(tmp, "s.sock")
+	sh := exec.Command("sh", "-c", fmt.Sprintf("%s run --socket %s ../../deploy/test_echo.xml 2>&1 | head -1",
+		filepath.Join(bin, "nicstack"), socket))
+	sh.Env = append(os.Environ(), "TMPDIR="+tmp)
+	done := make(chan error, 1)
+	go func() { done <- sh.Run() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		sh.Process.Kill()
+		t.Fatal("the run did not end after head went")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesOf(tmp)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesOf(tmp); len(p) > 0 {
+		t.Errorf("processes of the run are left: %v", p)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "nicstack-run-*")); len(left) > 0 || fileExists(socket) {
+		t.Errorf("the run left %v (socket there: %v)", left, fileExists(socket))
+	}
+}
+
+func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// A supervisor killed with SIGKILL cleans nothing; `nicstack cleanup` (which every `nicstack
+// run` does first) removes what it left: the command still running inside one of its
+// namespaces, the namespaces, its run folder and control socket.
+func TestCleanupAfterAKilledRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "ip", "nsenter")
+	scenario := filepath.Join(t.TempDir(), "parent.xml")
+	if err := os.WriteFile(scenario, []byte(`<config>
+	<parent-provides> <service name="Tap"/> </parent-provides>
+	<start name="tapper"> <binary name="test_client"/>
+		<route> <service name="Tap"> <parent/> </service> </route>
+		<config service="Tap" netns="a" exec="sleep 600 &amp; sleep 600"/> </start>
+</config>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startNicstack(t, scenario, func(st supervisor.Status) bool {
+		return len(st.Components) == 1 && len(st.Components[0].Requests) == 1 && st.Components[0].Requests[0].State == "open"
+	})
+	pid := r.cmd.Process.Pid
+	namespaces := func() []string {
+		ents, _ := filepath.Glob(fmt.Sprintf("/run/netns/nst%d-*", pid))
+		return ents
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesOf(r.tmp)) < 4 && time.Now().Before(deadline) { // nicstack, test_client, sh, 2 sleeps
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	time.Sleep(200 * time.Millisecond) // Pdeathsig takes the component and the shell, not the sleeps
+	if len(namespaces()) == 0 || len(processesOf(r.tmp)) == 0 || !fileExists(r.socket) {
+		t.Fatalf("nothing was left to clean: namespaces %v, processes %v", namespaces(), processesOf(r.tmp))
+	}
+	cleanup := exec.Command(filepath.Join(r.bin, "nicstack"), "cleanup")
+	cleanup.Env = append(os.Environ(), "TMPDIR="+r.tmp)
+	out, err := cleanup.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	for _, want := range []string{"removed process ", "removed namespace nst" + strconv.Itoa(pid) + "-", "/nicstack-run-" + strconv.Itoa(pid) + "-", // in TMPDIR, or /tmp when TMPDIR is too long for sockets
+		"removed control socket " + r.socket} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("cleanup does not say %q:\n%s", want, out)
+		}
+	}
+	if ns, p := namespaces(), processesOf(r.tmp); len(ns) > 0 || len(p) > 0 {
+		t.Errorf("left after cleanup: namespaces %v, processes %v", ns, p)
+	}
+	left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-*"))
+	inTmp, _ := filepath.Glob(fmt.Sprintf("/tmp/nicstack-run-%d-*", pid))
+	if left = append(left, inTmp...); len(left) > 0 || fileExists(r.socket) {
+		t.Errorf("left after cleanup: run folders %v, control socket there: %v", left, fileExists(r.socket))
+	}
+}
+
+// Every component runs with the least it needs: as root, the supervisor starts each as a
+// user of its own without capabilities; every component sets no_new_privs and confines
+// itself with a seccomp filter (package sandbox).
+func TestComponentsRunConfined(t *testing.T) {
+	r := startEcho(t)
+	uids := map[string]bool{}
+	for _, pid := range r.pids(t) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && len(strings.Fields(v)) > 0 {
+				status[k] = strings.Fields(v)[0]
+			}
+		}
+		want := map[string]string{"CapEff": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
+		if os.Getuid() != 0 {
+			want["Uid"] = strconv.Itoa(os.Getuid())
+		} else if status["Uid"] == "0" {
+			t.Errorf("pid %d runs as root", pid)
+		}
+		for k, v := range want {
+			if status[k] != v {
+				t.Errorf("pid %d: %s %s, want %s", pid, k, status[k], v)
+			}
+		}
+		uids[status["Uid"]] = true
+	}
+	if os.Getuid() == 0 && len(uids) != 2 {
+		t.Errorf("the two components share a uid: %v", uids)
 	}
 }

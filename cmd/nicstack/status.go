@@ -14,14 +14,18 @@ import (
 )
 
 func init() {
-	var socket string
+	var socket, name string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the components of the running supervisor: pid, state, CPUs, load, memory, sessions, counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := supervisor.QueryStatus(socket)
+			path, err := supervisor.FindSocket(socket, name)
+			if err != nil {
+				return err
+			}
+			st, err := supervisor.QueryStatus(path)
 			if err != nil {
 				return err
 			}
@@ -34,7 +38,8 @@ func init() {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", supervisor.DefaultSocket(), "Unix socket of the running supervisor")
+	cmd.Flags().StringVarP(&name, "name", "s", "", "ask the run started with --name NAME (a systemd instance: nicstack@NAME)")
+	cmd.Flags().StringVar(&socket, "socket", "", "ask the supervisor at this Unix socket (default: the unnamed run's, else the one named run)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	root.AddCommand(cmd)
 }

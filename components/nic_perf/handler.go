@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -10,14 +12,25 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-// Handler is the nic_perf component: a Nic client (or, with service="Nic", a Nic server) that
-// runs a Perf on each of its sessions. A config change applies to sessions opened later.
+// clientLabel is what the period's log calls the session nic_perf requests, as Genode's does.
+const clientLabel = "nic-client"
+
+// Handler is the nic_perf component: it serves Nic sessions (each runs what the <policy>
+// selecting its label says) and requests one (<nic-client>, or the older form without
+// service), runs a Perf on each, logs their packets every period and exits after count
+// periods. A config change applies to sessions opened later; period and count are the first
+// config's.
 type Handler struct {
 	c          *component.Component
 	ctr        *nicperf.Counters
 	cfg        nicperf.Config
 	configured bool
 	runs       map[uint64]*run
+	// The period's log: the sessions in it, where it goes, and its goroutine.
+	registry nicperf.Registry
+	out      io.Writer
+	stop     chan struct{}
+	periods  sync.WaitGroup
 	// churn: sessions opened so far, and the open ones by session id.
 	churned        int
 	churnOpen      map[uint64]bool
@@ -25,15 +38,18 @@ type Handler struct {
 }
 
 type run struct {
-	stop atomic.Bool
-	w    *packetstream.Waiter
-	done sync.WaitGroup
+	stop  atomic.Bool
+	w     *packetstream.Waiter
+	done  sync.WaitGroup
+	stats *nicperf.Stats
 }
 
-// NewHandler returns the handler; it requests or announces its session when first configured.
-func NewHandler(c *component.Component) *Handler {
+// NewHandler returns the handler; it requests or announces its sessions when first
+// configured. The period's log goes to out (the process's stderr, which the supervisor
+// prefixes with the component's name, as Genode's LOG does).
+func NewHandler(c *component.Component, out io.Writer) *Handler {
 	return &Handler{c: c, ctr: nicperf.NewCounters(c.Counter), runs: map[uint64]*run{}, churnOpen: map[uint64]bool{},
-		opened: c.Counter("sessions_opened"), closed: c.Counter("sessions_closed")}
+		out: out, stop: make(chan struct{}), opened: c.Counter("sessions_opened"), closed: c.Counter("sessions_closed")}
 }
 
 func (h *Handler) Configure(n *config.Node) error {
@@ -46,17 +62,28 @@ func (h *Handler) Configure(n *config.Node) error {
 	if !first {
 		return nil
 	}
+	h.periods.Add(1)
+	go func() {
+		defer h.periods.Done()
+		h.registry.Run(cfg.Period, cfg.Count, h.out, h.stop, h.c.Exit)
+	}()
 	if cfg.Service != "" {
 		h.c.Announce(cfg.Service)
-		return nil
 	}
-	stream := packetstream.Config{QueueSize: cfg.QueueSize, BulkSize: cfg.BulkSize}
-	var args map[string]string
-	if cfg.Session == "Uplink" {
-		args = map[string]string{"mac": cfg.UplinkMAC.String()}
+	if cfg.Client {
+		h.request()
 	}
-	h.c.Request(cfg.Session, cfg.Label, args, stream, stream)
 	return nil
+}
+
+// request asks for the session nic_perf is a client of.
+func (h *Handler) request() {
+	stream := packetstream.Config{QueueSize: h.cfg.QueueSize, BulkSize: h.cfg.BulkSize}
+	var args map[string]string
+	if h.cfg.Session == "Uplink" {
+		args = map[string]string{"mac": h.cfg.UplinkMAC.String()}
+	}
+	h.c.Request(h.cfg.Session, h.cfg.Label, args, stream, stream)
 }
 
 func (h *Handler) Open(s *component.Session) error {
@@ -66,15 +93,19 @@ func (h *Handler) Open(s *component.Session) error {
 		h.churnOpen[s.ID] = true
 		h.c.Release(s.Request)
 		if h.churned < h.cfg.Churn {
-			stream := packetstream.Config{QueueSize: h.cfg.QueueSize, BulkSize: h.cfg.BulkSize}
-			h.c.Request(h.cfg.Session, h.cfg.Label, nil, stream, stream)
+			h.request()
 		}
 		return nil
 	}
 	var out *packetstream.Source
 	var in *packetstream.Sink
+	cfg, name := h.cfg, clientLabel
 	if s.Server != nil {
-		out, in = s.Server.RX, s.Server.TX
+		var ok bool
+		if cfg, ok = h.cfg.Served(s.Label); !ok {
+			return fmt.Errorf("no <policy> selects label %q, and there is no <default-policy>", s.Label)
+		}
+		out, in, name = s.Server.RX, s.Server.TX, s.Label
 	} else {
 		out, in = s.Client.TX, s.Client.RX
 	}
@@ -83,22 +114,23 @@ func (h *Handler) Open(s *component.Session) error {
 		return err
 	}
 	w.Spin = h.cfg.Spin
-	r := &run{w: w}
-	p := nicperf.New(h.cfg, h.ctr, h.c.Log.With("session", s.Label))
+	p := nicperf.New(cfg, h.ctr, h.c.Log.With("session", s.Label))
+	r := &run{w: w, stats: p.Stats()}
+	h.registry.Add(name, r.stats)
 	r.done.Add(1)
 	go func() {
 		defer r.done.Done()
 		p.Run(out, in, w, &r.stop)
 	}()
 	h.runs[s.ID] = r
-	h.c.Log.Info("session up", "label", s.Label, "tx", h.cfg.TX, "size", h.cfg.Size, "rate", h.cfg.Rate)
+	h.c.Log.Info("session up", "label", s.Label, "tx", cfg.TX, "size", cfg.Size, "rate", cfg.Rate)
 	return nil
 }
 
 func (h *Handler) Close(s *component.Session) {
 	if r := h.runs[s.ID]; r != nil {
 		delete(h.runs, s.ID)
-		r.end()
+		h.end(r)
 		return
 	}
 	if h.churnOpen[s.ID] {
@@ -107,18 +139,22 @@ func (h *Handler) Close(s *component.Session) {
 	}
 }
 
-// Stop ends the runs of sessions still open (Component.Stop closes them all first).
+// Stop ends the period's log and the runs of sessions still open (Component.Stop closes them
+// all first).
 func (h *Handler) Stop() {
+	close(h.stop)
+	h.periods.Wait()
 	for id, r := range h.runs {
 		delete(h.runs, id)
-		r.end()
+		h.end(r)
 	}
 }
 
-// end stops the run's goroutine and waits for it.
-func (r *run) end() {
+// end stops the run's goroutine, waits for it and takes its session out of the log.
+func (h *Handler) end(r *run) {
 	r.stop.Store(true)
 	r.w.Wake()
 	r.done.Wait()
 	r.w.Close()
+	h.registry.Remove(r.stats)
 }

@@ -3,13 +3,12 @@ package main
 import (
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -50,10 +49,7 @@ func NewHandler(c *component.Component) (*Handler, error) {
 // runs with what is valid (as Genode's does); `nicstack check` reports the same problems
 // through the table's Warn.
 func (h *Handler) Configure(n *config.Node) error {
-	file := ""
-	if rep := n.Sub("report"); rep != nil {
-		file = rep.String("file", "")
-	}
+	file := model.ReportFile(n)
 	h.reportFile.Store(&file)
 	h.loop.Configure(n)
 	want := map[string]bool{}
@@ -90,14 +86,7 @@ func (h *Handler) writeReport(n *config.Node) {
 	if strings.HasSuffix(path, ".xml") {
 		data = n.XML()
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	err := os.WriteFile(tmp, data, 0o644)
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		h.c.Log.Warn("state report", "file", path, "err", err)
-	}
+	h.c.WriteFile(path, data)
 }
 
 func (h *Handler) Open(s *component.Session) error {

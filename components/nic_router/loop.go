@@ -20,9 +20,9 @@ type LoopOptions struct {
 	Log *slog.Logger // default: slog.Default()
 	// Counter returns the named counter the loop keeps current (the component's c.Counter);
 	// nil: counters are kept privately. The loop keeps frames_received, frames_sent, dropped,
-	// dropped_full (destination queue or buffer full), nat_refused, arp_timeouts,
-	// held_overflow (the router's Stats), interfaces, rounds and waits (rounds that found
-	// nothing to do and waited).
+	// dropped_full (destination queue or buffer full), nat_refused, arp_timeouts (the
+	// router's Stats), interfaces, rounds and waits (rounds that found nothing to do and
+	// waited).
 	Counter func(name string) *atomic.Uint64
 	// Report receives the router's <report> every interval or trigger (nil: none is made).
 	Report func(*config.Node)
@@ -69,8 +69,8 @@ func (a *Attachment) Interface() *router.Interface { return a.ifc }
 
 // counters are what the loop exposes, copied from the router's every counterEvery.
 type counters struct {
-	received, sent, dropped, droppedFull, natRefused, arpTimeouts, heldOverflow, interfaces, rounds, waits *atomic.Uint64
-	nRounds, nWaits                                                                                        uint64
+	received, sent, dropped, droppedFull, natRefused, arpTimeouts, interfaces, rounds, waits *atomic.Uint64
+	nRounds, nWaits                                                                          uint64
 }
 
 func (c *counters) init(get func(string) *atomic.Uint64) {
@@ -79,7 +79,7 @@ func (c *counters) init(get func(string) *atomic.Uint64) {
 	}
 	c.received, c.sent, c.dropped = get("frames_received"), get("frames_sent"), get("dropped")
 	c.droppedFull, c.natRefused = get("dropped_full"), get("nat_refused")
-	c.arpTimeouts, c.heldOverflow = get("arp_timeouts"), get("held_overflow")
+	c.arpTimeouts = get("arp_timeouts")
 	c.interfaces, c.rounds, c.waits = get("interfaces"), get("rounds"), get("waits")
 }
 
@@ -179,7 +179,9 @@ func (l *Loop) Attach(label string, kind router.Kind, mac header.MAC, out *packe
 			l.w.Remove(in)
 			return
 		}
-		a.ifc = l.r.Attach(router.Session{Label: label, Kind: kind, MAC: mac, Port: a.port})
+		// The session's RAM is its two streams' memory, as the supervisor charged it.
+		ram := out.Config().RegionSize() + in.Config().RegionSize()
+		a.ifc = l.r.Attach(router.Session{Label: label, Kind: kind, MAC: mac, Port: a.port, RAM: ram})
 		l.ifs = append(l.ifs, a)
 		l.ctr.interfaces.Store(uint64(len(l.ifs)))
 	})
@@ -371,7 +373,6 @@ func (l *Loop) copyCounters() {
 	c.droppedFull.Store(s.DroppedFull.Load())
 	c.natRefused.Store(s.NATRefused.Load())
 	c.arpTimeouts.Store(s.ARPTimeouts.Load())
-	c.heldOverflow.Store(s.HeldOverflow.Load())
 	c.rounds.Store(c.nRounds)
 	c.waits.Store(c.nWaits)
 }

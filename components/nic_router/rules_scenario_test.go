@@ -78,7 +78,7 @@ func TestUseARPNo(t *testing.T) {
 // "cb" in b connects to the router's port 8080, which a <tcp-forward> sends to ca's port 80.
 // Both clients get their answers back through the link states.
 func TestTCPBetweenDomains(t *testing.T) {
-	report := filepath.Join(t.TempDir(), "router.state")
+	report := filepath.Join(t.TempDir(), "router.state.xml")
 	sc := runText(t, "tcp.xml", scenarioHead+routerStart("nic_router", `
 		<report interval_sec="1" stats="yes" link_state="yes" file="`+report+`"/>
 		<policy label="ca -> " domain="a"/> <policy label="sb -> " domain="b"/> <policy label="cb -> " domain="b"/>
@@ -96,8 +96,8 @@ func TestTCPBetweenDomains(t *testing.T) {
 	sc.waitCounter("sb", "answers", 200)
 	sc.waitCounter("cb", "rx_frames", 200)
 	// The links went through opening and open to closed: the state report (every second)
-	// counts at least 50 closed TCP links in each domain.
-	closed := regexp.MustCompile(`tcp-links \|.* closed: (\d+)`)
+	// counts at least 50 closed TCP links at each client's interface.
+	closed := regexp.MustCompile(`<closed value="(\d+)"/>`) // only TCP links close
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, _ := os.ReadFile(report)

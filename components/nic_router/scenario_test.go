@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -46,6 +47,7 @@ func runText(t *testing.T, name, text string) *scenario {
 	return &scenario{t: t, Run: scenariotest.Start(t, name, text, supervisor.Options{
 		BinDirs: []string{binDir(t)}, WatchInterval: 50 * time.Millisecond,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		Components: components.Table, // the router's report file is written by the supervisor
 	})}
 }
 

@@ -62,6 +62,9 @@ func (c Components) StartScenario(ctx context.Context, name string, text []byte)
 	if err != nil {
 		return nil, err
 	}
+	if err := os.Chmod(dir, 0o711); err != nil { // the components' users pass through to the run folder
+		return nil, err
+	}
 	path := filepath.Join(dir, "scenario.xml")
 	var logs io.Writer = io.Discard
 	if c.Verbose {

@@ -6,7 +6,6 @@
 package netns
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,13 +14,17 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/internal/leftover"
 )
 
 // namePrefix marks namespaces made by this package: "nst<pid>-<label><seq>", so a later process
@@ -49,7 +52,7 @@ var (
 
 // New creates a namespace named after label (unique per process) with its loopback up.
 func New(label string) (*NS, error) {
-	sweepOne.Do(sweepStale)
+	sweepOne.Do(func() { Sweep() })
 	sigOnce.Do(cleanupOnSignal)
 	name := fmt.Sprintf("%s%d-%s%d", namePrefix, os.Getpid(), label, seq.Add(1))
 	liveMu.Lock()
@@ -206,32 +209,56 @@ func cleanupOnSignal() {
 	}()
 }
 
-// sweepStale deletes namespaces this package made in processes that no longer exist (killed
-// with SIGKILL, so their cleanup never ran).
-func sweepStale() {
+// Sweep deletes the namespaces this package made in processes that no longer exist (killed
+// with SIGKILL, so their cleanup never ran), after killing the processes still inside them (a
+// command started in one outlives the process that made it), and says what it removed.
+func Sweep() []string {
 	entries, _ := os.ReadDir(runDir)
+	var removed []string
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), namePrefix)
-		if !ok {
+		if !leftover.Orphaned(e.Name(), namePrefix) {
 			continue
 		}
-		pidStr, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
+		path := filepath.Join(runDir, e.Name())
+		for _, pid := range killInside(path) {
+			removed = append(removed, fmt.Sprintf("process %d in namespace %s", pid, e.Name()))
 		}
-		if !alive(pid) {
-			ip("netns", "del", e.Name())
+		if ip("netns", "del", e.Name()) == nil {
+			removed = append(removed, "namespace "+e.Name())
 		}
 	}
+	return removed
 }
 
-// alive reports whether process pid exists and is not a zombie (killed, not yet reaped).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
+// killInside kills every process in the network namespace mounted at path, until none is
+// left (one may fork while we look), and returns their pids.
+func killInside(path string) []int {
+	var ns unix.Stat_t
+	if unix.Stat(path, &ns) != nil {
+		return nil
 	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	var killed []int
+	for round := 0; round < 10; round++ {
+		procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+		found := false
+		for _, p := range procs {
+			var st unix.Stat_t
+			if unix.Stat(p, &st) != nil || st.Ino != ns.Ino || st.Dev != ns.Dev {
+				continue
+			}
+			pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
+			if pid == os.Getpid() || !leftover.Alive(pid) {
+				continue
+			}
+			found = true
+			if syscall.Kill(pid, syscall.SIGKILL) == nil && !slices.Contains(killed, pid) {
+				killed = append(killed, pid)
+			}
+		}
+		if !found {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return killed
 }

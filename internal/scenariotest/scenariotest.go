@@ -52,13 +52,15 @@ type Run struct {
 
 // Start writes text as the scenario file name (its extension says the syntax) and runs a
 // supervisor on it until Stop or the end of the test. opt needs BinDirs; Out and RunDir are
-// the run's own, and ParentServices are the host's (Tap, Packet) unless opt names some.
+// the run's own, and ParentServices are the host's (Tap, Packet) unless opt names some. A
+// test whose components write files (a report) passes the component table: the supervisor
+// writes only what a component's Spec says its config names.
 func Start(t testing.TB, name, text string, opt supervisor.Options) *Run {
 	t.Helper()
 	r := &Run{Path: filepath.Join(t.TempDir(), name), Logs: &testutil.SyncBuffer{}, t: t}
 	r.write(text)
 	opt.Out = supervisor.NewOutput(r.Logs, false)
-	opt.RunDir = filepath.Join(t.TempDir(), "run")
+	opt.RunDir = filepath.Join(testutil.ReachableTempDir(t), "run")
 	if opt.ParentServices == nil {
 		opt.ParentServices = hostservice.Services()
 	}

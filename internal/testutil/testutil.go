@@ -147,3 +147,16 @@ func Stops(t testing.TB, stop func(), before int) {
 		}
 	}
 }
+
+// ReachableTempDir is a t.TempDir that every user may pass through (not list): a run as root
+// starts components as their own users (supervisor.Options.RunAs), and they must reach their
+// folders in the run folder made inside it.
+func ReachableTempDir(t testing.TB) string {
+	d := t.TempDir()
+	for p := d; p != filepath.Dir(p); p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			os.Chmod(p, fi.Mode().Perm()|0o011)
+		}
+	}
+	return d
+}

@@ -59,6 +59,10 @@ const (
 	ICMPEchoRequest = 8
 )
 
+// ICMPHostUnreachable is the destination-unreachable code the router answers unroutable
+// packets with.
+const ICMPHostUnreachable = 1
+
 // ICMPLen is the length of an ICMP header (type, code, checksum, rest-of-header).
 const ICMPLen = 8
 

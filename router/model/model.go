@@ -6,6 +6,7 @@ package model
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -125,12 +126,21 @@ type NAT struct {
 // DHCPServer is <dhcp-server>.
 type DHCPServer struct {
 	IPFirst, IPLast netip.Addr
-	LeaseTime       time.Duration
+	LeaseTime       time.Duration // ip_lease_time_sec; absent or 0: Genode's 3600 s
 	// DNSConfigFrom names the domain whose IPv4 config (from its DHCP client) supplies the
-	// DNS servers and domain name; it counts only when no <dns-server> or <dns-domain> is given.
+	// DNS servers and domain name. As in Genode it counts only when the <dhcp-server> has no
+	// <dns-server> and no valid <dns-domain>; Parse leaves it empty otherwise.
 	DNSConfigFrom string
 	DNSServers    []netip.Addr
 	DNSDomain     string
+}
+
+// SameOffer reports whether s hands out what o does, the address range aside: lease time,
+// DNS servers, DNS domain and where they come from. A reconfigured DHCP server keeps its
+// leases (those the range still holds) only then, as Genode's does.
+func (s *DHCPServer) SameOffer(o *DHCPServer) bool {
+	return s.LeaseTime == o.LeaseTime && slices.Equal(s.DNSServers, o.DNSServers) &&
+		s.DNSDomain == o.DNSDomain && s.DNSConfigFrom == o.DNSConfigFrom
 }
 
 // Targets returns every domain name the domain's rules refer to, in config order.

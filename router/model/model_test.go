@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nicstack/nicstack/runtime/config"
@@ -73,5 +74,61 @@ func TestPolicySelection(t *testing.T) {
 	}
 	if _, errs := Parse(parseXML(t, `<config><policy label_last="x" domain="d"/></config>`)); len(errs) != 1 {
 		t.Errorf("label_last on a <policy>: want one problem (not an attribute of Genode's policies), got %v", errs)
+	}
+}
+
+// <dhcp-server> as Genode reads it: a lease time of 0 is the default 3600 s; dns_config_from
+// counts only without <dns-server> and valid <dns-domain> (else it is ignored); an unknown or invalid dns_config_from domain or a bad <dns-server> address
+// invalidates the domain, a bad <dns-domain> only itself; each problem names file and line.
+func TestDHCPServerDNSConfig(t *testing.T) {
+	parse := func(server string) (*Config, []error) {
+		return Parse(parseXML(t, `<config>
+<domain name="up"/>
+<domain name="lan" interface="10.0.1.1/24">
+  `+server+`
+</domain>
+</config>`))
+	}
+	c, errs := parse(`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9" ip_lease_time_sec="0" dns_config_from="up"/>`)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if s := c.Domains["lan"].DHCPServer; s.LeaseTime.Seconds() != 3600 || s.DNSConfigFrom != "up" {
+		t.Fatalf("lease time %v, dns_config_from %q", s.LeaseTime, s.DNSConfigFrom)
+	}
+	if c, _ := parse(`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9"/>`); c.Domains["lan"].DHCPServer.LeaseTime.Seconds() != 3600 {
+		t.Fatal("absent ip_lease_time_sec is not 3600 s")
+	}
+
+	// Beside static DNS config, dns_config_from is not even looked up (Genode accepts an
+	// unknown domain there).
+	c, errs = parse(`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9" dns_config_from="nowhere"><dns-server ip="1.2.3.4"/></dhcp-server>`)
+	if s := c.Domains["lan"].DHCPServer; len(errs) != 0 || s == nil || s.DNSConfigFrom != "" || len(s.DNSServers) != 1 {
+		t.Fatalf("static DNS server with dns_config_from: %+v, problems %v", s, errs)
+	}
+
+	for _, bad := range []struct{ server, want string }{
+		{`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9" dns_config_from="upp"/>`,
+			`test:4:55: invalid domain "lan": invalid <dhcp-server>: dns_config_from names unknown or invalid domain "upp"`},
+		{`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9"><dns-server ip="1.2.3"/></dhcp-server>`,
+			`test:3:2: invalid domain "lan": invalid <dhcp-server> at test:4:4: invalid DNS server entry: test:4:67: attribute "ip" of <dns-server>`},
+		{`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9"><dns-server ip="0.0.0.0"/></dhcp-server>`,
+			`invalid DNS server entry at test:4:56: 0.0.0.0`},
+		{`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9"><dns-server/></dhcp-server>`,
+			`invalid DNS server entry at test:4:56: missing ip`},
+	} {
+		c, errs := parse(bad.server)
+		if c.Domains["lan"] != nil || len(errs) != 1 || !strings.Contains(errs[0].Error(), bad.want) {
+			t.Errorf("%s: domain kept (%v) or problems %v, want %q", bad.server, c.Domains["lan"] != nil, errs, bad.want)
+		}
+	}
+
+	// An empty or oversized <dns-domain> is dropped, so dns_config_from counts again.
+	c, errs = parse(`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9" dns_config_from="up"><dns-domain name="` + strings.Repeat("x", 254) + `"/></dhcp-server>`)
+	if s := c.Domains["lan"].DHCPServer; s.DNSDomain != "" || s.DNSConfigFrom != "up" {
+		t.Fatalf("oversized dns-domain: %+v", s)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "test:4:77: <dns-domain>") {
+		t.Fatalf("want one problem at <dns-domain>, got %v", errs)
 	}
 }

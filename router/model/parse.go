@@ -16,7 +16,7 @@ import (
 // default is used instead) and invalid domains (dropped, with the reason). The router logs
 // problems as warnings; `nicstack check` rejects a config that has any.
 func Parse(n *config.Node) (*Config, []error) {
-	p := &parser{}
+	p := &parser{dnsFrom: map[string]config.Pos{}}
 	for _, e := range config.Check(n, Schema()) {
 		p.errs = append(p.errs, e)
 	}
@@ -97,8 +97,11 @@ func Parse(n *config.Node) (*Config, []error) {
 			if d == nil {
 				continue
 			}
-			if why := references(c, d); why != "" {
-				p.invalid(c, nodes[name], name, why)
+			if why, at := p.references(c, d); why != "" {
+				if at == (config.Pos{}) {
+					at = nodes[name].Pos
+				}
+				p.invalidAt(c, at, name, why)
 				delete(c.Domains, name)
 				changed = true
 			}
@@ -107,25 +110,36 @@ func Parse(n *config.Node) (*Config, []error) {
 	return c, p.errs
 }
 
-// references checks that every domain d names exists and is valid.
-func references(c *Config, d *Domain) string {
+// references checks that every domain d names exists and is valid; the position is where
+// the first that does not is named (zero: d's node).
+func (p *parser) references(c *Config, d *Domain) (string, config.Pos) {
+	if s := d.DHCPServer; s != nil && s.DNSConfigFrom != "" && c.Domains[s.DNSConfigFrom] == nil {
+		return fmt.Sprintf("invalid <dhcp-server>: dns_config_from names unknown or invalid domain %q", s.DNSConfigFrom), p.dnsFrom[d.Name]
+	}
 	for _, t := range d.Targets() {
 		if c.Domains[t] == nil {
-			return fmt.Sprintf("rule refers to unknown or invalid domain %q", t)
+			return fmt.Sprintf("rule refers to unknown or invalid domain %q", t), config.Pos{}
 		}
 	}
-	return ""
+	return "", config.Pos{}
 }
 
-type parser struct{ errs []error }
+type parser struct {
+	errs    []error
+	dnsFrom map[string]config.Pos // where each domain's dns_config_from is
+}
 
 func (p *parser) errorf(pos config.Pos, format string, args ...any) {
 	p.errs = append(p.errs, config.Errorf(pos, format, args...))
 }
 
 func (p *parser) invalid(c *Config, n *config.Node, name, why string) {
+	p.invalidAt(c, n.Pos, name, why)
+}
+
+func (p *parser) invalidAt(c *Config, pos config.Pos, name, why string) {
 	c.Invalid = append(c.Invalid, InvalidDomain{Name: name, Reason: why})
-	p.errorf(n.Pos, "invalid domain %q: %s", name, why)
+	p.errorf(pos, "invalid domain %q: %s", name, why)
 }
 
 func (p *parser) boolean(n *config.Node, name string, def bool) bool {
@@ -377,7 +391,7 @@ func (p *parser) dhcpServer(n *config.Node, d *Domain) (*DHCPServer, string) {
 	if !d.Interface.IsValid() {
 		return nil, "a domain without interface is a DHCP client and cannot be a DHCP server too"
 	}
-	s := &DHCPServer{DNSConfigFrom: n.String("dns_config_from", "")}
+	s := &DHCPServer{}
 	subnet := d.Interface.Masked()
 	for _, a := range []struct {
 		name string
@@ -401,28 +415,52 @@ func (p *parser) dhcpServer(n *config.Node, d *Domain) (*DHCPServer, string) {
 	if r := d.Interface.Addr(); !r.Less(s.IPFirst) && !s.IPLast.Less(r) {
 		return nil, fmt.Sprintf("the range %s..%s covers the router's address %s", s.IPFirst, s.IPLast, r)
 	}
-	lease, err := n.Number("ip_lease_time_sec", 3600)
+	// Genode reads 0 as absent: the default lease time.
+	lease, err := n.Number("ip_lease_time_sec", 0)
 	if err != nil {
 		return nil, err.Error()
 	}
-	if lease == 0 || lease > 1<<31 {
-		return nil, "ip_lease_time_sec must be 1..2^31"
+	if lease == 0 {
+		lease = 3600
+	}
+	if lease > 1<<31 {
+		return nil, "ip_lease_time_sec is above 2^31"
 	}
 	s.LeaseTime = time.Duration(lease) * time.Second
 	for _, dn := range n.Subs("dns-server") {
 		ip, ok, err := dn.IPv4("ip")
-		if err != nil {
-			return nil, err.Error()
-		}
-		if !ok {
-			return nil, fmt.Sprintf("<dns-server> at %s: missing ip", dn.Pos)
+		switch {
+		case err != nil:
+			return nil, "invalid DNS server entry: " + err.Error()
+		case !ok:
+			return nil, fmt.Sprintf("invalid DNS server entry at %s: missing ip", dn.Pos)
+		case ip.IsUnspecified():
+			return nil, fmt.Sprintf("invalid DNS server entry at %s: 0.0.0.0", dn.Pos)
 		}
 		s.DNSServers = append(s.DNSServers, ip)
 	}
+	// A bad <dns-domain> costs the server only its option 15 in Genode.
 	if dd := n.Sub("dns-domain"); dd != nil {
-		if s.DNSDomain = dd.String("name", ""); s.DNSDomain == "" {
-			return nil, fmt.Sprintf("<dns-domain> at %s: missing name", dd.Pos)
+		if name := dd.String("name", ""); name != "" && len(name) <= 253 {
+			s.DNSDomain = name
+		} else {
+			p.errorf(dd.Pos, "<dns-domain>: name %q is not 1 to 253 characters; ignored", name)
 		}
 	}
+	// Genode's README: dns_config_from "takes effect only when the <dhcp-server> tag does not
+	// contain any <dns-domain> or <dns-server> sub-tags"; otherwise it is not even looked up.
+	if a, ok := n.Attr("dns_config_from"); ok && a.Value != "" && len(s.DNSServers) == 0 && s.DNSDomain == "" {
+		s.DNSConfigFrom = a.Value
+		p.dnsFrom[d.Name] = a.Pos
+	}
 	return s, ""
+}
+
+// ReportFile is the file <report file> names for the state report, or "" (nicstack's one
+// addition to Genode's <report>: where the report goes).
+func ReportFile(n *config.Node) string {
+	if rep := n.Sub("report"); rep != nil {
+		return rep.String("file", "")
+	}
+	return ""
 }

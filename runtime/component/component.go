@@ -85,6 +85,8 @@ type Component struct {
 	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
 	stopped     chan struct{}
 	stopOnce    sync.Once
+	exitValue   atomic.Int32 // what Main exits with: 0, or what Exit was given
+	exiting     atomic.Bool  // Exit was called: the component ends on its own
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
@@ -113,6 +115,13 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 		c.counters[name] = ctr
 	}
 	return ctr
+}
+
+// WriteFile has the supervisor write data to path, a file this component's config names
+// (Spec.Files), replacing it at once. A component opens no files itself: a confined one
+// (package sandbox) cannot. The supervisor logs a path the scenario does not name.
+func (c *Component) WriteFile(path string, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: data}}})
 }
 
 // Announce makes service reachable; session requests routed here wait until then.
@@ -347,6 +356,23 @@ func (c *Component) Heartbeat(_ context.Context, req *controlpb.HeartbeatRequest
 	defer c.mu.Unlock()
 	return &controlpb.HeartbeatReply{Seq: req.GetSeq()}, nil
 }
+
+// Exit ends the component on its own with exit value code, as a Genode component calls
+// env.parent().exit(code): every session is closed and the handler stopped, as by the
+// supervisor's Stop, and the process exits with code, which the supervisor reads as the
+// child's exit value. It returns at once (the ending runs on its own goroutine), so a handler
+// may call it from anywhere, its own calls and goroutines included.
+func (c *Component) Exit(code int) {
+	c.exitValue.Store(int32(code))
+	c.exiting.Store(true)
+	go c.Stop(context.Background(), nil)
+}
+
+// Exited is closed once the component has ended, by the supervisor's Stop or by Exit.
+func (c *Component) Exited() <-chan struct{} { return c.stopped }
+
+// ExitValue is the exit value Exit gave (0 when it was not called).
+func (c *Component) ExitValue() int { return int(c.exitValue.Load()) }
 
 // Stop closes every session, stops the handler and ends the process's gRPC server, so Main
 // returns.

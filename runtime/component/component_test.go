@@ -136,6 +136,38 @@ func TestComponentSessions(t *testing.T) {
 	}
 }
 
+// Exit ends the component as the supervisor's Stop does (sessions closed, then the handler
+// stopped) and keeps the exit value for Main.
+func TestExitStopsWithExitValue(t *testing.T) {
+	ours, theirs := socketPair(t)
+	rec := &recorder{}
+	c := New(Spec{}, slog.New(slog.DiscardHandler), func(*Component) (Handler, error) { return rec, nil })
+	go c.inbox.receive(theirs)
+	ctx := context.Background()
+	if _, err := c.Start(ctx, &controlpb.StartRequest{Name: "t", Config: &controlpb.Config{Text: `<config/>`}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := packetstream.Config{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize}
+	files, err := packetstream.NewSessionFiles("test", cfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	SendFiles(ours, 4, files.Files())
+	size := &controlpb.StreamSize{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize}
+	if _, err := c.OpenSession(ctx, &controlpb.OpenSessionRequest{SessionId: 4, Role: controlpb.Role_SERVER, Service: "Nic", Tx: size, Rx: size, Files: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if c.ExitValue() != 0 {
+		t.Errorf("exit value %d before Exit", c.ExitValue())
+	}
+	c.Exit(3)
+	<-c.Exited()
+	if !rec.stopped || len(rec.closed) != 1 || c.ExitValue() != 3 {
+		t.Errorf("after Exit(3): handler stopped %v, closed %v, exit value %d", rec.stopped, rec.closed, c.ExitValue())
+	}
+}
+
 func TestEventQueueOrder(t *testing.T) {
 	c := New(Spec{}, slog.New(slog.DiscardHandler), nil)
 	c.Announce("Nic")

@@ -7,6 +7,10 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nicstack/nicstack/runtime/sandbox"
+
+	"github.com/nicstack/nicstack/internal/logformat"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -27,7 +31,7 @@ type mainOptions struct{ oneP bool }
 func OneP() Option { return func(o *mainOptions) { o.oneP = true } }
 
 // Main runs a component process: it serves the control protocol until the supervisor stops
-// it, then exits. It never returns.
+// it or it calls Exit, then exits with its exit value. It never returns.
 func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Option) {
 	var o mainOptions
 	for _, opt := range opts {
@@ -48,12 +52,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	}
 	// Logs go to the process's real stderr, which the supervisor prefixes with the name (or,
 	// for JSON, tags with a "component" field).
-	var log *slog.Logger
-	if os.Getenv(LogFormatEnv) == "json" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	} else {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime}))
-	}
+	log := slog.New(logformat.Handler(os.Stderr, os.Getenv(LogFormatEnv) == "json", slog.LevelInfo))
 	c := New(spec, log, newHandler)
 	sock, err := controlSocket()
 	if err != nil {
@@ -73,21 +72,29 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginName: &Plugin{Impl: c}},
-		Logger:          hclog.NewNullLogger(), // go-plugin's own chatter; our logs are c.Log
+		// go-plugin's own errors only (its init failing, e.g. on its socket); our logs are c.Log
+		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Error, Name: "go-plugin"}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			if err := sandbox.Confine(); err != nil {
+				log.Error("sandbox", "err", err)
+				os.Exit(1)
+			}
 			srv = plugin.DefaultGRPCServer(opts)
-			go func() { <-c.stopped; srv.GracefulStop() }()
+			go func() {
+				<-c.stopped
+				if c.exiting.Load() {
+					// Ended by Exit: no call of the supervisor's waits for its answer, and
+					// go-plugin's own stdio stream would keep a graceful stop waiting until
+					// the supervisor hangs up, which it does only when it stops us.
+					srv.Stop()
+					return
+				}
+				srv.GracefulStop()
+			}()
 			return srv
 		},
 	})
-	os.Exit(0)
-}
-
-func dropTime(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
+	os.Exit(c.ExitValue())
 }
 
 func controlSocket() (*net.UnixConn, error) {

@@ -22,9 +22,13 @@ type Spec struct {
 	// which some components derive defaults from. Nil: the schema is all there is.
 	Validate func(n *config.Node, start string) error
 	// Warn lists what the component accepts but works around when configured (a nic_router
-	// domain with an invalid rule is disabled, as in Genode): problems for `nicstack check`,
-	// log lines at run time. Nil: none.
+	// domain with an invalid rule is disabled, as in Genode): problems for `nicstack check`.
+	// A component with Warn logs its config's problems itself when it is configured, as
+	// Genode's router does, the schema's among them, so the supervisor does not. Nil: none.
 	Warn func(n *config.Node, start string) []error
+	// Files lists the files n names for the component to write (reports): the only paths
+	// the supervisor writes for it (Component.WriteFile). Nil: none.
+	Files func(n *config.Node, start string) []string
 }
 
 // Check checks n as the <config> of start: warnings are what the schema does not know and what

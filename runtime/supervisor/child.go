@@ -22,11 +22,14 @@ type child struct {
 	announced map[string]bool
 	ramUsed   int
 	cpu       *cpuSample // shared with Status callers outside the supervisor goroutine
+	// refusedFiles are the paths whose write for it was refused or failed and logged, so
+	// that a report written every second is not logged every second.
+	refusedFiles map[string]bool
 }
 
 // newChild is st before its first launch.
 func (s *Supervisor) newChild(st *Start) *child {
-	return &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}}
+	return &child{start: st, backoff: s.opts.MinBackoff, cpu: &cpuSample{}, refusedFiles: map[string]bool{}}
 }
 
 // State is where a child is in its lifecycle.

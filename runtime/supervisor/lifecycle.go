@@ -31,12 +31,12 @@ func (s *Supervisor) launch(c *child) {
 	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
-	runDir, out := s.opts.RunDir, s.opts.Out
+	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
 		t0 := time.Now()
-		p, err := launch(bin, runDir, cpus, out, name)
+		p, err := launch(bin, runDir, cpus, out, name, cred)
 		if err == nil {
 			ctx, cancel := s.ctx()
 			_, serr := p.ctl.Start(ctx, req)

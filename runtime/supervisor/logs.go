@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/nicstack/nicstack/internal/logformat"
 )
 
 // Output is the terminal all components and the supervisor log to: one line at a time,
@@ -75,16 +77,9 @@ func (o *Output) Logger(verbose bool) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	if o.json {
-		return slog.New(slog.NewJSONHandler(lockedWriter{o}, &slog.HandlerOptions{Level: level})).With("component", "init")
+		return slog.New(logformat.Handler(lockedWriter{o}, true, level)).With("component", "init")
 	}
-	return slog.New(slog.NewTextHandler(o.Writer("init"), &slog.HandlerOptions{Level: level, ReplaceAttr: dropTime}))
-}
-
-func dropTime(_ []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey {
-		return slog.Attr{}
-	}
-	return a
+	return slog.New(logformat.Handler(o.Writer("init"), false, level))
 }
 
 type lockedWriter struct{ o *Output }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -33,8 +35,11 @@ type process struct {
 
 // launch starts binary pinned to cpus with its control socket as fd 3, and waits for the
 // go-plugin handshake. Every thread of the child carries the CPU mask from its first
-// instruction, because the fork happens on a thread that carries it.
-func launch(binary, socketDir string, cpus affinity.Set, out *Output, name string) (*process, error) {
+// instruction, because the fork happens on a thread that carries it. With cred, the child
+// runs as that user, without capabilities: its go-plugin socket goes in a folder of its own
+// in runDir, and the binary is executed through a descriptor the supervisor opened, so the
+// user need not reach the binary's folder.
+func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential) (*process, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -51,7 +56,20 @@ func launch(binary, socketDir string, cpus affinity.Set, out *Output, name strin
 
 	p.cmd = exec.Command(binary)
 	p.cmd.ExtraFiles = []*os.File{theirs} // fd 3 = component.ControlFD
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
+	socketDir := runDir
+	if cred != nil {
+		if socketDir, err = ownFolder(runDir, cred); err != nil {
+			return nil, err
+		}
+		exe, err := os.OpenFile(binary, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer exe.Close()
+		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, exe) // fd 4: executed as /proc/self/fd/4
+		p.cmd.Path, p.cmd.Args = "/proc/self/fd/4", []string{binary}
+	}
 	p.cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+socketDir)
 	if out.json {
 		p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"=json")
@@ -85,6 +103,17 @@ func launch(binary, socketDir string, cpus affinity.Set, out *Output, name strin
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
 	return p, nil
+}
+
+// ownFolder makes the folder in runDir that only components running as cred may write
+// (named after the uid, short: a Unix socket's path is short): where their go-plugin
+// sockets go.
+func ownFolder(runDir string, cred *syscall.Credential) (string, error) {
+	dir := filepath.Join(runDir, strconv.FormatUint(uint64(cred.Uid), 10))
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	return dir, os.Chown(dir, int(cred.Uid), int(cred.Gid))
 }
 
 // kill ends the process (if still running) and waits for it; it returns the exit code, or

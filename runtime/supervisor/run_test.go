@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -41,7 +43,7 @@ func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 	opts := Options{
 		BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(r.logs, false), Verbose: true,
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-		RunDir: filepath.Join(t.TempDir(), "run"), WatchInterval: 20 * time.Millisecond,
+		RunDir: filepath.Join(testutil.ReachableTempDir(t), "run"), WatchInterval: 20 * time.Millisecond,
 	}
 	if tweak != nil {
 		tweak(&opts)
@@ -424,7 +426,7 @@ func TestLiveConfigUpdate(t *testing.T) {
 }
 
 func TestStopRemovesEverything(t *testing.T) {
-	runDir := filepath.Join(t.TempDir(), "run")
+	runDir := filepath.Join(testutil.ReachableTempDir(t), "run")
 	path := filepath.Join(t.TempDir(), "s.xml")
 	os.WriteFile(path, []byte(echoScenario), 0o644)
 	s, err := New(path, Options{BinDirs: []string{testBinDir(t)}, Components: components.Table, Out: NewOutput(&testutil.SyncBuffer{}, false), RunDir: runDir})
@@ -564,11 +566,18 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE nicstack_session_frames_total counter",
 		`nicstack_component_up{component="echo",cpus="`,
-		`nicstack_component_counter{component="client",name="received"}`,
+		"# TYPE nicstack_received_total counter",
+		`nicstack_received_total{component="client"}`,
+		"# TYPE nicstack_component_cpu_seconds_total counter",
 		`nicstack_session_frames_total{component="client",direction="sent",label="uplink",role="client",service="Nic",session="1"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
+	}
+	// Prometheus' own linter: names, units, _total on counters, help on every family.
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil || len(problems) != 0 {
+		t.Errorf("promlint: %v %+v", err, problems)
 	}
 }

@@ -46,7 +46,7 @@ type request struct {
 }
 
 // event handles what c's process reports: a service it announced, a session it requests or
-// releases, the link state of a session it serves.
+// releases, the link state of a session it serves, a file it has the supervisor write.
 func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 	switch k := ev.Kind.(type) {
 	case *controlpb.Event_Announce:
@@ -66,6 +66,8 @@ func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 			s.closeSession(r, "released by "+c.start.Name, true)
 			delete(s.requests, key)
 		}
+	case *controlpb.Event_WriteFile:
+		s.writeFile(c, k.WriteFile.GetPath(), k.WriteFile.GetData())
 	case *controlpb.Event_LinkState:
 		for _, r := range s.requests {
 			if r.session == k.LinkState.GetSessionId() && r.decision != nil && r.decision.Server == c.start.Name {

@@ -27,22 +27,24 @@ type Status struct {
 
 // ComponentStatus is one component's state, resources, sessions and counters.
 type ComponentStatus struct {
-	Name     string            `json:"name"`
-	Binary   string            `json:"binary"`
-	Version  string            `json:"version,omitempty"`
-	State    string            `json:"state"` // a State: starting, running, waiting, failed, stopped
-	Pid      int               `json:"pid,omitempty"`
-	Restarts int               `json:"restarts"`
-	ExitCode int               `json:"exit_code"`
-	Location string            `json:"location"` // virtual affinity location
-	CPUs     string            `json:"cpus"`     // the physical CPU set, as Linux writes it
-	CPULoad  float64           `json:"cpu_load"` // percent of one CPU since the previous status
-	RSS      uint64            `json:"rss_bytes"`
-	RAM      uint64            `json:"ram_quota"`
-	RAMUsed  uint64            `json:"ram_used"` // session buffers charged to it
-	Sessions []SessionStatus   `json:"sessions"`
-	Requests []RequestStatus   `json:"requested"`
-	Counters map[string]uint64 `json:"counters,omitempty"`
+	Name     string  `json:"name"`
+	Binary   string  `json:"binary"`
+	Version  string  `json:"version,omitempty"`
+	State    string  `json:"state"` // a State: starting, running, waiting, failed, stopped
+	Pid      int     `json:"pid,omitempty"`
+	Restarts int     `json:"restarts"`
+	ExitCode int     `json:"exit_code"`
+	Location string  `json:"location"` // virtual affinity location
+	CPUs     string  `json:"cpus"`     // the physical CPU set, as Linux writes it
+	CPULoad  float64 `json:"cpu_load"` // percent of one CPU since the previous status
+	// CPUSeconds is the process's user and system time since it started.
+	CPUSeconds float64           `json:"cpu_seconds"`
+	RSS        uint64            `json:"rss_bytes"`
+	RAM        uint64            `json:"ram_quota"`
+	RAMUsed    uint64            `json:"ram_used"` // session buffers charged to it
+	Sessions   []SessionStatus   `json:"sessions"`
+	Requests   []RequestStatus   `json:"requested"`
+	Counters   map[string]uint64 `json:"counters,omitempty"`
 }
 
 // SessionStatus is an open session as one side reports it.
@@ -103,7 +105,7 @@ func (s *Supervisor) Status() (Status, bool) {
 		wg.Add(1)
 		go func(cs *ComponentStatus, p *process, sample *cpuSample) {
 			defer wg.Done()
-			cs.RSS, cs.CPULoad = procStats(p.pid, sample)
+			cs.RSS, cs.CPULoad, cs.CPUSeconds = procStats(p.pid, sample)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			reply, err := p.ctl.State(ctx, &controlpb.StateRequest{})
@@ -175,8 +177,9 @@ func streamStatus(c *controlpb.StreamCounters) StreamStatus {
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// procStats reads a process's resident memory and its CPU load since the previous sample.
-func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
+// procStats reads a process's resident memory, its CPU load since the previous sample and its
+// CPU time.
+func procStats(pid int, prev *cpuSample) (rss uint64, load, cpuSeconds float64) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
@@ -187,13 +190,13 @@ func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return rss, 0
+		return rss, 0, 0
 	}
 	// Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return rss, 0
+		return rss, 0, 0
 	}
 	ut, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
@@ -210,7 +213,7 @@ func procStats(pid int, prev *cpuSample) (rss uint64, load float64) {
 		}
 	}
 	prev.pid, prev.at, prev.ticks = pid, now, ticks
-	return rss, load
+	return rss, load, float64(ticks) / clockTicks
 }
 
 // uptime is the seconds since boot, from /proc/uptime.
@@ -240,6 +243,7 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
+	s.controlSocket = path // for the run's record (leftovers.go), written when Run starts
 	go func() {
 		<-ctx.Done()
 		l.Close()
@@ -277,9 +281,4 @@ func QueryStatus(path string) (Status, error) {
 		return st, fmt.Errorf("reading status from %s: %w", path, err)
 	}
 	return st, nil
-}
-
-// DefaultSocket is where `nicstack run` serves and `nicstack status` asks by default.
-func DefaultSocket() string {
-	return fmt.Sprintf("%s/nicstack-%d.sock", os.TempDir(), os.Getuid())
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/leftover"
+
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -42,6 +44,9 @@ type Options struct {
 	Topology      *Topology // nil: read from sysfs
 	// CallTimeout bounds each control call to a component.
 	CallTimeout time.Duration
+	// RunAs is whom components run as when the supervisor is root: RunAsDynamic (the
+	// default, "": each its own uid), a user name or uid (all as that user), or RunAsRoot.
+	RunAs string
 }
 
 func (o *Options) defaults() {
@@ -92,6 +97,9 @@ type Supervisor struct {
 
 	nsMu       sync.Mutex // namespaces is read by Netns callers outside the supervisor goroutine
 	namespaces map[string]*netns.NS
+	// controlSocket is the socket ServeStatus serves on, kept in the run's record.
+	controlSocket string
+	ids           *identities // whom each child runs as
 }
 
 // New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
@@ -109,11 +117,15 @@ func New(path string, opts Options) (*Supervisor, error) {
 			return nil, err
 		}
 	}
+	ids, err := newIdentities(opts.RunAs)
+	if err != nil {
+		return nil, err
+	}
 	s := &Supervisor{
 		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
 		events: make(chan func(), 64), done: make(chan struct{}), quitting: make(chan struct{}),
 		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
-		namespaces: map[string]*netns.NS{},
+		namespaces: map[string]*netns.NS{}, ids: ids,
 	}
 	for _, st := range sc.Starts {
 		if _, err := s.binary(st); err != nil {
@@ -139,6 +151,9 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 		if err != nil {
 			s.log.Warn(err.Error(), "child", st.Name)
 			continue
+		}
+		if spec.Warn != nil {
+			continue // the component logs its config's problems itself when it is configured
 		}
 		for _, e := range checkStartConfig(spec, st) {
 			s.log.Warn(e.Error(), "child", st.Name)
@@ -194,10 +209,11 @@ func (s *Supervisor) call(fn func()) bool {
 	}
 }
 
-// maxRunDirLen bounds the run folder's path: go-plugin puts each component's socket there as
+// maxRunDirLen bounds the run folder's path: go-plugin puts each component's socket there,
+// in the folder of the component's uid when it runs as another user, as
 // "plugin<up to 10 digits>", and a Unix socket's path holds at most 107 bytes. A longer one
 // makes the component exit before its handshake.
-const maxRunDirLen = 107 - len("/plugin4294967295")
+const maxRunDirLen = 107 - len("/4294967295/plugin4294967295")
 
 // Run starts every component and keeps them running until ctx ends, then stops them all and
 // removes what the run created.
@@ -205,11 +221,14 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	defer close(s.done)
 	runDir := s.opts.RunDir
 	if runDir == "" {
-		base := "" // os.TempDir, unless a long TMPDIR would make the sockets' paths too long
-		if len(os.TempDir())+len("/nicstack-run-4294967295") > maxRunDirLen {
+		// os.TempDir, unless a long TMPDIR would make the sockets' paths too long, or
+		// components running as other users could not reach their folders in it.
+		base := ""
+		if len(os.TempDir())+len("/"+runDirPrefix+"4194304-4294967295") > maxRunDirLen ||
+			s.ids.drops() && !traversable(os.TempDir()) {
 			base = "/tmp"
 		}
-		d, err := os.MkdirTemp(base, "nicstack-run-")
+		d, err := os.MkdirTemp(base, leftover.Named(runDirPrefix))
 		if err != nil {
 			return err
 		}
@@ -221,6 +240,18 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	s.opts.RunDir = runDir
 	defer os.RemoveAll(runDir)
+	if s.ids.drops() {
+		// Others may pass through to the folder each component gets of its own.
+		if err := os.Chmod(runDir, 0o711); err != nil {
+			return err
+		}
+		if !traversable(runDir) {
+			return fmt.Errorf("run folder %s: components run as their own users (RunAs %q) and cannot pass through a folder above it", runDir, s.opts.RunAs)
+		}
+	}
+	if s.controlSocket != "" {
+		os.WriteFile(filepath.Join(runDir, controlRecord), []byte(s.controlSocket), 0o600)
+	}
 	defer s.deleteNamespaces()
 
 	if note := ScaleNote(s.sc.Space, s.topo); note != "" {

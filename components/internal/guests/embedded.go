@@ -59,7 +59,7 @@ func (c *Counters) Record(rep *iperf.Report) {
 // attach it to heap sessions with Attach.
 type Host struct {
 	cfg  guest.Config
-	log  logger
+	env  env
 	ctr  *Counters
 	st   *netstack.Stack
 	port atomic.Pointer[Port]
@@ -68,15 +68,17 @@ type Host struct {
 	done   sync.WaitGroup
 }
 
-type logger interface {
+// env is what a guest needs of its component: logging, and files written for it.
+type env interface {
 	Info(msg string, args ...any)
 	Warn(msg string, args ...any)
+	WriteFile(path string, data []byte)
 }
 
 // NewHost builds the stack and starts the guest's work (DHCP, then iperf), which waits for a
 // session to be attached.
-func NewHost(cfg guest.Config, ctr *Counters, log logger) (*Host, error) {
-	h := &Host{cfg: cfg, log: log, ctr: ctr}
+func NewHost(cfg guest.Config, ctr *Counters, env env) (*Host, error) {
+	h := &Host{cfg: cfg, env: env, ctr: ctr}
 	st, err := netstack.New(netstack.Config{MAC: cfg.MAC, MTU: cfg.MTU, Offload: cfg.Offload, Address: cfg.Address, Gateway: cfg.Gateway},
 		netstack.OutboundFunc(h.writeFrames))
 	if err != nil {
@@ -160,12 +162,12 @@ func (h *Host) run(ctx context.Context) {
 			return // closed before a lease came
 		}
 		h.ctr.Leases.Add(1)
-		h.log.Info("dhcp lease", "address", lease.Address, "gateway", lease.Gateway, "lease", lease.Duration)
+		h.env.Info("dhcp lease", "address", lease.Address, "gateway", lease.Gateway, "lease", lease.Duration)
 		h.done.Add(1)
 		go func() {
 			defer h.done.Done()
 			if err := h.st.KeepLease(ctx, lease); err != nil && ctx.Err() == nil {
-				h.log.Warn("dhcp lease lost", "err", err)
+				h.env.Warn("dhcp lease lost", "err", err)
 			}
 		}()
 	}
@@ -175,15 +177,15 @@ func (h *Host) run(ctx context.Context) {
 	case cmd.Server:
 		ln, err := h.st.Listen("tcp", cmd.ListenAddress())
 		if err != nil {
-			h.log.Warn("iperf server", "err", err)
+			h.env.Warn("iperf server", "err", err)
 			return
 		}
-		h.log.Info("iperf server listening", "address", cmd.ListenAddress())
+		h.env.Info("iperf server listening", "address", cmd.ListenAddress())
 		srv := cmd.NewServer(h.st)
 		srv.OnReport = h.report
-		srv.Logf = func(f string, a ...any) { h.log.Info(fmt.Sprintf(f, a...)) }
+		srv.Logf = func(f string, a ...any) { h.env.Info(fmt.Sprintf(f, a...)) }
 		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
-			h.log.Warn("iperf server", "err", err)
+			h.env.Warn("iperf server", "err", err)
 		}
 	default:
 		deadline := time.Now().Add(clientRetry)
@@ -198,7 +200,7 @@ func (h *Host) run(ctx context.Context) {
 				h.report(rep)
 				return
 			}
-			h.log.Info("iperf server not reachable yet", "err", err)
+			h.env.Info("iperf server not reachable yet", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -211,28 +213,29 @@ func (h *Host) run(ctx context.Context) {
 func (h *Host) report(rep *iperf.Report) {
 	h.ctr.Record(rep)
 	r := rep.Measured()
-	h.log.Info("iperf result", "mbit_per_s", fmt.Sprintf("%.1f", r.BitsPerSecond/1e6), "bytes", r.Bytes,
+	h.env.Info("iperf result", "mbit_per_s", fmt.Sprintf("%.1f", r.BitsPerSecond/1e6), "bytes", r.Bytes,
 		"seconds", fmt.Sprintf("%.2f", r.Seconds), "error", rep.Error)
 	if h.cfg.Report == "" && !(h.cfg.Iperf != nil && h.cfg.Iperf.JSON) {
 		return
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		h.log.Warn("iperf report", "err", err)
+		h.env.Warn("iperf report", "err", err)
 		return
 	}
 	if h.cfg.Report == "" {
 		fmt.Fprintf(os.Stderr, "%s\n", b) // -J: the JSON goes to the log, as iperf3 prints it
 		return
 	}
-	tmp := h.cfg.Report + ".tmp"
-	if err = os.WriteFile(tmp, append(b, '\n'), 0o644); err == nil {
-		err = os.Rename(tmp, h.cfg.Report)
-	}
-	if err != nil {
-		h.log.Warn("iperf report", "file", h.cfg.Report, "err", err)
-	}
+	h.env.WriteFile(h.cfg.Report, append(b, '\n'))
 }
+
+// componentEnv is a guest's env in a component: its log, and the supervisor writing files.
+type componentEnv struct{ c *component.Component }
+
+func (e componentEnv) Info(msg string, args ...any)       { e.c.Log.Info(msg, args...) }
+func (e componentEnv) Warn(msg string, args ...any)       { e.c.Log.Warn(msg, args...) }
+func (e componentEnv) WriteFile(path string, data []byte) { e.c.WriteFile(path, data) }
 
 // Embedded is the component handler of an embedded guest (remote_host, and vm with
 // guest="embedded"): it requests its one session when first configured and attaches the
@@ -257,7 +260,7 @@ func (e *Embedded) Configure(n *config.Node) error {
 	if cfg.Guest != "embedded" {
 		return fmt.Errorf("guest=%q is not an embedded guest", cfg.Guest)
 	}
-	if e.host, err = NewHost(cfg, NewCounters(e.c.Counter), e.c.Log); err != nil {
+	if e.host, err = NewHost(cfg, NewCounters(e.c.Counter), componentEnv{e.c}); err != nil {
 		return err
 	}
 	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address)

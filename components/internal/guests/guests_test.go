@@ -39,11 +39,16 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
+// testEnv is a guest's env without a component: files it has written are dropped.
+type testEnv struct{ *slog.Logger }
+
+func (testEnv) WriteFile(string, []byte) {}
+
 // Two embedded hosts on the two sides of one session: the client's iperf -R reaches the
 // server, both count the test, and a detach and re-attach (link down, up) keeps the hosts.
 func TestHostsOverSession(t *testing.T) {
 	for _, offload := range []bool{false, true} {
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		log := testEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		srvCtr, cliCtr := privateCounters(), privateCounters()
 		srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500, Offload: offload,
 			Address: netip.MustParsePrefix("198.18.0.2/24"), Iperf: command(t, "-s")}, srvCtr, log)

@@ -1,0 +1,155 @@
+package router
+
+import (
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router/header"
+)
+
+// arpWaiter is Genode's Arp_waiter: the frames waiting for the MAC of ip in domain dom. The
+// first frame makes it and broadcasts the ARP request; later frames for the same address join
+// it without asking again. When the reply comes, its frames are routed again; when
+// arp_request_timeout_sec passes first, they are dropped, and the next frame asks anew.
+//
+// As in Genode, nothing but the client's own packet stream bounds how many frames an
+// interface has waiting: a held frame stays unacknowledged in the client's buffer, so a
+// client that sends to dead addresses fills its own buffer (which it paid for), not the
+// router's memory.
+type arpWaiter struct {
+	src      *Interface // whose frame made it: the report counts it there
+	dom      *domain
+	ip       [4]byte
+	deadline int64 // Unix nanoseconds
+	frames   []heldFrame
+}
+
+// heldFrame is one frame an arpWaiter holds.
+type heldFrame struct {
+	from  *Interface
+	in    *domain // the domain it came from, where a drop counts
+	frame []byte
+	off   netdev.Offload
+	id    uint64
+}
+
+// hold keeps the frame from interface i in domain src (unacknowledged) until hop's MAC is
+// known in d.
+func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, off *netdev.Offload, id uint64) Verdict {
+	if len(d.ifs) == 0 {
+		return r.drop(src, "destination domain has no interface")
+	}
+	w := d.waiters[hop]
+	if w == nil {
+		w = &arpWaiter{src: i, dom: d, ip: hop, deadline: r.now.Add(r.cfg.ARPRequestTimeout).UnixNano()}
+		d.waiters[hop] = w
+		r.waiters = append(r.waiters, w)
+		for _, o := range d.ifs {
+			b := make([]byte, arpFrameLen)
+			e := header.Eth(b)
+			e.SetDst(header.Broadcast)
+			e.SetSrc(o.routerMAC)
+			e.SetType(header.EtherTypeARP)
+			header.PutARP(b[header.EthLen:], header.ARPRequest, o.routerMAC, d.ip.addr, header.Broadcast, hop)
+			r.emit(o, b)
+		}
+	}
+	w.frames = append(w.frames, heldFrame{from: i, in: src, frame: frame, off: *off, id: id})
+	i.heldBytes += len(frame)
+	return Held
+}
+
+// unhold destroys waiter w: it leaves its domain and the router, counts as destroyed for
+// the interface that made it, and hands back its frames.
+func (r *Router) unhold(w *arpWaiter) []heldFrame {
+	if w.dom.waiters[w.ip] == w {
+		delete(w.dom.waiters, w.ip)
+	}
+	for k, o := range r.waiters {
+		if o == w {
+			r.waiters = append(r.waiters[:k], r.waiters[k+1:]...)
+			break
+		}
+	}
+	w.src.counts.arpWaiters++
+	for _, f := range w.frames {
+		f.from.heldBytes -= len(f.frame)
+	}
+	return w.frames
+}
+
+// continueWaiter routes again every frame that waited for ip in d, now that its MAC is known.
+func (r *Router) continueWaiter(d *domain, ip [4]byte) {
+	w := d.waiters[ip]
+	if w == nil {
+		return
+	}
+	for _, f := range r.unhold(w) {
+		if r.handle(f.from, f.frame, &f.off, f.id) == Done {
+			f.from.port.Release(f.id)
+		}
+	}
+}
+
+// expireWaiters drops the frames of every waiter whose ARP request timed out.
+func (r *Router) expireWaiters() {
+	now := r.now.UnixNano()
+	for k := 0; k < len(r.waiters); {
+		w := r.waiters[k]
+		if now < w.deadline {
+			k++
+			continue
+		}
+		for _, f := range r.unhold(w) {
+			r.stats.ARPTimeouts.add(1)
+			r.drop(f.in, "ARP request timed out")
+			f.from.port.Release(f.id)
+		}
+	}
+}
+
+// cancelWaiters forgets the frames of interface i, which leaves (its session's buffers go
+// with it), and cancels the waiters it made: their other frames are dropped, as Genode's
+// cancel_arp_waiting drops them.
+func (r *Router) cancelWaiters(i *Interface) {
+	for k := 0; k < len(r.waiters); {
+		w := r.waiters[k]
+		kept := w.frames[:0]
+		for _, f := range w.frames {
+			if f.from == i {
+				i.heldBytes -= len(f.frame)
+			} else {
+				kept = append(kept, f)
+			}
+		}
+		clear(w.frames[len(kept):])
+		w.frames = kept
+		if w.src != i {
+			k++
+			continue
+		}
+		for _, f := range r.unhold(w) {
+			r.drop(f.in, "ARP got cancelled")
+			f.from.port.Release(f.id)
+		}
+	}
+}
+
+// rehandleWaiters routes every held frame again after a new config (the domains it waited in
+// are gone); a frame whose interface has no domain now is dropped.
+func (r *Router) rehandleWaiters() {
+	ws := r.waiters
+	r.waiters = nil
+	for _, w := range ws {
+		w.src.counts.arpWaiters++
+		for _, f := range w.frames {
+			f.from.heldBytes -= len(f.frame)
+			if f.from.dom == nil {
+				r.drop(nil, "interface lost its domain")
+				f.from.port.Release(f.id)
+				continue
+			}
+			if r.handle(f.from, f.frame, &f.off, f.id) == Done {
+				f.from.port.Release(f.id)
+			}
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package supervisor
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// The supervisor writes for a component only the files its config names, replacing them at
+// once, and says once that it refused another path.
+func TestWriteFileOnlyWhatTheConfigNames(t *testing.T) {
+	dir := t.TempDir()
+	named := filepath.Join(dir, "state.xml")
+	path := filepath.Join(dir, "scenario.xml")
+	os.WriteFile(path, []byte(`<config><start name="r"><binary name="reporter"/><config file="`+named+`"/></start></config>`), 0o644)
+	bin := filepath.Join(dir, "reporter")
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+	var logs bytes.Buffer
+	table := component.Table{{Binary: "reporter", Files: func(n *config.Node, _ string) []string { return []string{n.String("file", "")} }}}
+	s, err := New(path, Options{Components: table, BinDirs: []string{dir}, Out: NewOutput(&logs, false), Topology: &Topology{CPUs: [][]int{{0}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.newChild(s.sc.Start("r"))
+	s.writeFile(c, named, []byte("<state/>"))
+	if b, err := os.ReadFile(named); err != nil || string(b) != "<state/>" {
+		t.Errorf("the named file: %q %v", b, err)
+	}
+	other := filepath.Join(dir, "other")
+	s.writeFile(c, other, []byte("x"))
+	s.writeFile(c, other, []byte("x"))
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("a path the config does not name was written: %v", err)
+	}
+	if n := strings.Count(logs.String(), "asked to write "+other+", which its config does not name; refused"); n != 1 {
+		t.Errorf("the refusal is logged %d times, want once:\n%s", n, logs.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
