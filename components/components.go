@@ -12,6 +12,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/guest"
+	"github.com/nicstack/nicstack/nicdump"
 	"github.com/nicstack/nicstack/nicperf"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
@@ -75,6 +76,19 @@ var Table = component.Table{
 		Summary:  "Genode's packet-stream test tool: UDP generator and sink",
 		Schema:   nicperf.Schema,
 		Validate: validate(nicperf.ParseConfig),
+	},
+	{
+		Binary:   "nic_dump",
+		Summary:  "Genode's bump in the wire: passes a Nic session's frames both ways and logs each (and pcap)",
+		Schema:   nicdump.Schema,
+		Validate: validate(nicdump.ParseConfig),
+		Files: func(n *config.Node, start string) []string {
+			cfg, err := nicdump.ParseConfig(n, start)
+			if err != nil {
+				return nil
+			}
+			return nonEmpty(cfg.Pcap)
+		},
 	},
 	{
 		Binary:  "test_echo",

@@ -498,6 +498,7 @@ type WriteFile struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Append        bool                   `protobuf:"varint,3,opt,name=append,proto3" json:"append,omitempty"` // add data at the file's end (a capture), instead of replacing it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -544,6 +545,13 @@ func (x *WriteFile) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *WriteFile) GetAppend() bool {
+	if x != nil {
+		return x.Append
+	}
+	return false
 }
 
 // Announce makes a provided service reachable; requests routed to it wait until then.
@@ -1548,6 +1556,103 @@ func (*StopRequest) Descriptor() ([]byte, []int) {
 	return file_control_proto_rawDescGZIP(), []int{24}
 }
 
+type CaptureRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CaptureId uint64                 `protobuf:"varint,1,opt,name=capture_id,json=captureId,proto3" json:"capture_id,omitempty"`
+	// The sessions to tap, by id; empty: every session, also those opened later.
+	SessionIds    []uint64 `protobuf:"varint,2,rep,packed,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureRequest) Reset() {
+	*x = CaptureRequest{}
+	mi := &file_control_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureRequest) ProtoMessage() {}
+
+func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
+func (*CaptureRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CaptureRequest) GetCaptureId() uint64 {
+	if x != nil {
+		return x.CaptureId
+	}
+	return 0
+}
+
+func (x *CaptureRequest) GetSessionIds() []uint64 {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+type CaptureStop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CaptureId     uint64                 `protobuf:"varint,1,opt,name=capture_id,json=captureId,proto3" json:"capture_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureStop) Reset() {
+	*x = CaptureStop{}
+	mi := &file_control_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureStop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureStop) ProtoMessage() {}
+
+func (x *CaptureStop) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureStop.ProtoReflect.Descriptor instead.
+func (*CaptureStop) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CaptureStop) GetCaptureId() uint64 {
+	if x != nil {
+		return x.CaptureId
+	}
+	return 0
+}
+
 var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
@@ -1576,10 +1681,11 @@ const file_control_proto_rawDesc = "" +
 	"link_state\x18\x04 \x01(\v2$.nicstack.control.v1.LinkStateReportH\x00R\tlinkState\x12?\n" +
 	"\n" +
 	"write_file\x18\x05 \x01(\v2\x1e.nicstack.control.v1.WriteFileH\x00R\twriteFileB\x06\n" +
-	"\x04kind\"3\n" +
+	"\x04kind\"K\n" +
 	"\tWriteFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"$\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
+	"\x06append\x18\x03 \x01(\bR\x06append\"$\n" +
 	"\bAnnounce\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\"H\n" +
 	"\n" +
@@ -1666,13 +1772,21 @@ const file_control_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\"\n" +
 	"\x0eHeartbeatReply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\r\n" +
-	"\vStopRequest*4\n" +
+	"\vStopRequest\"P\n" +
+	"\x0eCaptureRequest\x12\x1d\n" +
+	"\n" +
+	"capture_id\x18\x01 \x01(\x04R\tcaptureId\x12\x1f\n" +
+	"\vsession_ids\x18\x02 \x03(\x04R\n" +
+	"sessionIds\",\n" +
+	"\vCaptureStop\x12\x1d\n" +
+	"\n" +
+	"capture_id\x18\x01 \x01(\x04R\tcaptureId*4\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
 	"\x06CLIENT\x10\x01\x12\n" +
 	"\n" +
-	"\x06SERVER\x10\x022\x9d\x06\n" +
+	"\x06SERVER\x10\x022\xbb\a\n" +
 	"\tComponent\x12K\n" +
 	"\x05Start\x12!.nicstack.control.v1.StartRequest\x1a\x1f.nicstack.control.v1.StartReply\x12J\n" +
 	"\x06Events\x12\".nicstack.control.v1.EventsRequest\x1a\x1a.nicstack.control.v1.Event0\x01\x12G\n" +
@@ -1683,7 +1797,9 @@ const file_control_proto_rawDesc = "" +
 	"\x06Denied\x12\".nicstack.control.v1.DeniedRequest\x1a\x1a.nicstack.control.v1.Empty\x12K\n" +
 	"\x05State\x12!.nicstack.control.v1.StateRequest\x1a\x1f.nicstack.control.v1.StateReply\x12W\n" +
 	"\tHeartbeat\x12%.nicstack.control.v1.HeartbeatRequest\x1a#.nicstack.control.v1.HeartbeatReply\x12D\n" +
-	"\x04Stop\x12 .nicstack.control.v1.StopRequest\x1a\x1a.nicstack.control.v1.EmptyB.Z,github.com/nicstack/nicstack/proto;controlpbb\x06proto3"
+	"\x04Stop\x12 .nicstack.control.v1.StopRequest\x1a\x1a.nicstack.control.v1.Empty\x12O\n" +
+	"\fStartCapture\x12#.nicstack.control.v1.CaptureRequest\x1a\x1a.nicstack.control.v1.Empty\x12K\n" +
+	"\vStopCapture\x12 .nicstack.control.v1.CaptureStop\x1a\x1a.nicstack.control.v1.EmptyB.Z,github.com/nicstack/nicstack/proto;controlpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1698,7 +1814,7 @@ func file_control_proto_rawDescGZIP() []byte {
 }
 
 var file_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_control_proto_goTypes = []any{
 	(Role)(0),                   // 0: nicstack.control.v1.Role
 	(*Empty)(nil),               // 1: nicstack.control.v1.Empty
@@ -1726,9 +1842,11 @@ var file_control_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),    // 23: nicstack.control.v1.HeartbeatRequest
 	(*HeartbeatReply)(nil),      // 24: nicstack.control.v1.HeartbeatReply
 	(*StopRequest)(nil),         // 25: nicstack.control.v1.StopRequest
-	nil,                         // 26: nicstack.control.v1.SessionRequest.ArgsEntry
-	nil,                         // 27: nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	nil,                         // 28: nicstack.control.v1.StateReply.CountersEntry
+	(*CaptureRequest)(nil),      // 26: nicstack.control.v1.CaptureRequest
+	(*CaptureStop)(nil),         // 27: nicstack.control.v1.CaptureStop
+	nil,                         // 28: nicstack.control.v1.SessionRequest.ArgsEntry
+	nil,                         // 29: nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	nil,                         // 30: nicstack.control.v1.StateReply.CountersEntry
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: nicstack.control.v1.Config.positions:type_name -> nicstack.control.v1.Position
@@ -1738,12 +1856,12 @@ var file_control_proto_depIdxs = []int32{
 	13, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
 	14, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
 	8,  // 6: nicstack.control.v1.Event.write_file:type_name -> nicstack.control.v1.WriteFile
-	26, // 7: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
+	28, // 7: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
 	10, // 8: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
 	10, // 9: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
 	11, // 10: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
 	0,  // 11: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
-	27, // 12: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	29, // 12: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
 	10, // 13: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
 	10, // 14: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
 	11, // 15: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
@@ -1751,7 +1869,7 @@ var file_control_proto_depIdxs = []int32{
 	20, // 17: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
 	20, // 18: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
 	21, // 19: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
-	28, // 20: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
+	30, // 20: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
 	4,  // 21: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
 	6,  // 22: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
 	2,  // 23: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
@@ -1762,18 +1880,22 @@ var file_control_proto_depIdxs = []int32{
 	19, // 28: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
 	23, // 29: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
 	25, // 30: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
-	5,  // 31: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
-	7,  // 32: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
-	1,  // 33: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
-	1,  // 34: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
-	1,  // 35: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
-	1,  // 36: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
-	1,  // 37: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
-	22, // 38: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
-	24, // 39: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
-	1,  // 40: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
+	26, // 31: nicstack.control.v1.Component.StartCapture:input_type -> nicstack.control.v1.CaptureRequest
+	27, // 32: nicstack.control.v1.Component.StopCapture:input_type -> nicstack.control.v1.CaptureStop
+	5,  // 33: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
+	7,  // 34: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
+	1,  // 35: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
+	1,  // 36: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
+	1,  // 37: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
+	1,  // 38: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
+	1,  // 39: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
+	22, // 40: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
+	24, // 41: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
+	1,  // 42: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
+	1,  // 43: nicstack.control.v1.Component.StartCapture:output_type -> nicstack.control.v1.Empty
+	1,  // 44: nicstack.control.v1.Component.StopCapture:output_type -> nicstack.control.v1.Empty
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1797,7 +1919,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,8 @@ const (
 	Component_State_FullMethodName        = "/nicstack.control.v1.Component/State"
 	Component_Heartbeat_FullMethodName    = "/nicstack.control.v1.Component/Heartbeat"
 	Component_Stop_FullMethodName         = "/nicstack.control.v1.Component/Stop"
+	Component_StartCapture_FullMethodName = "/nicstack.control.v1.Component/StartCapture"
+	Component_StopCapture_FullMethodName  = "/nicstack.control.v1.Component/StopCapture"
 )
 
 // ComponentClient is the client API for Component service.
@@ -60,6 +62,12 @@ type ComponentClient interface {
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatReply, error)
 	// Stop asks for an orderly exit; the component returns from its main loop.
 	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*Empty, error)
+	// StartCapture taps sessions for `nicstack capture`: a copy of every frame they pass goes to
+	// the capture socket that went over the control socket just before, as the one file of id
+	// capture_id | 1<<63 (the high bit keeps it apart from session ids).
+	StartCapture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*Empty, error)
+	// StopCapture removes the taps and closes the capture socket.
+	StopCapture(ctx context.Context, in *CaptureStop, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type componentClient struct {
@@ -179,6 +187,26 @@ func (c *componentClient) Stop(ctx context.Context, in *StopRequest, opts ...grp
 	return out, nil
 }
 
+func (c *componentClient) StartCapture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Component_StartCapture_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *componentClient) StopCapture(ctx context.Context, in *CaptureStop, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Component_StopCapture_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ComponentServer is the server API for Component service.
 // All implementations must embed UnimplementedComponentServer
 // for forward compatibility.
@@ -203,6 +231,12 @@ type ComponentServer interface {
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatReply, error)
 	// Stop asks for an orderly exit; the component returns from its main loop.
 	Stop(context.Context, *StopRequest) (*Empty, error)
+	// StartCapture taps sessions for `nicstack capture`: a copy of every frame they pass goes to
+	// the capture socket that went over the control socket just before, as the one file of id
+	// capture_id | 1<<63 (the high bit keeps it apart from session ids).
+	StartCapture(context.Context, *CaptureRequest) (*Empty, error)
+	// StopCapture removes the taps and closes the capture socket.
+	StopCapture(context.Context, *CaptureStop) (*Empty, error)
 	mustEmbedUnimplementedComponentServer()
 }
 
@@ -242,6 +276,12 @@ func (UnimplementedComponentServer) Heartbeat(context.Context, *HeartbeatRequest
 }
 func (UnimplementedComponentServer) Stop(context.Context, *StopRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stop not implemented")
+}
+func (UnimplementedComponentServer) StartCapture(context.Context, *CaptureRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartCapture not implemented")
+}
+func (UnimplementedComponentServer) StopCapture(context.Context, *CaptureStop) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopCapture not implemented")
 }
 func (UnimplementedComponentServer) mustEmbedUnimplementedComponentServer() {}
 func (UnimplementedComponentServer) testEmbeddedByValue()                   {}
@@ -437,6 +477,42 @@ func _Component_Stop_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Component_StartCapture_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ComponentServer).StartCapture(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Component_StartCapture_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ComponentServer).StartCapture(ctx, req.(*CaptureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Component_StopCapture_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureStop)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ComponentServer).StopCapture(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Component_StopCapture_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ComponentServer).StopCapture(ctx, req.(*CaptureStop))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Component_ServiceDesc is the grpc.ServiceDesc for Component service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -479,6 +555,14 @@ var Component_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stop",
 			Handler:    _Component_Stop_Handler,
+		},
+		{
+			MethodName: "StartCapture",
+			Handler:    _Component_StartCapture_Handler,
+		},
+		{
+			MethodName: "StopCapture",
+			Handler:    _Component_StopCapture_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

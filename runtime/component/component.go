@@ -13,6 +13,7 @@
 package component
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,7 @@ type Component struct {
 	mu       sync.Mutex // serializes handler calls
 	h        Handler
 	sessions map[uint64]*Session
+	captures map[uint64]*tapping // by capture id
 
 	counterMu sync.Mutex
 	counters  map[string]*atomic.Uint64
@@ -98,6 +100,7 @@ func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, erro
 		newHandler: newHandler,
 		inbox:      newFileInbox(),
 		sessions:   map[uint64]*Session{},
+		captures:   map[uint64]*tapping{},
 		counters:   map[string]*atomic.Uint64{},
 		events:     fifo.New[*controlpb.Event](),
 		stopped:    make(chan struct{}),
@@ -122,6 +125,12 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 // (package sandbox) cannot. The supervisor logs a path the scenario does not name.
 func (c *Component) WriteFile(path string, data []byte) {
 	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: data}}})
+}
+
+// AppendFile has the supervisor add data at the end of path, a file this component's config
+// names, in the order of the calls (a capture file, started with WriteFile). data is copied.
+func (c *Component) AppendFile(path string, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_WriteFile{WriteFile: &controlpb.WriteFile{Path: path, Data: bytes.Clone(data), Append: true}}})
 }
 
 // Announce makes service reachable; session requests routed here wait until then.
@@ -263,6 +272,7 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 		}
 		if err = c.h.Open(s); err == nil {
 			c.sessions[id] = s
+			c.tapNew(s)
 			return &controlpb.Empty{}, nil
 		}
 	}
@@ -272,6 +282,9 @@ func (c *Component) OpenSession(_ context.Context, req *controlpb.OpenSessionReq
 
 // close runs with mu held.
 func (c *Component) close(s *Session) {
+	if s.tappedBy != 0 {
+		c.untap(s)
+	}
 	c.h.Close(s)
 	delete(c.sessions, s.ID)
 	if err := s.unmap(); err != nil {
@@ -374,8 +387,8 @@ func (c *Component) Exited() <-chan struct{} { return c.stopped }
 // ExitValue is the exit value Exit gave (0 when it was not called).
 func (c *Component) ExitValue() int { return int(c.exitValue.Load()) }
 
-// Stop closes every session, stops the handler and ends the process's gRPC server, so Main
-// returns.
+// Stop closes every session, stops the handler, ends the captures and the process's gRPC
+// server, so Main returns.
 func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Empty, error) {
 	c.mu.Lock()
 	if c.h != nil {
@@ -384,6 +397,9 @@ func (c *Component) Stop(context.Context, *controlpb.StopRequest) (*controlpb.Em
 		}
 		c.h.Stop()
 		c.h = nil
+	}
+	for id := range c.captures {
+		c.stopCapture(id)
 	}
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })

@@ -33,7 +33,8 @@ type Session struct {
 	Files []*os.File
 	Spec  DeviceSpec
 
-	linkUp atomic.Bool
+	linkUp   atomic.Bool
+	tappedBy uint64 // the capture tapping the session's streams, 0: none
 }
 
 // Role says which side of a session this component is.

@@ -24,4 +24,7 @@
 // WaitAcked, Get, Ack) that wait and signal at once. A side signals its peer only when the
 // peer armed a flag in the region before sleeping (Waiter), so a saturated stream runs
 // without system calls.
+//
+// SetTap hands a copy of every frame an endpoint passes to a Tap (a capture), taken up and
+// flushed at Wakeup: the stream is wrapped, not the loop that drives it.
 package packetstream

@@ -74,6 +74,7 @@ type endpoint struct {
 	frames  uint64 // not yet moved to ctr
 	bytes   uint64
 	invalid uint64
+	tapState
 }
 
 // newEndpoint takes ownership of reg, in and out (and releases them if it fails), and gives

@@ -70,6 +70,9 @@ func (s *Sink) TryGet() (Packet, bool) {
 	}
 	s.frames++
 	s.bytes += uint64(size)
+	if s.tapping != nil {
+		s.tapping.Frame(s.reg.mem[off : off+uint64(size)])
+	}
 	return Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}, true
 }
 
@@ -98,6 +101,13 @@ func (s *Sink) TryGetBatch(pks []Packet, frames [][]byte) int {
 		frames[i] = s.reg.mem[off : off+uint64(size) : off+uint64(size)]
 	}
 	s.submit.advance(n)
+	if s.tapping != nil {
+		for _, f := range frames {
+			if f != nil {
+				s.tapping.Frame(f)
+			}
+		}
+	}
 	return int(n)
 }
 
@@ -160,6 +170,9 @@ func (s *Sink) Wakeup() {
 	}
 	s.invalid += s.submit.invalid + s.ack.invalid
 	s.submit.invalid, s.ack.invalid = 0, 0
+	if s.tapping != nil || s.tap.Load() != nil {
+		s.tapBatch()
+	}
 	s.flush()
 	if sig {
 		s.signal()

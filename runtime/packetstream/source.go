@@ -116,6 +116,9 @@ func (s *Source) Commit(size int, o netdev.Offload) {
 	}
 	s.submit.write(uint64(s.offset(b)), uint32(size), p.gso, p.csum)
 	s.submitted(b, uint32(size))
+	if s.tapping != nil {
+		s.tapping.Frame(s.Payload(Packet{Offset: s.offset(b), Size: uint32(size)}))
+	}
 }
 
 // submitted records that the frame in block b's run went to the sink with size bytes.
@@ -163,6 +166,9 @@ func (s *Source) TrySubmit(p Packet) bool {
 	}
 	s.wantSpace = false
 	s.submitted(b, p.Size)
+	if s.tapping != nil {
+		s.tapping.Frame(s.Payload(p))
+	}
 	return true
 }
 
@@ -257,6 +263,9 @@ func (s *Source) Wakeup() {
 	}
 	s.invalid += s.submit.invalid + s.ack.invalid
 	s.submit.invalid, s.ack.invalid = 0, 0
+	if s.tapping != nil || s.tap.Load() != nil {
+		s.tapBatch()
+	}
 	s.flush()
 	if sig {
 		s.signal()

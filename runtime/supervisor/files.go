@@ -1,16 +1,18 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 )
 
-// writeFile writes a file for c (Component.WriteFile): only a path c's config names for it
-// (its Spec's Files), so a component that was taken over cannot have the supervisor write
-// anywhere else. The file is replaced at once: a temporary file beside it, renamed.
-func (s *Supervisor) writeFile(c *child, path string, data []byte) {
+// writeFile writes a file for c (Component.WriteFile, AppendFile): only a path c's config
+// names for it (its Spec's Files), so a component that was taken over cannot have the
+// supervisor write anywhere else. The file is replaced at once (a temporary file beside it,
+// renamed), or data is added at its end.
+func (s *Supervisor) writeFile(c *child, path string, data []byte, add bool) {
 	if !slices.Contains(s.filesOf(c), path) {
 		if !c.refusedFiles[path] {
 			c.refusedFiles[path] = true
@@ -18,10 +20,14 @@ func (s *Supervisor) writeFile(c *child, path string, data []byte) {
 		}
 		return
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	err := os.WriteFile(tmp, data, 0o644)
-	if err == nil {
-		err = os.Rename(tmp, path)
+	var err error
+	if add {
+		err = appendFile(path, data)
+	} else {
+		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+		if err = os.WriteFile(tmp, data, 0o644); err == nil {
+			err = os.Rename(tmp, path)
+		}
 	}
 	if err != nil && !c.refusedFiles[path] {
 		c.refusedFiles[path] = true // said once; the next success clears it
@@ -41,4 +47,13 @@ func (s *Supervisor) filesOf(c *child) []string {
 		return nil
 	}
 	return spec.Files(c.start.Config, c.start.Name)
+}
+
+func appendFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // The supervisor writes for a component only the files its config names, replacing them at
-// once, and says once that it refused another path.
+// once or adding at the end, and says once that it refused another path.
 func TestWriteFileOnlyWhatTheConfigNames(t *testing.T) {
 	dir := t.TempDir()
 	named := filepath.Join(dir, "state.xml")
@@ -27,13 +27,14 @@ func TestWriteFileOnlyWhatTheConfigNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.newChild(s.sc.Start("r"))
-	s.writeFile(c, named, []byte("<state/>"))
+	s.writeFile(c, named, []byte("<st"), false)
+	s.writeFile(c, named, []byte("ate/>"), true)
 	if b, err := os.ReadFile(named); err != nil || string(b) != "<state/>" {
 		t.Errorf("the named file: %q %v", b, err)
 	}
 	other := filepath.Join(dir, "other")
-	s.writeFile(c, other, []byte("x"))
-	s.writeFile(c, other, []byte("x"))
+	s.writeFile(c, other, []byte("x"), false)
+	s.writeFile(c, other, []byte("x"), true)
 	if _, err := os.Stat(other); !os.IsNotExist(err) {
 		t.Errorf("a path the config does not name was written: %v", err)
 	}

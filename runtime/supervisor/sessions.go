@@ -67,7 +67,7 @@ func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 			delete(s.requests, key)
 		}
 	case *controlpb.Event_WriteFile:
-		s.writeFile(c, k.WriteFile.GetPath(), k.WriteFile.GetData())
+		s.writeFile(c, k.WriteFile.GetPath(), k.WriteFile.GetData(), k.WriteFile.GetAppend())
 	case *controlpb.Event_LinkState:
 		for _, r := range s.requests {
 			if r.session == k.LinkState.GetSessionId() && r.decision != nil && r.decision.Server == c.start.Name {

@@ -231,7 +231,7 @@ func uptime() float64 {
 }
 
 // ServeStatus answers status queries on a Unix socket at path until ctx ends: each
-// connection gets the status as JSON. A stale socket from a dead run is replaced; a live one
+// connection gets the status as JSON, and may then ask for a capture (capture.go). A stale socket from a dead run is replaced; a live one
 // is an error (another supervisor runs).
 func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if c, err := net.Dial("unix", path); err == nil {
@@ -261,7 +261,9 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 				if !ok {
 					return
 				}
-				json.NewEncoder(c).Encode(st)
+				if json.NewEncoder(c).Encode(st) == nil {
+					s.serveCapture(c)
+				}
 			}()
 		}
 	}()

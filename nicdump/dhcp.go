@@ -1,0 +1,104 @@
+package nicdump
+
+import "strconv"
+
+// BOOTP's fixed part (RFC 2131): op, htype, hlen, hops, xid, secs, flags, four addresses, the
+// 16-byte chaddr, sname (64) and file (128), then the magic cookie and the options.
+const (
+	dhcpSiaddr  = 20
+	dhcpChaddr  = 28
+	dhcpSname   = 44
+	dhcpFile    = 108
+	dhcpMagic   = 236
+	dhcpOptions = 240
+)
+
+const (
+	dhcpOptionPad = 0 // Genode ends the options at a pad, as at the end option
+	dhcpOptionEnd = 255
+)
+
+func appendDHCP(b []byte, p []byte, c *LogConfig) []byte {
+	if len(p) < dhcpOptions {
+		return truncated(b, "DHCP", p)
+	}
+	switch c.DHCP {
+	case All:
+		b = append(b, "DHCP op "...)
+		b = strconv.AppendUint(b, uint64(p[0]), 10)
+		b = append(b, " htyp "...)
+		b = strconv.AppendUint(b, uint64(p[1]), 10)
+		b = append(b, " hlen "...)
+		b = strconv.AppendUint(b, uint64(p[2]), 10)
+		b = append(b, " hps "...)
+		b = strconv.AppendUint(b, uint64(p[3]), 10)
+		b = append(b, " xid "...)
+		b = strconv.AppendUint(b, uint64(be.Uint32(p[4:])), 10)
+		b = append(b, " sec "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[8:])), 10)
+		b = append(b, " flg 0x"...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[10:])), 16)
+		for i, name := range []string{" ci ", " yi ", " si ", " gi "} {
+			b = append(b, name...)
+			b = appendIP(b, p[12+4*i:16+4*i])
+		}
+		b = append(b, " ch "...)
+		b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
+		b = append(b, " srv "...)
+		b = appendCString(b, p[dhcpSname:dhcpFile])
+		b = append(b, " file "...)
+		b = appendCString(b, p[dhcpFile:dhcpMagic])
+		b = append(b, " mag "...)
+		b = strconv.AppendUint(b, uint64(be.Uint32(p[dhcpMagic:])), 10)
+		b = append(b, " opt"...)
+		b = appendDHCPOptions(b, p[dhcpOptions:])
+	case Default:
+		b = append(b, "DHCP "...)
+		b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
+		b = append(b, " > "...)
+		b = appendIP(b, p[dhcpSiaddr:dhcpSiaddr+4])
+		b = append(b, " cmd "...)
+		b = strconv.AppendUint(b, uint64(p[0]), 10)
+	case Name:
+		b = append(b, "DHCP"...)
+	}
+	return b
+}
+
+// appendDHCPOptions writes each option as code:len:value in hex, Genode's way, up to the end
+// (or pad) option; an option running past the packet ends the list with "truncated".
+func appendDHCPOptions(b []byte, p []byte) []byte {
+	for len(p) > 0 && p[0] != dhcpOptionPad && p[0] != dhcpOptionEnd {
+		if len(p) < 2 || len(p) < 2+int(p[1]) {
+			return append(b, " truncated"...)
+		}
+		code, value := p[0], p[2:2+int(p[1])]
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, uint64(code), 10)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(len(value)), 10)
+		if len(value) > 0 {
+			b = append(b, ':')
+			for _, x := range value {
+				b = append(b, hexDigits[x>>4], hexDigits[x&0xf])
+			}
+		}
+		p = p[2+len(value):]
+	}
+	return b
+}
+
+// appendCString writes a NUL-terminated field, every byte that is not printable ASCII as a
+// dot: a frame's bytes never break the log line.
+func appendCString(b []byte, f []byte) []byte {
+	for _, x := range f {
+		if x == 0 {
+			break
+		}
+		if x < 0x20 || x > 0x7e {
+			x = '.'
+		}
+		b = append(b, x)
+	}
+	return b
+}

@@ -1,0 +1,233 @@
+// Package nicdump is nic_dump's library: Genode's packet log (one line per Ethernet frame,
+// each protocol printed as its style says: no, name, default or all) and the component's
+// config. It reads frames and writes text; it moves no frame and opens no session (that is
+// components/nic_dump), and every length it reads is checked, so a truncated or garbage frame
+// prints as far as it goes and says so.
+package nicdump
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// Style is how much of one protocol's header a line shows (Genode's Packet_log_style).
+type Style uint8
+
+const (
+	No      Style = iota // nothing (the protocols inside still print)
+	Name                 // the protocol's name
+	Default              // a summary: addresses or ports
+	All                  // every header field
+)
+
+var styleNames = [...]string{No: "no", Name: "name", Default: "default", All: "all"}
+
+func (s Style) String() string { return styleNames[s] }
+
+// ParseStyle reads a style as the config writes it.
+func ParseStyle(v string) (Style, bool) {
+	for s, n := range styleNames {
+		if n == v {
+			return Style(s), true
+		}
+	}
+	return No, false
+}
+
+// LogConfig is the style of each protocol (Genode's Packet_log_config).
+type LogConfig struct {
+	Eth, ARP, IPv4, DHCP, UDP, ICMP, TCP Style
+}
+
+// Quiet reports whether c prints no protocol at all.
+func (c *LogConfig) Quiet() bool { return *c == LogConfig{} }
+
+// Header sizes a layer needs before it can be printed.
+const (
+	ethLen  = 14
+	arpLen  = 28
+	ipv4Len = 20
+	tcpLen  = 20
+	udpLen  = 8
+	icmpLen = 8
+)
+
+const (
+	etherTypeIPv4 = 0x0800
+	etherTypeARP  = 0x0806
+	protoICMP     = 1
+	protoTCP      = 6
+	protoUDP      = 17
+)
+
+var be = binary.BigEndian
+
+// AppendFrame appends the log of frame as Genode's nic_dump prints it after the "(to <-
+// from) " prefix, from Ethernet up, without a newline. It allocates nothing when b has room.
+func AppendFrame(b []byte, frame []byte, c *LogConfig) []byte {
+	if len(frame) < ethLen {
+		return truncated(b, "ETH", frame)
+	}
+	switch c.Eth {
+	case All:
+		b = append(b, "ETH src "...)
+		b = appendMAC(b, frame[6:12])
+		b = append(b, " dst "...)
+		b = appendMAC(b, frame[0:6])
+		b = append(b, " typ "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(frame[12:])), 10)
+	case Default:
+		b = append(b, "ETH "...)
+		b = appendMAC(b, frame[6:12])
+		b = append(b, " > "...)
+		b = appendMAC(b, frame[0:6])
+		b = append(b, ' ')
+	case Name:
+		b = append(b, "ETH"...)
+	}
+	// As in Genode, a space separates each layer from the one inside, whatever either printed.
+	switch be.Uint16(frame[12:]) {
+	case etherTypeARP:
+		b = appendARP(append(b, ' '), frame[ethLen:], c)
+	case etherTypeIPv4:
+		b = appendIPv4(append(b, ' '), frame[ethLen:], c)
+	}
+	return b
+}
+
+// truncated appends what a layer whose header p cannot hold prints: its name and the bytes
+// there were.
+func truncated(b []byte, name string, p []byte) []byte {
+	b = append(b, name...)
+	b = append(b, " truncated ("...)
+	b = strconv.AppendUint(b, uint64(len(p)), 10)
+	return append(b, " bytes)"...)
+}
+
+func appendARP(b []byte, p []byte, c *LogConfig) []byte {
+	if len(p) < arpLen {
+		return truncated(b, "ARP", p)
+	}
+	switch c.ARP {
+	case All:
+		b = append(b, "ARP hw "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[0:])), 10)
+		b = append(b, " prot "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[2:])), 10)
+		b = append(b, " hwsz "...)
+		b = strconv.AppendUint(b, uint64(p[4]), 10)
+		b = append(b, " protsz "...)
+		b = strconv.AppendUint(b, uint64(p[5]), 10)
+		b = append(b, " op "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[6:])), 10)
+		// The addresses are where Ethernet and IPv4 put them only for that pair.
+		if be.Uint16(p[0:]) == 1 && be.Uint16(p[2:]) == etherTypeIPv4 && p[4] == 6 && p[5] == 4 {
+			b = append(b, " srcmac "...)
+			b = appendMAC(b, p[8:14])
+			b = append(b, " srcip "...)
+			b = appendIP(b, p[14:18])
+			b = append(b, " dstmac "...)
+			b = appendMAC(b, p[18:24])
+			b = append(b, " dstip "...)
+			b = appendIP(b, p[24:28])
+		} else {
+			b = append(b, " ..."...)
+		}
+	case Default:
+		b = append(b, "ARP "...)
+		b = appendMAC(b, p[8:14])
+		b = append(b, ' ')
+		b = appendIP(b, p[14:18])
+		b = append(b, " > "...)
+		b = appendMAC(b, p[18:24])
+		b = append(b, ' ')
+		b = appendIP(b, p[24:28])
+		b = append(b, " cmd "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[6:])), 10)
+	case Name:
+		b = append(b, "ARP"...)
+	}
+	return b
+}
+
+func appendIPv4(b []byte, p []byte, c *LogConfig) []byte {
+	if len(p) < ipv4Len {
+		return truncated(b, "IPV4", p)
+	}
+	ihl := int(p[0] & 0x0f)
+	switch c.IPv4 {
+	case All:
+		b = append(b, "IPV4 hdrlen "...)
+		b = strconv.AppendUint(b, uint64(ihl), 10)
+		b = append(b, " ver "...)
+		b = strconv.AppendUint(b, uint64(p[0]>>4), 10)
+		b = append(b, " dsrv "...)
+		b = strconv.AppendUint(b, uint64(p[1]>>2), 10)
+		b = append(b, " ecn "...)
+		b = strconv.AppendUint(b, uint64(p[1]&3), 10)
+		b = append(b, " len "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[2:])), 10)
+		b = append(b, " id "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[4:])), 10)
+		b = append(b, " flg "...)
+		b = strconv.AppendUint(b, uint64(p[6]>>5), 10)
+		b = append(b, " frgoff "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[6:])&0x1fff), 10)
+		b = append(b, " ttl  "...) // two spaces: Genode's
+		b = strconv.AppendUint(b, uint64(p[8]), 10)
+		b = append(b, " prot "...)
+		b = strconv.AppendUint(b, uint64(p[9]), 10)
+		b = append(b, " crc "...)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[10:])), 10)
+		b = append(b, " src "...)
+		b = appendIP(b, p[12:16])
+		b = append(b, " dst "...)
+		b = appendIP(b, p[16:20])
+	case Default:
+		b = append(b, "IPV4 "...)
+		b = appendIP(b, p[12:16])
+		b = append(b, " > "...)
+		b = appendIP(b, p[16:20])
+		b = append(b, ' ')
+	case Name:
+		b = append(b, "IPV4"...)
+	}
+	// The payload starts after the options the header length counts; a header length the
+	// packet cannot hold leaves nothing inside to print.
+	if ihl < 5 || ihl*4 > len(p) {
+		return b
+	}
+	data := p[ihl*4:]
+	switch p[9] {
+	case protoTCP:
+		b = appendTCP(append(b, ' '), data, c)
+	case protoUDP:
+		b = appendUDP(append(b, ' '), data, c)
+	case protoICMP:
+		b = appendICMP(append(b, ' '), data, c)
+	}
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendMAC writes a MAC address as Genode does: lower-case hex pairs joined by colons.
+func appendMAC(b []byte, m []byte) []byte {
+	for i, x := range m {
+		if i > 0 {
+			b = append(b, ':')
+		}
+		b = append(b, hexDigits[x>>4], hexDigits[x&0xf])
+	}
+	return b
+}
+
+func appendIP(b []byte, a []byte) []byte {
+	for i, x := range a {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = strconv.AppendUint(b, uint64(x), 10)
+	}
+	return b
+}
