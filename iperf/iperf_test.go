@@ -116,7 +116,11 @@ func TestOurClientAndServer(t *testing.T) {
 			if c.Reverse {
 				sent, received = srv.Measured().Bytes, rep.Received().Bytes
 			}
-			if float64(received) > 1.05*float64(sent) || received < sent/2 {
+			slack := 1.05
+			if c.Omit > 0 {
+				slack = 1.15 // a busy host can put the ends' omitted seconds 50 ms apart
+			}
+			if float64(received) > slack*float64(sent) || received < sent/2 {
 				t.Errorf("sent %d, received %d", sent, received)
 			}
 		})
