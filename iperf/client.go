@@ -1,10 +1,10 @@
 package iperf
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -13,228 +13,349 @@ import (
 
 // ClientConfig describes one test, with iperf3's flag names in the comments.
 type ClientConfig struct {
-	Network   Network       // where to connect; nil means Kernel
-	Server    string        // -c host and -p port, as "host:port"
-	Duration  time.Duration // -t; 0 means 10 s
-	Reverse   bool          // -R: the server sends
-	Parallel  int           // -P; 0 means 1
-	BlockSize int           // -l; 0 means DefaultBlockSize
-	Interval  time.Duration // -i; 0 means 1 s
-	// OnInterval, when set, sees every interval as it closes (for live text output).
-	OnInterval func(Interval)
+	Network  Network       // where to connect; nil means Kernel
+	Server   string        // -c host and -p port, as "host:port"
+	UDP      bool          // -u
+	Duration time.Duration // -t, whole seconds; 0 means 10 s unless Bytes or Blocks end the test
+	Bytes    uint64        // -n: end after this many bytes
+	Blocks   uint64        // -k: end after this many blocks
+	Omit     int           // -O: seconds measured but left out of the results
+	Reverse  bool          // -R: the server sends
+	Bidir    bool          // --bidir: both send
+	Parallel int           // -P; 0 means 1
+	// BlockSize is -l: 0 means 128 KiB for TCP, and for UDP the control connection's MSS.
+	BlockSize int
+	Rate      uint64 // -b: bits per second per stream; 0 is unlimited (Command sets UDP's 1 Mbit/s)
+	Burst     int    // -b RATE/BURST: blocks sent between two checks of the rate
+	Options          // -w, -M, -N, -C, -S
+	ZeroCopy  bool   // -Z: send with sendfile
+	UDP64     bool   // --udp-counters-64bit
+	Repeating bool   // --repeating-payload
+	// GetServerOutput is --get-server-output: the server's own report comes back with the results.
+	GetServerOutput bool
+	Interval        time.Duration // -i; 0 means 1 s, negative no reports between start and end
+	Format          byte          // -f: k, m, g, t (bits) or K, M, G, T (bytes); 0 adapts
+	// Output receives what iperf3 prints: its text lines as the test goes, or with JSON the -J
+	// report at the end (with "error" set on failure). Nil prints nothing.
+	Output io.Writer
+	JSON   bool
 }
-
-// ErrAccessDenied means the server is busy with another test.
-var ErrAccessDenied = errors.New("iperf: the server is busy running a test, try again later")
-
-// maxStreams is iperf3's own limit on -P.
-const maxStreams = 128
 
 // RunClient runs one test against an iperf3 server and returns its report. On an error after
 // the test started, the report holds what was measured and its Error field says what failed.
+// Errors iperf3 would name are *Error, with its message.
 func RunClient(ctx context.Context, cfg ClientConfig) (*Report, error) {
+	p, err := cfg.params()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Network == nil {
 		cfg.Network = Kernel
 	}
-	if cfg.Duration <= 0 {
-		cfg.Duration = 10 * time.Second
+	out := &textOut{format: 'a'}
+	if cfg.Format != 0 {
+		out.format = cfg.Format
 	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 1
+	if !cfg.JSON {
+		out.w = cfg.Output
 	}
-	if cfg.Parallel > maxStreams {
-		return nil, fmt.Errorf("iperf: at most %d parallel streams", maxStreams)
-	}
-	if cfg.BlockSize <= 0 {
-		cfg.BlockSize = DefaultBlockSize
-	}
-	host, port, err := net.SplitHostPort(cfg.Server)
-	if err != nil {
-		return nil, fmt.Errorf("iperf: server address: %w", err)
-	}
-	ck, err := newCookie()
-	if err != nil {
-		return nil, err
-	}
-	ctrl, err := cfg.Network.DialContext(ctx, "tcp", cfg.Server)
-	if err != nil {
-		return nil, fmt.Errorf("iperf: connecting to %s: %w", cfg.Server, err)
-	}
-	defer ctrl.Close()
-	// Cancelling ctx unblocks whatever the control channel waits for.
-	stopCancel := context.AfterFunc(ctx, func() { _ = ctrl.SetDeadline(time.Now()) })
-	defer stopCancel()
-
-	c := &client{cfg: cfg, ctrl: ctrl, cookie: ck}
-	defer c.closeStreams()
-	rep, err := c.run(ctx)
-	if rep != nil {
-		p, _ := strconv.Atoi(port)
-		rep.Start.ConnectingTo = &HostPort{Host: host, Port: p}
-		if err != nil {
-			rep.Error = err.Error()
-		}
-	}
-	if ctx.Err() != nil && err != nil {
+	t := newTest(true, p, cfg.Network, cfg.Interval, out)
+	c := &client{cfg: cfg, t: t}
+	err = c.run(ctx)
+	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return rep, err
-}
-
-type client struct {
-	cfg     ClientConfig
-	ctrl    net.Conn
-	cookie  cookie
-	params  params
-	streams []*stream
-	meter   *meter
-}
-
-func (c *client) run(ctx context.Context) (*Report, error) {
-	if _, err := c.ctrl.Write(c.cookie[:]); err != nil {
-		return nil, err
+	if err != nil {
+		t.rep.Error = err.Error()
 	}
-	c.params = params{TCP: true, Time: int(c.cfg.Duration.Round(time.Second) / time.Second), Parallel: c.cfg.Parallel,
-		Reverse: c.cfg.Reverse, Len: c.cfg.BlockSize, PacingTimer: 1000, ClientVersion: Version}
-	if c.params.Time == 0 {
-		c.params.Time = 1
-	}
-	var rep *Report
-	var pending int8 // a state runTest already read
-	for {
-		st := pending
-		pending = 0
-		if st == 0 {
-			var err error
-			if st, err = readState(c.ctrl); err != nil {
-				return rep, fmt.Errorf("iperf: control connection: %w", err)
-			}
-		}
-		switch st {
-		case stateParamExchange:
-			if err := writeJSON(c.ctrl, c.params); err != nil {
-				return rep, err
-			}
-		case stateCreateStreams:
-			if err := c.createStreams(ctx); err != nil {
-				return rep, err
-			}
-		case stateTestStart:
-			c.meter = newMeter(c.streams, c.cfg.Interval, c.cfg.OnInterval)
-			rep = &Report{Start: newStart(c.cookie, c.params, c.streams, time.Now())}
-		case stateTestRunning:
-			if c.meter == nil || !c.meter.start.IsZero() {
-				return rep, errors.New("iperf: TEST_RUNNING out of order")
-			}
-			next, err := c.runTest(ctx)
-			if err != nil {
-				return rep, fmt.Errorf("iperf: during the test: %w", err)
-			}
-			pending = next
-		case stateExchangeResults:
-			if c.meter == nil {
-				return rep, errors.New("iperf: results before the test ran")
-			}
-			if err := writeJSON(c.ctrl, localResults(c.meter)); err != nil {
-				return rep, err
-			}
-			var peer results
-			if err := readJSON(c.ctrl, &peer); err != nil {
-				return rep, fmt.Errorf("iperf: reading server results: %w", err)
-			}
-			rep.Intervals = c.meter.intervals
-			rep.End = buildEnd(c.meter, peer)
-		case stateDisplayResults:
-			c.closeStreams()
-			err := writeState(c.ctrl, stateIperfDone)
-			return rep, err
-		case stateAccessDenied:
-			return rep, ErrAccessDenied
-		case stateServerTerminate:
-			return rep, errors.New("iperf: the server has terminated")
-		case stateServerError:
-			var code [8]byte // i_errno and errno, big-endian
-			if _, err := io.ReadFull(c.ctrl, code[:]); err != nil {
-				return rep, errors.New("iperf: server error")
-			}
-			return rep, fmt.Errorf("iperf: server error (i_errno %d, errno %d)",
-				int32(binary.BigEndian.Uint32(code[:4])), int32(binary.BigEndian.Uint32(code[4:])))
-		default:
-			return rep, fmt.Errorf("iperf: unexpected control state %d", st)
+	if cfg.JSON && cfg.Output != nil {
+		if werr := t.rep.WriteJSON(cfg.Output); err == nil {
+			err = werr
 		}
 	}
+	return t.rep, err
 }
 
-// createStreams connects the data streams one after another: the server numbers them in the
-// order it accepts them, and results are matched by that number.
-func (c *client) createStreams(ctx context.Context) error {
-	for i := 0; i < c.cfg.Parallel; i++ {
-		conn, err := c.cfg.Network.DialContext(ctx, "tcp", c.cfg.Server)
-		if err != nil {
-			return fmt.Errorf("iperf: data stream: %w", err)
+// params checks the test as iperf3 checks its command line and turns it into the parameters
+// the server gets.
+func (cfg *ClientConfig) params() (params, error) {
+	p := params{TCP: !cfg.UDP, UDP: cfg.UDP, Omit: cfg.Omit, Num: cfg.Bytes, BlockCount: cfg.Blocks,
+		MSS: cfg.MSS, NoDelay: cfg.NoDelay, Parallel: max(cfg.Parallel, 1), Reverse: cfg.Reverse,
+		Bidirectional: cfg.Bidir, Window: cfg.Window, Len: cfg.BlockSize, Bandwidth: cfg.Rate,
+		PacingTimer: defaultPacingTimer, Burst: cfg.Burst, TOS: cfg.TOS, Congestion: cfg.Congestion,
+		ClientVersion: Version}
+	secs := int((cfg.Duration + time.Second/2) / time.Second)
+	switch {
+	case cfg.Duration > 0:
+		p.Time = max(secs, 1)
+	case cfg.Bytes == 0 && cfg.Blocks == 0:
+		p.Time = 10
+	}
+	for _, f := range []struct {
+		on  bool
+		set *int
+	}{{cfg.GetServerOutput, &p.GetServerOutput}, {cfg.UDP64, &p.UDPCounters64}, {cfg.Repeating, &p.RepeatingData}, {cfg.ZeroCopy, &p.ZeroCopy}} {
+		if f.on {
+			*f.set = 1
 		}
-		if _, err := conn.Write(c.cookie[:]); err != nil {
-			conn.Close()
-			return err
-		}
-		c.streams = append(c.streams, newStream(streamID(i), conn, !c.cfg.Reverse, c.cfg.BlockSize))
+	}
+	return p, p.check(true)
+}
+
+// check refuses what iperf3 refuses, with its codes: on the client for a command line, on the
+// server for what a client sent (which must not make it allocate or wait without bound).
+func (p *params) check(client bool) error {
+	switch {
+	case p.SCTP:
+		return &Error{Code: CodeNoSCTP}
+	case p.TCP == p.UDP:
+		return &Error{Code: CodeProtocol}
+	case p.Reverse && p.Bidirectional:
+		return &Error{Code: CodeReverseBidir}
+	case p.Parallel < 1 || p.Parallel > maxStreams:
+		return &Error{Code: CodeNumStreams}
+	case p.Time < 0 || p.Time > maxTime:
+		return &Error{Code: CodeDuration}
+	case p.Omit < 0 || p.Omit > maxOmit:
+		return &Error{Code: CodeOmit}
+	case (p.Time > 0 && client && (p.Num > 0 || p.BlockCount > 0)) || (p.Num > 0 && p.BlockCount > 0):
+		return &Error{Code: CodeEndConditions}
+	case p.Window < 0 || p.Window > maxBuffer:
+		return &Error{Code: CodeBufSize}
+	case p.MSS < 0 || p.MSS > maxMSS:
+		return &Error{Code: CodeMSS}
+	case p.TOS < 0 || p.TOS > 255:
+		return &Error{Code: CodeBadTOS}
+	case p.Burst < 0 || p.Burst > maxBurst:
+		return &Error{Code: CodeBadBurst}
+	case p.UDP && p.Len != 0 && (p.Len < minUDPBlockSize || p.Len > maxUDPBlockSize):
+		return &Error{Code: CodeUDPBlockSize}
+	case p.Len < 0 || p.Len > maxBlockSize:
+		return &Error{Code: CodeBlockSize}
+	}
+	if p.TCP && p.Len == 0 {
+		p.Len = DefaultBlockSize
 	}
 	return nil
 }
 
-// runTest moves data for the configured time, then sends TEST_END and returns the server's next
-// state. The control channel is read meanwhile so that a server that gives up early is noticed.
+type client struct {
+	cfg  ClientConfig
+	t    *test
+	ctrl net.Conn
+}
+
+func (c *client) run(ctx context.Context) error {
+	t := c.t
+	host, portStr, _ := net.SplitHostPort(c.cfg.Server)
+	port, _ := strconv.Atoi(portStr)
+	ctrl, err := c.cfg.Network.DialContext(ctx, "tcp", c.cfg.Server, Options{})
+	if err != nil {
+		return fail(CodeConnect, err)
+	}
+	c.ctrl = ctrl
+	defer ctrl.Close()
+	// Cancelling ctx unblocks whatever the control channel waits for.
+	stopCancel := context.AfterFunc(ctx, func() { _ = ctrl.SetDeadline(time.Now()) })
+	defer stopCancel()
+	defer t.closeStreams()
+	defer t.halt()
+
+	if t.cookie, err = newCookie(); err != nil {
+		return err
+	}
+	if _, err := ctrl.Write(t.cookie[:]); err != nil {
+		return fail(105, err) // IESENDCOOKIE
+	}
+	// iperf3 sets TCP_NODELAY on the control connection and sizes UDP datagrams to its MSS.
+	ctrlMSS := 0
+	if sock, err := c.cfg.Network.Tune(ctrl, Options{NoDelay: true}); err == nil && sock.MSS > 0 && sock.MSS <= maxUDPBlockSize {
+		ctrlMSS = sock.MSS
+	}
+	if t.udp && t.p.Len == 0 {
+		t.p.Len = defaultUDPBlockSize
+		if ctrlMSS > 0 {
+			t.p.Len = ctrlMSS
+		}
+	}
+	if t.p.Num > 0 || t.p.BlockCount > 0 {
+		t.lim = &limit{bytes: t.p.Num, blocks: t.p.BlockCount, reached: make(chan struct{})}
+	}
+
+	var pending int8 // a state the running test already read
+	for {
+		st := pending
+		pending = 0
+		if st == 0 {
+			if st, err = readState(ctrl); err != nil {
+				return ctrlReadError(err)
+			}
+		}
+		switch st {
+		case stateParamExchange:
+			if err := writeJSON(ctrl, t.p); err != nil {
+				return fail(113, err) // IESENDPARAMS
+			}
+			t.connected(time.Now(), ctrlMSS)
+			t.rep.Start.ConnectingTo = &HostPort{Host: host, Port: port}
+			t.out.printf(connectingFormat, host, port)
+			if t.p.Reverse {
+				t.out.printf(reverseFormat, host)
+			}
+		case stateCreateStreams:
+			if err := c.createStreams(ctx); err != nil {
+				return err
+			}
+		case stateTestStart:
+			t.startTest(time.Now())
+		case stateTestRunning:
+			if t.begin.IsZero() {
+				return &Error{Code: CodeMessage, Err: errors.New("TEST_RUNNING before TEST_START")}
+			}
+			if pending, err = c.runTest(ctx); err != nil {
+				return err
+			}
+		case stateExchangeResults:
+			if t.end.IsZero() {
+				return &Error{Code: CodeMessage, Err: errors.New("EXCHANGE_RESULTS before the test ran")}
+			}
+			if err := writeJSON(ctrl, t.results()); err != nil {
+				return fail(116, err) // IESENDRESULTS
+			}
+			var peer results
+			if err := readJSON(ctrl, &peer); err != nil {
+				return fail(CodeRecvResults, err)
+			}
+			if err := t.takeResults(peer); err != nil {
+				return err
+			}
+			if c.cfg.GetServerOutput {
+				t.rep.ServerOutputJSON, t.rep.ServerOutputText = peer.ServerOutputJSON, peer.ServerOutputText
+			}
+		case stateDisplayResults:
+			t.halt()
+			t.closeStreams()
+			t.reportInterval()
+			t.summarize()
+			c.printServerOutput()
+			t.out.printf("\n%s", iperfDone)
+			return writeState(ctrl, stateIperfDone)
+		case stateServerTerminate:
+			if !t.end.IsZero() {
+				t.reportInterval()
+				t.summarize()
+			}
+			return &Error{Code: CodeServerTerm}
+		case stateAccessDenied:
+			return ErrAccessDenied
+		case stateServerError:
+			return readServerError(ctrl)
+		default:
+			return &Error{Code: CodeMessage, Err: errors.New("state " + strconv.Itoa(int(st)))}
+		}
+	}
+}
+
+func ctrlReadError(err error) error {
+	if errors.Is(err, io.EOF) {
+		return &Error{Code: CodeCtrlClose}
+	}
+	return fail(112, err) // IERECVMESSAGE
+}
+
+// createStreams connects the data streams one after another, the sending ones first as iperf3
+// does: the server numbers them in the order it accepts them, and results match by number.
+func (c *client) createStreams(ctx context.Context) error {
+	t := c.t
+	dirs := []bool{!t.p.Reverse}
+	if t.p.Bidirectional {
+		dirs = []bool{true, false}
+	}
+	network := "tcp"
+	if t.udp {
+		network = "udp"
+	}
+	for _, sender := range dirs {
+		for i := 0; i < t.p.Parallel; i++ {
+			conn, err := c.cfg.Network.DialContext(ctx, network, c.cfg.Server, t.opts)
+			if err != nil {
+				return fail(CodeStreamConnect, err)
+			}
+			if !t.udp {
+				if _, err := conn.Write(t.cookie[:]); err != nil {
+					conn.Close()
+					return fail(105, err)
+				}
+			}
+			if err := t.tune(conn, Options{}); err != nil {
+				conn.Close()
+				return err
+			}
+			if t.udp {
+				if err := udpHandshake(ctx, conn, t.p.Len); err != nil {
+					conn.Close()
+					return err
+				}
+			}
+			if _, err := t.addStream(conn, sender); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runTest moves data for the test's time (or until -n/-k), then sends TEST_END and returns the
+// server's next state. The control channel is read meanwhile so that a server that gives up
+// early is noticed.
 func (c *client) runTest(ctx context.Context) (int8, error) {
-	c.meter.begin()
-	for _, s := range c.streams {
-		go s.run()
-	}
-	type reply struct {
-		st  int8
-		err error
-	}
-	next := make(chan reply, 1)
+	t := c.t
+	t.run()
+	ctrlMsgs := make(chan ctrlMsg, 1)
 	go func() {
 		// Exactly one byte: what follows EXCHANGE_RESULTS is read by run.
 		st, err := readState(c.ctrl)
-		next <- reply{st, err}
+		ctrlMsgs <- ctrlMsg{st, err}
 	}()
-	timer := time.NewTimer(c.cfg.Duration)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case r := <-next:
-		c.stopStreams()
-		if r.err != nil {
-			return 0, r.err
-		}
-		return r.st, nil // SERVER_TERMINATE or an error state, handled by run
-	case <-ctx.Done():
-		c.stopStreams()
-		return 0, ctx.Err()
+	var stopAt time.Time
+	if t.p.Time > 0 {
+		stopAt = t.begin.Add(time.Duration(t.p.Time+t.p.Omit) * time.Second)
 	}
-	c.meter.finish()
-	for _, s := range c.streams {
-		if s.sender {
-			s.halt()
-		}
-	}
-	// A receiver keeps draining (no longer counted) so a server blocked in write hears TEST_END.
-	if err := writeState(c.ctrl, stateTestEnd); err != nil {
+	m, err := t.measure(ctx, stopAt, ctrlMsgs)
+	if err != nil {
 		return 0, err
 	}
-	r := <-next
-	return r.st, r.err
-}
-
-func (c *client) stopStreams() {
-	for _, s := range c.streams {
-		s.halt()
+	if m != nil {
+		// The server spoke first: it is terminating or failed.
+		t.finish(time.Now())
+		t.halt()
+		if m.err != nil {
+			return 0, ctrlReadError(m.err)
+		}
+		return m.state, nil
 	}
+	t.finish(time.Now())
+	// A receiver keeps draining (no longer counted) so a server blocked in write hears TEST_END.
+	if err := writeState(c.ctrl, stateTestEnd); err != nil {
+		return 0, fail(111, err) // IESENDMESSAGE
+	}
+	r := <-ctrlMsgs
+	if r.err != nil {
+		return 0, ctrlReadError(r.err)
+	}
+	return r.state, nil
 }
 
-func (c *client) closeStreams() {
-	for _, s := range c.streams {
-		s.conn.Close()
+// printServerOutput prints what the server sent back for --get-server-output.
+func (c *client) printServerOutput() {
+	r := c.t.rep
+	if len(r.ServerOutputJSON) > 0 {
+		var b bytes.Buffer
+		if json.Indent(&b, r.ServerOutputJSON, "", "\t") == nil {
+			c.t.out.printf(serverOutputJSON, b.String())
+		}
+	}
+	if r.ServerOutputText != nil {
+		c.t.out.printf(serverOutputText, *r.ServerOutputText)
 	}
 }

@@ -1,6 +1,8 @@
 package iperf
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -12,16 +14,75 @@ func TestParseCommand(t *testing.T) {
 	}
 	cfg := c.ClientConfig(nil)
 	if cfg.Server != "10.0.1.1:5202" || !cfg.Reverse || cfg.Duration != 5*time.Second || cfg.Parallel != 2 || !c.JSON ||
-		cfg.BlockSize != DefaultBlockSize || cfg.Interval != time.Second {
+		cfg.BlockSize != 0 || cfg.Interval != time.Second || cfg.Rate != 0 {
 		t.Fatalf("parsed %+v into %+v", c, cfg)
 	}
 	s, err := ParseCommand([]string{"-s", "-1"})
 	if err != nil || !s.Server || !s.OneOff || s.ListenAddress() != ":5201" {
 		t.Fatalf("server command: %+v, %v", s, err)
 	}
-	for _, bad := range [][]string{{}, {"-s", "-c", "x"}, {"-c", "x", "extra"}, {"-u", "-c", "x"}} {
-		if _, err := ParseCommand(bad); err == nil {
-			t.Errorf("ParseCommand(%q) accepted", bad)
+}
+
+// TestParseCommandOptions reads what users type, suffixes included.
+func TestParseCommandOptions(t *testing.T) {
+	c, err := ParseCommand(strings.Fields("-c h -u -b 100M/10 -l 16K -w 2M -M 1400 -O 2 --bidir -C reno -Z -S 0x10 -i 0 --get-server-output --udp-counters-64bit -f m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.ClientConfig(nil)
+	if !cfg.UDP || cfg.Rate != 100e6 || cfg.Burst != 10 || cfg.BlockSize != 16<<10 || cfg.Window != 2<<20 || cfg.MSS != 1400 ||
+		cfg.Omit != 2 || !cfg.Bidir || cfg.Congestion != "reno" || !cfg.ZeroCopy || cfg.TOS != 16 || cfg.Interval >= 0 ||
+		!cfg.GetServerOutput || !cfg.UDP64 || cfg.Format != 'm' {
+		t.Fatalf("parsed into %+v", cfg)
+	}
+	u, _ := ParseCommand(strings.Fields("-c h -u"))
+	if cfg := u.ClientConfig(nil); cfg.Rate != 1<<20 {
+		t.Fatalf("UDP's default rate: %d, want iperf3's 1 Mbit/s", cfg.Rate)
+	}
+	n, _ := ParseCommand(strings.Fields("-c h -n 1G"))
+	if cfg := n.ClientConfig(nil); cfg.Bytes != 1<<30 || cfg.Duration != 0 {
+		t.Fatalf("-n 1G: %d bytes, %v", cfg.Bytes, cfg.Duration)
+	}
+}
+
+// TestParseCommandRefuses refuses what iperf3 refuses, with its words.
+func TestParseCommandRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want Code
+	}{
+		{"", CodeNoRole},
+		{"-s -c x", CodeServerClient},
+		{"-s -u", CodeClientOnly},
+		{"-s -R", CodeClientOnly},
+		{"-c x -1", CodeServerOnly},
+		{"-c x -R --bidir", CodeReverseBidir},
+		{"-c x -P 129", CodeNumStreams},
+		{"-c x -t 100000", CodeDuration},
+		{"-c x -t 5 -n 1M", CodeEndConditions},
+		{"-c x -n 1M -k 10", CodeEndConditions},
+		{"-c x -l 2M", CodeBlockSize},
+		{"-c x -u -l 8", CodeUDPBlockSize},
+		{"-c x -w 1G", CodeBufSize},
+		{"-c x -M 10000", CodeMSS},
+		{"-c x -O 61", CodeOmit},
+		{"-c x -i 0.01", CodeInterval},
+		{"-c x -f x", CodeBadFormat},
+		{"-c x -p 0", CodeBadPort},
+		{"-c x -S 300", CodeBadTOS},
+	} {
+		_, err := ParseCommand(strings.Fields(tc.line))
+		var ie *Error
+		if !errors.As(err, &ie) || ie.Code != tc.want {
+			t.Errorf("%q: %v, want code %d", tc.line, err, tc.want)
 		}
+	}
+	for _, bad := range []string{"-c x extra", "-c x -l 16Q", "-c x -b 1G/0", "-c x -n lots"} {
+		if _, err := ParseCommand(strings.Fields(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := ParseCommand(strings.Fields("-c x -t 5 -R")); err != nil {
+		t.Errorf("-t with -R: %v", err)
 	}
 }

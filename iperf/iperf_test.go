@@ -1,9 +1,12 @@
 package iperf
 
 import (
-	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os/exec"
 	"strconv"
@@ -15,7 +18,7 @@ import (
 )
 
 // startServer runs our server on a loopback port and returns the port and its reports.
-func startServer(t *testing.T) (int, <-chan *Report) {
+func startServer(t *testing.T, srv *Server) (int, <-chan *Report) {
 	t.Helper()
 	ln, err := Kernel.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -23,7 +26,8 @@ func startServer(t *testing.T) (int, <-chan *Report) {
 	}
 	reports := make(chan *Report, 4)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{OnReport: func(r *Report) { reports <- r }, Logf: t.Logf}
+	srv.OnReport = func(r *Report) { reports <- r }
+	srv.Logf = t.Logf
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {
@@ -35,170 +39,240 @@ func startServer(t *testing.T) (int, <-chan *Report) {
 	return ln.Addr().(*net.TCPAddr).Port, reports
 }
 
-func TestOurServerWithRealIperf3Client(t *testing.T) {
-	testutil.RequireCommand(t, "iperf3")
+// TestOurClientAndServer runs the options against ourselves, where no iperf3 is needed, and
+// checks that both sides agree on what moved.
+func TestOurClientAndServer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		args []string
+		args string
 	}{
-		{"forward", nil},
-		{"reverse", []string{"-R"}},
-		{"parallel", []string{"-P", "2"}},
+		{"tcp", "-t 1 -P 3 -R"},
+		{"bidir", "-t 1 --bidir -b 1G"},
+		{"udp", "-t 1 -u -b 50M -P 2"},
+		{"udp-bidir", "-t 1 -u -b 10M --bidir --udp-counters-64bit"},
+		{"omit", "-t 1 -O 1 -b 1G -i 0.5"},
+		{"bytes", "-n 10M -R -b 200M"},
+		{"blocks", "-k 100 -b 100M"},
+		{"server-output", "-t 1 --get-server-output -b 100M"},
+		{"zerocopy", "-t 1 -Z -R -b 1G"},
+		{"slow", "-t 1 -b 100K"}, // one block in 10 s: halting must not wait for the next
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			port, reports := startServer(t)
-			args := append([]string{"-c", "127.0.0.1", "-p", strconv.Itoa(port), "-t", "1", "-J"}, tc.args...)
-			out, err := exec.Command("iperf3", args...).Output()
-			if err != nil {
-				t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
-			}
-			var r struct {
-				Error string `json:"error"`
-				End   struct {
-					SumSent     struct{ Bytes float64 } `json:"sum_sent"`
-					SumReceived struct {
-						Bytes         float64 `json:"bytes"`
-						BitsPerSecond float64 `json:"bits_per_second"`
-					} `json:"sum_received"`
-				} `json:"end"`
-			}
-			if err := json.Unmarshal(out, &r); err != nil {
-				t.Fatalf("iperf3 JSON: %v\n%s", err, out)
-			}
-			if r.Error != "" || r.End.SumReceived.BitsPerSecond <= 0 || r.End.SumSent.Bytes <= 0 {
-				t.Fatalf("iperf3 measured nothing: %+v\n%s", r, out)
-			}
-			t.Logf("iperf3 client %v: %.2f Gbit/s received", tc.args, r.End.SumReceived.BitsPerSecond/1e9)
-			select {
-			case rep := <-reports:
-				if rep.Error != "" || len(rep.End.Streams) != len(rep.Start.Connected) || rep.End.SumReceived.Bytes == 0 {
-					t.Fatalf("our server's report: %+v", rep)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("our server reported no test")
-			}
-		})
-	}
-}
-
-// startIperf3Server runs a real one-off iperf3 server and waits until it listens.
-func startIperf3Server(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("iperf3", "-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", strconv.Itoa(port))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	ready := make(chan bool, 1)
-	go func() {
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "Server listening") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(5 * time.Second):
-		t.Fatal("iperf3 -s did not start")
-	}
-	return port
-}
-
-func TestOurClientWithRealIperf3Server(t *testing.T) {
-	testutil.RequireCommand(t, "iperf3")
-	for _, tc := range []struct {
-		name     string
-		reverse  bool
-		parallel int
-	}{
-		{"forward", false, 1},
-		{"reverse", true, 1},
-		{"parallel", false, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			port := startIperf3Server(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			rep, err := RunClient(ctx, ClientConfig{Server: "127.0.0.1:" + strconv.Itoa(port), Duration: time.Second,
-				Reverse: tc.reverse, Parallel: tc.parallel})
+			t.Parallel()
+			port, reports := startServer(t, &Server{})
+			c, err := ParseCommand(append(strings.Fields(tc.args), "-c", "127.0.0.1", "-p", strconv.Itoa(port)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkReport(t, rep, tc.parallel)
+			var out bytes.Buffer
+			cfg := c.ClientConfig(Kernel)
+			cfg.Output = &out
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			began := time.Now()
+			rep, err := RunClient(ctx, cfg)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if took := time.Since(began); took > cfg.Duration+time.Duration(c.Omit)*time.Second+3*time.Second {
+				t.Errorf("the test took %v", took)
+			}
+			if !strings.HasSuffix(out.String(), "\niperf Done.\n") {
+				t.Errorf("text output:\n%s", out.String())
+			}
+			ids := map[int]bool{}
+			for _, s := range rep.Start.Connected {
+				ids[s.Socket] = true
+			}
+			streams := c.Parallel
+			if c.Bidir {
+				streams *= 2
+			}
+			if len(rep.End.Streams) != streams || !ids[1] || (streams > 1 && !ids[3]) {
+				t.Fatalf("%d streams, ids %v", len(rep.End.Streams), ids)
+			}
+			for _, sum := range []*Sum{rep.End.SumSent, rep.End.SumReceived, rep.End.SumSentBidirReverse, rep.End.SumReceivedBidirReverse} {
+				if sum == nil {
+					continue
+				}
+				if sum.Bytes == 0 || sum.BitsPerSecond <= 0 {
+					t.Errorf("a sum moved nothing: %+v", *sum)
+				}
+			}
+			if c.Omit > 0 && !rep.Intervals[0].Sum.Omitted {
+				t.Errorf("the first interval is not omitted: %+v", rep.Intervals[0].Sum)
+			}
+			if c.GetServerOutput && (rep.ServerOutputText == nil || !strings.Contains(out.String(), "Server output:\nAccepted connection")) {
+				t.Errorf("no server output:\n%s", out.String())
+			}
+			srv := <-reports
+			if srv.Error != "" {
+				t.Fatalf("server: %s", srv.Error)
+			}
+			// Each end counted its own side: what one sent the other received, but for what was
+			// in flight when the test ended (a server sends until TEST_END reaches it) and
+			// for the ends' omitted seconds, which end a control message apart.
+			sent, received := rep.End.SumSent.Bytes, srv.Received().Bytes
+			if c.Reverse {
+				sent, received = srv.Measured().Bytes, rep.Received().Bytes
+			}
+			slack := 1.05
+			if c.Omit > 0 {
+				slack = 1.15 // a busy host can put the ends' omitted seconds 50 ms apart
+			}
+			if float64(received) > slack*float64(sent) || received < sent/2 {
+				t.Errorf("sent %d, received %d", sent, received)
+			}
 		})
-	}
-}
-
-func checkReport(t *testing.T, rep *Report, streams int) {
-	t.Helper()
-	if len(rep.End.Streams) != streams || len(rep.Intervals) == 0 {
-		t.Fatalf("report has %d streams and %d intervals", len(rep.End.Streams), len(rep.Intervals))
-	}
-	for _, s := range rep.End.Streams {
-		if s.Sender.Bytes == 0 || s.Receiver.Bytes == 0 {
-			t.Fatalf("stream %d: sent %d, received %d", s.Sender.Socket, s.Sender.Bytes, s.Receiver.Bytes)
-		}
-	}
-	b, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var generic map[string]any
-	if err := json.Unmarshal(b, &generic); err != nil {
-		t.Fatal(err)
-	}
-	end := generic["end"].(map[string]any)
-	bps := end["sum_received"].(map[string]any)["bits_per_second"].(float64)
-	if bps <= 0 {
-		t.Fatalf("sum_received.bits_per_second = %v", bps)
-	}
-	t.Logf("%.2f Gbit/s received", bps/1e9)
-}
-
-func TestOurClientAndServer(t *testing.T) {
-	port, reports := startServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rep, err := RunClient(ctx, ClientConfig{Server: "127.0.0.1:" + strconv.Itoa(port), Duration: time.Second, Reverse: true, Parallel: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkReport(t, rep, 3)
-	if ids := []int{rep.End.Streams[0].Sender.Socket, rep.End.Streams[1].Sender.Socket, rep.End.Streams[2].Sender.Socket}; ids[0] != 1 || ids[1] != 3 || ids[2] != 4 {
-		t.Fatalf("stream ids %v, iperf3 numbers 1, 3, 4", ids)
-	}
-	if srv := <-reports; srv.End.SumSent.Bytes != rep.End.SumSent.Bytes {
-		t.Fatalf("server sent %d, client says %d", srv.End.SumSent.Bytes, rep.End.SumSent.Bytes)
 	}
 }
 
 func TestBusyServerDeniesSecondClient(t *testing.T) {
-	port, _ := startServer(t)
+	port, _ := startServer(t, &Server{})
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	first := make(chan error, 1)
 	go func() {
-		_, err := RunClient(ctx, ClientConfig{Server: addr, Duration: time.Second})
+		_, err := RunClient(ctx, ClientConfig{Server: addr, Duration: time.Second, Rate: 1e8})
 		first <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
-	if _, err := RunClient(ctx, ClientConfig{Server: addr, Duration: time.Second}); err != ErrAccessDenied {
-		t.Fatalf("second client: %v, want ErrAccessDenied", err)
+	if _, err := RunClient(ctx, ClientConfig{Server: addr, Duration: time.Second}); !errors.Is(err, ErrAccessDenied) {
+		t.Fatalf("second client: %v, want %v", err, ErrAccessDenied)
 	}
 	if err := <-first; err != nil {
 		t.Fatalf("first client: %v", err)
+	}
+}
+
+// TestServerRefusesBadParameters sends what no iperf3 client sends and expects iperf3's error
+// code back (SERVER_ERROR), with the server still serving afterwards.
+func TestServerRefusesBadParameters(t *testing.T) {
+	port, _ := startServer(t, &Server{})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		want Code
+	}{
+		{"huge length", binary.BigEndian.AppendUint32(nil, 1<<31), CodeRecvParams},
+		{"not JSON", frame(`{"tcp":true,`), CodeRecvParams},
+		{"streams", frame(`{"tcp":true,"time":1,"parallel":1000}`), CodeNumStreams},
+		{"block", frame(`{"tcp":true,"time":1,"parallel":1,"len":104857600}`), CodeBlockSize},
+		{"datagram", frame(`{"udp":true,"time":1,"parallel":1,"len":70000}`), CodeUDPBlockSize},
+		{"time", frame(`{"tcp":true,"time":1000000,"parallel":1}`), CodeDuration},
+		{"omit", frame(`{"tcp":true,"time":1,"omit":-1,"parallel":1}`), CodeOmit},
+		{"window", frame(`{"tcp":true,"time":1,"parallel":1,"window":1073741824}`), CodeBufSize},
+		{"sctp", frame(`{"sctp":true,"time":1,"parallel":1}`), CodeNoSCTP},
+		{"congestion", frame(`{"tcp":true,"time":1,"parallel":1,"congestion":"no-such-algorithm"}`), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := untilServed(t, addr)
+			defer c.Close()
+			c.Write(tc.msg)
+			if tc.want == 0 {
+				// An algorithm the server lacks: iperf3's server warns and goes on.
+				if st, err := readState(c); err != nil || st != stateCreateStreams {
+					t.Fatalf("state %d, %v; want CREATE_STREAMS", st, err)
+				}
+				return
+			}
+			st, err := readState(c)
+			if err != nil || st != stateServerError {
+				t.Fatalf("state %d, %v; want SERVER_ERROR", st, err)
+			}
+			err = readServerError(c)
+			var ie *Error
+			if !errors.As(err, &ie) || ie.Code != tc.want {
+				t.Fatalf("got %v, want code %d", err, tc.want)
+			}
+			t.Logf("%s: %v", tc.name, err)
+		})
+	}
+	// Still serving.
+	untilServed(t, addr).Close()
+}
+
+// untilServed connects to the server until it asks for parameters: a test it just refused may
+// take it a moment to end.
+func untilServed(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		ck, _ := newCookie()
+		c.Write(ck[:])
+		st, err := readState(c)
+		switch {
+		case err == nil && st == stateParamExchange:
+			return c
+		case err == nil && st == stateAccessDenied && time.Now().Before(deadline):
+			c.Close()
+			time.Sleep(10 * time.Millisecond)
+		default:
+			t.Fatalf("state %d, %v", st, err)
+		}
+	}
+}
+
+func frame(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) }
+
+// TestClientNamesServerError checks that a SERVER_ERROR reads as iperf3 prints it.
+func TestClientNamesServerError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var ck cookie
+		io.ReadFull(c, ck[:])
+		writeState(c, stateParamExchange)
+		var p params
+		readJSON(c, &p)
+		writeServerError(c, &Error{Code: CodeStreamListen, Errno: 98})
+	}()
+	_, err = RunClient(context.Background(), ClientConfig{Server: ln.Addr().String(), Duration: time.Second})
+	if want := "unable to start stream listener: address already in use"; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+// TestRealClientHearsOurRefusal: the real iperf3 prints our server's reason.
+func TestRealClientHearsOurRefusal(t *testing.T) {
+	testutil.RequireCommand(t, "iperf3")
+	port, _ := startServer(t, &Server{})
+	out, err := exec.Command("iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(port), "--sctp", "-t", "1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "iperf3: error - no SCTP support available") {
+		t.Fatalf("iperf3: %v\n%s", err, out)
+	}
+}
+
+// TestReportJSON checks the report against iperf3's: a failed test keeps "end" empty.
+func TestReportJSON(t *testing.T) {
+	_, err := RunClient(context.Background(), ClientConfig{Server: "127.0.0.1:1", Duration: time.Second, JSON: true, Output: io.Discard})
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Code != CodeConnect {
+		t.Fatalf("got %v", err)
+	}
+	rep := newReport()
+	rep.Error = err.Error()
+	b, _ := json.Marshal(rep)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	if end := m["end"].(map[string]any); len(end) != 0 {
+		t.Fatalf("end of a failed test: %v", end)
+	}
+	if !strings.HasPrefix(rep.Error, "unable to connect to server: ") {
+		t.Fatalf("error %q", rep.Error)
 	}
 }

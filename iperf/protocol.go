@@ -1,7 +1,8 @@
-// Package iperf speaks iperf3's protocol (as of iperf 3.12) for TCP tests: a client that measures
-// against a real iperf3 server, and a server a real iperf3 client can measure against, with
-// reverse mode, parallel streams and iperf3-shaped JSON results. It runs over any Network, so
-// the same code measures the host's kernel sockets and nicstack's embedded user-space stack.
+// Package iperf speaks iperf3's protocol (as of iperf 3.12) over TCP and UDP: a client that
+// measures against a real iperf3 server, and a server a real iperf3 client can measure against,
+// with reverse and bidirectional mode, parallel streams, omitted seconds, UDP's rate, jitter
+// and loss, and iperf3's text and JSON output. It runs over any Network, so the same code
+// measures the host's kernel sockets and nicstack's embedded user-space stack.
 package iperf
 
 import (
@@ -32,12 +33,26 @@ const (
 // so the server can tell the test's data streams from other clients.
 const cookieSize = 37
 
-// maxControlJSON bounds a control message: parameters and results are a few hundred bytes per
-// stream, so anything near this is a confused or hostile peer.
-const maxControlJSON = 1 << 20
+// maxControlJSON bounds a control message. Parameters and results are a few hundred bytes per
+// stream; a server's output (--get-server-output) is a few hundred per interval and stream.
+const maxControlJSON = 16 << 20
 
-// DefaultBlockSize is iperf3's default TCP read/write size (-l).
-const DefaultBlockSize = 128 << 10
+// iperf3's limits (iperf.h), which both ends check.
+const (
+	DefaultBlockSize    = 128 << 10 // -l for TCP
+	defaultUDPBlockSize = 1460      // -l for UDP when the control connection's MSS is unknown
+	defaultUDPRate      = 1 << 20   // -b for UDP: 1 Mbit/s (iperf3's UDP_RATE, 1024*1024)
+	maxBlockSize        = 1 << 20   // MAX_BLOCKSIZE
+	minUDPBlockSize     = 16        // MIN_UDP_BLOCKSIZE: the UDP header with 64-bit counters
+	maxUDPBlockSize     = 65535 - 8 - 20
+	maxBuffer           = 512 << 20 // MAX_TCP_BUFFER, the largest -w
+	maxMSS              = 9 * 1024
+	maxStreams          = 128
+	maxTime             = 86400
+	maxOmit             = 60
+	maxBurst            = 1000
+	defaultPacingTimer  = 1000 // µs between checks of a rate-limited stream (--pacing-timer)
+)
 
 // Version is what we announce as client_version and in results.
 const Version = "3.12"
@@ -72,6 +87,27 @@ func readState(r io.Reader) (int8, error) {
 	return int8(b[0]), nil
 }
 
+// writeServerError tells the client why the test failed as iperf3 does: SERVER_ERROR, then
+// i_errno and errno as 32-bit big-endian integers.
+func writeServerError(w io.Writer, e *Error) error {
+	msg := make([]byte, 9)
+	state := int8(stateServerError)
+	msg[0] = byte(state)
+	binary.BigEndian.PutUint32(msg[1:], uint32(e.Code))
+	binary.BigEndian.PutUint32(msg[5:], uint32(e.Errno))
+	_, err := w.Write(msg)
+	return err
+}
+
+// readServerError reads the two integers that follow SERVER_ERROR.
+func readServerError(r io.Reader) error {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return fail(108, err) // IECTRLREAD
+	}
+	return &Error{Code: Code(int32(binary.BigEndian.Uint32(b[:4]))), Errno: errnoOf(int32(binary.BigEndian.Uint32(b[4:])))}
+}
+
 // writeJSON sends v as iperf3 does: a 4-byte big-endian length, then the JSON text.
 func writeJSON(w io.Writer, v any) error {
 	body, err := json.Marshal(v)
@@ -92,7 +128,7 @@ func readJSON(r io.Reader, v any) error {
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxControlJSON {
-		return fmt.Errorf("iperf: control message of %d bytes is too large", n)
+		return fmt.Errorf("control message of %d bytes is too large", n)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
@@ -101,38 +137,57 @@ func readJSON(r io.Reader, v any) error {
 	return json.Unmarshal(body, v)
 }
 
-// params is the PARAM_EXCHANGE message (send_parameters in iperf_api.c). Only what a TCP test
-// needs; unknown fields from newer clients are ignored.
+// params is the PARAM_EXCHANGE message (send_parameters in iperf_api.c), with the keys iperf3
+// 3.12 sends. Fields iperf3 sends only when set are omitempty; unknown keys are ignored, and
+// the ones we take but do not act on (fqrate, flowlabel, title, extra_data, dont_fragment)
+// change only what iperf3 would change on another host.
 type params struct {
-	TCP           bool   `json:"tcp,omitempty"`
-	UDP           bool   `json:"udp,omitempty"`
-	SCTP          bool   `json:"sctp,omitempty"`
-	Omit          int    `json:"omit"`
-	Time          int    `json:"time,omitempty"`
-	Num           int64  `json:"num"`
-	BlockCount    int64  `json:"blockcount"`
-	Parallel      int    `json:"parallel"`
-	Reverse       bool   `json:"reverse,omitempty"`
-	Bidirectional bool   `json:"bidirectional,omitempty"`
-	Len           int    `json:"len"`
-	Bandwidth     int64  `json:"bandwidth,omitempty"`
-	PacingTimer   int    `json:"pacing_timer,omitempty"`
-	ClientVersion string `json:"client_version,omitempty"`
+	TCP             bool   `json:"tcp,omitempty"`
+	UDP             bool   `json:"udp,omitempty"`
+	SCTP            bool   `json:"sctp,omitempty"`
+	Omit            int    `json:"omit"`
+	Time            int    `json:"time"`
+	Num             uint64 `json:"num"`
+	BlockCount      uint64 `json:"blockcount"`
+	MSS             int    `json:"MSS,omitempty"`
+	NoDelay         bool   `json:"nodelay,omitempty"`
+	Parallel        int    `json:"parallel"`
+	Reverse         bool   `json:"reverse,omitempty"`
+	Bidirectional   bool   `json:"bidirectional,omitempty"`
+	Window          int    `json:"window,omitempty"`
+	Len             int    `json:"len,omitempty"`
+	Bandwidth       uint64 `json:"bandwidth,omitempty"`
+	FQRate          uint64 `json:"fqrate,omitempty"`
+	PacingTimer     int    `json:"pacing_timer,omitempty"`
+	Burst           int    `json:"burst,omitempty"`
+	TOS             int    `json:"TOS,omitempty"`
+	Title           string `json:"title,omitempty"`
+	ExtraData       string `json:"extra_data,omitempty"`
+	Congestion      string `json:"congestion,omitempty"`
+	CongestionUsed  string `json:"congestion_used,omitempty"`
+	GetServerOutput int    `json:"get_server_output,omitempty"`
+	UDPCounters64   int    `json:"udp_counters_64bit,omitempty"`
+	RepeatingData   int    `json:"repeating_payload,omitempty"`
+	ZeroCopy        int    `json:"zerocopy,omitempty"`
+	DontFragment    int    `json:"dont_fragment,omitempty"`
+	ClientVersion   string `json:"client_version,omitempty"`
 }
 
-// results is the EXCHANGE_RESULTS message each side sends. Numbers are float64 because a real
-// iperf3 sends -1 as 18446744073709551615 in some fields.
+// results is the EXCHANGE_RESULTS message each side sends (send_results). Numbers are float64
+// because iperf3 writes every number as a double.
 type results struct {
-	CPUUtilTotal         float64        `json:"cpu_util_total"`
-	CPUUtilUser          float64        `json:"cpu_util_user"`
-	CPUUtilSystem        float64        `json:"cpu_util_system"`
-	SenderHasRetransmits float64        `json:"sender_has_retransmits"`
-	CongestionUsed       string         `json:"congestion_used,omitempty"`
-	Streams              []streamResult `json:"streams"`
+	CPUUtilTotal         float64         `json:"cpu_util_total"`
+	CPUUtilUser          float64         `json:"cpu_util_user"`
+	CPUUtilSystem        float64         `json:"cpu_util_system"`
+	SenderHasRetransmits float64         `json:"sender_has_retransmits"`
+	CongestionUsed       string          `json:"congestion_used,omitempty"`
+	ServerOutputJSON     json.RawMessage `json:"server_output_json,omitempty"`
+	ServerOutputText     *string         `json:"server_output_text,omitempty"`
+	Streams              []streamResult  `json:"streams"`
 }
 
 type streamResult struct {
-	ID          int     `json:"id"`
+	ID          float64 `json:"id"`
 	Bytes       float64 `json:"bytes"`
 	Retransmits float64 `json:"retransmits"`
 	Jitter      float64 `json:"jitter"`

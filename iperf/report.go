@@ -1,35 +1,48 @@
 package iperf
 
 import (
-	"fmt"
-	"io"
+	"encoding/json"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// Report is one test's outcome in the shape of iperf3's -J output, so tools that read iperf3
-// JSON (.end.sum_received.bits_per_second, .end.sum_sent, .intervals, .start) read ours too.
+// Report is one test's outcome in the shape of iperf3's -J output, key for key: what a key
+// holds depends on the protocol, the direction and the side, as in iperf3, and keys iperf3
+// leaves out are left out (pointers and omitempty). Tools that read iperf3 JSON read ours.
 type Report struct {
-	Start     Start      `json:"start"`
-	Intervals []Interval `json:"intervals"`
-	End       End        `json:"end"`
-	Error     string     `json:"error,omitempty"`
+	Start            Start           `json:"start"`
+	Intervals        []Interval      `json:"intervals"`
+	End              End             `json:"end"`
+	ServerOutputJSON json.RawMessage `json:"server_output_json,omitempty"`
+	ServerOutputText *string         `json:"server_output_text,omitempty"`
+	Error            string          `json:"error,omitempty"`
 }
 
 type Start struct {
 	Connected          []Connected `json:"connected"`
 	Version            string      `json:"version"`
 	SystemInfo         string      `json:"system_info"`
-	Timestamp          Timestamp   `json:"timestamp"`
+	Timestamp          *Timestamp  `json:"timestamp,omitempty"`
 	ConnectingTo       *HostPort   `json:"connecting_to,omitempty"`
 	AcceptedConnection *HostPort   `json:"accepted_connection,omitempty"`
-	Cookie             string      `json:"cookie"`
-	TestStart          TestStart   `json:"test_start"`
+	Cookie             string      `json:"cookie,omitempty"`
+	TCPMSSDefault      *int        `json:"tcp_mss_default,omitempty"` // the control connection's MSS (0 on a server)
+	TCPMSS             *int        `json:"tcp_mss,omitempty"`         // -M
+	TargetBitrate      *uint64     `json:"target_bitrate,omitempty"`
+	SockBufsize        *int        `json:"sock_bufsize,omitempty"` // -w, 0 when not given
+	SndbufActual       *int        `json:"sndbuf_actual,omitempty"`
+	RcvbufActual       *int        `json:"rcvbuf_actual,omitempty"`
+	TestStart          *TestStart  `json:"test_start,omitempty"`
 }
 
+// Connected is one data stream; Socket numbers it by its iperf3 stream id (iperf3 shows the
+// file descriptor, which only the process that owns it can use).
 type Connected struct {
 	Socket     int    `json:"socket"`
 	LocalHost  string `json:"local_host"`
@@ -49,59 +62,92 @@ type HostPort struct {
 }
 
 type TestStart struct {
-	Protocol   string `json:"protocol"`
-	NumStreams int    `json:"num_streams"`
-	Blksize    int    `json:"blksize"`
-	Omit       int    `json:"omit"`
-	Duration   int    `json:"duration"`
-	Bytes      int64  `json:"bytes"`
-	Blocks     int64  `json:"blocks"`
-	Reverse    int    `json:"reverse"`
-	Tos        int    `json:"tos"`
+	Protocol      string `json:"protocol"`
+	NumStreams    int    `json:"num_streams"`
+	Blksize       int    `json:"blksize"`
+	Omit          int    `json:"omit"`
+	Duration      int    `json:"duration"`
+	Bytes         uint64 `json:"bytes"`
+	Blocks        uint64 `json:"blocks"`
+	Reverse       int    `json:"reverse"`
+	Tos           int    `json:"tos"`
+	TargetBitrate uint64 `json:"target_bitrate"`
 }
 
-// Interval is one reporting interval; Socket numbers a stream by its iperf3 stream id.
+// Interval is one reporting interval. Sum is the client-to-server direction's total, as in
+// iperf3; SumBidirReverse the other direction's in a bidirectional test.
 type Interval struct {
-	Streams []StreamInterval `json:"streams"`
-	Sum     StreamInterval   `json:"sum"`
+	Streams         []IntervalStream `json:"streams"`
+	Sum             *IntervalStream  `json:"sum,omitempty"`
+	SumBidirReverse *IntervalStream  `json:"sum_bidir_reverse,omitempty"`
 }
 
-type StreamInterval struct {
-	Socket        int     `json:"socket,omitempty"`
-	Start         float64 `json:"start"`
-	End           float64 `json:"end"`
-	Seconds       float64 `json:"seconds"`
-	Bytes         uint64  `json:"bytes"`
-	BitsPerSecond float64 `json:"bits_per_second"`
-	Omitted       bool    `json:"omitted"`
-	Sender        bool    `json:"sender"`
+// IntervalStream is one stream's interval (Socket set) or a sum of them (Socket 0). TCP senders
+// carry TCP_INFO's values, UDP streams their datagram counts.
+type IntervalStream struct {
+	Socket        int      `json:"socket,omitempty"`
+	Start         float64  `json:"start"`
+	End           float64  `json:"end"`
+	Seconds       float64  `json:"seconds"`
+	Bytes         uint64   `json:"bytes"`
+	BitsPerSecond float64  `json:"bits_per_second"`
+	Retransmits   *uint64  `json:"retransmits,omitempty"`
+	SndCwnd       *uint64  `json:"snd_cwnd,omitempty"`
+	SndWnd        *uint64  `json:"snd_wnd,omitempty"`
+	RTT           *uint32  `json:"rtt,omitempty"`
+	RTTVar        *uint32  `json:"rttvar,omitempty"`
+	PMTU          *uint32  `json:"pmtu,omitempty"`
+	JitterMs      *float64 `json:"jitter_ms,omitempty"`
+	LostPackets   *int64   `json:"lost_packets,omitempty"`
+	Packets       *int64   `json:"packets,omitempty"`
+	LostPercent   *float64 `json:"lost_percent,omitempty"`
+	Omitted       bool     `json:"omitted"`
+	Sender        bool     `json:"sender"`
 }
 
+// End is the summary. As in iperf3, Sender in each Sum says whether the direction it belongs to
+// is the one this side sends, and the sums of a bidirectional test's server-to-client direction
+// are the *BidirReverse ones.
 type End struct {
-	Streams     []EndStream `json:"streams"`
-	SumSent     Sum         `json:"sum_sent"`
-	SumReceived Sum         `json:"sum_received"`
-	CPU         CPU         `json:"cpu_utilization_percent"`
+	Streams                 []EndStream `json:"streams,omitempty"`
+	Sum                     *Sum        `json:"sum,omitempty"` // UDP only
+	SumSent                 *Sum        `json:"sum_sent,omitempty"`
+	SumReceived             *Sum        `json:"sum_received,omitempty"`
+	SumBidirReverse         *Sum        `json:"sum_bidir_reverse,omitempty"`
+	SumSentBidirReverse     *Sum        `json:"sum_sent_bidir_reverse,omitempty"`
+	SumReceivedBidirReverse *Sum        `json:"sum_received_bidir_reverse,omitempty"`
+	CPU                     *CPU        `json:"cpu_utilization_percent,omitempty"`
+	SenderTCPCongestion     string      `json:"sender_tcp_congestion,omitempty"`
+	ReceiverTCPCongestion   string      `json:"receiver_tcp_congestion,omitempty"`
 }
 
+// EndStream is one stream's summary: Sender and Receiver for TCP, UDP for UDP.
 type EndStream struct {
-	Sender   Sum `json:"sender"`
-	Receiver Sum `json:"receiver"`
+	Sender   *Sum `json:"sender,omitempty"`
+	Receiver *Sum `json:"receiver,omitempty"`
+	UDP      *Sum `json:"udp,omitempty"`
 }
 
-// Sum is a total over a stream or all streams. Sender says, as in iperf3, whether the side that
-// wrote the report was the sending one.
+// Sum is a total over a stream (Socket set) or over all streams of a direction.
 type Sum struct {
-	Socket        int     `json:"socket,omitempty"`
-	Start         float64 `json:"start"`
-	End           float64 `json:"end"`
-	Seconds       float64 `json:"seconds"`
-	Bytes         uint64  `json:"bytes"`
-	BitsPerSecond float64 `json:"bits_per_second"`
-	// Retransmits is in a real iperf3's sum_sent on Linux; our tool does not count them (the
-	// embedded guests report the stack's count as a counter instead).
-	Retransmits *int64 `json:"retransmits,omitempty"`
-	Sender      bool   `json:"sender"`
+	Socket        int      `json:"socket,omitempty"`
+	Start         float64  `json:"start"`
+	End           float64  `json:"end"`
+	Seconds       float64  `json:"seconds"`
+	Bytes         uint64   `json:"bytes"`
+	BitsPerSecond float64  `json:"bits_per_second"`
+	Retransmits   *uint64  `json:"retransmits,omitempty"`
+	MaxSndCwnd    *uint64  `json:"max_snd_cwnd,omitempty"`
+	MaxSndWnd     *uint64  `json:"max_snd_wnd,omitempty"`
+	MaxRTT        *uint64  `json:"max_rtt,omitempty"`
+	MinRTT        *uint64  `json:"min_rtt,omitempty"`
+	MeanRTT       *uint64  `json:"mean_rtt,omitempty"`
+	JitterMs      *float64 `json:"jitter_ms,omitempty"`
+	LostPackets   *int64   `json:"lost_packets,omitempty"`
+	Packets       *int64   `json:"packets,omitempty"`
+	LostPercent   *float64 `json:"lost_percent,omitempty"`
+	OutOfOrder    *int64   `json:"out_of_order,omitempty"`
+	Sender        bool     `json:"sender"`
 }
 
 type CPU struct {
@@ -113,29 +159,51 @@ type CPU struct {
 	RemoteSystem float64 `json:"remote_system"`
 }
 
-func newStart(c cookie, p params, streams []*stream, now time.Time) Start {
-	st := Start{
-		Version:    "iperf " + Version + " (nicstack)",
-		SystemInfo: systemInfo(),
-		Timestamp:  Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
-		Cookie:     c.String(),
-		TestStart: TestStart{Protocol: "TCP", NumStreams: p.Parallel, Blksize: p.Len, Omit: p.Omit,
-			Duration: p.Time, Bytes: p.Num, Blocks: p.BlockCount},
+// Received is the client-to-server direction's received total (zero when the test ended
+// before a summary). A server fills it only when it received: like iperf3's, it summarizes
+// before the client's results arrive.
+func (r *Report) Received() Sum {
+	if r.End.SumReceived == nil {
+		return Sum{}
 	}
-	if p.Reverse {
-		st.TestStart.Reverse = 1
+	return *r.End.SumReceived
+}
+
+// Measured is what this side counted itself of the test's main direction: the received total,
+// or for a server that only sent (a reverse test) the sent one.
+func (r *Report) Measured() Sum {
+	if ts := r.Start.TestStart; r.Start.AcceptedConnection != nil && ts != nil && ts.Reverse == 1 && r.End.SumSent != nil {
+		return *r.End.SumSent
 	}
-	for _, s := range streams {
-		lh, lp := splitAddr(s.conn.LocalAddr())
-		rh, rp := splitAddr(s.conn.RemoteAddr())
-		st.Connected = append(st.Connected, Connected{Socket: s.id, LocalHost: lh, LocalPort: lp, RemoteHost: rh, RemotePort: rp})
+	return r.Received()
+}
+
+// WriteJSON prints the report as iperf3 -J prints it: tab-indented, then a newline.
+func (r *Report) WriteJSON(w interface{ Write([]byte) (int, error) }) error {
+	b, err := json.MarshalIndent(r, "", "\t")
+	if err != nil {
+		return err
 	}
-	return st
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func newReport() *Report {
+	return &Report{Start: Start{Connected: []Connected{}, Version: "iperf " + Version, SystemInfo: systemInfo()},
+		Intervals: []Interval{}}
+}
+
+func timestamp(now time.Time) *Timestamp {
+	return &Timestamp{Time: now.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), Timesecs: now.Unix()}
 }
 
 func splitAddr(a net.Addr) (string, int) {
 	if a == nil {
 		return "", 0
+	}
+	ap, err := netipAddrPort(a)
+	if err == nil {
+		return ap.Addr().Unmap().String(), int(ap.Port())
 	}
 	h, p, err := net.SplitHostPort(a.String())
 	if err != nil {
@@ -145,120 +213,25 @@ func splitAddr(a net.Addr) (string, int) {
 	return h, n
 }
 
+// systemInfo is iperf3's get_system_info: uname's sysname, nodename, release, version, machine.
 func systemInfo() string {
-	b, err := os.ReadFile("/proc/version")
-	if err != nil {
-		return "nicstack"
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		b, _ := os.ReadFile("/proc/version")
+		return strings.TrimSpace(string(b))
 	}
-	return strings.TrimSpace(string(b))
+	f := func(b []byte) string { return unix.ByteSliceToString(b) }
+	return strings.Join([]string{f(u.Sysname[:]), f(u.Nodename[:]), f(u.Release[:]), f(u.Version[:]), f(u.Machine[:])}, " ")
 }
 
-// localResults is what this side sends in EXCHANGE_RESULTS.
-func localResults(m *meter) results {
-	r := results{CPUUtilTotal: m.cpu.total, CPUUtilUser: m.cpu.user, CPUUtilSystem: m.cpu.sys, SenderHasRetransmits: -1}
-	for i, s := range m.streams {
-		if s.sender {
-			r.SenderHasRetransmits = 0 // we do not count retransmits, and say so
-		}
-		r.Streams = append(r.Streams, streamResult{ID: s.id, Bytes: float64(m.final[i]), Retransmits: -1,
-			EndTime: m.seconds()})
-	}
-	return r
-}
+func ptr[T any](v T) *T { return &v }
 
-// buildEnd joins this side's totals with the peer's results, matched by stream id.
-func buildEnd(m *meter, peer results) End {
-	byID := make(map[int]streamResult, len(peer.Streams))
-	for _, s := range peer.Streams {
-		byID[s.ID] = s
+func netipAddrPort(a net.Addr) (netip.AddrPort, error) {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort(), nil
+	case *net.UDPAddr:
+		return a.AddrPort(), nil
 	}
-	var e End
-	localSender := len(m.streams) > 0 && m.streams[0].sender
-	for i, s := range m.streams {
-		secs := m.seconds()
-		local := Sum{Socket: s.id, End: secs, Seconds: secs, Bytes: m.final[i], BitsPerSecond: rate(m.final[i], secs), Sender: localSender}
-		p := byID[s.id]
-		pbytes := uint64(max(p.Bytes, 0))
-		psecs := p.EndTime - p.StartTime
-		if psecs <= 0 {
-			psecs = secs
-		}
-		remote := Sum{Socket: s.id, Start: p.StartTime, End: p.EndTime, Seconds: psecs, Bytes: pbytes, BitsPerSecond: rate(pbytes, psecs), Sender: localSender}
-		es := EndStream{Sender: local, Receiver: remote}
-		if !s.sender {
-			es = EndStream{Sender: remote, Receiver: local}
-		}
-		e.Streams = append(e.Streams, es)
-		addSum(&e.SumSent, es.Sender)
-		addSum(&e.SumReceived, es.Receiver)
-	}
-	e.SumSent.Sender, e.SumReceived.Sender = localSender, localSender
-	e.CPU = CPU{HostTotal: m.cpu.total, HostUser: m.cpu.user, HostSystem: m.cpu.sys,
-		RemoteTotal: peer.CPUUtilTotal, RemoteUser: peer.CPUUtilUser, RemoteSystem: peer.CPUUtilSystem}
-	return e
-}
-
-func addSum(to *Sum, s Sum) {
-	to.Bytes += s.Bytes
-	to.End = max(to.End, s.End)
-	to.Seconds = max(to.Seconds, s.Seconds)
-	to.BitsPerSecond = rate(to.Bytes, to.Seconds)
-}
-
-// WriteText prints the report's summary the way iperf3 prints its final lines.
-func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintln(w, "- - - - - - - - - - - - - - - - - - - - - - - - -")
-	fmt.Fprintln(w, "[ ID] Interval           Transfer     Bitrate")
-	for _, s := range r.End.Streams {
-		fmt.Fprintln(w, formatLine(strconv.Itoa(s.Sender.Socket), s.Sender.Start, s.Sender.End, s.Sender.Bytes, s.Sender.BitsPerSecond)+"  sender")
-		fmt.Fprintln(w, formatLine(strconv.Itoa(s.Receiver.Socket), s.Receiver.Start, s.Receiver.End, s.Receiver.Bytes, s.Receiver.BitsPerSecond)+"  receiver")
-	}
-	if len(r.End.Streams) > 1 {
-		s := r.End.SumSent
-		fmt.Fprintln(w, formatLine("SUM", s.Start, s.End, s.Bytes, s.BitsPerSecond)+"  sender")
-		s = r.End.SumReceived
-		fmt.Fprintln(w, formatLine("SUM", s.Start, s.End, s.Bytes, s.BitsPerSecond)+"  receiver")
-	}
-	if r.Error != "" {
-		fmt.Fprintln(w, "iperf3: error -", r.Error)
-		return
-	}
-	fmt.Fprintln(w, "\niperf Done.")
-}
-
-// WriteInterval prints one interval line per stream (and a SUM line for several streams).
-func WriteInterval(w io.Writer, iv Interval) {
-	for _, s := range iv.Streams {
-		fmt.Fprintln(w, formatLine(strconv.Itoa(s.Socket), s.Start, s.End, s.Bytes, s.BitsPerSecond))
-	}
-	if len(iv.Streams) > 1 {
-		fmt.Fprintln(w, formatLine("SUM", iv.Sum.Start, iv.Sum.End, iv.Sum.Bytes, iv.Sum.BitsPerSecond))
-	}
-}
-
-func formatLine(id string, from, to float64, bytes uint64, bps float64) string {
-	return fmt.Sprintf("[%3s] %6.2f-%-6.2f sec  %s  %s", id, from, to, formatBytes(bytes), formatBits(bps))
-}
-
-func formatBytes(b uint64) string {
-	f := float64(b)
-	switch {
-	case f >= 1<<30:
-		return fmt.Sprintf("%6.2f GBytes", f/(1<<30))
-	case f >= 1<<20:
-		return fmt.Sprintf("%6.1f MBytes", f/(1<<20))
-	default:
-		return fmt.Sprintf("%6.1f KBytes", f/(1<<10))
-	}
-}
-
-func formatBits(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%6.2f Gbits/sec", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%6.1f Mbits/sec", bps/1e6)
-	default:
-		return fmt.Sprintf("%6.1f Kbits/sec", bps/1e3)
-	}
+	return netip.ParseAddrPort(a.String())
 }

@@ -34,7 +34,7 @@ func (c *countingConn) SetDeadline(time.Time) error { return nil }
 func TestStreamLoopDoesNotAllocate(t *testing.T) {
 	for _, sender := range []bool{true, false} {
 		conn := &countingConn{n: 10000}
-		s := newStream(1, conn, sender, DefaultBlockSize)
+		s := newStream(1, conn, sender, false, DefaultBlockSize, false)
 		conn.s = s
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)

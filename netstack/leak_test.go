@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/nicstack/nicstack/iperf"
 )
 
 // TestCloseLeavesNoGoroutines matters for the VM component, which rebuilds its stack when its
@@ -22,7 +24,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 				c.Close()
 			}
 		}()
-		c, err := a.DialContext(context.Background(), "tcp", "198.18.0.2:7")
+		c, err := a.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,7 @@ func TestBackToBackIperf(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			srvDone := make(chan error, 1)
-			go func() { srvDone <- (&iperf.Server{OneOff: true}).Serve(ctx, ln) }()
+			go func() { srvDone <- (&iperf.Server{Network: server, OneOff: true}).Serve(ctx, ln) }()
 			rep, err := iperf.RunClient(ctx, iperf.ClientConfig{Network: client, Server: "198.18.0.2:5201",
 				Duration: 500 * time.Millisecond, Reverse: tc.reverse, Parallel: 2})
 			if err != nil {
@@ -69,7 +69,7 @@ func TestBackToBackIperf(t *testing.T) {
 			if err := <-srvDone; err != nil {
 				t.Fatal(err)
 			}
-			bps := rep.End.SumReceived.BitsPerSecond
+			bps := rep.Received().BitsPerSecond
 			if bps <= 0 {
 				t.Fatalf("no throughput: %+v", rep.End)
 			}
@@ -118,7 +118,7 @@ func benchBulkTCP(b *testing.B, client, server *Stack) {
 		n, _ := io.Copy(io.Discard, c)
 		got <- n
 	}()
-	c, err := client.DialContext(context.Background(), "tcp", "198.18.0.2:9")
+	c, err := client.DialContext(context.Background(), "tcp", "198.18.0.2:9", iperf.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package netstack
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/link/qdisc/fifo"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
@@ -163,46 +161,6 @@ func (s *Stack) Address() netip.Prefix {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.addr
-}
-
-// DialContext opens a TCP connection to address ("ip:port"; no name resolution).
-func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	if network != "tcp" && network != "tcp4" {
-		return nil, fmt.Errorf("netstack: network %q not supported", network)
-	}
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return nil, fmt.Errorf("netstack: %w", err)
-	}
-	if !ap.Addr().Unmap().Is4() {
-		return nil, fmt.Errorf("netstack: %v is not IPv4", ap.Addr())
-	}
-	fa := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4(ap.Addr().Unmap().As4()), Port: ap.Port()}
-	return gonet.DialContextTCP(ctx, s.s, fa, ipv4.ProtocolNumber)
-}
-
-// Listen accepts TCP connections on address ("ip:port" or ":port" for any address).
-func (s *Stack) Listen(network, address string) (net.Listener, error) {
-	if network != "tcp" && network != "tcp4" {
-		return nil, fmt.Errorf("netstack: network %q not supported", network)
-	}
-	host, portStr, err := net.SplitHostPort(address)
-	if err != nil {
-		return nil, fmt.Errorf("netstack: %w", err)
-	}
-	port, err := net.LookupPort("tcp", portStr)
-	if err != nil {
-		return nil, fmt.Errorf("netstack: %w", err)
-	}
-	fa := tcpip.FullAddress{NIC: nicID, Port: uint16(port)}
-	if host != "" && host != "0.0.0.0" {
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is4() {
-			return nil, fmt.Errorf("netstack: listen address %q is not IPv4", host)
-		}
-		fa.Addr = tcpip.AddrFrom4(a.As4())
-	}
-	return gonet.ListenTCP(s.s, fa, ipv4.ProtocolNumber)
 }
 
 // Close tears the stack down; connections fail from then on.

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/nicstack/nicstack/iperf"
 )
@@ -20,6 +23,7 @@ func TestIperfCommandJSON(t *testing.T) {
 	defer cancel()
 	go (&iperf.Server{OneOff: true}).Serve(ctx, ln)
 
+	freshCommand(t, ctx, "iperf")
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetArgs([]string{"iperf", "-c", "127.0.0.1", "-p", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "-t", "1", "-R", "-P", "2", "-J"})
@@ -49,4 +53,47 @@ func TestIperfCommandJSON(t *testing.T) {
 		r.End.SumSent.Bytes == 0 || r.End.SumReceived.BitsPerSecond == 0 {
 		t.Fatalf("unexpected report: %+v", r)
 	}
+}
+
+// TestIperfCommandText runs `nicstack iperf -c` with the options users type against our server,
+// and reads iperf3's lines back.
+func TestIperfCommandText(t *testing.T) {
+	ln, err := iperf.Kernel.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go (&iperf.Server{OneOff: true}).Serve(ctx, ln)
+
+	freshCommand(t, ctx, "iperf")
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"iperf", "-c", "127.0.0.1", "-p", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "-t", "1",
+		"-u", "-b", "10M", "-l", "1K", "--bidir", "--get-server-output"})
+	defer root.SetArgs(nil)
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("nicstack iperf: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"[ ID][Role] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams\n",
+		"][TX-C]   0.00-1.00   sec  ", " Mbits/sec  0.000 ms  0/", "  sender\n", "\nServer output:\n", "\niperf Done.\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+}
+
+// freshCommand sets a subcommand's flags back to their defaults and gives it ctx: the tests run
+// it more than once in one process, and it keeps both from the last run.
+func freshCommand(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	cmd, _, err := root.Find([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SetContext(ctx)
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		_ = f.Value.Set(f.DefValue)
+		f.Changed = false
+	})
 }

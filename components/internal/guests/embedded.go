@@ -23,8 +23,8 @@ type Counters struct {
 	Leases  *atomic.Uint64 // DHCP leases obtained
 	Tests   *atomic.Uint64 // iperf tests finished (as client or server)
 	Errors  *atomic.Uint64 // iperf tests that failed
-	Bps     *atomic.Uint64 // receiver-side bits per second of the last test
-	Bytes   *atomic.Uint64 // bytes the receiver counted in the last test
+	Bps     *atomic.Uint64 // the last test's bits per second, as the receiver counted them (a server that sent: as it sent them)
+	Bytes   *atomic.Uint64 // the bytes behind Bps
 	Seconds *atomic.Uint64 // the last test's duration in milliseconds
 
 	// Copied from the stack every counterEvery: where a slow test lost its frames.
@@ -47,7 +47,7 @@ func (c *Counters) Record(rep *iperf.Report) {
 	if rep.Error != "" {
 		c.Errors.Add(1)
 	}
-	r := rep.End.SumReceived
+	r := rep.Measured()
 	c.Bps.Store(uint64(r.BitsPerSecond))
 	c.Bytes.Store(r.Bytes)
 	c.Seconds.Store(uint64(r.Seconds * 1000))
@@ -181,8 +181,9 @@ func (h *Host) run(ctx context.Context) {
 			return
 		}
 		h.env.Info("iperf server listening", "address", cmd.ListenAddress())
-		srv := &iperf.Server{Interval: cmd.IntervalDuration(), OneOff: cmd.OneOff, OnReport: h.report,
-			Logf: func(f string, a ...any) { h.env.Info(fmt.Sprintf(f, a...)) }}
+		srv := cmd.NewServer(h.st)
+		srv.OnReport = h.report
+		srv.Logf = func(f string, a ...any) { h.env.Info(fmt.Sprintf(f, a...)) }
 		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
 			h.env.Warn("iperf server", "err", err)
 		}
@@ -190,7 +191,9 @@ func (h *Host) run(ctx context.Context) {
 		deadline := time.Now().Add(clientRetry)
 		for ctx.Err() == nil {
 			rep, err := iperf.RunClient(ctx, cmd.ClientConfig(h.st))
-			if err == nil || rep != nil || time.Now().After(deadline) {
+			var ie *iperf.Error
+			unreachable := errors.As(err, &ie) && ie.Code == iperf.CodeConnect
+			if !unreachable || time.Now().After(deadline) {
 				if rep == nil {
 					rep = &iperf.Report{Error: err.Error()}
 				}
@@ -209,7 +212,7 @@ func (h *Host) run(ctx context.Context) {
 // report logs a finished test, counts it and writes the JSON file the config names.
 func (h *Host) report(rep *iperf.Report) {
 	h.ctr.Record(rep)
-	r := rep.End.SumReceived
+	r := rep.Measured()
 	h.env.Info("iperf result", "mbit_per_s", fmt.Sprintf("%.1f", r.BitsPerSecond/1e6), "bytes", r.Bytes,
 		"seconds", fmt.Sprintf("%.2f", r.Seconds), "error", rep.Error)
 	if h.cfg.Report == "" && !(h.cfg.Iperf != nil && h.cfg.Iperf.JSON) {

@@ -138,7 +138,7 @@ func measureReference(ctx context.Context, ref reference, d time.Duration, rever
 	if rep.Error != "" {
 		return 0, errors.New(rep.Error)
 	}
-	return rep.End.SumReceived.BitsPerSecond / 1e6, nil
+	return rep.Received().BitsPerSecond / 1e6, nil
 }
 
 // refRun makes namespaces and links, keeping the first error, and removes them in cleanup.

@@ -68,10 +68,10 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps 
 			err := cmd.Run()
 			var rep iperf.Report
 			if jerr := json.Unmarshal(out.Bytes(), &rep); jerr == nil && rep.Error == "" && err == nil {
-				if r := rep.End.SumSent.Retransmits; r != nil && *r > 0 {
-					retransmits = uint64(*r)
+				if s := rep.End.SumSent; s != nil && s.Retransmits != nil {
+					retransmits = *s.Retransmits
 				}
-				return rep.End.SumReceived.BitsPerSecond / 1e6, retransmits, nil
+				return rep.Received().BitsPerSecond / 1e6, retransmits, nil
 			} else if rep.Error != "" {
 				err = errors.New(rep.Error)
 			} else if err == nil {
