@@ -159,7 +159,7 @@ func benchIperfCmd() *cobra.Command {
 		Long: "iperf runs SCENARIO once per point of the matrix --rx-irq-throttle x --tx-batch and --direction,\n" +
 			"patching the <config> of its ipxe_nic driver, and the iperf test of its guests (the <config\n" +
 			"iperf=\"-c ...\"> of a vm) to --time and the direction: rx, the far end sends to the guest (iperf -R);\n" +
-			"tx, the guest sends. --runs N runs the matrix N times in rounds and reports medians. For each\n" +
+			"tx, the guest sends; bidir, both at once (--bidir, Mbit/s of both). --runs N runs the matrix N times in rounds and reports medians. For each\n" +
 			"point it reports the guests' iperf result, the CPU load of every component while traffic flowed\n" +
 			"(from /proc; the emulated hardware is its own component), the emulated NIC's interrupts per\n" +
 			"second, its TX interrupts and TDT doorbells per 1000 frames sent, the packet streams' signals\n" +
@@ -179,7 +179,7 @@ func benchIperfCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Throttles, "rx-irq-throttle", []string{"0", "651", "5580"}, "the driver's rx_irq_throttle values: ITR intervals (256 ns units) or adaptive")
 	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
-	f.StringSliceVar(&o.Directions, "direction", []string{"rx"}, "rx (the far end sends to the guest, iperf -R), tx (the guest sends)")
+	f.StringSliceVar(&o.Directions, "direction", []string{"rx"}, "rx (the far end sends to the guest, iperf -R), tx (the guest sends), bidir (both at once, iperf --bidir)")
 	f.IntVar(&o.Runs, "runs", 1, "runs per point, in rounds over the matrix; the tables show medians")
 	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per run")
 	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")

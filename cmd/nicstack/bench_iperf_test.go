@@ -16,12 +16,12 @@ func TestBenchIperfJSON(t *testing.T) {
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	points, b := runBenchJSON(t, "rx_irq_throttle  tx_batch  Mbit/s", 2,
+	points, b := runBenchJSON(t, "rx_irq_throttle  tx_batch  Mbit/s", 4,
 		[]string{"rx_irq_throttle", "tx_batch", "direction", "mbps", "cpu", "irqs_per_s", "tx_irqs_per_kframe", "doorbells_per_kframe"},
 		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "1s",
-		"--rx-irq-throttle", "651,adaptive", "--tx-batch", "yes", "--direction", "tx")
+		"--rx-irq-throttle", "651,adaptive", "--tx-batch", "yes", "--direction", "tx,bidir")
 	out := string(b)
-	for _, want := range []string{"tx: the guest sends", "nic_router", "bench iperf: run 2 of 2: tx rx_irq_throttle=adaptive tx_batch=yes"} {
+	for _, want := range []string{"tx: the guest sends", "bidir: both send at once", "nic_router", "bench iperf: run 2 of 4: tx rx_irq_throttle=adaptive tx_batch=yes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the output", want)
 		}
@@ -34,6 +34,9 @@ func TestBenchIperfJSON(t *testing.T) {
 	}
 	if p := points[1]; p["rx_irq_throttle"] != "adaptive" || p["itr_percent"] == nil {
 		t.Errorf("second point: rx_irq_throttle %v, itr_percent %v; want adaptive with the time per class", p["rx_irq_throttle"], p["itr_percent"])
+	}
+	if p := points[2]; p["direction"] != "bidir" || p["mbps"].(float64) <= 0 {
+		t.Errorf("third point: direction %v, %v Mbit/s; want bidir with a throughput", p["direction"], p["mbps"])
 	}
 	if cpu, _ := points[0]["cpu"].(map[string]any); cpu["nic_drv"] == nil || cpu["nic_router"] == nil || cpu["intel_nic_hw"] == nil {
 		t.Errorf("cpu %v: want the driver, the router and the hardware", points[0]["cpu"])

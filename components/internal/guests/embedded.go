@@ -26,6 +26,9 @@ type Counters struct {
 	Bps     *atomic.Uint64 // the last test's bits per second, as the receiver counted them (a server that sent: as it sent them)
 	Bytes   *atomic.Uint64 // the bytes behind Bps
 	Seconds *atomic.Uint64 // the last test's duration in milliseconds
+	// BidirBps: a bidirectional test's other direction (server to client), as its receiver
+	// counted it; 0 after any other test.
+	BidirBps *atomic.Uint64
 
 	// Copied from the stack every counterEvery: where a slow test lost its frames.
 	Retransmits          *atomic.Uint64 // TCP segments sent again
@@ -39,6 +42,7 @@ const counterEvery = 250 * time.Millisecond
 func NewCounters(get func(string) *atomic.Uint64) *Counters {
 	return &Counters{Leases: get("dhcp_leases"), Tests: get("iperf_tests"), Errors: get("iperf_errors"),
 		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms"),
+		BidirBps:    get("iperf_bidir_reverse_bits_per_second"),
 		Retransmits: get("tcp_retransmits"), RxDropped: get("link_rx_dropped"), TxDropped: get("link_tx_dropped")}
 }
 
@@ -51,6 +55,11 @@ func (c *Counters) Record(rep *iperf.Report) {
 	c.Bps.Store(uint64(r.BitsPerSecond))
 	c.Bytes.Store(r.Bytes)
 	c.Seconds.Store(uint64(r.Seconds * 1000))
+	var back uint64
+	if rev := rep.End.SumReceivedBidirReverse; rev != nil {
+		back = uint64(rev.BitsPerSecond)
+	}
+	c.BidirBps.Store(back)
 	c.Tests.Add(1)
 }
 

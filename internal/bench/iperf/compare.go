@@ -55,7 +55,7 @@ func (r reference) String() string {
 // <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
 // and Ctrl-C (ctx).
-func measureReference(ctx context.Context, ref reference, d time.Duration, reverse bool) (float64, error) {
+func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (float64, error) {
 	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, errors.New("needs root (network namespaces)")
@@ -72,10 +72,8 @@ func measureReference(ctx context.Context, ref reference, d time.Duration, rever
 	r := &refRun{ctx: ctx}
 	defer r.cleanup()
 	srv, rtr, vm := p+"s", p+"r", p+"v"
-	client := []string{"iperf3", "-J", "-t", strconv.Itoa(int(d.Seconds() + 0.5))}
-	if reverse {
-		client = append(client, "-R")
-	}
+	client := append([]string{"iperf3", "-J", "-t", strconv.Itoa(int(d.Seconds() + 0.5))},
+		directionArgs(&iperf.Command{Reverse: dir == dirRX, Bidir: dir == dirBidir})...)
 	var argv []string
 	switch mode {
 	case "kernel":
@@ -138,7 +136,7 @@ func measureReference(ctx context.Context, ref reference, d time.Duration, rever
 	if rep.Error != "" {
 		return 0, errors.New(rep.Error)
 	}
-	return rep.Received().BitsPerSecond / 1e6, nil
+	return bothWays(&rep), nil
 }
 
 // refRun makes namespaces and links, keeping the first error, and removes them in cleanup.

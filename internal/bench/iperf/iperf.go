@@ -34,8 +34,9 @@ func (t throttle) MarshalJSON() ([]byte, error) {
 
 // Directions of the traffic, as --direction names them.
 const (
-	dirRX = "rx" // the far end sends, the guest receives (iperf3 -R): the seed's measurement
-	dirTX = "tx" // the guest sends: the driver's TX path and its batching
+	dirRX    = "rx"    // the far end sends, the guest receives (iperf3 -R): the seed's measurement
+	dirTX    = "tx"    // the guest sends: the driver's TX path and its batching
+	dirBidir = "bidir" // both at once (iperf3 --bidir); Mbit/s are both directions' sum
 )
 
 // point is one point of the matrix in one direction, as printed and written by --json: the
@@ -77,7 +78,7 @@ var linuxDrivers = map[string]bool{"linux_nic": true, "packet_nic": true}
 type Options struct {
 	Throttles  []string      // the driver's rx_irq_throttle values: ITR intervals or adaptive
 	Batches    []string      // the driver's tx_batch values (yes, no)
-	Directions []string      // rx, tx
+	Directions []string      // rx, tx, bidir
 	Runs       int           // runs per point, in rounds over the matrix; medians are reported
 	Time       time.Duration // iperf test time per run
 	JSON       string        // also write the points to this file
@@ -142,7 +143,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	writeTables(out, points, sc, o)
 	for _, r := range refs {
 		for _, dir := range o.Directions {
-			mbps, err := measureReference(ctx, r, o.Time, dir == dirRX)
+			mbps, err := measureReference(ctx, r, o.Time, dir)
 			if err != nil {
 				fmt.Fprintf(out, "--compare %s (%s): %v\n", r, dir, err)
 				continue
@@ -187,11 +188,9 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	}
 	for _, d := range o.Directions {
 		switch d {
-		case dirRX, dirTX:
-		case "bidir":
-			return nil, nil, errors.New("--direction bidir: the iperf package has no --bidir yet; measure rx and tx")
+		case dirRX, dirTX, dirBidir:
 		default:
-			return nil, nil, fmt.Errorf("--direction %q: expected rx (the far end sends) or tx (the guest sends)", d)
+			return nil, nil, fmt.Errorf("--direction %q: expected rx (the far end sends), tx (the guest sends) or bidir", d)
 		}
 	}
 	itrs := make([]throttle, len(o.Throttles))

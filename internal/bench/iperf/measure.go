@@ -43,7 +43,7 @@ func (sc *scenario) read(st supervisor.Status, results map[string]float64) sampl
 				sm.mbps += mbps
 			} else if cl.netns == "" && c.Counters["iperf_tests"] > 0 {
 				sm.finished++
-				sm.mbps += float64(c.Counters["iperf_bits_per_second"]) / 1e6
+				sm.mbps += float64(c.Counters["iperf_bits_per_second"]+c.Counters["iperf_bidir_reverse_bits_per_second"]) / 1e6
 			}
 		}
 	}
@@ -59,9 +59,7 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps 
 		if ok {
 			argv := []string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
 				"-t", strconv.Itoa(int(c.cmd.Time + 0.5)), "-P", strconv.Itoa(c.cmd.Parallel)}
-			if c.cmd.Reverse {
-				argv = append(argv, "-R")
-			}
+			argv = append(argv, directionArgs(c.cmd)...)
 			var out bytes.Buffer
 			cmd := supervisor.ExecIn(ctx, path, argv)
 			cmd.Stdout = &out
@@ -71,7 +69,7 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps 
 				if s := rep.End.SumSent; s != nil && s.Retransmits != nil {
 					retransmits = *s.Retransmits
 				}
-				return rep.Received().BitsPerSecond / 1e6, retransmits, nil
+				return bothWays(&rep), retransmits, nil
 			} else if rep.Error != "" {
 				err = errors.New(rep.Error)
 			} else if err == nil {

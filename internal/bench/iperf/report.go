@@ -9,8 +9,9 @@ import (
 
 // directionTitle says what a direction measures.
 var directionTitle = map[string]string{
-	dirRX: "rx: the far end sends, the guest receives (iperf -R)",
-	dirTX: "tx: the guest sends, the far end receives",
+	dirRX:    "rx: the far end sends, the guest receives (iperf -R)",
+	dirTX:    "tx: the guest sends, the far end receives",
+	dirBidir: "bidir: both send at once (iperf --bidir), Mbit/s of both",
 }
 
 // writeTables prints, per direction, the seed's table (throughput against each component's

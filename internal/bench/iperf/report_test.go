@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nicstack/nicstack/iperf"
 )
 
 func samplePoints() []point {
@@ -71,6 +73,17 @@ func TestPlot(t *testing.T) {
 	for itr, want := range map[string]string{"0": "0\noff", "651": "651\n166.7µs\n≤6000/s", "5580": "5580\n1.43ms\n≤700/s", "adaptive": "adaptive"} {
 		if got := throttleLabel(itr); got != want {
 			t.Errorf("tick label of %s: %q, want %q", itr, got, want)
+		}
+	}
+}
+
+// A client's command line written back for the guest keeps its direction.
+func TestClientCommandDirection(t *testing.T) {
+	for _, dir := range []string{dirRX, dirTX, dirBidir} {
+		c := &iperf.Command{Client: "198.18.0.2", Port: 5201, Time: 10, Parallel: 1, Length: 128 << 10, Reverse: dir == dirRX, Bidir: dir == dirBidir}
+		back, err := iperf.ParseCommand(strings.Fields(clientCommand(c)))
+		if err != nil || back.Reverse != c.Reverse || back.Bidir != c.Bidir {
+			t.Errorf("%s: %q read back as %+v, %v", dir, clientCommand(c), back, err)
 		}
 	}
 }

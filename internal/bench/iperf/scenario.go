@@ -97,7 +97,7 @@ func (sc *scenario) patch(m setting, d time.Duration) []byte {
 		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	for _, c := range sc.clients {
-		c.cmd.Time, c.cmd.Reverse = d.Seconds(), m.dir == dirRX
+		c.cmd.Time, c.cmd.Reverse, c.cmd.Bidir = d.Seconds(), m.dir == dirRX, m.dir == dirBidir
 		if c.netns == "" {
 			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
 		} else {
@@ -119,8 +119,26 @@ func removeAttr(n *config.Node, name string) {
 // clientCommand writes an iperf client command line back.
 func clientCommand(c *iperf.Command) string {
 	s := fmt.Sprintf("-c %s -p %d -t %g -P %d -l %d", c.Client, c.Port, c.Time, c.Parallel, c.Length)
-	if c.Reverse {
-		s += " -R"
+	return strings.Join(append([]string{s}, directionArgs(c)...), " ")
+}
+
+// directionArgs are the iperf3 options of a client's direction.
+func directionArgs(c *iperf.Command) []string {
+	switch {
+	case c.Bidir:
+		return []string{"--bidir"}
+	case c.Reverse:
+		return []string{"-R"}
 	}
-	return s
+	return nil
+}
+
+// bothWays is a client's result in Mbit/s as the receivers counted it: of a bidirectional
+// test both directions together.
+func bothWays(rep *iperf.Report) float64 {
+	bps := rep.Received().BitsPerSecond
+	if rev := rep.End.SumReceivedBidirReverse; rev != nil {
+		bps += rev.BitsPerSecond
+	}
+	return bps / 1e6
 }
