@@ -22,10 +22,9 @@ const (
 	// LowLatency: a few frames per interrupt. Genode's 166 µs, at most ~6000 interrupts/s.
 	LowLatency
 	// BulkLatency: streaming, many full frames per interrupt. 250 µs, at most ~4000
-	// interrupts/s, e1000e's bulk rate. On the seed scenario (2-core VM, bench iperf, 4
-	// rounds) it kept 651's throughput at less driver CPU, while 1302-1953 lost 10-20 %
-	// (bursts of 25-40 frames) and 5580 holds TCP's acknowledgements back 1.4 ms (Genode
-	// measured it 15 % slower on real hardware).
+	// interrupts/s, e1000e's bulk rate. On the seed scenario (2-core VM, bench iperf
+	// receiving) it kept 651's throughput at a little less driver CPU, while 1302-3906 lost
+	// 10-18 % and 5580 5 % (Genode measured 5580 15 % slower on real hardware).
 	BulkLatency
 )
 
