@@ -47,6 +47,10 @@ func Confine() error {
 		return fmt.Errorf("sandbox: no seccomp filter for %s", runtime.GOARCH)
 	}
 	_ = time.Now().Local() // loads /etc/localtime, which the filter would refuse later
+	// no_new_privs is a thread's: set it on the thread that installs the filter (which TSYNC
+	// then gives every other thread), or the kernel refuses the filter with EACCES.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: no_new_privs: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,18 @@ func TestMain(m *testing.M) {
 // line per try, then waits for its stdin to close (so the parent can read its
 // /proc/PID/status meanwhile).
 func confinedChild(dir string) {
+	// Busy threads, which make it likelier that a goroutine moves between threads: Confine
+	// must set no_new_privs and install the filter on one thread (the kernel refuses the
+	// filter with EACCES otherwise, as a component once did 1 in ~50 launches in CI).
+	for range 4 {
+		go func() {
+			for {
+				unix.Getpid()
+				runtime.Gosched()
+			}
+		}()
+	}
+	runtime.Gosched()
 	if err := Confine(); err != nil {
 		fmt.Println("confine:", err)
 		os.Exit(1)
