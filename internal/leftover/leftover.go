@@ -26,18 +26,19 @@ func Alive(pid int) bool {
 // Named is the name prefix<pid>-rest for this process.
 func Named(prefix string) string { return fmt.Sprintf("%s%d-", prefix, os.Getpid()) }
 
-// Orphaned reports whether name is prefix<pid>-... and process pid is gone (and not us).
+// Orphaned reports whether name is prefix<pid> or prefix<pid>-... and process pid is gone
+// (and not us).
 func Orphaned(name, prefix string) bool {
 	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return false
 	}
-	pidStr, _, ok := strings.Cut(rest, "-")
+	pidStr, _, _ := strings.Cut(rest, "-")
 	pid, err := strconv.Atoi(pidStr)
-	return ok && err == nil && pid > 0 && pid != os.Getpid() && !Alive(pid)
+	return err == nil && pid > 0 && pid != os.Getpid() && !Alive(pid)
 }
 
-// Orphans lists the entries of dir named prefix<pid>-... whose process is gone.
+// Orphans lists the entries of dir named prefix<pid>[-...] whose process is gone.
 func Orphans(dir, prefix string) []string {
 	entries, _ := os.ReadDir(dir)
 	var paths []string

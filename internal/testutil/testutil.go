@@ -9,11 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nicstack/nicstack/internal/leftover"
 )
 
 // InCI reports whether the tests run under CI (CI=true), where a skipped root test is a failure.
@@ -87,15 +87,8 @@ func Binary(t testing.TB, pkg string) string {
 const binDirPrefix = "nicstack-testbin-"
 
 func sweepBinDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), binDirPrefix))
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-			os.RemoveAll(d)
-		}
+	for _, d := range leftover.Orphans(os.TempDir(), binDirPrefix) {
+		os.RemoveAll(d)
 	}
 }
 
