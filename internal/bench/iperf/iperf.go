@@ -116,11 +116,26 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	if o.Verbose {
 		bench.PrintLoad(out)
 	}
-	prog := newProgress(o.Runs*len(matrix), o.Time, o.Verbose)
+	// The references run in every round after the matrix, so that each ratio compares runs
+	// the machine's drift and load met alike.
+	type refDir struct {
+		ref  reference
+		dir  string
+		mbps []float64
+		err  error
+	}
+	var refRuns []refDir
+	for _, r := range refs {
+		for _, dir := range o.Directions {
+			refRuns = append(refRuns, refDir{ref: r, dir: dir})
+		}
+	}
+	perRound := len(matrix) + len(refRuns)
+	prog := newProgress(o.Runs*perRound, o.Time, o.Verbose)
 	runs := make([][]point, len(matrix))
 	for round := range o.Runs {
 		for i, m := range matrix {
-			prog.start(fmt.Sprintf("run %d of %d: %s", round*len(matrix)+i+1, o.Runs*len(matrix), m))
+			prog.start(fmt.Sprintf("run %d of %d: %s", round*perRound+i+1, o.Runs*perRound, m))
 			p, err := measure(ctx, sc, m, o, prog)
 			prog.end()
 			if ctx.Err() != nil {
@@ -133,6 +148,21 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 			}
 			runs[i] = append(runs[i], p)
 		}
+		for i := range refRuns {
+			rr := &refRuns[i]
+			prog.start(fmt.Sprintf("run %d of %d: %s, %s", round*perRound+len(matrix)+i+1, o.Runs*perRound, rr.ref, rr.dir))
+			mbps, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
+			prog.end()
+			if ctx.Err() != nil {
+				prog.finish()
+				return ctx.Err()
+			}
+			if err != nil {
+				rr.err = err
+				continue
+			}
+			rr.mbps = append(rr.mbps, mbps)
+		}
 	}
 	prog.finish()
 	points := make([]point, len(matrix))
@@ -141,14 +171,12 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction = m.itr, m.batch, m.dir
 	}
 	writeTables(out, points, sc, o)
-	for _, r := range refs {
-		for _, dir := range o.Directions {
-			mbps, err := measureReference(ctx, r, o.Time, dir)
-			if err != nil {
-				fmt.Fprintf(out, "--compare %s (%s): %v\n", r, dir, err)
-				continue
-			}
-			writeComparison(out, points, dir, r, mbps)
+	for _, rr := range refRuns {
+		if rr.err != nil {
+			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.mbps), o.Runs, rr.err)
+		}
+		if len(rr.mbps) > 0 {
+			writeComparison(out, points, rr.dir, rr.ref, rr.mbps)
 		}
 	}
 	if o.Verbose {

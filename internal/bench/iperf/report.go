@@ -3,8 +3,12 @@ package iperf
 import (
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"sort"
 	"text/tabwriter"
+
+	"github.com/nicstack/nicstack/internal/bench"
 )
 
 // directionTitle says what a direction measures.
@@ -108,13 +112,29 @@ func (p point) settingColumns() string {
 
 func (p point) setting() string { return setting{p.RxIrqThrottle, p.TxBatch, p.Direction}.String() }
 
-// writeComparison prints a reference path's result in one direction and the ratio of every
-// point of that direction to it.
-func writeComparison(out io.Writer, points []point, dir string, ref reference, mbps float64) {
-	fmt.Fprintf(out, "\n%s, same topology in namespaces, %s: %.0f Mbit/s\n", ref, dir, mbps)
+// writeComparison prints a reference path's result in one direction, the median of its runs,
+// and the ratio of every point of that direction to it: of the medians, and the range of the
+// rounds' ratios when every round measured both.
+func writeComparison(out io.Writer, points []point, dir string, ref reference, runs []float64) {
+	mbps := bench.Median(runs, func(v float64) float64 { return v })
+	fmt.Fprintf(out, "\n%s, same topology in namespaces, %s: %.0f Mbit/s", ref, dir, mbps)
+	if len(runs) > 1 {
+		fmt.Fprintf(out, " (median of %d runs, %.0f-%.0f)", len(runs), slices.Min(runs), slices.Max(runs))
+	}
+	fmt.Fprintln(out)
 	for _, p := range points {
-		if p.Direction == dir && p.Runs > 0 && mbps > 0 {
-			fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s\n", p.setting(), p.Mbps, p.Mbps/mbps, ref)
+		if p.Direction != dir || p.Runs == 0 || mbps <= 0 {
+			continue
 		}
+		fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s", p.setting(), p.Mbps, p.Mbps/mbps, ref)
+		if len(runs) > 1 && len(p.MbpsRuns) == len(runs) {
+			lo, hi := math.Inf(1), 0.0
+			for i, v := range runs {
+				r := p.MbpsRuns[i] / v
+				lo, hi = min(lo, r), max(hi, r)
+			}
+			fmt.Fprintf(out, " (rounds %.2f-%.2f)", lo, hi)
+		}
+		fmt.Fprintln(out)
 	}
 }
