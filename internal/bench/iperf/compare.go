@@ -55,17 +55,17 @@ func (r reference) String() string {
 // <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
 // and Ctrl-C (ctx).
-func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (float64, error) {
+func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (mbps, cpu float64, err error) {
 	mode := ref.name
 	if os.Geteuid() != 0 {
-		return 0, errors.New("needs root (network namespaces)")
+		return 0, 0, errors.New("needs root (network namespaces)")
 	}
 	if _, err := exec.LookPath("iperf3"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if mode == "pasta" {
 		if _, err := exec.LookPath("pasta"); err != nil {
-			return 0, fmt.Errorf("pasta is not installed: %w", err)
+			return 0, 0, fmt.Errorf("pasta is not installed: %w", err)
 		}
 	}
 	p := fmt.Sprintf("nsbi%d", os.Getpid())
@@ -112,14 +112,14 @@ func measureReference(ctx context.Context, ref reference, d time.Duration, dir s
 		}
 		argv = append(append(argv, "--"), append(client, "-c", "198.18.0.1")...)
 	default:
-		return 0, fmt.Errorf("unknown reference %q", mode)
+		return 0, 0, fmt.Errorf("unknown reference %q", mode)
 	}
 	if r.err != nil {
-		return 0, r.err
+		return 0, 0, r.err
 	}
 	server := exec.CommandContext(ctx, "ip", "netns", "exec", srv, "iperf3", "-s", "-1")
 	if err := server.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r.procs = append(r.procs, server)
 	time.Sleep(400 * time.Millisecond) // the server binds
@@ -127,16 +127,23 @@ func measureReference(ctx context.Context, ref reference, d time.Duration, dir s
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Stdout = &out
 	if err := c.Run(); err != nil {
-		return 0, fmt.Errorf("%v: %v", argv, err)
+		return 0, 0, fmt.Errorf("%v: %v", argv, err)
 	}
 	var rep iperf.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		return 0, fmt.Errorf("iperf3's JSON: %v", err)
+		return 0, 0, fmt.Errorf("iperf3's JSON: %v", err)
 	}
 	if rep.Error != "" {
-		return 0, errors.New(rep.Error)
+		return 0, 0, errors.New(rep.Error)
 	}
-	return bothWays(&rep), nil
+	cpu = endsCPU(&rep)
+	if mode == "pasta" && cpu > 0 {
+		// pasta carries the traffic in its own process (iperf3's client is its child, counted
+		// in the report): its CPU time over the test is the path's too.
+		own := c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+		cpu += 100 * own.Seconds() / d.Seconds()
+	}
+	return bothWays(&rep), cpu, nil
 }
 
 // refRun makes namespaces and links, keeping the first error, and removes them in cleanup.

@@ -60,7 +60,12 @@ type point struct {
 	ITRPercent     map[string]float64 `json:"itr_percent,omitempty"`
 	ITRChangesPerS float64            `json:"itr_changes_per_s,omitempty"`
 	Seconds        float64            `json:"seconds"` // measured traffic time of a run
-	Error          string             `json:"error,omitempty"`
+	// EndsCPU is what the real iperf3s of netns guests used (both ends, as iperf3 reports it),
+	// in percent of one CPU; GbitPerCPUSecond the throughput per CPU-second of the whole path,
+	// components and ends: a cost a loaded machine's share of CPU does not move.
+	EndsCPU          float64 `json:"ends_cpu,omitempty"`
+	GbitPerCPUSecond float64 `json:"gbit_per_cpu_second,omitempty"`
+	Error            string  `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -122,6 +127,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		ref  reference
 		dir  string
 		mbps []float64
+		gbit []float64 // per CPU-second
 		err  error
 	}
 	var refRuns []refDir
@@ -151,7 +157,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		for i := range refRuns {
 			rr := &refRuns[i]
 			prog.start(fmt.Sprintf("run %d of %d: %s, %s", round*perRound+len(matrix)+i+1, o.Runs*perRound, rr.ref, rr.dir))
-			mbps, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
+			mbps, cpu, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
 			prog.end()
 			if ctx.Err() != nil {
 				prog.finish()
@@ -162,6 +168,9 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 				continue
 			}
 			rr.mbps = append(rr.mbps, mbps)
+			if g := gbitPerCPUSecond(mbps, cpu); g > 0 {
+				rr.gbit = append(rr.gbit, g)
+			}
 		}
 	}
 	prog.finish()
@@ -176,7 +185,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.mbps), o.Runs, rr.err)
 		}
 		if len(rr.mbps) > 0 {
-			writeComparison(out, points, rr.dir, rr.ref, rr.mbps)
+			writeComparison(out, points, rr.dir, rr.ref, rr.mbps, rr.gbit)
 		}
 	}
 	if o.Verbose {
@@ -267,6 +276,23 @@ func (s setting) String() string {
 	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", s.dir, *s.itr, yesNo(*s.batch))
 }
 
+// pathCPU is the CPU of the whole path in percent of one CPU: every component and the ends.
+func (p point) pathCPU() float64 {
+	sum := p.EndsCPU
+	for _, c := range p.CPU {
+		sum += c
+	}
+	return sum
+}
+
+// gbitPerCPUSecond is mbps carried at cpu percent of one CPU, as Gbit per CPU-second.
+func gbitPerCPUSecond(mbps, cpu float64) float64 {
+	if cpu <= 0 {
+		return 0
+	}
+	return mbps / 1000 / (cpu / 100)
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -304,6 +330,8 @@ func medianPoint(runs []point) point {
 	p.RetransPerS = med(func(r point) float64 { return r.RetransPerS })
 	p.ITRChangesPerS = med(func(r point) float64 { return r.ITRChangesPerS })
 	p.Seconds = med(func(r point) float64 { return r.Seconds })
+	p.EndsCPU = med(func(r point) float64 { return r.EndsCPU })
+	p.GbitPerCPUSecond = med(func(r point) float64 { return r.GbitPerCPUSecond })
 	for name := range ok[0].CPU {
 		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
 	}

@@ -52,7 +52,7 @@ func (sc *scenario) read(st supervisor.Status, results map[string]float64) sampl
 
 // runInNetns runs the client's test with the real iperf3 inside its guest's namespace, once
 // the supervisor made it, retrying while the server is not up yet.
-func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps float64, retransmits uint64, err error) {
+func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps, cpu float64, retransmits uint64, err error) {
 	var last error
 	for ctx.Err() == nil {
 		path, ok := s.Netns(c.netns)
@@ -69,7 +69,7 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps 
 				if s := rep.End.SumSent; s != nil && s.Retransmits != nil {
 					retransmits = *s.Retransmits
 				}
-				return bothWays(&rep), retransmits, nil
+				return bothWays(&rep), endsCPU(&rep), retransmits, nil
 			} else if rep.Error != "" {
 				err = errors.New(rep.Error)
 			} else if err == nil {
@@ -83,9 +83,9 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps 
 		}
 	}
 	if last == nil {
-		return 0, 0, fmt.Errorf("iperf3 in namespace %s: the namespace never came up (is its component running? -v shows the logs)", c.netns)
+		return 0, 0, 0, fmt.Errorf("iperf3 in namespace %s: the namespace never came up (is its component running? -v shows the logs)", c.netns)
 	}
-	return 0, 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
+	return 0, 0, 0, fmt.Errorf("iperf3 in namespace %s: %v", c.netns, last)
 }
 
 // activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
@@ -107,7 +107,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	results := map[string]float64{}
 	type result struct {
 		name        string
-		mbps        float64
+		mbps, cpu   float64
 		retransmits uint64
 		err         error
 	}
@@ -117,8 +117,8 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 			go func() {
 				ctx, cancel := context.WithTimeout(runCtx, o.Time+60*time.Second)
 				defer cancel()
-				mbps, retr, err := runInNetns(ctx, s, c)
-				measured <- result{c.name, mbps, retr, err}
+				mbps, cpu, retr, err := runInNetns(ctx, s, c)
+				measured <- result{c.name, mbps, cpu, retr, err}
 			}()
 		}
 	}
@@ -139,6 +139,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 			}
 			results[r.name] = r.mbps
 			retransmits += r.retransmits
+			p.EndsCPU += r.cpu
 		case <-time.After(500 * time.Millisecond):
 		}
 		st, ok := s.Status()
@@ -163,6 +164,9 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	acc.fill(&p)
 	if acc.seconds > 0 {
 		p.RetransPerS = float64(retransmits) / acc.seconds
+	}
+	if p.EndsCPU > 0 {
+		p.GbitPerCPUSecond = gbitPerCPUSecond(p.Mbps, p.pathCPU())
 	}
 	return p, nil
 }

@@ -114,12 +114,17 @@ func (p point) setting() string { return setting{p.RxIrqThrottle, p.TxBatch, p.D
 
 // writeComparison prints a reference path's result in one direction, the median of its runs,
 // and the ratio of every point of that direction to it: of the medians, and the range of the
-// rounds' ratios when every round measured both.
-func writeComparison(out io.Writer, points []point, dir string, ref reference, runs []float64) {
+// rounds' ratios when every round measured both. gbit are the reference's runs in Gbit per
+// CPU-second of its whole path; when there are some, the points' cost is compared too.
+func writeComparison(out io.Writer, points []point, dir string, ref reference, runs, gbit []float64) {
 	mbps := bench.Median(runs, func(v float64) float64 { return v })
+	perCPU := bench.Median(gbit, func(v float64) float64 { return v })
 	fmt.Fprintf(out, "\n%s, same topology in namespaces, %s: %.0f Mbit/s", ref, dir, mbps)
 	if len(runs) > 1 {
 		fmt.Fprintf(out, " (median of %d runs, %.0f-%.0f)", len(runs), slices.Min(runs), slices.Max(runs))
+	}
+	if perCPU > 0 {
+		fmt.Fprintf(out, ", %.1f Gbit per CPU-second", perCPU)
 	}
 	fmt.Fprintln(out)
 	for _, p := range points {
@@ -134,6 +139,9 @@ func writeComparison(out io.Writer, points []point, dir string, ref reference, r
 				lo, hi = min(lo, r), max(hi, r)
 			}
 			fmt.Fprintf(out, " (rounds %.2f-%.2f)", lo, hi)
+		}
+		if perCPU > 0 && p.GbitPerCPUSecond > 0 {
+			fmt.Fprintf(out, "; %.1f Gbit per CPU-second = %.2f x", p.GbitPerCPUSecond, p.GbitPerCPUSecond/perCPU)
 		}
 		fmt.Fprintln(out)
 	}

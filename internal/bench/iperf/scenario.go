@@ -135,6 +135,16 @@ func directionArgs(c *iperf.Command) []string {
 
 // bothWays is a client's result in Mbit/s as the receivers counted it: of a bidirectional
 // test both directions together.
+// endsCPU is the CPU time of both iperf3s over the test, in percent of one CPU, as they
+// report it: their own and the kernel's work in their context (Linux's forwarding between
+// namespaces runs in the sender's), 0 when the report has none.
+func endsCPU(rep *iperf.Report) float64 {
+	if c := rep.End.CPU; c != nil {
+		return c.HostTotal + c.RemoteTotal
+	}
+	return 0
+}
+
 func bothWays(rep *iperf.Report) float64 {
 	bps := rep.Received().BitsPerSecond
 	if rev := rep.End.SumReceivedBidirReverse; rev != nil {
