@@ -30,7 +30,8 @@ bench: deps build
 	$(BIN)/nicstack bench driver --time 5s --json bench-results/driver.json
 	$(BIN)/nicstack bench iperf deploy/sculpt_iperf.hid --time 5s --rx-irq-throttle 0,651,5580,adaptive --direction rx,tx --json bench-results/iperf.json --plot bench-results/iperf.png
 	@if [ "$$(id -u)" = 0 ]; then \
-	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --compare kernel,pasta,kernel@65000 --json bench-results/linux_tap.json; \
+	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --compare kernel,pasta,kernel@65000 --json bench-results/linux_tap.json && \
+	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --compare kernel,pasta --json bench-results/linux_tap_1500.json; \
 	else echo "bench: linux_tap and its kernel and pasta references need root, skipped"; fi
 
 # Regenerates nic_router's profile for profile-guided optimisation (go build uses a main
