@@ -176,3 +176,46 @@ func TestDHCPAndARPTimeouts(t *testing.T) {
 		t.Errorf("%d ARP requests after a second (want 1 more), %d frames generated unresolved", n, deaf.clientCtr.TxFrames.Load())
 	}
 }
+
+// A changed policy reaches an open session as Genode's apply_config has it: the served
+// session, a DHCP client under the empty <default-policy>, takes the new policy's address at
+// once, asks for the MAC of its new <tx to> and sends there; its stats go on.
+func TestApplyChangesAnOpenSession(t *testing.T) {
+	tx, _ := parseText(t, genodeDirectTx)
+	rxCfg, _ := parseText(t, genodeDirectRx)
+	rx, _ := rxCfg.Served("nic_perf_tx -> ")
+	p := newPair(t, tx, rx)
+	p.steps(3)
+	if p.server.ip != [4]byte{10, 0, 1, 2} {
+		t.Fatalf("server's address by DHCP: %v", p.server.ip)
+	}
+	received := p.server.stats.rxFrames.Load()
+	changed, err := parseText(t, `<config> <default-policy> <interface ip="10.0.1.9"/>
+		<tx mtu="100" to="10.0.1.1" udp_port="7"/> </default-policy> </config>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := changed.Served("nic_perf_tx -> ")
+	p.server.Apply(now)
+	p.steps(4) // the server's ARP request, the client's reply, then the test packets
+	if p.server.ip != [4]byte{10, 0, 1, 9} || !p.server.resolved || p.server.dstMAC != clientMAC {
+		t.Fatalf("after the change: address %v, destination resolved %v to %v", p.server.ip, p.server.resolved, p.server.dstMAC)
+	}
+	for {
+		pk, ok := p.cl.RX.TryGet()
+		if !ok {
+			t.Fatal("no test packet of the new policy at the client")
+		}
+		b := p.cl.RX.Payload(pk)
+		ip, ok := header.NewIPv4(b[header.EthLen:])
+		if ok && ip.Protocol() == header.ProtoUDP && header.Ports(ip.Payload()).Dst() == 7 {
+			if len(b) != 100 || ip.Src() != [4]byte{10, 0, 1, 9} || ip.Dst() != [4]byte{10, 0, 1, 1} {
+				t.Errorf("test packet of %d bytes %v > %v", len(b), ip.Src(), ip.Dst())
+			}
+			break
+		}
+	}
+	if p.server.stats.rxFrames.Load() < received {
+		t.Error("the change reset the session's stats")
+	}
+}

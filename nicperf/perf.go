@@ -46,11 +46,12 @@ type Perf struct {
 	stats    Stats
 	template []byte // the generated frame, built once the generator knows its addresses
 	seq      uint16
-	flow     int                 // index of the next frame's source port
-	tcpStep  int                 // which segment of its connection the next TCP frame is
-	pending  packetstream.Packet // a frame being written
-	start    time.Time           // of the generator
-	sent     uint64              // generated frames since start
+	flow     int                    // index of the next frame's source port
+	tcpStep  int                    // which segment of its connection the next TCP frame is
+	pending  packetstream.Packet    // a frame being written
+	next     atomic.Pointer[Config] // a changed policy (Apply), taken at the next round
+	start    time.Time              // of the generator
+	sent     uint64                 // generated frames since start
 	// ip is its address: cfg.IP, or what DHCP gave (zero until then); dstMAC the generator's
 	// destination: cfg.DstMAC, or what ARP answered.
 	ip       [4]byte
@@ -74,6 +75,25 @@ func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
 		p.ip = cfg.IP
 	}
 	return p
+}
+
+// Apply has the session run cfg from its next round on: a changed policy, as Genode's
+// nic_perf applies it to an open session. It may be called while Run runs.
+func (p *Perf) Apply(cfg Config) { p.next.Store(&cfg) }
+
+// apply is Genode's Interface::apply_config: the address is the policy's (none: a DHCP
+// client starts over), the generator's frame follows the new <tx>, and its destination's MAC
+// is asked for again when the destination changed. The stats go on.
+func (p *Perf) apply(cfg Config, now time.Time) {
+	old := p.cfg
+	p.cfg, p.template, p.start, p.sent = cfg, nil, now, 0
+	p.ip, p.dhcp = [4]byte{}, dhcpClient{}
+	if !cfg.DHCP {
+		p.ip = cfg.IP
+	}
+	if cfg.DstIP != old.DstIP || cfg.ResolveDstMAC != old.ResolveDstMAC {
+		p.dstMAC, p.resolved, p.arpDue = cfg.DstMAC, !cfg.ResolveDstMAC, time.Time{}
+	}
 }
 
 // Stats are the session's packets of the current period, for a Registry.
@@ -146,6 +166,9 @@ func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstr
 func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Time) (busy bool, due time.Time) {
 	if p.start.IsZero() {
 		p.start = now
+	}
+	if c := p.next.Swap(nil); c != nil {
+		p.apply(*c, now)
 	}
 	if out.ReleaseAcked() > 0 {
 		busy = true

@@ -344,6 +344,18 @@ func TestTestCommand(t *testing.T) {
 	if v.Name != "never" || v.Result != "failed" || v.Reason != "timeout 2 sec" || !strings.Contains(v.Detail, never+`:7:3 never matched (stuck at "[client] received 201 replies")`) {
 		t.Errorf("verdict %+v", v)
 	}
+
+	// An invalid router address: the router runs with the domain disabled, as Genode's does,
+	// and says why at the attribute's place; the test fails naming the pattern's.
+	b, _ = os.ReadFile("../../deploy/genode/nic_router_report.runtime")
+	bad := filepath.Join(t.TempDir(), "badaddr.runtime")
+	os.WriteFile(bad, bytes.Replace(bytes.Replace(b, []byte(`interface="10.0.1.1/24"`), []byte(`interface="10.0.1.300/24"`), 1), []byte(`after_seconds="30"`), []byte(`after_seconds="2"`), 1), 0o644)
+	out, _ = exec.Command(nicstack, "test", bad).CombinedOutput()
+	for _, want := range []string{bad + ":8:3 never matched", bad + `:34:28: attribute \"interface\" of <domain>: \"10.0.1.300/24\" is not an IPv4 prefix`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("nicstack test of an invalid router address lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // processesOf lists the live processes whose environment holds TMPDIR=tmp: a run's

@@ -55,7 +55,8 @@ func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 	case *controlpb.Event_Announce:
 		svc := k.Announce.GetService()
 		if !contains(c.start.Provides, svc) {
-			s.log.Warn(fmt.Sprintf("%s announced %s, which its <provides> does not list; ignored", c.start.Name, svc))
+			// Genode's init says exactly this, and ignores the announcement.
+			s.log.Error(fmt.Sprintf("%s: illegal announcement of service \"%s\"", c.start.Name, svc))
 			return
 		}
 		c.announced[svc] = true
