@@ -105,6 +105,11 @@ var Table = component.Table{
 		Validate: validate(reportrom.ParseConfig),
 	},
 	{
+		Binary:  "test-nic_router_dhcp-manager",
+		Summary: "Genode's test component: writes nic_router_2's config with the DNS config of its uplink's lease",
+		Schema:  &config.Schema{Type: "config"},
+	},
+	{
 		Binary:  "test_echo",
 		Summary: "test component: sends every frame back",
 		Schema:  testcomp.EchoSchema,
