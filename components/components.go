@@ -105,6 +105,11 @@ var Table = component.Table{
 		Validate: validate(reportrom.ParseConfig),
 	},
 	{
+		Binary:  "test-nic_router_dhcp-client",
+		Summary: "Genode's test component: a DHCP client that starts over at each link up and logs each lease",
+		Schema:  &config.Schema{Type: "config", Attrs: []string{"verbose"}},
+	},
+	{
 		Binary:  "test-nic_router_dhcp-manager",
 		Summary: "Genode's test component: writes nic_router_2's config with the DNS config of its uplink's lease",
 		Schema:  &config.Schema{Type: "config"},

@@ -56,9 +56,14 @@ func TestDHCPAndARPBetweenTwoNicPerfs(t *testing.T) {
 	}
 	rx, _ := rxCfg.Served("nic_perf_tx -> ")
 	p := newPair(t, tx, rx)
+	var leases []Lease
+	p.server.OnLease(func(l Lease) { leases = append(leases, l) })
 	p.steps(3) // the client's ARP request (unanswered), DISCOVER, OFFER, REQUEST, ACK
 	if p.server.ip != [4]byte{10, 0, 1, 2} {
 		t.Fatalf("server's address after the DHCP exchange: %v", p.server.ip)
+	}
+	if len(leases) != 1 || leases[0].Completed != "request" || leases[0].Interface.Addr().String() != "10.0.1.2" || leases[0].Seconds == 0 {
+		t.Errorf("leases %+v", leases)
 	}
 	p.now = p.now.Add(arpRetry) // the client asks again, now answered
 	p.steps(2)

@@ -11,6 +11,7 @@ package nicperf
 import (
 	"encoding/binary"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,7 @@ type Perf struct {
 	tcpStep  int                    // which segment of its connection the next TCP frame is
 	pending  packetstream.Packet    // a frame being written
 	next     atomic.Pointer[Config] // a changed policy (Apply), taken at the next round
+	onLease  func(Lease)            // OnLease's
 	start    time.Time              // of the generator
 	sent     uint64                 // generated frames since start
 	// ip is its address: cfg.IP, or what DHCP gave (zero until then); dstMAC the generator's
@@ -158,6 +160,37 @@ func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstr
 			w.WaitUntil(deadline)
 		}
 	}
+}
+
+// Running is a Perf serving its session on a goroutine of its own (Start).
+type Running struct {
+	stop atomic.Bool
+	w    *packetstream.Waiter
+	done sync.WaitGroup
+}
+
+// Start runs p on out and in (Run) until Stop; spin is the waiter's (packetstream.Waiter.Spin).
+func Start(p *Perf, out *packetstream.Source, in *packetstream.Sink, spin int) (*Running, error) {
+	w, err := packetstream.NewWaiter(out, in)
+	if err != nil {
+		return nil, err
+	}
+	w.Spin = spin
+	r := &Running{w: w}
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		p.Run(out, in, w, &r.stop)
+	}()
+	return r, nil
+}
+
+// Stop ends the run and waits for it; the session's memory is the caller's again.
+func (r *Running) Stop() {
+	r.stop.Store(true)
+	r.w.Wake()
+	r.done.Wait()
+	r.w.Close()
 }
 
 // Step is one round at time now: take back acknowledged frames, receive a batch, ask for an

@@ -313,7 +313,7 @@ func TestRunExitPropagate(t *testing.T) {
 // TestTestCommand: `nicstack test` runs the shipped Genode runtime files, one verdict line
 // each, and fails (exit status 1) with the place of a pattern that never matched.
 func TestTestCommand(t *testing.T) {
-	for _, c := range []string{"test_echo", "test_client", "nic_perf", "nic_router", "nic_dump", "dynamic_rom", "report_rom", "test-nic_router_dhcp-manager"} { // what the shipped files start
+	for _, c := range []string{"test_echo", "test_client", "nic_perf", "nic_router", "nic_dump", "dynamic_rom", "report_rom", "test-nic_router_dhcp-manager", "test-nic_router_dhcp-client"} { // what the shipped files start
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
 	nicstack := filepath.Join(testutil.BinDir(t), "nicstack")

@@ -40,12 +40,10 @@ type Handler struct {
 }
 
 type run struct {
-	perf  *nicperf.Perf
-	label string // of a session it serves; "" for its own client session
-	stop  atomic.Bool
-	w     *packetstream.Waiter
-	done  sync.WaitGroup
-	stats *nicperf.Stats
+	perf    *nicperf.Perf
+	label   string // of a session it serves; "" for its own client session
+	running *nicperf.Running
+	stats   *nicperf.Stats
 }
 
 // NewHandler returns the handler; it requests or announces its sessions when first
@@ -139,19 +137,13 @@ func (h *Handler) Open(s *component.Session) error {
 	} else {
 		out, in = s.Client.TX, s.Client.RX
 	}
-	w, err := packetstream.NewWaiter(out, in)
+	p := nicperf.New(cfg, h.ctr, h.c.Log.With("session", s.Label))
+	running, err := nicperf.Start(p, out, in, h.cfg.Spin)
 	if err != nil {
 		return err
 	}
-	w.Spin = h.cfg.Spin
-	p := nicperf.New(cfg, h.ctr, h.c.Log.With("session", s.Label))
-	r := &run{perf: p, label: served, w: w, stats: p.Stats()}
+	r := &run{perf: p, label: served, running: running, stats: p.Stats()}
 	h.registry.Add(name, r.stats)
-	r.done.Add(1)
-	go func() {
-		defer r.done.Done()
-		p.Run(out, in, w, &r.stop)
-	}()
 	h.runs[s.ID] = r
 	h.c.Log.Info("session up", "label", s.Label, "tx", cfg.TX, "size", cfg.Size, "rate", cfg.Rate)
 	return nil
@@ -182,9 +174,6 @@ func (h *Handler) Stop() {
 
 // end stops the run's goroutine, waits for it and takes its session out of the log.
 func (h *Handler) end(r *run) {
-	r.stop.Store(true)
-	r.w.Wake()
-	r.done.Wait()
-	r.w.Close()
+	r.running.Stop()
 	h.registry.Remove(r.stats)
 }
