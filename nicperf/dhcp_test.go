@@ -34,6 +34,21 @@ func newPair(t *testing.T, client, server Config) *pair {
 	return p
 }
 
+// directPair is Genode's test-nic_perf: nic_perf_tx, with an address, the client; nic_perf_rx,
+// a DHCP client under its empty <default-policy>, the server.
+func directPair(t *testing.T) *pair {
+	tx, err := parseText(t, genodeDirectTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rxCfg, err := parseText(t, genodeDirectRx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx, _ := rxCfg.Served("nic_perf_tx -> ")
+	return newPair(t, tx, rx)
+}
+
 // steps runs n rounds of both at the current time.
 func (p *pair) steps(n int) {
 	for range n {
@@ -46,16 +61,8 @@ func (p *pair) steps(n int) {
 // empty <default-policy> makes it a DHCP client; once it has the address, it answers the
 // client's ARP for it and the client's UDP arrives at it, at Genode's MAC of a served session.
 func TestDHCPAndARPBetweenTwoNicPerfs(t *testing.T) {
-	tx, err := parseText(t, genodeDirectTx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rxCfg, err := parseText(t, genodeDirectRx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rx, _ := rxCfg.Served("nic_perf_tx -> ")
-	p := newPair(t, tx, rx)
+	p := directPair(t)
+	tx := p.client.cfg
 	var leases []Lease
 	p.server.OnLease(func(l Lease) { leases = append(leases, l) })
 	p.steps(3) // the client's ARP request (unanswered), DISCOVER, OFFER, REQUEST, ACK
@@ -186,10 +193,7 @@ func TestDHCPAndARPTimeouts(t *testing.T) {
 // session, a DHCP client under the empty <default-policy>, takes the new policy's address at
 // once, asks for the MAC of its new <tx to> and sends there; its stats go on.
 func TestApplyChangesAnOpenSession(t *testing.T) {
-	tx, _ := parseText(t, genodeDirectTx)
-	rxCfg, _ := parseText(t, genodeDirectRx)
-	rx, _ := rxCfg.Served("nic_perf_tx -> ")
-	p := newPair(t, tx, rx)
+	p := directPair(t)
 	p.steps(3)
 	if p.server.ip != [4]byte{10, 0, 1, 2} {
 		t.Fatalf("server's address by DHCP: %v", p.server.ip)
