@@ -11,9 +11,11 @@ import (
 	"github.com/nicstack/nicstack/components/internal/testcomp"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/dynamicrom"
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/nicdump"
 	"github.com/nicstack/nicstack/nicperf"
+	"github.com/nicstack/nicstack/reportrom"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -89,6 +91,28 @@ var Table = component.Table{
 			}
 			return nonEmpty(cfg.Pcap)
 		},
+	},
+	{
+		Binary:   "dynamic_rom",
+		Summary:  "Genode's ROM server whose modules change by a timeline: configs that change at run time",
+		Schema:   dynamicrom.Schema,
+		Validate: validate(dynamicrom.ParseConfig),
+	},
+	{
+		Binary:   "report_rom",
+		Summary:  "Genode's report_rom: keeps the reports of Report sessions, serves them as ROMs by policy",
+		Schema:   reportrom.Schema,
+		Validate: validate(reportrom.ParseConfig),
+	},
+	{
+		Binary:  "test-nic_router_dhcp-client",
+		Summary: "Genode's test component: a DHCP client that starts over at each link up and logs each lease",
+		Schema:  &config.Schema{Type: "config", Attrs: []string{"verbose"}},
+	},
+	{
+		Binary:  "test-nic_router_dhcp-manager",
+		Summary: "Genode's test component: writes nic_router_2's config with the DNS config of its uplink's lease",
+		Schema:  &config.Schema{Type: "config"},
 	},
 	{
 		Binary:  "test_echo",

@@ -40,6 +40,26 @@ func TestRouterCheckNamesInvalidDomain(t *testing.T) {
 	}
 }
 
+// check rejects a bad IPv4 address, prefix or rule destination in a router config (each
+// disables its domain at run time), naming the attribute's line and column.
+func TestRouterCheckRejectsBadAddresses(t *testing.T) {
+	for _, c := range []struct{ domain, want string }{
+		{`+ domain a | interface: 10.0.1.1/24 | gateway: 10.0.1.300`, `router.hid:2:39: attribute "gateway" of <domain>: "10.0.1.300" is not an IPv4 address`},
+		{`+ domain a | interface: 10.0.1.1/33`, `router.hid:2:14: attribute "interface" of <domain>: "10.0.1.1/33" is not an IPv4 prefix`},
+		{"+ domain a | interface: 10.0.1.1/24\n  + udp | dst: 10.0.2.x/24 | + permit-any | domain: a",
+			`router.hid:3:11: attribute "dst" of <udp>: "10.0.2.x/24" is not an IPv4 prefix`},
+	} {
+		n, err := config.Parse("router.hid", []byte("config\n"+c.domain+"\n-\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings, _ := Lookup("nic_router").Check(n, "nic_router")
+		if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), c.want) {
+			t.Errorf("%s: problems %v, want %q", c.domain, warnings, c.want)
+		}
+	}
+}
+
 // check names a <dhcp-server>'s dns_config_from that names no valid domain, and a bad
 // <dns-server> address, each at its line (the router runs with the domain disabled).
 func TestRouterCheckNamesDNSConfigProblems(t *testing.T) {

@@ -22,8 +22,10 @@ func appendDHCP(b []byte, p []byte, c *LogConfig) []byte {
 	if len(p) < dhcpOptions {
 		return truncated(b, "DHCP", p)
 	}
-	switch c.DHCP {
-	case All:
+	switch {
+	case c.netPrint:
+		return appendDHCPPrint(b, p)
+	case c.DHCP == All:
 		b = append(b, "DHCP op "...)
 		b = strconv.AppendUint(b, uint64(p[0]), 10)
 		b = append(b, " htyp "...)
@@ -52,17 +54,60 @@ func appendDHCP(b []byte, p []byte, c *LogConfig) []byte {
 		b = strconv.AppendUint(b, uint64(be.Uint32(p[dhcpMagic:])), 10)
 		b = append(b, " opt"...)
 		b = appendDHCPOptions(b, p[dhcpOptions:])
-	case Default:
+	case c.DHCP == Default:
 		b = append(b, "DHCP "...)
 		b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
 		b = append(b, " > "...)
 		b = appendIP(b, p[dhcpSiaddr:dhcpSiaddr+4])
 		b = append(b, " cmd "...)
 		b = strconv.AppendUint(b, uint64(p[0]), 10)
-	case Name:
+	case c.DHCP == Name:
 		b = append(b, "DHCP"...)
 	}
 	return b
+}
+
+var dhcpMessageTypes = [...]string{1: "DISCOVER", 2: "OFFER", 3: "REQUEST", 4: "DECLINE", 5: "ACK", 6: "NAK", 7: "RELEASE", 8: "INFORM"}
+
+// dhcpOptionMessageType is option 53.
+const dhcpOptionMessageType = 53
+
+// appendDHCPPrint writes "DHCP <message type> <client MAC> > <siaddr>" as Genode's
+// Dhcp_packet::print does; without a message type option, the BOOTP operation takes its
+// place, named as Genode names it (1 "REPLY", 2 "REQUEST": its names, swapped).
+func appendDHCPPrint(b []byte, p []byte) []byte {
+	b = append(b, "DHCP "...)
+	switch t := dhcpMessageType(p[dhcpOptions:]); {
+	case t != 0 && int(t) < len(dhcpMessageTypes):
+		b = append(b, dhcpMessageTypes[t]...)
+	case t != 0:
+		b = append(b, '?')
+	case p[0] == 1:
+		b = append(b, "REPLY"...)
+	case p[0] == 2:
+		b = append(b, "REQUEST"...)
+	default:
+		b = append(b, '?')
+	}
+	b = append(b, ' ')
+	b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
+	b = append(b, " > "...)
+	return appendIP(b, p[dhcpSiaddr:dhcpSiaddr+4])
+}
+
+// dhcpMessageType is the value of option 53 in opts, 0 when there is none.
+func dhcpMessageType(opts []byte) uint8 {
+	for len(opts) >= 2 && opts[0] != dhcpOptionPad && opts[0] != dhcpOptionEnd {
+		n := 2 + int(opts[1])
+		if n > len(opts) {
+			break
+		}
+		if opts[0] == dhcpOptionMessageType && opts[1] == 1 {
+			return opts[2]
+		}
+		opts = opts[n:]
+	}
+	return 0
 }
 
 // appendDHCPOptions writes each option as code:len:value in hex, Genode's way, up to the end

@@ -37,6 +37,22 @@ func ParseStyle(v string) (Style, bool) {
 // LogConfig is the style of each protocol (Genode's Packet_log_config).
 type LogConfig struct {
 	Eth, ARP, IPv4, DHCP, UDP, ICMP, TCP Style
+	netPrint                             bool // NetPrint's
+}
+
+// NetPrint is no config of nic_dump's: frames as Genode's net library prints them
+// (Ethernet_frame::print and the others), which nic_router's verbose_packets log shows. It is
+// the default style of each layer but for two things: no blank between layers beyond the
+// one a layer ends with, and DHCP by its message type.
+var NetPrint = LogConfig{Eth: Default, ARP: Default, IPv4: Default, DHCP: Default, UDP: Default, ICMP: Default, TCP: Default, netPrint: true}
+
+// inner appends what goes between a layer and the one inside it: a blank in nic_dump's log
+// (whatever the layer printed), nothing in the net library's.
+func (c *LogConfig) inner(b []byte) []byte {
+	if c.netPrint {
+		return b
+	}
+	return append(b, ' ')
 }
 
 // Quiet reports whether c prints no protocol at all.
@@ -63,7 +79,8 @@ const (
 var be = binary.BigEndian
 
 // AppendFrame appends the log of frame as Genode's nic_dump prints it after the "(to <-
-// from) " prefix, from Ethernet up, without a newline. It allocates nothing when b has room.
+// from) " prefix, from Ethernet up, without a newline (with NetPrint: as Genode's net
+// library prints it). It allocates nothing when b has room.
 func AppendFrame(b []byte, frame []byte, c *LogConfig) []byte {
 	if len(frame) < ethLen {
 		return truncated(b, "ETH", frame)
@@ -88,9 +105,9 @@ func AppendFrame(b []byte, frame []byte, c *LogConfig) []byte {
 	// As in Genode, a space separates each layer from the one inside, whatever either printed.
 	switch be.Uint16(frame[12:]) {
 	case etherTypeARP:
-		b = appendARP(append(b, ' '), frame[ethLen:], c)
+		b = appendARP(c.inner(b), frame[ethLen:], c)
 	case etherTypeIPv4:
-		b = appendIPv4(append(b, ' '), frame[ethLen:], c)
+		b = appendIPv4(c.inner(b), frame[ethLen:], c)
 	}
 	return b
 }
@@ -200,11 +217,11 @@ func appendIPv4(b []byte, p []byte, c *LogConfig) []byte {
 	data := p[ihl*4:]
 	switch p[9] {
 	case protoTCP:
-		b = appendTCP(append(b, ' '), data, c)
+		b = appendTCP(c.inner(b), data, c)
 	case protoUDP:
-		b = appendUDP(append(b, ' '), data, c)
+		b = appendUDP(c.inner(b), data, c)
 	case protoICMP:
-		b = appendICMP(append(b, ' '), data, c)
+		b = appendICMP(c.inner(b), data, c)
 	}
 	return b
 }

@@ -71,7 +71,9 @@ func dhcpDiscover() []byte {
 	return eth(bcast, macA, 0x0800, ipv4(17, [4]byte{}, [4]byte{255, 255, 255, 255}, udp(68, 67, p)))
 }
 
-func all(s Style) LogConfig { return LogConfig{s, s, s, s, s, s, s} }
+func all(s Style) LogConfig {
+	return LogConfig{Eth: s, ARP: s, IPv4: s, DHCP: s, UDP: s, ICMP: s, TCP: s}
+}
 
 func TestEachProtocolPrintsAsGenodes(t *testing.T) {
 	udpFrame := eth(macB, macA, 0x0800, ipv4(17, hostA, hostB, udp(49152, 12345, []byte("payload"))))

@@ -81,7 +81,7 @@ func appendUDP(b []byte, p []byte, c *LogConfig) []byte {
 	}
 	// DHCP is whatever goes between the BOOTP ports (Genode's Dhcp_packet::is_dhcp).
 	if (src == bootpc || src == bootps) && (dst == bootpc || dst == bootps) {
-		b = appendDHCP(append(b, ' '), p[udpLen:], c)
+		b = appendDHCP(c.inner(b), p[udpLen:], c)
 	}
 	return b
 }

@@ -66,9 +66,12 @@ type Config struct {
 // and requests, how it logs and when it ends.
 type Component struct {
 	// Service is the service it announces and serves ("Nic", or "Uplink" for the older
-	// form's stand-in of a router): Genode's form serves Nic when it has a <policy> or a
-	// <default-policy>. "": it serves nothing.
+	// form's stand-in of a router): Genode's form serves Nic and Uplink, as Genode's does,
+	// when it has a <policy> or a <default-policy>. "": it serves nothing.
 	Service string
+	// Genode is set for Genode's form, whose changes reach open sessions: each served one
+	// runs what its policy now says, the <nic-client> session is requested anew.
+	Genode bool
 	// Policies and Default are Genode's <policy> and <default-policy>: what a session it
 	// serves runs, chosen by its label (Config.Served). The older form has neither: every
 	// session it serves runs the Config itself.

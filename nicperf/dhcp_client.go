@@ -3,6 +3,7 @@ package nicperf
 import (
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/nicstack/nicstack/router/header"
@@ -111,6 +112,57 @@ func (c *dhcpClient) receive(p *Perf, out *packetstream.Source, e header.Eth, ms
 			p.ip, p.template = msg.YIAddr(), nil
 			p.log.Info("Got IP address " + netip.AddrFrom4(p.ip).String())
 		}
+		if p.onLease != nil {
+			p.onLease(leaseOf(msg, lease, c.state))
+		}
 		c.state, c.deadline = dhcpBound, now.Add(c.lease/2)
 	}
+}
+
+// Lease is what a DHCP ACK gave the session (Perf.OnLease).
+type Lease struct {
+	Completed  string // the state the ACK completed: "request", "renew" or "rebind"
+	Seconds    uint32 // the lease time
+	Interface  netip.Prefix
+	Router     netip.Addr // invalid when the ACK names none
+	DNSServers []netip.Addr
+	DNSDomain  string
+}
+
+// OnLease has fn called with each lease the session's DHCP client gets, on Run's goroutine,
+// before it runs.
+func (p *Perf) OnLease(fn func(Lease)) { p.onLease = fn }
+
+func leaseOf(msg header.DHCP, seconds uint32, state dhcpState) Lease {
+	l := Lease{Completed: "request", Seconds: seconds}
+	switch state {
+	case dhcpRenewing:
+		l.Completed = "renew"
+	case dhcpRebinding:
+		l.Completed = "rebind"
+	}
+	bits := 32
+	if mask, ok := msg.OptionIPv4(header.OptSubnetMask); ok {
+		bits = 0
+		for m := binary.BigEndian.Uint32(mask[:]); m&(1<<31) != 0; m <<= 1 {
+			bits++
+		}
+	}
+	l.Interface = netip.PrefixFrom(netip.AddrFrom4(msg.YIAddr()), bits)
+	if r, ok := msg.OptionIPv4(header.OptRouter); ok {
+		l.Router = netip.AddrFrom4(r)
+	}
+	for _, a := range msg.OptionIPv4s(header.OptDNSServer) {
+		l.DNSServers = append(l.DNSServers, netip.AddrFrom4(a))
+	}
+	if d, ok := msg.Option(header.OptDomainName); ok {
+		// A peer's bytes: what is not printable ASCII prints as a dot.
+		l.DNSDomain = strings.Map(func(r rune) rune {
+			if r < 0x20 || r > 0x7e {
+				return '.'
+			}
+			return r
+		}, string(d))
+	}
+	return l
 }

@@ -34,6 +34,21 @@ func newPair(t *testing.T, client, server Config) *pair {
 	return p
 }
 
+// directPair is Genode's test-nic_perf: nic_perf_tx, with an address, the client; nic_perf_rx,
+// a DHCP client under its empty <default-policy>, the server.
+func directPair(t *testing.T) *pair {
+	tx, err := parseText(t, genodeDirectTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rxCfg, err := parseText(t, genodeDirectRx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx, _ := rxCfg.Served("nic_perf_tx -> ")
+	return newPair(t, tx, rx)
+}
+
 // steps runs n rounds of both at the current time.
 func (p *pair) steps(n int) {
 	for range n {
@@ -46,19 +61,16 @@ func (p *pair) steps(n int) {
 // empty <default-policy> makes it a DHCP client; once it has the address, it answers the
 // client's ARP for it and the client's UDP arrives at it, at Genode's MAC of a served session.
 func TestDHCPAndARPBetweenTwoNicPerfs(t *testing.T) {
-	tx, err := parseText(t, genodeDirectTx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rxCfg, err := parseText(t, genodeDirectRx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rx, _ := rxCfg.Served("nic_perf_tx -> ")
-	p := newPair(t, tx, rx)
+	p := directPair(t)
+	tx := p.client.cfg
+	var leases []Lease
+	p.server.OnLease(func(l Lease) { leases = append(leases, l) })
 	p.steps(3) // the client's ARP request (unanswered), DISCOVER, OFFER, REQUEST, ACK
 	if p.server.ip != [4]byte{10, 0, 1, 2} {
 		t.Fatalf("server's address after the DHCP exchange: %v", p.server.ip)
+	}
+	if len(leases) != 1 || leases[0].Completed != "request" || leases[0].Interface.Addr().String() != "10.0.1.2" || leases[0].Seconds == 0 {
+		t.Errorf("leases %+v", leases)
 	}
 	p.now = p.now.Add(arpRetry) // the client asks again, now answered
 	p.steps(2)
@@ -174,5 +186,45 @@ func TestDHCPAndARPTimeouts(t *testing.T) {
 	stepClient()
 	if n := arps(); n != 1 || deaf.clientCtr.TxFrames.Load() != 0 {
 		t.Errorf("%d ARP requests after a second (want 1 more), %d frames generated unresolved", n, deaf.clientCtr.TxFrames.Load())
+	}
+}
+
+// A changed policy reaches an open session as Genode's apply_config has it: the served
+// session, a DHCP client under the empty <default-policy>, takes the new policy's address at
+// once, asks for the MAC of its new <tx to> and sends there; its stats go on.
+func TestApplyChangesAnOpenSession(t *testing.T) {
+	p := directPair(t)
+	p.steps(3)
+	if p.server.ip != [4]byte{10, 0, 1, 2} {
+		t.Fatalf("server's address by DHCP: %v", p.server.ip)
+	}
+	received := p.server.stats.rxFrames.Load()
+	changed, err := parseText(t, `<config> <default-policy> <interface ip="10.0.1.9"/>
+		<tx mtu="100" to="10.0.1.1" udp_port="7"/> </default-policy> </config>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := changed.Served("nic_perf_tx -> ")
+	p.server.Apply(now)
+	p.steps(4) // the server's ARP request, the client's reply, then the test packets
+	if p.server.ip != [4]byte{10, 0, 1, 9} || !p.server.resolved || p.server.dstMAC != clientMAC {
+		t.Fatalf("after the change: address %v, destination resolved %v to %v", p.server.ip, p.server.resolved, p.server.dstMAC)
+	}
+	for {
+		pk, ok := p.cl.RX.TryGet()
+		if !ok {
+			t.Fatal("no test packet of the new policy at the client")
+		}
+		b := p.cl.RX.Payload(pk)
+		ip, ok := header.NewIPv4(b[header.EthLen:])
+		if ok && ip.Protocol() == header.ProtoUDP && header.Ports(ip.Payload()).Dst() == 7 {
+			if len(b) != 100 || ip.Src() != [4]byte{10, 0, 1, 9} || ip.Dst() != [4]byte{10, 0, 1, 1} {
+				t.Errorf("test packet of %d bytes %v > %v", len(b), ip.Src(), ip.Dst())
+			}
+			break
+		}
+	}
+	if p.server.stats.rxFrames.Load() < received {
+		t.Error("the change reset the session's stats")
 	}
 }

@@ -11,6 +11,7 @@ package nicperf
 import (
 	"encoding/binary"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,11 +47,13 @@ type Perf struct {
 	stats    Stats
 	template []byte // the generated frame, built once the generator knows its addresses
 	seq      uint16
-	flow     int                 // index of the next frame's source port
-	tcpStep  int                 // which segment of its connection the next TCP frame is
-	pending  packetstream.Packet // a frame being written
-	start    time.Time           // of the generator
-	sent     uint64              // generated frames since start
+	flow     int                    // index of the next frame's source port
+	tcpStep  int                    // which segment of its connection the next TCP frame is
+	pending  packetstream.Packet    // a frame being written
+	next     atomic.Pointer[Config] // a changed policy (Apply), taken at the next round
+	onLease  func(Lease)            // OnLease's
+	start    time.Time              // of the generator
+	sent     uint64                 // generated frames since start
 	// ip is its address: cfg.IP, or what DHCP gave (zero until then); dstMAC the generator's
 	// destination: cfg.DstMAC, or what ARP answered.
 	ip       [4]byte
@@ -74,6 +77,25 @@ func New(cfg Config, ctr *Counters, log *slog.Logger) *Perf {
 		p.ip = cfg.IP
 	}
 	return p
+}
+
+// Apply has the session run cfg from its next round on: a changed policy, as Genode's
+// nic_perf applies it to an open session. It may be called while Run runs.
+func (p *Perf) Apply(cfg Config) { p.next.Store(&cfg) }
+
+// apply is Genode's Interface::apply_config: the address is the policy's (none: a DHCP
+// client starts over), the generator's frame follows the new <tx>, and its destination's MAC
+// is asked for again when the destination changed. The stats go on.
+func (p *Perf) apply(cfg Config, now time.Time) {
+	old := p.cfg
+	p.cfg, p.template, p.start, p.sent = cfg, nil, now, 0
+	p.ip, p.dhcp = [4]byte{}, dhcpClient{}
+	if !cfg.DHCP {
+		p.ip = cfg.IP
+	}
+	if cfg.DstIP != old.DstIP || cfg.ResolveDstMAC != old.ResolveDstMAC {
+		p.dstMAC, p.resolved, p.arpDue = cfg.DstMAC, !cfg.ResolveDstMAC, time.Time{}
+	}
 }
 
 // Stats are the session's packets of the current period, for a Registry.
@@ -140,12 +162,46 @@ func (p *Perf) Run(out *packetstream.Source, in *packetstream.Sink, w *packetstr
 	}
 }
 
+// Running is a Perf serving its session on a goroutine of its own (Start).
+type Running struct {
+	stop atomic.Bool
+	w    *packetstream.Waiter
+	done sync.WaitGroup
+}
+
+// Start runs p on out and in (Run) until Stop; spin is the waiter's (packetstream.Waiter.Spin).
+func Start(p *Perf, out *packetstream.Source, in *packetstream.Sink, spin int) (*Running, error) {
+	w, err := packetstream.NewWaiter(out, in)
+	if err != nil {
+		return nil, err
+	}
+	w.Spin = spin
+	r := &Running{w: w}
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		p.Run(out, in, w, &r.stop)
+	}()
+	return r, nil
+}
+
+// Stop ends the run and waits for it; the session's memory is the caller's again.
+func (r *Running) Stop() {
+	r.stop.Store(true)
+	r.w.Wake()
+	r.done.Wait()
+	r.w.Close()
+}
+
 // Step is one round at time now: take back acknowledged frames, receive a batch, ask for an
 // address or the destination's MAC when due, generate a batch, publish. It reports whether
 // anything happened and, when the rate, DHCP or ARP hold it back, when it wants to go on.
 func (p *Perf) Step(out *packetstream.Source, in *packetstream.Sink, now time.Time) (busy bool, due time.Time) {
 	if p.start.IsZero() {
 		p.start = now
+	}
+	if c := p.next.Swap(nil); c != nil {
+		p.apply(*c, now)
 	}
 	if out.ReleaseAcked() > 0 {
 		busy = true

@@ -108,10 +108,7 @@ func TestGeneratorAndSink(t *testing.T) {
 // The hot path allocates nothing per frame: a round of generator and sink, once the
 // generator has its address and its destination's MAC (Genode's form, over DHCP and ARP).
 func TestStepAllocatesNothing(t *testing.T) {
-	tx, _ := parseText(t, genodeDirectTx)
-	rxCfg, _ := parseText(t, genodeDirectRx)
-	rx, _ := rxCfg.Served("nic_perf_tx -> ")
-	p := newPair(t, tx, rx)
+	p := directPair(t)
 	p.steps(3)
 	p.now = p.now.Add(arpRetry)
 	p.steps(3)

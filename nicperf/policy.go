@@ -38,8 +38,9 @@ type Policy struct {
 
 // Served returns what a session nic_perf serves under label runs: the Config of the <policy>
 // that selects the label (as Genode's Session_policy picks it), else of the
-// <default-policy>; false when neither does, and Genode's nic_perf denies the session. In the
-// older form every session runs c.
+// <default-policy>; false when neither does: Genode's nic_perf denies a new session then, and
+// runs an open one as an empty policy says (the Config returned). In the older form every
+// session runs c.
 func (c Config) Served(sessionLabel string) (Config, bool) {
 	if c.Policies == nil && c.Default == nil {
 		return c, true
@@ -50,7 +51,7 @@ func (c Config) Served(sessionLabel string) (Config, bool) {
 	if c.Default != nil {
 		return *c.Default, true
 	}
-	return Config{}, false
+	return sessionDefaults(servedMAC), false
 }
 
 // The MACs of Genode's nic_perf: its own on a Nic session it serves (a <policy>'s
@@ -85,7 +86,7 @@ func parseGenode(n *config.Node) (cfg Config, err error) {
 	if num.err != nil {
 		return cfg, num.err
 	}
-	cfg.Session = "Nic"
+	cfg.Session, cfg.Genode = "Nic", true
 	for _, p := range n.Subs("policy") {
 		pc, err := parseSession(p, servedMAC, true)
 		if err != nil {
@@ -109,16 +110,23 @@ func parseGenode(n *config.Node) (cfg Config, err error) {
 			return cfg, err
 		}
 		cc.Component, cc.Client = cfg.Component, true
+		cc.Genode = true
 		cfg = cc
 	}
 	return cfg, nil
+}
+
+// sessionDefaults is what a session runs under an empty policy: its own MAC, an address by
+// DHCP, no generator.
+func sessionDefaults(own header.MAC) Config {
+	return Config{MAC: own, DHCP: true, Flows: 1, Size: genodeMTU}
 }
 
 // parseSession reads the <interface> and <tx> of a <policy>, <default-policy> or
 // <nic-client> n into the settings of one session; policyMAC says whether <interface mac>
 // may replace its MAC.
 func parseSession(n *config.Node, own header.MAC, policyMAC bool) (cfg Config, err error) {
-	cfg = Config{MAC: own, DHCP: true, Flows: 1, Size: genodeMTU}
+	cfg = sessionDefaults(own)
 	if i := n.Sub("interface"); i != nil {
 		// Genode's nic_perf asks by DHCP only when <interface> is absent (an <interface>
 		// without ip leaves it without an address); its README says an absent ip does. We

@@ -370,6 +370,7 @@ type Event struct {
 	//	*Event_Release
 	//	*Event_LinkState
 	//	*Event_WriteFile
+	//	*Event_Content
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -457,6 +458,15 @@ func (x *Event) GetWriteFile() *WriteFile {
 	return nil
 }
 
+func (x *Event) GetContent() *Content {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Content); ok {
+			return x.Content
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -481,6 +491,10 @@ type Event_WriteFile struct {
 	WriteFile *WriteFile `protobuf:"bytes,5,opt,name=write_file,json=writeFile,proto3,oneof"`
 }
 
+type Event_Content struct {
+	Content *Content `protobuf:"bytes,6,opt,name=content,proto3,oneof"`
+}
+
 func (*Event_Announce) isEvent_Kind() {}
 
 func (*Event_Request) isEvent_Kind() {}
@@ -490,6 +504,132 @@ func (*Event_Release) isEvent_Kind() {}
 func (*Event_LinkState) isEvent_Kind() {}
 
 func (*Event_WriteFile) isEvent_Kind() {}
+
+func (*Event_Content) isEvent_Kind() {}
+
+// Content is what a ROM or Report session carries instead of a packet stream, Genode's
+// dataspace of text: a ROM server sends its module's content (again at each change), a
+// Report client each new report. The supervisor hands it to the session's other side
+// (ContentRequest), or takes a ROM routed as a child's "config" as that child's config.
+type Content struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Empty         bool                   `protobuf:"varint,3,opt,name=empty,proto3" json:"empty,omitempty"` // a ROM server removed the module (dynamic_rom's <empty/>)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Content) Reset() {
+	*x = Content{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Content) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Content) ProtoMessage() {}
+
+func (x *Content) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Content.ProtoReflect.Descriptor instead.
+func (*Content) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Content) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *Content) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Content) GetEmpty() bool {
+	if x != nil {
+		return x.Empty
+	}
+	return false
+}
+
+type ContentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Empty         bool                   `protobuf:"varint,3,opt,name=empty,proto3" json:"empty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentRequest) Reset() {
+	*x = ContentRequest{}
+	mi := &file_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentRequest) ProtoMessage() {}
+
+func (x *ContentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentRequest.ProtoReflect.Descriptor instead.
+func (*ContentRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ContentRequest) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ContentRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ContentRequest) GetEmpty() bool {
+	if x != nil {
+		return x.Empty
+	}
+	return false
+}
 
 // WriteFile asks the supervisor to write a file the component's config names (a report): a
 // confined component opens no files. The supervisor writes only paths the scenario names for
@@ -505,7 +645,7 @@ type WriteFile struct {
 
 func (x *WriteFile) Reset() {
 	*x = WriteFile{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +657,7 @@ func (x *WriteFile) String() string {
 func (*WriteFile) ProtoMessage() {}
 
 func (x *WriteFile) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +670,7 @@ func (x *WriteFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFile.ProtoReflect.Descriptor instead.
 func (*WriteFile) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WriteFile) GetPath() string {
@@ -564,7 +704,7 @@ type Announce struct {
 
 func (x *Announce) Reset() {
 	*x = Announce{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +716,7 @@ func (x *Announce) String() string {
 func (*Announce) ProtoMessage() {}
 
 func (x *Announce) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +729,7 @@ func (x *Announce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Announce.ProtoReflect.Descriptor instead.
 func (*Announce) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Announce) GetService() string {
@@ -610,7 +750,7 @@ type StreamSize struct {
 
 func (x *StreamSize) Reset() {
 	*x = StreamSize{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +762,7 @@ func (x *StreamSize) String() string {
 func (*StreamSize) ProtoMessage() {}
 
 func (x *StreamSize) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +775,7 @@ func (x *StreamSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSize.ProtoReflect.Descriptor instead.
 func (*StreamSize) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamSize) GetQueueSize() uint32 {
@@ -665,7 +805,7 @@ type DeviceSpec struct {
 
 func (x *DeviceSpec) Reset() {
 	*x = DeviceSpec{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +817,7 @@ func (x *DeviceSpec) String() string {
 func (*DeviceSpec) ProtoMessage() {}
 
 func (x *DeviceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +830,7 @@ func (x *DeviceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSpec.ProtoReflect.Descriptor instead.
 func (*DeviceSpec) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeviceSpec) GetMems() []uint64 {
@@ -725,7 +865,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +877,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +890,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SessionRequest) GetRequestId() uint64 {
@@ -811,7 +951,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +963,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +976,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionRelease) GetRequestId() uint64 {
@@ -856,7 +996,7 @@ type LinkStateReport struct {
 
 func (x *LinkStateReport) Reset() {
 	*x = LinkStateReport{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1008,7 @@ func (x *LinkStateReport) String() string {
 func (*LinkStateReport) ProtoMessage() {}
 
 func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1021,7 @@ func (x *LinkStateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateReport.ProtoReflect.Descriptor instead.
 func (*LinkStateReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LinkStateReport) GetSessionId() uint64 {
@@ -920,7 +1060,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1072,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1085,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OpenSessionRequest) GetSessionId() uint64 {
@@ -1028,7 +1168,7 @@ type DeniedRequest struct {
 
 func (x *DeniedRequest) Reset() {
 	*x = DeniedRequest{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1180,7 @@ func (x *DeniedRequest) String() string {
 func (*DeniedRequest) ProtoMessage() {}
 
 func (x *DeniedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1193,7 @@ func (x *DeniedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeniedRequest.ProtoReflect.Descriptor instead.
 func (*DeniedRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeniedRequest) GetRequestId() uint64 {
@@ -1080,7 +1220,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1232,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1245,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CloseSessionRequest) GetSessionId() uint64 {
@@ -1132,7 +1272,7 @@ type LinkStateRequest struct {
 
 func (x *LinkStateRequest) Reset() {
 	*x = LinkStateRequest{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1284,7 @@ func (x *LinkStateRequest) String() string {
 func (*LinkStateRequest) ProtoMessage() {}
 
 func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1297,7 @@ func (x *LinkStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStateRequest.ProtoReflect.Descriptor instead.
 func (*LinkStateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LinkStateRequest) GetSessionId() uint64 {
@@ -1182,7 +1322,7 @@ type StateRequest struct {
 
 func (x *StateRequest) Reset() {
 	*x = StateRequest{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1334,7 @@ func (x *StateRequest) String() string {
 func (*StateRequest) ProtoMessage() {}
 
 func (x *StateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1347,7 @@ func (x *StateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
 func (*StateRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 type StreamCounters struct {
@@ -1223,7 +1363,7 @@ type StreamCounters struct {
 
 func (x *StreamCounters) Reset() {
 	*x = StreamCounters{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1375,7 @@ func (x *StreamCounters) String() string {
 func (*StreamCounters) ProtoMessage() {}
 
 func (x *StreamCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1388,7 @@ func (x *StreamCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCounters.ProtoReflect.Descriptor instead.
 func (*StreamCounters) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StreamCounters) GetFrames() uint64 {
@@ -1302,7 +1442,7 @@ type SessionState struct {
 
 func (x *SessionState) Reset() {
 	*x = SessionState{}
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1454,7 @@ func (x *SessionState) String() string {
 func (*SessionState) ProtoMessage() {}
 
 func (x *SessionState) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1467,7 @@ func (x *SessionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
 func (*SessionState) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{20}
+	return file_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionState) GetSessionId() uint64 {
@@ -1390,7 +1530,7 @@ type StateReply struct {
 
 func (x *StateReply) Reset() {
 	*x = StateReply{}
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1542,7 @@ func (x *StateReply) String() string {
 func (*StateReply) ProtoMessage() {}
 
 func (x *StateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1555,7 @@ func (x *StateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReply.ProtoReflect.Descriptor instead.
 func (*StateReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{21}
+	return file_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StateReply) GetSessions() []*SessionState {
@@ -1441,7 +1581,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[22]
+	mi := &file_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1593,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[22]
+	mi := &file_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1606,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{22}
+	return file_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatRequest) GetSeq() uint64 {
@@ -1485,7 +1625,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_control_proto_msgTypes[23]
+	mi := &file_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1637,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[23]
+	mi := &file_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1650,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{23}
+	return file_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeartbeatReply) GetSeq() uint64 {
@@ -1528,7 +1668,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_control_proto_msgTypes[24]
+	mi := &file_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1680,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[24]
+	mi := &file_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1693,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{24}
+	return file_control_proto_rawDescGZIP(), []int{26}
 }
 
 type CaptureRequest struct {
@@ -1567,7 +1707,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_control_proto_msgTypes[25]
+	mi := &file_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1719,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[25]
+	mi := &file_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1732,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{25}
+	return file_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CaptureRequest) GetCaptureId() uint64 {
@@ -1618,7 +1758,7 @@ type CaptureStop struct {
 
 func (x *CaptureStop) Reset() {
 	*x = CaptureStop{}
-	mi := &file_control_proto_msgTypes[26]
+	mi := &file_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1770,7 @@ func (x *CaptureStop) String() string {
 func (*CaptureStop) ProtoMessage() {}
 
 func (x *CaptureStop) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[26]
+	mi := &file_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1783,7 @@ func (x *CaptureStop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureStop.ProtoReflect.Descriptor instead.
 func (*CaptureStop) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{26}
+	return file_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CaptureStop) GetCaptureId() uint64 {
@@ -1672,7 +1812,7 @@ const file_control_proto_rawDesc = "" +
 	"\x04cpus\x18\x03 \x01(\tR\x04cpus\"\f\n" +
 	"\n" +
 	"StartReply\"\x0f\n" +
-	"\rEventsRequest\"\xd6\x02\n" +
+	"\rEventsRequest\"\x90\x03\n" +
 	"\x05Event\x12;\n" +
 	"\bannounce\x18\x01 \x01(\v2\x1d.nicstack.control.v1.AnnounceH\x00R\bannounce\x12?\n" +
 	"\arequest\x18\x02 \x01(\v2#.nicstack.control.v1.SessionRequestH\x00R\arequest\x12?\n" +
@@ -1680,8 +1820,19 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"link_state\x18\x04 \x01(\v2$.nicstack.control.v1.LinkStateReportH\x00R\tlinkState\x12?\n" +
 	"\n" +
-	"write_file\x18\x05 \x01(\v2\x1e.nicstack.control.v1.WriteFileH\x00R\twriteFileB\x06\n" +
-	"\x04kind\"K\n" +
+	"write_file\x18\x05 \x01(\v2\x1e.nicstack.control.v1.WriteFileH\x00R\twriteFile\x128\n" +
+	"\acontent\x18\x06 \x01(\v2\x1c.nicstack.control.v1.ContentH\x00R\acontentB\x06\n" +
+	"\x04kind\"R\n" +
+	"\aContent\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05empty\x18\x03 \x01(\bR\x05empty\"Y\n" +
+	"\x0eContentRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05empty\x18\x03 \x01(\bR\x05empty\"K\n" +
 	"\tWriteFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
@@ -1786,7 +1937,7 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\x06CLIENT\x10\x01\x12\n" +
 	"\n" +
-	"\x06SERVER\x10\x022\xbb\a\n" +
+	"\x06SERVER\x10\x022\x87\b\n" +
 	"\tComponent\x12K\n" +
 	"\x05Start\x12!.nicstack.control.v1.StartRequest\x1a\x1f.nicstack.control.v1.StartReply\x12J\n" +
 	"\x06Events\x12\".nicstack.control.v1.EventsRequest\x1a\x1a.nicstack.control.v1.Event0\x01\x12G\n" +
@@ -1799,7 +1950,8 @@ const file_control_proto_rawDesc = "" +
 	"\tHeartbeat\x12%.nicstack.control.v1.HeartbeatRequest\x1a#.nicstack.control.v1.HeartbeatReply\x12D\n" +
 	"\x04Stop\x12 .nicstack.control.v1.StopRequest\x1a\x1a.nicstack.control.v1.Empty\x12O\n" +
 	"\fStartCapture\x12#.nicstack.control.v1.CaptureRequest\x1a\x1a.nicstack.control.v1.Empty\x12K\n" +
-	"\vStopCapture\x12 .nicstack.control.v1.CaptureStop\x1a\x1a.nicstack.control.v1.EmptyB.Z,github.com/nicstack/nicstack/proto;controlpbb\x06proto3"
+	"\vStopCapture\x12 .nicstack.control.v1.CaptureStop\x1a\x1a.nicstack.control.v1.Empty\x12J\n" +
+	"\aContent\x12#.nicstack.control.v1.ContentRequest\x1a\x1a.nicstack.control.v1.EmptyB.Z,github.com/nicstack/nicstack/proto;controlpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1814,7 +1966,7 @@ func file_control_proto_rawDescGZIP() []byte {
 }
 
 var file_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_control_proto_goTypes = []any{
 	(Role)(0),                   // 0: nicstack.control.v1.Role
 	(*Empty)(nil),               // 1: nicstack.control.v1.Empty
@@ -1824,81 +1976,86 @@ var file_control_proto_goTypes = []any{
 	(*StartReply)(nil),          // 5: nicstack.control.v1.StartReply
 	(*EventsRequest)(nil),       // 6: nicstack.control.v1.EventsRequest
 	(*Event)(nil),               // 7: nicstack.control.v1.Event
-	(*WriteFile)(nil),           // 8: nicstack.control.v1.WriteFile
-	(*Announce)(nil),            // 9: nicstack.control.v1.Announce
-	(*StreamSize)(nil),          // 10: nicstack.control.v1.StreamSize
-	(*DeviceSpec)(nil),          // 11: nicstack.control.v1.DeviceSpec
-	(*SessionRequest)(nil),      // 12: nicstack.control.v1.SessionRequest
-	(*SessionRelease)(nil),      // 13: nicstack.control.v1.SessionRelease
-	(*LinkStateReport)(nil),     // 14: nicstack.control.v1.LinkStateReport
-	(*OpenSessionRequest)(nil),  // 15: nicstack.control.v1.OpenSessionRequest
-	(*DeniedRequest)(nil),       // 16: nicstack.control.v1.DeniedRequest
-	(*CloseSessionRequest)(nil), // 17: nicstack.control.v1.CloseSessionRequest
-	(*LinkStateRequest)(nil),    // 18: nicstack.control.v1.LinkStateRequest
-	(*StateRequest)(nil),        // 19: nicstack.control.v1.StateRequest
-	(*StreamCounters)(nil),      // 20: nicstack.control.v1.StreamCounters
-	(*SessionState)(nil),        // 21: nicstack.control.v1.SessionState
-	(*StateReply)(nil),          // 22: nicstack.control.v1.StateReply
-	(*HeartbeatRequest)(nil),    // 23: nicstack.control.v1.HeartbeatRequest
-	(*HeartbeatReply)(nil),      // 24: nicstack.control.v1.HeartbeatReply
-	(*StopRequest)(nil),         // 25: nicstack.control.v1.StopRequest
-	(*CaptureRequest)(nil),      // 26: nicstack.control.v1.CaptureRequest
-	(*CaptureStop)(nil),         // 27: nicstack.control.v1.CaptureStop
-	nil,                         // 28: nicstack.control.v1.SessionRequest.ArgsEntry
-	nil,                         // 29: nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	nil,                         // 30: nicstack.control.v1.StateReply.CountersEntry
+	(*Content)(nil),             // 8: nicstack.control.v1.Content
+	(*ContentRequest)(nil),      // 9: nicstack.control.v1.ContentRequest
+	(*WriteFile)(nil),           // 10: nicstack.control.v1.WriteFile
+	(*Announce)(nil),            // 11: nicstack.control.v1.Announce
+	(*StreamSize)(nil),          // 12: nicstack.control.v1.StreamSize
+	(*DeviceSpec)(nil),          // 13: nicstack.control.v1.DeviceSpec
+	(*SessionRequest)(nil),      // 14: nicstack.control.v1.SessionRequest
+	(*SessionRelease)(nil),      // 15: nicstack.control.v1.SessionRelease
+	(*LinkStateReport)(nil),     // 16: nicstack.control.v1.LinkStateReport
+	(*OpenSessionRequest)(nil),  // 17: nicstack.control.v1.OpenSessionRequest
+	(*DeniedRequest)(nil),       // 18: nicstack.control.v1.DeniedRequest
+	(*CloseSessionRequest)(nil), // 19: nicstack.control.v1.CloseSessionRequest
+	(*LinkStateRequest)(nil),    // 20: nicstack.control.v1.LinkStateRequest
+	(*StateRequest)(nil),        // 21: nicstack.control.v1.StateRequest
+	(*StreamCounters)(nil),      // 22: nicstack.control.v1.StreamCounters
+	(*SessionState)(nil),        // 23: nicstack.control.v1.SessionState
+	(*StateReply)(nil),          // 24: nicstack.control.v1.StateReply
+	(*HeartbeatRequest)(nil),    // 25: nicstack.control.v1.HeartbeatRequest
+	(*HeartbeatReply)(nil),      // 26: nicstack.control.v1.HeartbeatReply
+	(*StopRequest)(nil),         // 27: nicstack.control.v1.StopRequest
+	(*CaptureRequest)(nil),      // 28: nicstack.control.v1.CaptureRequest
+	(*CaptureStop)(nil),         // 29: nicstack.control.v1.CaptureStop
+	nil,                         // 30: nicstack.control.v1.SessionRequest.ArgsEntry
+	nil,                         // 31: nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	nil,                         // 32: nicstack.control.v1.StateReply.CountersEntry
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: nicstack.control.v1.Config.positions:type_name -> nicstack.control.v1.Position
 	2,  // 1: nicstack.control.v1.StartRequest.config:type_name -> nicstack.control.v1.Config
-	9,  // 2: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
-	12, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
-	13, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
-	14, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
-	8,  // 6: nicstack.control.v1.Event.write_file:type_name -> nicstack.control.v1.WriteFile
-	28, // 7: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
-	10, // 8: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	10, // 9: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	11, // 10: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
-	0,  // 11: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
-	29, // 12: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	10, // 13: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
-	10, // 14: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
-	11, // 15: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
-	0,  // 16: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
-	20, // 17: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
-	20, // 18: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
-	21, // 19: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
-	30, // 20: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
-	4,  // 21: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
-	6,  // 22: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
-	2,  // 23: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
-	15, // 24: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
-	17, // 25: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
-	18, // 26: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
-	16, // 27: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
-	19, // 28: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
-	23, // 29: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
-	25, // 30: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
-	26, // 31: nicstack.control.v1.Component.StartCapture:input_type -> nicstack.control.v1.CaptureRequest
-	27, // 32: nicstack.control.v1.Component.StopCapture:input_type -> nicstack.control.v1.CaptureStop
-	5,  // 33: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
-	7,  // 34: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
-	1,  // 35: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
-	1,  // 36: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
-	1,  // 37: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
-	1,  // 38: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
-	1,  // 39: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
-	22, // 40: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
-	24, // 41: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
-	1,  // 42: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
-	1,  // 43: nicstack.control.v1.Component.StartCapture:output_type -> nicstack.control.v1.Empty
-	1,  // 44: nicstack.control.v1.Component.StopCapture:output_type -> nicstack.control.v1.Empty
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	11, // 2: nicstack.control.v1.Event.announce:type_name -> nicstack.control.v1.Announce
+	14, // 3: nicstack.control.v1.Event.request:type_name -> nicstack.control.v1.SessionRequest
+	15, // 4: nicstack.control.v1.Event.release:type_name -> nicstack.control.v1.SessionRelease
+	16, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
+	10, // 6: nicstack.control.v1.Event.write_file:type_name -> nicstack.control.v1.WriteFile
+	8,  // 7: nicstack.control.v1.Event.content:type_name -> nicstack.control.v1.Content
+	30, // 8: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
+	12, // 9: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	12, // 10: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	13, // 11: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
+	0,  // 12: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
+	31, // 13: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	12, // 14: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
+	12, // 15: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
+	13, // 16: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
+	0,  // 17: nicstack.control.v1.SessionState.role:type_name -> nicstack.control.v1.Role
+	22, // 18: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
+	22, // 19: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
+	23, // 20: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
+	32, // 21: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
+	4,  // 22: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
+	6,  // 23: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
+	2,  // 24: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
+	17, // 25: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
+	19, // 26: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
+	20, // 27: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
+	18, // 28: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
+	21, // 29: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
+	25, // 30: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
+	27, // 31: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
+	28, // 32: nicstack.control.v1.Component.StartCapture:input_type -> nicstack.control.v1.CaptureRequest
+	29, // 33: nicstack.control.v1.Component.StopCapture:input_type -> nicstack.control.v1.CaptureStop
+	9,  // 34: nicstack.control.v1.Component.Content:input_type -> nicstack.control.v1.ContentRequest
+	5,  // 35: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
+	7,  // 36: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
+	1,  // 37: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
+	1,  // 38: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
+	1,  // 39: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
+	1,  // 40: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
+	1,  // 41: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
+	24, // 42: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
+	26, // 43: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
+	1,  // 44: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
+	1,  // 45: nicstack.control.v1.Component.StartCapture:output_type -> nicstack.control.v1.Empty
+	1,  // 46: nicstack.control.v1.Component.StopCapture:output_type -> nicstack.control.v1.Empty
+	1,  // 47: nicstack.control.v1.Component.Content:output_type -> nicstack.control.v1.Empty
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1912,6 +2069,7 @@ func file_control_proto_init() {
 		(*Event_Release)(nil),
 		(*Event_LinkState)(nil),
 		(*Event_WriteFile)(nil),
+		(*Event_Content)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1919,7 +2077,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	Component_Stop_FullMethodName         = "/nicstack.control.v1.Component/Stop"
 	Component_StartCapture_FullMethodName = "/nicstack.control.v1.Component/StartCapture"
 	Component_StopCapture_FullMethodName  = "/nicstack.control.v1.Component/StopCapture"
+	Component_Content_FullMethodName      = "/nicstack.control.v1.Component/Content"
 )
 
 // ComponentClient is the client API for Component service.
@@ -68,6 +69,9 @@ type ComponentClient interface {
 	StartCapture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*Empty, error)
 	// StopCapture removes the taps and closes the capture socket.
 	StopCapture(ctx context.Context, in *CaptureStop, opts ...grpc.CallOption) (*Empty, error)
+	// Content hands one side of a ROM or Report session what the other side sent (Event
+	// content): a ROM client its module's new content, a Report server a new report.
+	Content(ctx context.Context, in *ContentRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type componentClient struct {
@@ -207,6 +211,16 @@ func (c *componentClient) StopCapture(ctx context.Context, in *CaptureStop, opts
 	return out, nil
 }
 
+func (c *componentClient) Content(ctx context.Context, in *ContentRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Component_Content_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ComponentServer is the server API for Component service.
 // All implementations must embed UnimplementedComponentServer
 // for forward compatibility.
@@ -237,6 +251,9 @@ type ComponentServer interface {
 	StartCapture(context.Context, *CaptureRequest) (*Empty, error)
 	// StopCapture removes the taps and closes the capture socket.
 	StopCapture(context.Context, *CaptureStop) (*Empty, error)
+	// Content hands one side of a ROM or Report session what the other side sent (Event
+	// content): a ROM client its module's new content, a Report server a new report.
+	Content(context.Context, *ContentRequest) (*Empty, error)
 	mustEmbedUnimplementedComponentServer()
 }
 
@@ -282,6 +299,9 @@ func (UnimplementedComponentServer) StartCapture(context.Context, *CaptureReques
 }
 func (UnimplementedComponentServer) StopCapture(context.Context, *CaptureStop) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopCapture not implemented")
+}
+func (UnimplementedComponentServer) Content(context.Context, *ContentRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Content not implemented")
 }
 func (UnimplementedComponentServer) mustEmbedUnimplementedComponentServer() {}
 func (UnimplementedComponentServer) testEmbeddedByValue()                   {}
@@ -513,6 +533,24 @@ func _Component_StopCapture_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Component_Content_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ContentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ComponentServer).Content(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Component_Content_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ComponentServer).Content(ctx, req.(*ContentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Component_ServiceDesc is the grpc.ServiceDesc for Component service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -563,6 +601,10 @@ var Component_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopCapture",
 			Handler:    _Component_StopCapture_Handler,
+		},
+		{
+			MethodName: "Content",
+			Handler:    _Component_Content_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -313,7 +313,7 @@ func TestRunExitPropagate(t *testing.T) {
 // TestTestCommand: `nicstack test` runs the shipped Genode runtime files, one verdict line
 // each, and fails (exit status 1) with the place of a pattern that never matched.
 func TestTestCommand(t *testing.T) {
-	for _, c := range []string{"test_echo", "test_client", "nic_perf", "nic_router", "nic_dump"} { // what the shipped files start
+	for _, c := range []string{"test_echo", "test_client", "nic_perf", "nic_router", "nic_dump", "dynamic_rom", "report_rom", "test-nic_router_dhcp-manager", "test-nic_router_dhcp-client"} { // what the shipped files start
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
 	nicstack := filepath.Join(testutil.BinDir(t), "nicstack")
@@ -343,6 +343,18 @@ func TestTestCommand(t *testing.T) {
 	v := verdicts[0]
 	if v.Name != "never" || v.Result != "failed" || v.Reason != "timeout 2 sec" || !strings.Contains(v.Detail, never+`:7:3 never matched (stuck at "[client] received 201 replies")`) {
 		t.Errorf("verdict %+v", v)
+	}
+
+	// An invalid router address: the router runs with the domain disabled, as Genode's does,
+	// and says why at the attribute's place; the test fails naming the pattern's.
+	b, _ = os.ReadFile("../../deploy/genode/nic_router_report.runtime")
+	bad := filepath.Join(t.TempDir(), "badaddr.runtime")
+	os.WriteFile(bad, bytes.Replace(bytes.Replace(b, []byte(`interface="10.0.1.1/24"`), []byte(`interface="10.0.1.300/24"`), 1), []byte(`after_seconds="30"`), []byte(`after_seconds="2"`), 1), 0o644)
+	out, _ = exec.Command(nicstack, "test", bad).CombinedOutput()
+	for _, want := range []string{bad + ":8:3 never matched", bad + `:34:28: attribute \"interface\" of <domain>: \"10.0.1.300/24\" is not an IPv4 prefix`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("nicstack test of an invalid router address lacks %q:\n%s", want, out)
+		}
 	}
 }
 

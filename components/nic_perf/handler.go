@@ -15,17 +15,19 @@ import (
 // clientLabel is what the period's log calls the session nic_perf requests, as Genode's does.
 const clientLabel = "nic-client"
 
-// Handler is the nic_perf component: it serves Nic sessions (each runs what the <policy>
-// selecting its label says) and requests one (<nic-client>, or the older form without
-// service), runs a Perf on each, logs their packets every period and exits after count
-// periods. A config change applies to sessions opened later; period and count are the first
-// config's.
+// Handler is the nic_perf component: it serves Nic and Uplink sessions (each runs what the
+// <policy> selecting its label says) and requests one (<nic-client>, or the older form
+// without service), runs a Perf on each, logs their packets every period and exits after
+// count periods. A change of Genode's form reaches the open sessions as Genode's does (see
+// Configure); one of the older form applies to sessions opened later. Period and count are
+// the first config's.
 type Handler struct {
 	c          *component.Component
 	ctr        *nicperf.Counters
 	cfg        nicperf.Config
 	configured bool
 	runs       map[uint64]*run
+	clientReq  uint64 // the request of the session it is a client of, 0 while none
 	// The period's log: the sessions in it, where it goes, and its goroutine.
 	registry nicperf.Registry
 	out      io.Writer
@@ -38,10 +40,10 @@ type Handler struct {
 }
 
 type run struct {
-	stop  atomic.Bool
-	w     *packetstream.Waiter
-	done  sync.WaitGroup
-	stats *nicperf.Stats
+	perf    *nicperf.Perf
+	label   string // of a session it serves; "" for its own client session
+	running *nicperf.Running
+	stats   *nicperf.Stats
 }
 
 // NewHandler returns the handler; it requests or announces its sessions when first
@@ -60,6 +62,9 @@ func (h *Handler) Configure(n *config.Node) error {
 	first := !h.configured
 	h.cfg, h.configured = cfg, true
 	if !first {
+		if cfg.Genode {
+			h.reapply()
+		}
 		return nil
 	}
 	h.periods.Add(1)
@@ -69,11 +74,34 @@ func (h *Handler) Configure(n *config.Node) error {
 	}()
 	if cfg.Service != "" {
 		h.c.Announce(cfg.Service)
+		if cfg.Genode {
+			h.c.Announce("Uplink") // Genode's nic_perf serves both
+		}
 	}
 	if cfg.Client {
 		h.request()
 	}
 	return nil
+}
+
+// reapply applies a changed config of Genode's form as Genode's nic_perf does: each session
+// it serves runs what the policy that now selects its label says (an empty policy when none
+// does), and its <nic-client> session is closed and, if the config still has one, requested
+// anew.
+func (h *Handler) reapply() {
+	for _, r := range h.runs {
+		if r.label != "" {
+			cfg, _ := h.cfg.Served(r.label)
+			r.perf.Apply(cfg)
+		}
+	}
+	if h.clientReq != 0 {
+		h.c.Release(h.clientReq)
+		h.clientReq = 0
+	}
+	if h.cfg.Client {
+		h.request()
+	}
 }
 
 // request asks for the session nic_perf is a client of.
@@ -83,7 +111,7 @@ func (h *Handler) request() {
 	if h.cfg.Session == "Uplink" {
 		args = map[string]string{"mac": h.cfg.UplinkMAC.String()}
 	}
-	h.c.Request(h.cfg.Session, h.cfg.Label, args, stream, stream)
+	h.clientReq = h.c.Request(h.cfg.Session, h.cfg.Label, args, stream, stream)
 }
 
 func (h *Handler) Open(s *component.Session) error {
@@ -99,29 +127,23 @@ func (h *Handler) Open(s *component.Session) error {
 	}
 	var out *packetstream.Source
 	var in *packetstream.Sink
-	cfg, name := h.cfg, clientLabel
+	cfg, name, served := h.cfg, clientLabel, ""
 	if s.Server != nil {
 		var ok bool
 		if cfg, ok = h.cfg.Served(s.Label); !ok {
 			return fmt.Errorf("no <policy> selects label %q, and there is no <default-policy>", s.Label)
 		}
-		out, in, name = s.Server.RX, s.Server.TX, s.Label
+		out, in, name, served = s.Server.RX, s.Server.TX, s.Label, s.Label
 	} else {
 		out, in = s.Client.TX, s.Client.RX
 	}
-	w, err := packetstream.NewWaiter(out, in)
+	p := nicperf.New(cfg, h.ctr, h.c.Log.With("session", s.Label))
+	running, err := nicperf.Start(p, out, in, h.cfg.Spin)
 	if err != nil {
 		return err
 	}
-	w.Spin = h.cfg.Spin
-	p := nicperf.New(cfg, h.ctr, h.c.Log.With("session", s.Label))
-	r := &run{w: w, stats: p.Stats()}
+	r := &run{perf: p, label: served, running: running, stats: p.Stats()}
 	h.registry.Add(name, r.stats)
-	r.done.Add(1)
-	go func() {
-		defer r.done.Done()
-		p.Run(out, in, w, &r.stop)
-	}()
 	h.runs[s.ID] = r
 	h.c.Log.Info("session up", "label", s.Label, "tx", cfg.TX, "size", cfg.Size, "rate", cfg.Rate)
 	return nil
@@ -152,9 +174,6 @@ func (h *Handler) Stop() {
 
 // end stops the run's goroutine, waits for it and takes its session out of the log.
 func (h *Handler) end(r *run) {
-	r.stop.Store(true)
-	r.w.Wake()
-	r.done.Wait()
-	r.w.Close()
+	r.running.Stop()
 	h.registry.Remove(r.stats)
 }

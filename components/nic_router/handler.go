@@ -27,6 +27,11 @@ type Handler struct {
 	macInUse   map[uint16]bool               // clientMAC's values
 	nextMAC    uint16                        // the suffix takeMAC tries first
 	reportFile atomic.Pointer[string]        // read by the loop's goroutine
+	// reportReq is the Report session <report> asks for when it names no file (Genode's
+	// way: the report goes to whoever serves Report, report_rom say), 0 without; report is
+	// that session while open, read by the loop's goroutine.
+	reportReq uint64
+	report    atomic.Pointer[component.Session]
 }
 
 // NewHandler starts the loop and announces both services.
@@ -51,6 +56,14 @@ func NewHandler(c *component.Component) (*Handler, error) {
 func (h *Handler) Configure(n *config.Node) error {
 	file := model.ReportFile(n)
 	h.reportFile.Store(&file)
+	switch session := n.Sub("report") != nil && file == ""; {
+	case session && h.reportReq == 0:
+		h.reportReq = h.c.RequestContent("Report", "state")
+	case !session && h.reportReq != 0:
+		h.c.Release(h.reportReq)
+		h.reportReq = 0
+		h.report.Store(nil)
+	}
 	h.loop.Configure(n)
 	want := map[string]bool{}
 	for _, nc := range h.loop.NicClients() {
@@ -79,7 +92,13 @@ func (h *Handler) Configure(n *config.Node) error {
 
 func (h *Handler) writeReport(n *config.Node) {
 	path := *h.reportFile.Load()
-	if path == "" || n == nil {
+	if n == nil {
+		return
+	}
+	if path == "" {
+		if s := h.report.Load(); s != nil {
+			h.c.Send(s, n.XML())
+		}
 		return
 	}
 	data := n.HID()
@@ -98,6 +117,12 @@ func (h *Handler) Open(s *component.Session) error {
 		linkFunc func(bool)
 	)
 	switch {
+	case s.Device():
+		if s.Service != "Report" || s.Request != h.reportReq {
+			return fmt.Errorf("session %d (%s) is none the router asked for", s.ID, s.Service)
+		}
+		h.report.Store(s)
+		return nil
 	case s.Client != nil:
 		nc, ok := h.clientOf[s.Request]
 		if !ok {
@@ -169,6 +194,7 @@ func (h *Handler) Link(s *component.Session, up bool) {
 }
 
 func (h *Handler) Close(s *component.Session) {
+	h.report.CompareAndSwap(s, nil)
 	if a := h.attached[s.ID]; a != nil {
 		h.loop.Detach(a)
 	}

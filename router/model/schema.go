@@ -94,8 +94,8 @@ func RouterSchema() *Description {
 				{"link_state", "bool", "no"}, {"link_state_triggers", "bool", "no"},
 				{"quota", "bool", "yes"}, {"interval_sec", "seconds", "5"},
 				{"dropped_fragm_ipv4", "bool", "no"},
-				// nicstack's one addition: the file the report is written to (the
-				// supervisor has no Report service to route it to); .xml gets XML, else HID.
+				// nicstack's one addition: a file the report is written to (.xml gets XML,
+				// else HID) instead of the Report session "state" Genode's router opens.
 				{"file", "path", ""},
 			}},
 			{Type: "default-policy", Attrs: []SchemaAttr{{"domain", "domain", ""}}},

@@ -59,6 +59,14 @@ type LinkHandler interface {
 	Link(s *Session, up bool)
 }
 
+// ContentHandler is implemented by handlers of ROM or Report sessions, which carry text
+// instead of frames (Genode's dataspace of a ROM module or a report): a ROM client gets its
+// module's content, again at each change (empty: the server removed the module); a Report
+// server gets each report its client sends.
+type ContentHandler interface {
+	Content(s *Session, data []byte, empty bool)
+}
+
 // filesTimeout bounds the wait for a session's files, which the supervisor sends before the
 // OpenSession call that names them.
 const filesTimeout = 5 * time.Second
@@ -160,6 +168,24 @@ func (c *Component) RequestDevice(service, label string, args map[string]string,
 		RequestId: id, Service: service, Label: label, Args: args, Device: DeviceSpecProto(spec),
 	}}})
 	return id
+}
+
+// RequestContent asks for a ROM or Report session (service) labelled label: no shared
+// memory, its text goes through the supervisor (Send, ContentHandler). It arrives through
+// Handler.Open as a device session.
+func (c *Component) RequestContent(service, label string) uint64 {
+	return c.RequestDevice(service, label, nil, DeviceSpec{})
+}
+
+// Send hands the other side of ROM or Report session s data: a ROM server its module's
+// content, a Report client a report. data is not copied; the caller leaves it alone.
+func (c *Component) Send(s *Session, data []byte) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Content{Content: &controlpb.Content{SessionId: s.ID, Data: data}}})
+}
+
+// SendEmpty tells the client of ROM session s that the module is gone (dynamic_rom's <empty/>).
+func (c *Component) SendEmpty(s *Session) {
+	c.events.Push(&controlpb.Event{Kind: &controlpb.Event_Content{Content: &controlpb.Content{SessionId: s.ID, Empty: true}}})
 }
 
 // Release gives up the session of request id.
@@ -312,6 +338,19 @@ func (c *Component) LinkState(_ context.Context, req *controlpb.LinkStateRequest
 	s.linkUp.Store(req.GetUp())
 	if lh, ok := c.h.(LinkHandler); ok {
 		lh.Link(s, req.GetUp())
+	}
+	return &controlpb.Empty{}, nil
+}
+
+func (c *Component) Content(_ context.Context, req *controlpb.ContentRequest) (*controlpb.Empty, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.sessions[req.GetSessionId()]
+	if !ok {
+		return nil, fmt.Errorf("no session %d", req.GetSessionId())
+	}
+	if ch, ok := c.h.(ContentHandler); ok {
+		ch.Content(s, req.GetData(), req.GetEmpty())
 	}
 	return &controlpb.Empty{}, nil
 }

@@ -29,6 +29,11 @@ type child struct {
 	// refusedFiles are the paths whose write for it was refused or failed and logged, so
 	// that a report written every second is not logged every second.
 	refusedFiles map[string]bool
+	// romConfig is the config from its config ROM (configROM), nil before the first; while
+	// waitsForConfig, its launch waits for that first. launchedWith is the config its
+	// process was started with.
+	romConfig, launchedWith []byte
+	waitsForConfig          bool
 }
 
 // newChild is st before its first launch.

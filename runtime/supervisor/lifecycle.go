@@ -5,6 +5,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -33,6 +34,15 @@ func (s *Supervisor) launch(c *child) {
 	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
+	c.launchedWith = nil
+	if s.configROM(c) != nil {
+		if c.romConfig == nil {
+			s.log.Debug(fmt.Sprintf("%s waits for its config ROM", name))
+			c.waitsForConfig = true
+			return
+		}
+		req.Config, c.launchedWith = s.romConfigText(c), c.romConfig
+	}
 	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
 	s.launching.Add(1)
 	go func() {
@@ -85,6 +95,9 @@ func (s *Supervisor) launched(c *child, life int, p *process, err error, bin str
 	}
 	// Sessions this component serves open once it announces them; the ones it requests
 	// arrive as events.
+	if c.launchedWith != nil && !bytes.Equal(c.launchedWith, c.romConfig) {
+		s.updateConfig(c, s.romConfigText(c)) // its config ROM changed during the launch
+	}
 }
 
 // configText hands a component its <config> (and nothing else of the scenario) with the
@@ -260,11 +273,11 @@ func (s *Supervisor) stop(c *child) {
 	p := c.proc
 	c.proc = nil
 	c.state = Stopped
-	if p == nil {
-		return
+	c.waitsForConfig = false
+	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name)) // without a process: its config ROM
+	if p != nil {
+		s.end(p)
 	}
-	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name))
-	s.end(p)
 }
 
 // end stops process p in the background (a Stop call, then go-plugin's kill, which waits and

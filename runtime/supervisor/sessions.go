@@ -40,6 +40,9 @@ type request struct {
 	linkUp    bool
 	ram       int
 	waitNoted bool
+	// content is what a ROM session's server or a Report session's client sent last, for the
+	// other side once it has the session.
+	content *controlpb.Content
 	// opening: the session is being made, by the supervisor for a parent service (session
 	// still 0) or at the server; the client is handed it once that is done.
 	opening bool
@@ -52,7 +55,8 @@ func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 	case *controlpb.Event_Announce:
 		svc := k.Announce.GetService()
 		if !contains(c.start.Provides, svc) {
-			s.log.Warn(fmt.Sprintf("%s announced %s, which its <provides> does not list; ignored", c.start.Name, svc))
+			// Genode's init says exactly this, and ignores the announcement.
+			s.log.Error(fmt.Sprintf("%s: illegal announcement of service \"%s\"", c.start.Name, svc))
 			return
 		}
 		c.announced[svc] = true
@@ -66,6 +70,8 @@ func (s *Supervisor) event(c *child, ev *controlpb.Event) {
 			s.closeSession(r, "released by "+c.start.Name, true)
 			delete(s.requests, key)
 		}
+	case *controlpb.Event_Content:
+		s.content(c, k.Content)
 	case *controlpb.Event_WriteFile:
 		s.writeFile(c, k.WriteFile.GetPath(), k.WriteFile.GetData(), k.WriteFile.GetAppend())
 	case *controlpb.Event_LinkState:
@@ -202,7 +208,8 @@ func (s *Supervisor) openWaiting() {
 // open hands both sides the session's files and opens it at the server, then the client.
 func (s *Supervisor) open(r *request) {
 	cl, srv := s.children[r.key.client], s.children[r.decision.Server]
-	if cl == nil || cl.state != Running {
+	// A config ROM opens before its client runs: the client starts with its content.
+	if cl == nil || cl.state != Running && r.key.id != configRequestID {
 		return
 	}
 	if r.decision.Parent {
@@ -270,6 +277,10 @@ func (s *Supervisor) serverOpened(r *request, srv *child, req *controlpb.OpenSes
 		r.session, r.linkUp, r.ram = 0, false, 0
 		return
 	}
+	if r.key.id == configRequestID {
+		closeFiles(files) // the supervisor is this ROM's client
+		return
+	}
 	creq := proto.Clone(req).(*controlpb.OpenSessionRequest)
 	creq.Role = controlpb.Role_CLIENT
 	s.hand(cl.proc, creq, files, func(err error) {
@@ -279,6 +290,7 @@ func (s *Supervisor) serverOpened(r *request, srv *child, req *controlpb.OpenSes
 	if !r.linkUp {
 		s.linkState(r)
 	}
+	s.handContent(cl, r) // what the server sent meanwhile, right behind the session
 }
 
 // clientOpened follows the client's answer to its OpenSession of session id of r.
@@ -422,7 +434,7 @@ func (s *Supervisor) closeSession(r *request, reason string, atClient bool) {
 	r.session, r.opening, r.linkUp = 0, false, false
 	if cl := s.children[r.key.client]; cl != nil {
 		cl.ramUsed -= r.ram
-		if atClient && handed {
+		if atClient && handed && r.key.id != configRequestID {
 			s.closeAt(cl, id, reason)
 		}
 	}
