@@ -86,7 +86,8 @@ type Component struct {
 	Session   string
 	UplinkMAC header.MAC
 	// Period: how often it logs each session's packets and throughput (0: never); after
-	// Count periods it exits with exit value 0 (0: it never exits).
+	// Count periods it exits with exit value 0. Count 0 is Genode's: no periods at all (no
+	// log, no exit); Forever logs every period and never exits.
 	Period time.Duration
 	Count  int
 	// Stream geometry of a client session.
@@ -172,6 +173,9 @@ func parseOwn(n *config.Node) (cfg Config, err error) {
 	cfg.Churn = int(num.get("churn", 0, 0, 1<<20))
 	// Scenarios of this form run until stopped: logging each second, never exiting.
 	num.component(&cfg.Component, time.Second, 0)
+	if cfg.Count == 0 {
+		cfg.Count = Forever
+	}
 	return cfg, num.err
 }
 
@@ -195,6 +199,24 @@ func (r *numbers) get(name string, def, lo, hi uint64) uint64 {
 	}
 	r.err = err
 	return v
+}
+
+// Forever is the Count of a nic_perf that logs every period and never exits (the older
+// form's count 0).
+const Forever = -1
+
+// Retime is how a later config of Genode's form changes a running schedule, as Genode's
+// nic_perf reads it: period_ms and count default to the running period and to the periods
+// still left. (ParseConfig has refused what is out of range.)
+func Retime(n *config.Node) func(period time.Duration, left int) (time.Duration, int) {
+	return func(period time.Duration, left int) (time.Duration, int) {
+		num := numbers{n: n}
+		p := time.Duration(num.get("period_ms", uint64(period/time.Millisecond), 0, 1<<32)) * time.Millisecond
+		if left < 0 {
+			left = 0
+		}
+		return p, int(num.get("count", uint64(left), 0, 1<<32))
+	}
 }
 
 // component reads what both forms share: period and count (with the form's defaults) and

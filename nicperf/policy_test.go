@@ -83,7 +83,7 @@ func TestParseGenodeConfigs(t *testing.T) {
 	if c, err := parseText(t, `<config><nic-client><tx to="10.0.0.1" udp_port="9"/></nic-client></config>`); err != nil || c.Size != genodeMTU {
 		t.Errorf("mtu default: %d, %v", c.Size, err)
 	}
-	if c, err := parseText(t, `<config service="Nic"/>`); err != nil || c.Period != time.Second || c.Count != 0 || c.Client {
+	if c, err := parseText(t, `<config service="Nic"/>`); err != nil || c.Period != time.Second || c.Count != Forever || c.Client {
 		t.Errorf("older form's defaults: %+v, %v", c.Component, err)
 	}
 }

@@ -20,6 +20,7 @@ type Stats struct{ rxFrames, rxBytes, txFrames, txBytes atomic.Uint64 }
 type Registry struct {
 	mu      sync.Mutex
 	entries []entry // in the order added, as they are logged
+	retime  chan func(period time.Duration, left int) (time.Duration, int)
 }
 
 type entry struct {
@@ -66,27 +67,83 @@ func (r *Registry) Report(w io.Writer, period time.Duration) {
 	}
 }
 
-// Run reports to w at the end of every period until stop is closed; after count periods
-// (0: never) it calls exit(0), as Genode's nic_perf calls env.parent().exit(0), and returns.
-// A period of 0 reports nothing and never exits.
+// Run reports to w at the end of every period until stop is closed; after count periods it
+// calls exit(0), as Genode's nic_perf calls env.parent().exit(0), and returns. As in Genode,
+// the periods run only while count is not 0 (Forever: they never end) and period is not 0.
+// A Retime changes period and count as Genode's nic_perf takes a new config: the periods
+// start over with the new length when the new count is not 0; with count 0 the running
+// periods go on and never end (Genode's count wraps around).
 func (r *Registry) Run(period time.Duration, count int, w io.Writer, stop <-chan struct{}, exit func(code int)) {
-	if period <= 0 {
-		return
+	var t *time.Ticker
+	var tick <-chan time.Time
+	arm := func() {
+		if t != nil {
+			t.Stop()
+		}
+		t, tick = nil, nil
+		if period > 0 && count != 0 {
+			t = time.NewTicker(period)
+			tick = t.C
+		}
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for n := 1; ; n++ {
+	arm()
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	retimes := r.retimes()
+	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
+		case f := <-retimes:
+			period, count = f(period, count)
+			if count != 0 {
+				arm()
+			}
+			continue
+		case <-tick:
 		}
 		r.Report(w, period)
-		if n == count {
-			exit(0)
-			return
+		switch {
+		case count == 0:
+			count = Forever
+		case count > 0:
+			count--
+			if count == 0 {
+				exit(0)
+				return
+			}
 		}
 	}
+}
+
+// Retime hands Run a config change (see Run, and Retime of a config). It never blocks: a
+// change Run has not taken yet is composed with this one.
+func (r *Registry) Retime(f func(period time.Duration, left int) (time.Duration, int)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.retimesLocked()
+	select {
+	case earlier := <-ch:
+		ch <- func(p time.Duration, left int) (time.Duration, int) { return f(earlier(p, left)) }
+	default:
+		ch <- f
+	}
+}
+
+func (r *Registry) retimes() chan func(time.Duration, int) (time.Duration, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retimesLocked()
+}
+
+func (r *Registry) retimesLocked() chan func(time.Duration, int) (time.Duration, int) {
+	if r.retime == nil {
+		r.retime = make(chan func(time.Duration, int) (time.Duration, int), 1)
+	}
+	return r.retime
 }
 
 // mbits is the throughput of bytes in ms as Genode's Packet_stats computes it (in float) and

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/config"
 )
 
 // Floats print as Genode's print(float) prints them: decimals cut, not rounded, at most three,
@@ -79,12 +80,12 @@ func TestCountPeriodsThenExitValueZero(t *testing.T) {
 		t.Errorf("%d reports in 3 periods:\n%s", n, out.String())
 	}
 
-	// count 0: it reports until stopped and never exits.
+	// Forever (the older form's count 0): it reports until stopped and never exits.
 	stop := make(chan struct{})
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
-		r.Run(time.Millisecond, 0, &out, stop, func(code int) { exits <- code })
+		r.Run(time.Millisecond, Forever, &out, stop, func(code int) { exits <- code })
 	}()
 	for deadline := time.Now().Add(10 * time.Second); strings.Count(out.String(), "# Stats") < 10; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -95,5 +96,59 @@ func TestCountPeriodsThenExitValueZero(t *testing.T) {
 	<-done
 	if len(exits) != 0 {
 		t.Error("count 0 exited")
+	}
+}
+
+// A later config retimes a running nic_perf as Genode's reads it: an absent period_ms or
+// count keeps the running period or the periods left; a count starts the periods over; count
+// 0 runs no periods.
+func TestRetimeAsGenode(t *testing.T) {
+	retime := func(text string) func(time.Duration, int) (time.Duration, int) {
+		n, err := config.Parse("retime.xml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Retime(n)
+	}
+	for _, c := range []struct {
+		config     string
+		period     time.Duration
+		left       int
+		wantPeriod time.Duration
+		wantLeft   int
+	}{
+		{`<config period_ms="20"/>`, 5 * time.Second, 7, 20 * time.Millisecond, 7},
+		{`<config count="3"/>`, 5 * time.Second, 7, 5 * time.Second, 3},
+		{`<config/>`, time.Second, 0, time.Second, 0},
+	} {
+		p, left := retime(c.config)(c.period, c.left)
+		if p != c.wantPeriod || left != c.wantLeft {
+			t.Errorf("%s on (%v, %d): (%v, %d), want (%v, %d)", c.config, c.period, c.left, p, left, c.wantPeriod, c.wantLeft)
+		}
+	}
+
+	// count 0: no periods, until a config gives it a count; then they run with the period
+	// the first config gave.
+	var r Registry
+	r.Add("nic-client", &Stats{})
+	var out testutil.SyncBuffer
+	exits := make(chan int, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(time.Millisecond, 0, &out, nil, func(code int) { exits <- code })
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if out.String() != "" {
+		t.Errorf("count 0 reported:\n%s", out.String())
+	}
+	r.Retime(retime(`<config count="2"/>`))
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the config's 2 periods")
+	}
+	if n := strings.Count(out.String(), "Received 0 packets in 1ms"); n != 2 || len(exits) != 1 {
+		t.Errorf("%d reports of 1 ms, %d exits, want 2 and 1:\n%s", n, len(exits), out.String())
 	}
 }

@@ -19,8 +19,8 @@ const clientLabel = "nic-client"
 // <policy> selecting its label says) and requests one (<nic-client>, or the older form
 // without service), runs a Perf on each, logs their packets every period and exits after
 // count periods. A change of Genode's form reaches the open sessions as Genode's does (see
-// Configure); one of the older form applies to sessions opened later. Period and count are
-// the first config's.
+// Configure), its period_ms and count too; one of the older form applies to sessions opened
+// later.
 type Handler struct {
 	c          *component.Component
 	ctr        *nicperf.Counters
@@ -63,6 +63,7 @@ func (h *Handler) Configure(n *config.Node) error {
 	h.cfg, h.configured = cfg, true
 	if !first {
 		if cfg.Genode {
+			h.registry.Retime(nicperf.Retime(n))
 			h.reapply()
 		}
 		return nil
