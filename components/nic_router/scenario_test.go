@@ -29,6 +29,7 @@ type scenario struct {
 
 func binDir(t *testing.T) string {
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_perf")
+	testutil.Binary(t, "github.com/nicstack/nicstack/components/report_rom") // router_sculpt's report
 	return filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/nic_router"))
 }
 
