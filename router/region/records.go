@@ -202,19 +202,19 @@ const (
 // Client is the DHCP client of a domain: its state (the router's numbering), the exchange it
 // is in, its timers (Unix nanoseconds) and, once bound, the IPv4 config of its lease.
 type Client struct {
-	Domain           Name
-	State            uint8
-	XID              uint32
-	Offered, Server  [4]byte
-	Deadline         int64
-	LeaseEnd         int64
-	Addr             [4]byte
-	PrefixBits       uint8
-	Gateway          [4]byte
-	HasGateway       bool
-	DNS              [][4]byte
-	DNSDomain        string
-	Slot             int32
+	Domain          Name
+	State           uint8
+	XID             uint32
+	Offered, Server [4]byte
+	Deadline        int64
+	LeaseEnd        int64
+	Addr            [4]byte
+	PrefixBits      uint8
+	Gateway         [4]byte
+	HasGateway      bool
+	DNS             [][4]byte
+	DNSDomain       string
+	Slot            int32
 }
 
 const clientLen = 8 + 1 + 4 + 4 + 4 + 8 + 8 + 4 + 1 + 4 + 1 + 1 + 4*MaxDNSServers + 1 + MaxDNSDomain
