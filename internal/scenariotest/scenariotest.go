@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -128,4 +131,63 @@ func (r *Run) Component(name string) supervisor.ComponentStatus {
 	}
 	r.t.Fatalf("no component %q", name)
 	return supervisor.ComponentStatus{}
+}
+
+// Kill kills component name's process with SIGKILL, as a crash ends it, and returns its pid.
+func (r *Run) Kill(name string) int {
+	r.t.Helper()
+	pid := r.Component(name).Pid
+	if pid == 0 {
+		r.t.Fatalf("%s has no process", name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		r.t.Fatalf("kill -9 %s (%d): %v", name, pid, err)
+	}
+	return pid
+}
+
+// WaitRestarted waits until component name runs again in a process other than old's.
+func (r *Run) WaitRestarted(name string, old int) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c := r.Component(name); c.State == "running" && c.Pid != 0 && c.Pid != old {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s did not run again after its process %d ended", name, old)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// IperfStall is the longest time an iperf test moved (next to) nothing: the longest run of
+// its report's intervals (-i) each of which moved less than a tenth of the median interval's
+// bytes per second. Its resolution is the interval.
+func IperfStall(rep *iperf.Report) time.Duration {
+	var rates []float64
+	for _, iv := range rep.Intervals {
+		if iv.Sum != nil && !iv.Sum.Omitted {
+			rates = append(rates, iv.Sum.BitsPerSecond)
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(rates)
+	slices.Sort(sorted)
+	low := sorted[len(sorted)/2] / 10
+	var longest, run float64
+	for _, iv := range rep.Intervals {
+		if iv.Sum == nil || iv.Sum.Omitted {
+			continue
+		}
+		if iv.Sum.BitsPerSecond < low {
+			run += iv.Sum.Seconds
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return time.Duration(longest * float64(time.Second))
 }

@@ -5,6 +5,7 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type child struct {
 	// refusedFiles are the paths whose write for it was refused or failed and logged, so
 	// that a report written every second is not logged every second.
 	refusedFiles map[string]bool
+	// region is the component's state region (component.Spec.State): made at its first
+	// launch, handed to every process, kept across a crash, discarded by a deliberate
+	// restart (discardRegion).
+	region *os.File
 }
 
 // newChild is st before its first launch.

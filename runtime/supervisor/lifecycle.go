@@ -31,6 +31,11 @@ func (s *Supervisor) launch(c *child) {
 		s.failed(c, err)
 		return
 	}
+	state, err := s.stateRegion(c)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
 	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
@@ -38,7 +43,10 @@ func (s *Supervisor) launch(c *child) {
 	go func() {
 		defer s.launching.Done()
 		t0 := time.Now()
-		p, err := launch(bin, runDir, cpus, out, name, cred)
+		p, err := launch(bin, runDir, cpus, out, name, cred, state)
+		if state != nil {
+			state.Close() // the child holds its own; c.state stays with the supervisor
+		}
 		if err == nil {
 			ctx, cancel := s.ctx()
 			_, serr := p.ctl.Start(ctx, req)
@@ -260,6 +268,7 @@ func (s *Supervisor) stop(c *child) {
 	p := c.proc
 	c.proc = nil
 	c.state = Stopped
+	c.discardRegion()
 	if p == nil {
 		return
 	}
