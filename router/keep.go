@@ -72,8 +72,10 @@ func (r *Router) keepLink(l *link) {
 	l.slot = r.kept(r.keep.PutLink(l.slot, &rec))
 }
 
+// keepARP keeps d's entry of ip if a route can use it (an address of the subnet but the
+// router's).
 func (r *Router) keepARP(d *domain, ip [4]byte) {
-	if r.keep == nil {
+	if r.keep == nil || !d.ip.inSubnet(ip) || ip == d.ip.addr {
 		return
 	}
 	k := arpSlot{d.key, ip}

@@ -1,7 +1,9 @@
 package router
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,4 +251,27 @@ func TestRestartKeepsDHCPClientLease(t *testing.T) {
 	if got := sculpt.r.domains["uplink"].ip.addr; got != ip4("198.18.7.100") {
 		t.Fatalf("uplink address %v after the restart", got)
 	}
+}
+
+// keptState lists what the state region keeps of r, sorted: link states (tuples, NAT port,
+// TCP state, owner), ARP entries a route can use and DHCP leases.
+func keptState(r *Router) string {
+	var lines []string
+	for l := range r.links {
+		lines = append(lines, fmt.Sprintf("link %s %v %v %d %v %d %d", l.sides[0].dom.name, l.sides[0].key, l.sides[1].key, l.natPort, l.tcp, l.closedAt, l.owner.key))
+	}
+	for _, d := range r.domains {
+		for ip, mac := range d.arp {
+			if d.ip.inSubnet(ip) && ip != d.ip.addr {
+				lines = append(lines, fmt.Sprintf("arp %s %v %v", d.name, ip, mac))
+			}
+		}
+		if d.dhcpServer != nil {
+			for _, a := range d.dhcpServer.allocs {
+				lines = append(lines, fmt.Sprintf("lease %s %v %v %v %d %d", d.name, a.mac, a.ip, a.bound, a.deadline.UnixNano(), a.ifc.key))
+			}
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }

@@ -80,8 +80,8 @@ func TestIperfThroughNATSurvivesRouterKill(t *testing.T) {
 	if n := sc.Component("nic_router").Restarts; n != 1 {
 		t.Fatalf("router restarted %d times", n)
 	}
-	t.Logf("kill -9 nic_router: running again after %v, iperf stalled %v (longest run of 0.1 s intervals under a tenth of the median), %.0f Mbit/s over the test",
-		restarted.Round(time.Millisecond), scenariotest.IperfStall(rep), rep.End.SumReceived.BitsPerSecond/1e6)
+	t.Logf("kill -9 nic_router: running again after %v, iperf stalled %v (scenariotest.IperfStall of 0.1 s intervals), %.0f Mbit/s over the test",
+		restarted.Round(time.Millisecond), scenariotest.IperfStall(rep).Round(time.Millisecond), rep.End.SumReceived.BitsPerSecond/1e6)
 }
 
 // A state region that was changed behind the router's back is discarded with a log line; the

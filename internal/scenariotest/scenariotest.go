@@ -161,9 +161,10 @@ func (r *Run) WaitRestarted(name string, old int) {
 	}
 }
 
-// IperfStall is the longest time an iperf test moved (next to) nothing: the longest run of
-// its report's intervals (-i) each of which moved less than a tenth of the median interval's
-// bytes per second. Its resolution is the interval.
+// IperfStall is how long an iperf test stood still, from its report's intervals (-i): in the
+// longest run of intervals below half the median rate, the time each interval fell short of
+// the median (an interval at a quarter of it counts three quarters of its length). A clean
+// outage so counts its length, though it begins and ends inside an interval.
 func IperfStall(rep *iperf.Report) time.Duration {
 	var rates []float64
 	for _, iv := range rep.Intervals {
@@ -176,14 +177,14 @@ func IperfStall(rep *iperf.Report) time.Duration {
 	}
 	sorted := slices.Clone(rates)
 	slices.Sort(sorted)
-	low := sorted[len(sorted)/2] / 10
+	median := sorted[len(sorted)/2]
 	var longest, run float64
 	for _, iv := range rep.Intervals {
 		if iv.Sum == nil || iv.Sum.Omitted {
 			continue
 		}
-		if iv.Sum.BitsPerSecond < low {
-			run += iv.Sum.Seconds
+		if iv.Sum.BitsPerSecond < median/2 {
+			run += iv.Sum.Seconds * (1 - iv.Sum.BitsPerSecond/median)
 			longest = max(longest, run)
 		} else {
 			run = 0
