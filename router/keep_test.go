@@ -205,25 +205,9 @@ func TestCorruptStateRegionDiscarded(t *testing.T) {
 // The Sculpt shape behind DHCP: a restarted router keeps the uplink's DHCP lease (it does not
 // ask again) and the DNS config its own DHCP server hands on.
 func TestRestartKeepsDHCPClientLease(t *testing.T) {
-	const lanCfg = `<config>
-  <default-policy domain="lan"/>
-  <domain name="lan" interface="198.18.7.1/24">
-    <dhcp-server ip_first="198.18.7.100" ip_last="198.18.7.110"><dns-server ip="198.18.7.53"/></dhcp-server>
-  </domain>
-</config>`
-	const sculptCfg = `<config>
-  <default-policy domain="default"/>
-  <policy label="nic_drv -> " domain="uplink"/>
-  <domain name="uplink">
-    <nat domain="default" tcp-ports="1000" udp-ports="1000" icmp-ids="1000"/>
-  </domain>
-  <domain name="default" interface="10.0.1.1/24">
-    <dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.253" dns_config_from="uplink"/>
-  </domain>
-</config>`
-	lan := newBench(t, lanCfg)
+	lan := newBench(t, lanConfig)
 	mem := make([]byte, region.Size(16))
-	sculpt := keptBench(t, sculptCfg, mem, lan.clock)
+	sculpt := keptBench(t, sculptBehindDHCP, mem, lan.clock)
 	wire, wirePort := lan.attach("sculpt", Nic, header.MAC{})
 	up, upPort := sculpt.attach("nic_drv -> ", Uplink, wire.MAC())
 	for k := 0; k < 4; k++ {
@@ -237,7 +221,7 @@ func TestRestartKeepsDHCPClientLease(t *testing.T) {
 	if !up.LinkUp() || !sculpt.r.domains["uplink"].ip.valid {
 		t.Fatal("uplink not configured by DHCP")
 	}
-	sculpt = keptBench(t, sculptCfg, mem, lan.clock)
+	sculpt = keptBench(t, sculptBehindDHCP, mem, lan.clock)
 	if !strings.Contains(sculpt.log.String(), "dhcp_clients=1") {
 		t.Fatalf("log:\n%s", sculpt.log)
 	}

@@ -297,6 +297,11 @@ func (*ARP) kind() Kind    { return KindARP }
 func (*Lease) kind() Kind  { return KindLease }
 func (*Client) kind() Kind { return KindClient }
 
+func (l *Link) addTo(c *Contents, s int32)    { l.Slot = s; c.Links = append(c.Links, *l) }
+func (a *ARP) addTo(c *Contents, s int32)     { a.Slot = s; c.ARP = append(c.ARP, *a) }
+func (l *Lease) addTo(c *Contents, s int32)   { l.Slot = s; c.Leases = append(c.Leases, *l) }
+func (cl *Client) addTo(c *Contents, s int32) { cl.Slot = s; c.Clients = append(c.Clients, *cl) }
+
 // Put writes rec into slot s (None: a free one) and returns the slot, None when the region is
 // full. A Client must fit (Fits).
 func (r *Region) Put(s int32, rec Record) int32 {

@@ -111,27 +111,19 @@ func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
 // found lists what Open found by slot, without the slots.
 func found(c *Contents) map[int32]any {
 	out := map[int32]any{}
-	for _, x := range c.Links {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
-	for _, x := range c.ARP {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
-	for _, x := range c.Leases {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
-	for _, x := range c.Clients {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
+	bySlot(out, c.Links, func(x *Link) *int32 { return &x.Slot })
+	bySlot(out, c.ARP, func(x *ARP) *int32 { return &x.Slot })
+	bySlot(out, c.Leases, func(x *Lease) *int32 { return &x.Slot })
+	bySlot(out, c.Clients, func(x *Client) *int32 { return &x.Slot })
 	return out
+}
+
+func bySlot[T any](out map[int32]any, xs []T, slot func(*T) *int32) {
+	for _, x := range xs {
+		s := *slot(&x)
+		*slot(&x) = 0
+		out[s] = x
+	}
 }
 
 // Whatever sequence of writes, rewrites and frees a router makes, Open of the region finds
