@@ -42,10 +42,18 @@ func sculptIperf(t *testing.T, secs string) (*scenario, string) {
 func TestIperfThroughNATSurvivesRouterKill(t *testing.T) {
 	sc, report := sculptIperf(t, "5")
 	sc.waitCounter("nic_router", "frames_received", 20000) // the test's data flows
+	before := sc.sessionsOf("nic_router")
+	if len(before) != 2 {
+		t.Fatalf("the router serves %v, want the vm's and the driver's sessions", before)
+	}
 	killed := time.Now()
 	pid := sc.Kill("nic_router")
 	sc.WaitRestarted("nic_router", pid)
 	restarted := time.Since(killed)
+	for !sc.reopened("nic_router", before) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	reopened := time.Since(killed)
 	rep := sc.IperfReport(report)
 	vm := sc.Component("vm").Counters
 	if vm["iperf_errors"] != 0 || rep.Error != "" || vm["dhcp_leases"] != 1 {
@@ -68,8 +76,36 @@ func TestIperfThroughNATSurvivesRouterKill(t *testing.T) {
 	if n := sc.Component("nic_router").Restarts; n != 1 {
 		t.Fatalf("router restarted %d times", n)
 	}
-	t.Logf("kill -9 nic_router: running again after %v, iperf stalled %v (scenariotest.IperfStall of 0.1 s intervals), %.0f Mbit/s over the test",
-		restarted.Round(time.Millisecond), scenariotest.IperfStall(rep).Round(time.Millisecond), rep.End.SumReceived.BitsPerSecond/1e6)
+	t.Logf("kill -9 nic_router: running again after %v, its sessions open again after %v, iperf stalled %v (scenariotest.IperfStall of 0.1 s intervals), %.0f Mbit/s over the test",
+		restarted.Round(time.Millisecond), reopened.Round(time.Millisecond), scenariotest.IperfStall(rep).Round(time.Millisecond), rep.End.SumReceived.BitsPerSecond/1e6)
+}
+
+// sessionsOf lists the open sessions server serves, by client and label.
+func (sc *scenario) sessionsOf(server string) map[string]uint64 {
+	st, ok := sc.S.Status()
+	if !ok {
+		sc.t.Fatal("the scenario ended")
+	}
+	out := map[string]uint64{}
+	for _, c := range st.Components {
+		for _, r := range c.Requests {
+			if r.Server == server && r.State == "open" {
+				out[c.Name+" "+r.Label] = r.Session
+			}
+		}
+	}
+	return out
+}
+
+// reopened reports whether every session of before is open again, as a new one.
+func (sc *scenario) reopened(server string, before map[string]uint64) bool {
+	now := sc.sessionsOf(server)
+	for k, id := range before {
+		if now[k] == 0 || now[k] == id {
+			return false
+		}
+	}
+	return true
 }
 
 // A state region that was changed behind the router's back is discarded with a log line; the
