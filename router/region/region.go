@@ -84,8 +84,8 @@ type Contents struct {
 	Why []string
 }
 
-// Formatted says why Open formatted the region; Err is nil for a region that was empty (all
-// zero: the first start).
+// Formatted is Open's error for a region whose header did not hold: Open formatted it, and
+// Err says why. (A region of zeros, new, is formatted without an error.)
 type Formatted struct{ Err error }
 
 func (f *Formatted) Error() string { return "state region formatted: " + f.Err.Error() }
