@@ -34,6 +34,10 @@ var Table = component.Table{
 			return problems
 		},
 		Files: func(n *config.Node, _ string) []string { return nonEmpty(model.ReportFile(n)) },
+		// 1 MiB: 8191 entries of 128 bytes (router/region): link states, ARP entries and
+		// DHCP leases beyond them are served but do not survive a crash. Pages are touched
+		// only as far as used.
+		State: 1 << 20,
 	},
 	{
 		Binary:   "intel_nic_hw",

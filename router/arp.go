@@ -68,10 +68,12 @@ func (r *Router) handleARP(i *Interface, d *domain, eth header.Eth, frame []byte
 			if len(d.arp) >= maxARPEntries {
 				for old := range d.arp { // evict any one: the cache only saves asking again
 					delete(d.arp, old)
+					r.unkeepARP(d, old)
 					break
 				}
 			}
 			d.arp[ip] = a.SenderMAC()
+			r.keepARP(d, ip)
 			r.gen++
 			r.continueWaiter(d, ip)
 		}
@@ -100,11 +102,12 @@ func (r *Router) arpReply(i *Interface, eth header.Eth, a header.ARP) {
 // every entry when i was the domain's last interface, as Genode does.
 func (r *Router) forgetARP(d *domain, i *Interface) {
 	if len(d.ifs) == 0 {
-		clear(d.arp)
+		r.clearARP(d)
 	} else {
 		for ip, mac := range d.arp {
 			if mac == i.MAC() {
 				delete(d.arp, ip)
+				r.unkeepARP(d, ip)
 			}
 		}
 	}

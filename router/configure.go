@@ -65,7 +65,7 @@ func (r *Router) Configure(n *config.Node) []error {
 		}
 		if was != i.dom.name {
 			if d := r.domains[was]; d != nil && d.dhcpServer != nil {
-				d.dhcpServer.forget(i)
+				d.dhcpServer.forget(r, i)
 			}
 			outdated[i] = true
 		}
@@ -82,7 +82,14 @@ func (r *Router) Configure(n *config.Node) []error {
 		if d := r.domains[name]; d.dhcpClient != nil && len(d.ifs) == 0 && d.ip.valid {
 			d.dhcpClient.state = clientIdle
 			r.setIPConfig(d, ipConfig{})
+			r.keepClient(d)
 		}
+	}
+	if c := r.restored; c != nil {
+		r.restored = nil
+		r.restore(c)
+	} else {
+		r.sweep()
 	}
 	// Held frames are routed again under the new rules.
 	r.rehandleWaiters()
@@ -154,33 +161,9 @@ func (r *Router) carryOver(l *link) {
 	oc, os := l.sides[0].dom, l.sides[1].dom
 	c, s := r.domains[oc.name], r.domains[os.name]
 	ok := c != nil && s != nil && c.ip.valid && s.ip.valid && c.ip.addr == oc.ip.addr && s.ip.addr == os.ip.addr
-	if ok {
-		ck, sk := l.sides[0].key, l.sides[1].key
-		dec, found := c.decide(l.p, ck.dst, ck.dport)
-		srvPort := sk.sport
-		if l.p == pICMP && l.natPort != 0 {
-			srvPort = dec.dport // the server side's echo ID is the NAT's
-		}
-		ok = found && dec.to == s && dec.dst == sk.src && dec.dport == srvPort
-		if ok {
-			quota, nat := s.natQuota(c, l.p)
-			if l.natPort != 0 {
-				used := s.quota[c.name]
-				if used == nil {
-					used = &[3]int{}
-					s.quota[c.name] = used
-				}
-				ok = nat && used[l.p] < quota && s.ports[l.p].Take(l.natPort)
-				if ok {
-					used[l.p]++
-				}
-			} else {
-				ok = !nat
-			}
-		}
-	}
-	if !ok {
+	if !ok || !r.admit(l, c, s) {
 		l.natPort = 0 // the old domains' port spaces are gone with them
+		r.unkeep(&l.slot)
 		l.owner.links--
 		l.owner.counts.links[l.p].destroyed++
 		if r.cfg.Verbose {
@@ -189,8 +172,38 @@ func (r *Router) carryOver(l *link) {
 		}
 		return
 	}
+}
+
+// admit enters link state l between client domain c and server domain s when the config
+// creates it so: the rules route its first packet to s, to the address and port of its
+// server side, and NAT there as before (its port taken again), and neither tuple is taken.
+func (r *Router) admit(l *link, c, s *domain) bool {
+	ck, sk := l.sides[0].key, l.sides[1].key
+	dec, found := c.decide(l.p, ck.dst, ck.dport)
+	srvPort := sk.sport
+	if l.p == pICMP && l.natPort != 0 {
+		srvPort = dec.dport // the server side's echo ID is the NAT's
+	}
+	if !found || dec.to != s || dec.dst != sk.src || dec.dport != srvPort || c.links[ck] != nil || s.links[sk] != nil {
+		return false
+	}
+	quota, nat := s.natQuota(c, l.p)
+	if l.natPort != 0 {
+		used := s.quota[c.name]
+		if used == nil {
+			used = &[3]int{}
+			s.quota[c.name] = used
+		}
+		if !nat || used[l.p] >= quota || !s.ports[l.p].Take(l.natPort) {
+			return false
+		}
+		used[l.p]++
+	} else if nat {
+		return false
+	}
 	l.sides[0].dom, l.sides[1].dom = c, s
-	c.links[l.sides[0].key] = &l.sides[0]
-	s.links[l.sides[1].key] = &l.sides[1]
+	c.links[ck] = &l.sides[0]
+	s.links[sk] = &l.sides[1]
 	r.links[l] = struct{}{}
+	return true
 }

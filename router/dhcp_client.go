@@ -18,6 +18,7 @@ type dhcpClient struct {
 	server   [4]byte
 	deadline time.Time
 	leaseEnd time.Time
+	slot     int32 // in the state region, while it has a lease
 }
 
 type clientState uint8
@@ -38,6 +39,7 @@ func (c *dhcpClient) interfaceAdded(r *Router, d *domain) {
 }
 
 func (c *dhcpClient) discover(r *Router, d *domain) {
+	defer r.keepClient(d)
 	if len(d.ifs) == 0 {
 		c.state = clientIdle
 		return
@@ -69,6 +71,7 @@ func (c *dhcpClient) tick(r *Router, d *domain) {
 	case clientBound:
 		c.state, c.deadline = clientRenewing, c.leaseEnd
 		c.send(r, d, header.DHCPRequest)
+		r.keepClient(d)
 		return
 	case clientRenewing:
 		r.log.Info("DHCP lease ended", "domain", d.name)
@@ -109,6 +112,7 @@ func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip header.IPv4)
 		if !sameIPConfig(d.ip, cfg) {
 			r.setIPConfig(d, cfg)
 		}
+		r.keepClient(d)
 	case typ == header.DHCPNak:
 		if c.state == clientBound || c.state == clientRenewing {
 			r.setIPConfig(d, ipConfig{})

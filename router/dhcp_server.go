@@ -25,6 +25,7 @@ type allocation struct {
 	bound    bool
 	deadline time.Time
 	ifc      *Interface
+	slot     int32 // in the state region
 }
 
 func newDHCPServer(m *model.DHCPServer) *dhcpServer {
@@ -44,17 +45,18 @@ func (s *dhcpServer) alloc(r *Router, i *Interface, mac header.MAC) *allocation 
 	return nil
 }
 
-func (s *dhcpServer) free(a *allocation) {
+func (s *dhcpServer) free(r *Router, a *allocation) {
 	a.ifc.counts.dhcpAllocations++
+	r.unkeep(&a.slot)
 	delete(s.allocs, a.mac)
 	delete(s.used, be(a.ip))
 }
 
 // forget frees the allocations made through interface i (its session is gone).
-func (s *dhcpServer) forget(i *Interface) {
+func (s *dhcpServer) forget(r *Router, i *Interface) {
 	for _, a := range s.allocs {
 		if a.ifc == i {
-			s.free(a)
+			s.free(r, a)
 		}
 	}
 }
@@ -65,7 +67,7 @@ func (s *dhcpServer) expire(r *Router, d *domain) {
 			if r.cfg.Verbose {
 				r.log.Info("DHCP allocation expired", "domain", d.name, "ip", netip.AddrFrom4(a.ip), "bound", a.bound)
 			}
-			s.free(a)
+			s.free(r, a)
 		}
 	}
 }
@@ -103,6 +105,7 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip header.IPv4) {
 				r.drop(d, "DHCP address range used up")
 				return
 			}
+			r.keepLease(d, a)
 		}
 		r.dhcpReply(i, d, msg, header.DHCPOffer, a.ip, dns, dnsDomain)
 	case header.DHCPRequest:
@@ -112,19 +115,20 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip header.IPv4) {
 		}
 		if a == nil || a.ip != want {
 			if a != nil {
-				s.free(a)
+				s.free(r, a)
 			}
 			r.dhcpReply(i, d, msg, header.DHCPNak, [4]byte{}, nil, "")
 			return
 		}
 		a.bound = true
 		a.deadline = r.now.Add(s.m.LeaseTime)
+		r.keepLease(d, a)
 		r.dhcpReply(i, d, msg, header.DHCPAck, a.ip, dns, dnsDomain)
 	case header.DHCPInform:
 		r.dhcpReply(i, d, msg, header.DHCPAck, msg.CIAddr(), dns, dnsDomain)
 	case header.DHCPRelease, header.DHCPDecline:
 		if a != nil {
-			s.free(a)
+			s.free(r, a)
 		}
 	default:
 		r.drop(d, "unexpected DHCP message type")

@@ -8,6 +8,7 @@ import (
 	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/nat"
+	"github.com/nicstack/nicstack/router/region"
 )
 
 // Protocol indexes for per-protocol tables: link states, NAT port spaces, quotas.
@@ -73,6 +74,7 @@ func (c *ipConfig) prefix() netip.Prefix {
 type domain struct {
 	m    *model.Domain
 	name string
+	key  region.Name // name's, in the state region
 	ip   ipConfig
 	ifs  []*Interface
 
@@ -128,6 +130,7 @@ func newDomain(m *model.Domain) *domain {
 	d := &domain{
 		m:       m,
 		name:    m.Name,
+		key:     region.NameOf(m.Name),
 		arp:     map[[4]byte]header.MAC{},
 		waiters: map[[4]byte]*arpWaiter{},
 		links:   map[flowKey]*side{},

@@ -20,9 +20,10 @@ type pairedBench struct {
 	fastPorts, genPorts []*fakePort
 }
 
-func newPairedBench(t *testing.T, cfg string, labels ...string) *pairedBench {
+// newPairedBench makes the pair; the fast one keeps its state in state (nil: none).
+func newPairedBench(t *testing.T, cfg string, state []byte, labels ...string) *pairedBench {
 	t.Helper()
-	p := &pairedBench{fast: newBench(t, cfg), general: newBench(t, cfg)}
+	p := &pairedBench{fast: keptBench(t, cfg, state, nil), general: newBench(t, cfg)}
 	p.general.r.general = true
 	for _, l := range labels {
 		kind, mac := Nic, header.MAC{}
@@ -73,7 +74,7 @@ func statsOf(r *Router) string {
 // a gateway's new MAC), offload metadata and full destinations, and checks that the router with the fast path
 // does exactly what the one without does.
 func TestFastPathMatchesGeneral(t *testing.T) {
-	p := newPairedBench(t, natConfig, "vm", "uplink")
+	p := newPairedBench(t, natConfig, nil, "vm", "uplink")
 	arp := arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink)
 	p.handle(t, 1, arp, nil, "gateway ARP reply")
 	for _, ip := range []string{"10.0.1.5", "10.0.1.6"} {

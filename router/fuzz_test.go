@@ -1,19 +1,21 @@
 package router
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/region"
 )
 
 // FuzzRouterFrame feeds any bytes as frames from any interface: the input is a sequence of
 // records (interface byte, flag byte, length byte, frame bytes) so that one input can open a
 // link state and then hit it. Nothing may panic, what the router keeps (held frames, link
-// states) stays bounded, and a router without its fast path (forwardLinked) does exactly
-// the same with every frame.
+// states) stays bounded, a router without its fast path (forwardLinked) does exactly the same
+// with every frame, and a router restarted on the state region finds what the router had.
 func FuzzRouterFrame(f *testing.F) {
 	vmMAC := header.MAC{2, 2, 2, 2, 2, 1}
 	seed := func(ifc byte, frames ...[]byte) []byte {
@@ -37,7 +39,8 @@ func FuzzRouterFrame(f *testing.F) {
 	f.Add(append(seed(0, seedFlow, seedFlow, seedFlow), seed(1, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, []byte("a")))...))
 	cfg := strings.Replace(natConfig, `verbose_packet_drop="yes"`, ``, 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p := newPairedBench(t, cfg, "vm", "uplink")
+		mem := make([]byte, region.Size(256))
+		p := newPairedBench(t, cfg, mem, "vm", "uplink")
 		p.handle(t, 1, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink), nil, "gateway ARP reply")
 		for n := 0; len(data) >= 3; n++ {
 			k, flags, size := int(data[0])%2, data[1], int(data[2])
@@ -75,6 +78,12 @@ func FuzzRouterFrame(f *testing.F) {
 		for _, d := range r.domains {
 			if len(d.arp) > maxARPEntries {
 				t.Fatalf("%d ARP entries", len(d.arp))
+			}
+		}
+		if !r.keepFull {
+			restarted := keptBench(t, cfg, bytes.Clone(mem), p.fast.clock)
+			if got, want := keptState(restarted.r), keptState(r); got != want {
+				t.Fatalf("restarted on the state region with\n%s\nthe router had\n%s", got, want)
 			}
 		}
 		for k := range p.fastIfs {

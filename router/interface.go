@@ -3,6 +3,7 @@ package router
 import (
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/router/region"
 )
 
 // Kind is the kind of session behind an interface.
@@ -59,6 +60,7 @@ type Session struct {
 // Interface is one attached session.
 type Interface struct {
 	label     string
+	key       region.Name // label's, in the state region
 	kind      Kind
 	routerMAC header.MAC // the router's source MAC on this interface
 	peerMAC   header.MAC // the Nic client's MAC
@@ -114,7 +116,7 @@ var routerMACNic = header.MAC{2, 2, 2, 2, 2, 0}
 // names (none: the interface exists but every frame from it is dropped until a config names
 // a domain for it).
 func (r *Router) Attach(s Session) *Interface {
-	i := &Interface{label: s.Label, kind: s.Kind, session: s.Port, down: &downPort{s.Port}, ram: s.RAM}
+	i := &Interface{label: s.Label, key: region.NameOf(s.Label), kind: s.Kind, session: s.Port, down: &downPort{s.Port}, ram: s.RAM}
 	i.port = i.down
 	if s.Kind != Nic {
 		i.routerMAC = s.MAC
@@ -124,6 +126,7 @@ func (r *Router) Attach(s Session) *Interface {
 		i.peerMAC = header.MAC{2, 2, 2, 2, byte(2 + i.macIndex>>8), byte(i.macIndex)}
 	}
 	r.ifs = append(r.ifs, i)
+	r.adopt(i)
 	r.assign(i)
 	if !i.up { // assign told only a change from the initial down
 		i.port.LinkState(false)
@@ -194,7 +197,7 @@ func (r *Router) leave(i *Interface) {
 	}
 	d.ifs = without(d.ifs, i)
 	if d.dhcpServer != nil {
-		d.dhcpServer.forget(i)
+		d.dhcpServer.forget(r, i)
 	}
 	i.dom = nil
 	r.forgetARP(d, i)
@@ -205,6 +208,7 @@ func (r *Router) leave(i *Interface) {
 		if d.ip.valid {
 			r.setIPConfig(d, ipConfig{})
 		}
+		r.keepClient(d)
 	}
 	if r.cfg.VerboseDomainState {
 		r.log.Info("interface leaves domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))

@@ -21,7 +21,7 @@ func (r *Router) setIPConfig(d *domain, c ipConfig) {
 		r.log.Info("dynamic IP config", "domain", d.name, "config", c.String())
 	}
 	if old.valid && !c.sameAddressing(&old) {
-		clear(d.arp)
+		r.clearARP(d)
 		for l := range r.links {
 			if l.sides[0].dom == d || l.sides[1].dom == d {
 				r.dissolve(l, "IPv4 config of "+d.name+" changed")

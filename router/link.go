@@ -51,6 +51,7 @@ type link struct {
 	closedAt   int64
 	tcp        tcpstate.Conn
 	natPort    uint16 // 0: no NAT; else the port or ID allocated at the server side's domain
+	slot       int32  // in the state region; region.None: none
 }
 
 // newLink creates a link state for a first packet from client side key in domain c routed
@@ -103,6 +104,7 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	to.to.links[srv] = &l.sides[1]
 	r.links[l] = struct{}{}
 	owner.links++
+	r.keepLink(l)
 	if r.cfg.Verbose {
 		r.log.Info("new link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", to.to.name,
 			"client", addrPort(key.src, key.sport), "server", addrPort(srv.src, srv.sport), "nat_port", l.natPort)
@@ -145,6 +147,7 @@ func (r *Router) dissolve(l *link, why string) {
 		delete(s.links, l.sides[1].key)
 	}
 	l.freeNAT(c, s)
+	r.unkeep(&l.slot)
 	delete(r.links, l)
 	l.owner.links--
 	l.owner.counts.links[l.p].destroyed++
@@ -187,17 +190,22 @@ func (r *Router) touch(s *side, seg []byte) {
 	l := s.l
 	l.lastActive = r.nowNs
 	if l.p != pTCP || seg == nil {
-		if s.idx == 1 {
+		if s.idx == 1 && l.tcp.State != tcpstate.Open {
 			l.tcp.State = tcpstate.Open
+			r.keepLink(l)
 		}
 		return
 	}
 	was := l.tcp.State
-	now := l.tcp.Segment(s.idx, header.TCPFlags(seg), header.TCPSeq(seg), header.TCPAckNum(seg), header.TCPPayloadLen(seg))
+	now, changed := l.tcp.Segment(s.idx, header.TCPFlags(seg), header.TCPSeq(seg), header.TCPAckNum(seg), header.TCPPayloadLen(seg))
+	if !changed {
+		return
+	}
 	if now == tcpstate.Closed && was != tcpstate.Closed {
 		l.closedAt = r.nowNs
 	}
 	if now != was && r.cfg.Verbose {
 		r.log.Info("TCP link state", "domain", l.sides[0].dom.name, "client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "state", now.String())
 	}
+	r.keepLink(l)
 }

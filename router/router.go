@@ -27,6 +27,7 @@ import (
 
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/router/model"
+	"github.com/nicstack/nicstack/router/region"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -41,6 +42,10 @@ func (systemClock) Now() time.Time { return time.Now() }
 type Options struct {
 	Clock Clock        // default: the system clock
 	Log   *slog.Logger // default: slog.Default()
+	// State is the state region (package region), shared memory that outlives the process:
+	// the router keeps its link states, ARP caches and DHCP leases there, and the first
+	// Configure restores what an earlier router kept in it. Nil: none.
+	State []byte
 }
 
 // Verdict tells the component what to do with a received frame.
@@ -76,6 +81,15 @@ type Router struct {
 	// first.
 	gen uint64
 
+	// keep is the state region (nil: none); restored is what it held, for the first
+	// Configure; orphans are the interfaces restored entries name, until their sessions
+	// attach; arpSlots are the slots of the ARP entries; keepFull: the region was full.
+	keep     *region.Region
+	restored *region.Contents
+	orphans  map[region.Name]*Interface
+	arpSlots map[arpSlot]int32
+	keepFull bool
+
 	reportTrigger bool
 	// general routes every frame the general way, without forwardLinked: tests check the
 	// fast path against it.
@@ -100,6 +114,9 @@ func New(opt Options) *Router {
 		gen:     1,
 	}
 	r.Configure(&config.Node{Type: "config"})
+	if opt.State != nil {
+		r.openRegion(opt.State)
+	}
 	return r
 }
 

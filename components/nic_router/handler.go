@@ -41,7 +41,7 @@ func NewHandler(c *component.Component) (*Handler, error) {
 		sessions: map[uint64]*component.Session{}}
 	h.reportFile.Store(new(string))
 	var err error
-	if h.loop, err = NewLoop(LoopOptions{Log: c.Log, Counter: c.Counter, Report: h.writeReport}); err != nil {
+	if h.loop, err = NewLoop(LoopOptions{Log: c.Log, Counter: c.Counter, Report: h.writeReport, State: c.StateRegion()}); err != nil {
 		return nil, err
 	}
 	go h.loop.Run()

@@ -26,6 +26,8 @@ type LoopOptions struct {
 	Counter func(name string) *atomic.Uint64
 	// Report receives the router's <report> every interval or trigger (nil: none is made).
 	Report func(*config.Node)
+	// State is the router's state region (router.Options.State); nil: none.
+	State []byte
 }
 
 // Loop runs a router over packet-stream sessions on one goroutine. Attach, Detach and
@@ -114,7 +116,7 @@ func NewLoop(opt LoopOptions) (*Loop, error) {
 	}
 	l := &Loop{w: w, log: opt.Log, report: opt.Report, done: make(chan struct{})}
 	l.clock.now = time.Now()
-	l.r = router.New(router.Options{Clock: &l.clock, Log: opt.Log})
+	l.r = router.New(router.Options{Clock: &l.clock, Log: opt.Log, State: opt.State})
 	l.ctr.init(opt.Counter)
 	return l, nil
 }

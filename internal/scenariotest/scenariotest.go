@@ -5,15 +5,19 @@ package scenariotest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -128,4 +132,85 @@ func (r *Run) Component(name string) supervisor.ComponentStatus {
 	}
 	r.t.Fatalf("no component %q", name)
 	return supervisor.ComponentStatus{}
+}
+
+// Kill kills component name's process with SIGKILL, as a crash ends it, and returns its pid.
+func (r *Run) Kill(name string) int {
+	r.t.Helper()
+	pid := r.Component(name).Pid
+	if pid == 0 {
+		r.t.Fatalf("%s has no process", name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		r.t.Fatalf("kill -9 %s (%d): %v", name, pid, err)
+	}
+	return pid
+}
+
+// WaitRestarted waits until component name runs again in a process other than old's.
+func (r *Run) WaitRestarted(name string, old int) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c := r.Component(name); c.State == "running" && c.Pid != 0 && c.Pid != old {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s did not run again after its process %d ended", name, old)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// IperfReport waits up to a minute for the iperf report (JSON) a component writes to path
+// (an embedded guest's report attribute; the supervisor writes it whole, by a rename) and
+// returns it.
+func (r *Run) IperfReport(path string) *iperf.Report {
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var rep iperf.Report
+		b, err := os.ReadFile(path)
+		if err == nil {
+			if err = json.Unmarshal(b, &rep); err == nil {
+				return &rep
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("iperf report %s: %v", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// IperfStall is how long an iperf test stood still, from its report's intervals (-i): in the
+// longest run of intervals below half the median rate, the time each interval fell short of
+// the median (an interval at a quarter of it counts three quarters of its length). A clean
+// outage so counts its length, though it begins and ends inside an interval.
+func IperfStall(rep *iperf.Report) time.Duration {
+	var rates []float64
+	for _, iv := range rep.Intervals {
+		if iv.Sum != nil && !iv.Sum.Omitted {
+			rates = append(rates, iv.Sum.BitsPerSecond)
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(rates)
+	slices.Sort(sorted)
+	median := sorted[len(sorted)/2]
+	var longest, run float64
+	for _, iv := range rep.Intervals {
+		if iv.Sum == nil || iv.Sum.Omitted {
+			continue
+		}
+		if iv.Sum.BitsPerSecond < median/2 {
+			run += iv.Sum.Seconds * (1 - iv.Sum.BitsPerSecond/median)
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return time.Duration(longest * float64(time.Second))
 }

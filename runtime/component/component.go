@@ -97,6 +97,7 @@ type Component struct {
 	stopOnce    sync.Once
 	exitValue   atomic.Int32 // what Main exits with: 0, or what Exit was given
 	exiting     atomic.Bool  // Exit was called: the component ends on its own
+	state       []byte       // the state region, nil without one
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
@@ -127,6 +128,12 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 	}
 	return ctr
 }
+
+// StateRegion is the component's state region (Spec.State): shared memory that the supervisor
+// keeps across the component's restarts after a crash, handed to each of its processes as
+// the previous one left it (zero at the first). Nil when the Spec asks for none, or in a
+// component not started by a supervisor.
+func (c *Component) StateRegion() []byte { return c.state }
 
 // WriteFile has the supervisor write data to path, a file this component's config names
 // (Spec.Files), replacing it at once. A component opens no files itself: a confined one

@@ -6,6 +6,9 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/runtime/sandbox"
 
@@ -19,6 +22,10 @@ import (
 // LogFormatEnv tells a component its log format, one of package logformat's (text when
 // unset).
 const LogFormatEnv = "NICSTACK_LOG_FORMAT"
+
+// StateFDEnv names the descriptor of the component's state region (Spec.State), when it has
+// one.
+const StateFDEnv = "NICSTACK_STATE_FD"
 
 // Option adjusts Main.
 type Option func(*mainOptions)
@@ -55,6 +62,11 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 	// for JSON, tags with a "component" field).
 	log := slog.New(logformat.Handler(os.Stderr, os.Getenv(LogFormatEnv), slog.LevelInfo))
 	c := New(spec, log, newHandler)
+	var err error
+	if c.state, err = mapState(spec); err != nil {
+		log.Error("state region", "err", err)
+		os.Exit(1)
+	}
 	sock, err := controlSocket()
 	if err != nil {
 		log.Error("control socket", "err", err)
@@ -101,6 +113,32 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 		},
 	})
 	os.Exit(c.ExitValue())
+}
+
+// mapState maps the state region the supervisor handed (StateFDEnv), nil without one. It is
+// the size the Spec says or refused: a region of another size belongs to something else.
+func mapState(spec Spec) ([]byte, error) {
+	v := os.Getenv(StateFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q is no descriptor", StateFDEnv, v)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("descriptor %d: %w", fd, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(spec.State) || spec.State == 0 {
+		return nil, fmt.Errorf("descriptor %d has %d bytes, want a memfd of %d", fd, st.Size, spec.State)
+	}
+	mem, err := unix.Mmap(fd, 0, spec.State, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping descriptor %d: %w", fd, err)
+	}
+	return mem, nil
 }
 
 func controlSocket() (*net.UnixConn, error) {

@@ -29,6 +29,12 @@ type Spec struct {
 	// Files lists the files n names for the component to write (reports): the only paths
 	// the supervisor writes for it (Component.WriteFile). Nil: none.
 	Files func(n *config.Node, start string) []string
+	// State is the size of the state region the supervisor keeps for the component: shared
+	// memory it creates before the first launch, hands every process of the component
+	// (Component.StateRegion) and keeps across restarts after a crash, so that a restarted
+	// process can go on where the killed one was (nic_router's link states). A deliberate
+	// restart (a new version, a changed <start>) or the end of the run discards it. 0: none.
+	State int
 }
 
 // Check checks n as the <config> of start: warnings are what the schema does not know and what

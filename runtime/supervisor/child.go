@@ -5,6 +5,7 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -34,6 +35,10 @@ type child struct {
 	// process was started with.
 	romConfig, launchedWith []byte
 	waitsForConfig          bool
+	// region is the component's state region (component.Spec.State): made at its first
+	// launch, handed to every process, kept across a crash, discarded by a deliberate
+	// restart (discardRegion).
+	region *os.File
 }
 
 // newChild is st before its first launch.

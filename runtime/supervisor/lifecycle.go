@@ -32,6 +32,11 @@ func (s *Supervisor) launch(c *child) {
 		s.failed(c, err)
 		return
 	}
+	state, err := s.stateRegion(c)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
 	c.launchedWith = nil
@@ -48,7 +53,10 @@ func (s *Supervisor) launch(c *child) {
 	go func() {
 		defer s.launching.Done()
 		t0 := time.Now()
-		p, err := launch(bin, runDir, cpus, out, name, cred)
+		p, err := launch(bin, runDir, cpus, out, name, cred, state)
+		if state != nil {
+			state.Close() // the child holds its own; c.state stays with the supervisor
+		}
 		if err == nil {
 			ctx, cancel := s.ctx()
 			_, serr := p.ctl.Start(ctx, req)
@@ -274,6 +282,7 @@ func (s *Supervisor) stop(c *child) {
 	c.proc = nil
 	c.state = Stopped
 	c.waitsForConfig = false
+	c.discardRegion()
 	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name)) // without a process: its config ROM
 	if p != nil {
 		s.end(p)

@@ -38,8 +38,9 @@ type process struct {
 // instruction, because the fork happens on a thread that carries it. With cred, the child
 // runs as that user, without capabilities: its go-plugin socket goes in a folder of its own
 // in runDir, and the binary is executed through a descriptor the supervisor opened, so the
-// user need not reach the binary's folder.
-func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential) (*process, error) {
+// user need not reach the binary's folder. state (nil: none) is the component's state region,
+// handed as the descriptor component.StateFDEnv names.
+func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential, state *os.File) (*process, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -72,6 +73,10 @@ func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, 
 	}
 	p.cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+socketDir)
 	p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"="+out.format)
+	if state != nil {
+		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, state)
+		p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("%s=%d", component.StateFDEnv, 2+len(p.cmd.ExtraFiles)))
+	}
 	logs := out.Writer(name)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  component.Handshake,

@@ -46,6 +46,7 @@ func (s *Supervisor) reload() {
 			if prev.Version != st.Version {
 				s.log.Info(fmt.Sprintf("%s: version %q -> %q; starting it again", st.Name, prev.Version, st.Version))
 				c.backoff = s.opts.MinBackoff
+				c.discardRegion()
 				s.launch(c)
 			}
 		case c.state == Failed:
