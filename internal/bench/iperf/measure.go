@@ -94,7 +94,7 @@ const activeBytes = 1 << 20
 // measure runs the scenario once at setting m.
 func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *progress) (point, error) {
 	p := point{CPU: map[string]float64{}}
-	text := sc.patch(m, o.Time)
+	text := sc.patch(m, o.Time, o.Latency)
 	runCtx, cancelRun := context.WithCancel(ctx) // also ends the iperf3s a netns guest runs
 	defer cancelRun()
 	run, err := o.StartScenario(runCtx, "iperf", text)
@@ -164,7 +164,10 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	if acc.seconds > 0 {
 		p.RetransPerS = float64(retransmits) / acc.seconds
 	}
-	return p, nil
+	if o.Latency {
+		p.RR, err = sc.readRR(ctx, s, o.Time)
+	}
+	return p, err
 }
 
 // counterDeltas sums what changed over the intervals in which traffic flowed.

@@ -81,6 +81,7 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", p.IrqsPerS, p.TxIrqsPerK, p.DoorbellsPerK, p.SignalsPerK, p.RetransPerS)
 		}
 		tw.Flush()
+		writeRRTable(out, pts)
 		for _, p := range pts {
 			if p.ITRPercent != nil {
 				fmt.Fprintf(out, "%s: ITR lowest %.0f %%, low %.0f %%, bulk %.0f %%, %.1f changes/s\n",
@@ -91,6 +92,10 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	fmt.Fprintln(out, "\nirqs/s: the NIC's interrupts. Per 1000 frames the NIC sent: TX irqs, interrupts with a TX")
 	fmt.Fprintln(out, "cause (TXDW or TXQE); doorbells, TDT writes. signals/kframe: packet-stream signals per 1000")
 	fmt.Fprintln(out, "frames through the sessions. retrans/s: TCP segments sent again.")
+	if o.Latency {
+		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) of the guest against the far")
+		fmt.Fprintf(out, "end, p50/p99/p99.9 in µs; idle: %v per size after the test, load: during it.\n", rrIdleTime)
+	}
 	for _, p := range points {
 		if p.Error != "" {
 			fmt.Fprintf(out, "%s: %d of %d runs measured; %s\n", p.setting(), p.Runs, o.Runs, p.Error)
@@ -117,4 +122,37 @@ func writeComparison(out io.Writer, points []point, dir string, ref reference, m
 			fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s\n", p.setting(), p.Mbps, p.Mbps/mbps, ref)
 		}
 	}
+}
+
+// writeRRTable prints the points' round trips, a column per phase and size, if they have any.
+func writeRRTable(out io.Writer, pts []point) {
+	if len(pts) == 0 || len(pts[0].RR) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nround trips in µs, p50/p99/p99.9")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\t")
+	for _, f := range pts[0].RR {
+		fmt.Fprintf(tw, "%s %s\t", f.Phase, sizeName(f.Bytes))
+	}
+	fmt.Fprintln(tw)
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%s\t", p.settingColumns())
+		if len(p.RR) == 0 {
+			fmt.Fprintln(tw, "-\t")
+			continue
+		}
+		for _, f := range p.RR {
+			fmt.Fprintf(tw, "%.0f/%.0f/%.0f\t", f.P50us, f.P99us, f.P999us)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func sizeName(b int) string {
+	if b >= 1024 && b%1024 == 0 {
+		return fmt.Sprintf("%d KiB", b/1024)
+	}
+	return fmt.Sprintf("%d B", b)
 }
