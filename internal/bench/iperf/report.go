@@ -84,8 +84,8 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		writeRRTable(out, pts)
 		for _, p := range pts {
 			if p.ITRPercent != nil {
-				fmt.Fprintf(out, "%s: ITR lowest %.0f %%, low %.0f %%, bulk %.0f %%, %.1f changes/s\n",
-					p.setting(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRChangesPerS)
+				fmt.Fprintf(out, "%s: ITR lowest/low/bulk/stream %.0f/%.0f/%.0f/%.0f %%, %.1f changes/s\n",
+					p.setting(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRPercent["stream"], p.ITRChangesPerS)
 			}
 		}
 	}
