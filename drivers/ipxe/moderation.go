@@ -27,7 +27,7 @@ const (
 	// receiving) it kept 651's throughput at a little less driver CPU, while 1302-3906 lost
 	// 10-18 % and 5580 5 % (Genode measured 5580 15 % slower on real hardware).
 	BulkLatency
-	// StreamLatency: a steady stream of full frames received, ~1 ms, at most ~1000
+	// StreamLatency: a steady stream of full frames one way, ~1 ms, at most ~1000
 	// interrupts/s (Genode's 5580 allows 700): only while an interrupt's frames fill a small
 	// part of the RX ring and the TX ring never fills, since ITR holds back the TX
 	// queue-empty interrupt that resumes a full one too.
@@ -72,15 +72,18 @@ const (
 	bulkFromLow = 4 * fullFrame
 	// Bulk is left below 2 full frames per interrupt: at its ~4000 interrupts/s, ~100 Mbit/s.
 	bulkLeave = 2 * fullFrame
-	// Stream from bulk: 8 full frames received per interrupt (~390 Mbit/s at bulk's rate,
-	// acknowledgements of a sent stream are not), for streamConfirm intervals in a row.
+	// Stream from bulk: 8 full frames received or sent per interrupt (~390 Mbit/s at bulk's
+	// rate), for streamConfirm intervals in a row.
 	streamEnter   = 8 * fullFrame
 	streamConfirm = 4
-	// Stream is left for bulk below 4 full frames received per interrupt (~50 Mbit/s at its
-	// rate), and at once when an interrupt took more than ringFull frames: a stream that
-	// grew, or a driver that ran late, comes close to overflowing the ring.
-	streamLeave = 4 * fullFrame
-	ringFull    = RingSize / 2
+	// Stream is left for bulk below 4 full frames either way per interrupt (~50 Mbit/s at
+	// its rate), and at once when an interrupt took more than ringFull frames: a stream that
+	// grew, or a driver that ran late, comes close to overflowing the ring. After such an
+	// exit the stream class needs twice as many intervals to return, up to streamBackoff: a
+	// driver that keeps running late does not swing between the two classes.
+	streamLeave   = 4 * fullFrame
+	ringFull      = RingSize / 2
+	streamBackoff = 64
 )
 
 // Work is what the driver did between two interrupts.
@@ -95,9 +98,10 @@ func classify(cur Latency, irqs uint64, w Work) Latency {
 	if irqs == 0 || w.Frames == 0 {
 		return LowestLatency
 	}
-	perIrq, framesPerIrq, rxPerIrq := w.Bytes/irqs, (w.Frames+irqs-1)/irqs, w.RXBytes/irqs
+	perIrq, framesPerIrq := w.Bytes/irqs, (w.Frames+irqs-1)/irqs
+	oneWay := max(w.RXBytes, w.Bytes-w.RXBytes) / irqs
 	if cur == StreamLatency {
-		if w.TXFull || rxPerIrq < streamLeave {
+		if w.TXFull || oneWay < streamLeave {
 			return classify(BulkLatency, irqs, w)
 		}
 		return StreamLatency
@@ -122,7 +126,7 @@ func classify(cur Latency, irqs uint64, w Work) Latency {
 		return LowLatency
 	}
 	switch {
-	case rxPerIrq >= streamEnter && !w.TXFull:
+	case oneWay >= streamEnter && !w.TXFull:
 		return StreamLatency
 	case perIrq >= bulkLeave:
 		return BulkLatency
@@ -138,6 +142,9 @@ type Moderation struct {
 	class  Latency
 	want   Latency // where the last intervals asked to go
 	streak int     // how many intervals in a row asked to move that way
+	// streamAfter is how many intervals in a row must ask for the stream class: more after
+	// the ring came close to full in it.
+	streamAfter int
 
 	start, last time.Duration // the interval began; the last interrupt
 	irqs        uint64        // the interval's so far, and their work
@@ -149,7 +156,7 @@ type Moderation struct {
 
 // NewModeration starts in the lowest latency class at now, counting in cnt's ITR counters.
 func NewModeration(now time.Duration, cnt *Counters) *Moderation {
-	return &Moderation{start: now, last: now,
+	return &Moderation{start: now, last: now, streamAfter: streamConfirm,
 		ms: [Classes]*atomic.Uint64{cnt.ITRLowestMS, cnt.ITRLowMS, cnt.ITRBulkMS, cnt.ITRStreamMS}, changes: cnt.ITRChanges}
 }
 
@@ -165,12 +172,14 @@ func (m *Moderation) Interrupt(now time.Duration, w Work) (class Latency, change
 		// Not for an interval's verdict: the next interrupt may overflow the ring.
 		m.close(now)
 		changed = m.move(BulkLatency)
+		m.streamAfter = min(2*m.streamAfter, streamBackoff)
 	case now-m.last >= ModerationInterval && w.Bytes <= lowestLeave:
 		// The line was quiet for a whole interval: whatever comes next is best served at
 		// once, and nothing is left to throttle meanwhile. (A gap that ends in a pile of
 		// frames was the driver's, not the line's: a loaded machine ran something else.)
 		m.close(now)
 		changed = m.move(LowestLatency)
+		m.streamAfter = streamConfirm
 	case now-m.start >= ModerationInterval:
 		v := classify(m.class, m.irqs, m.work)
 		m.close(now)
@@ -198,7 +207,7 @@ func (m *Moderation) close(now time.Duration) {
 
 // vote counts an interval's verdict. Verdicts in a row that point the same way (up to more
 // throttling or down to less) move the class once there are moderationConfirm of them
-// (streamConfirm to the stream class), to the nearest class any of them asked for.
+// (streamAfter to the stream class), to the nearest class any of them asked for.
 func (m *Moderation) vote(v Latency) bool {
 	switch {
 	case v == m.class:
@@ -214,8 +223,11 @@ func (m *Moderation) vote(v Latency) bool {
 	default:
 		m.want, m.streak = v, 1
 	}
-	if m.streak < moderationConfirm || m.want == StreamLatency && m.streak < streamConfirm {
+	if m.streak < moderationConfirm || m.want == StreamLatency && m.streak < m.streamAfter {
 		return false
+	}
+	if m.class == StreamLatency {
+		m.streamAfter = streamConfirm // the stream ended: the next one starts afresh
 	}
 	return m.move(m.want)
 }

@@ -71,9 +71,9 @@ func TestModerationIdleBulkRequestResponse(t *testing.T) {
 	}
 }
 
-// The stream class is left for bulk at once when an interrupt took half the RX ring, and
-// after two intervals in which the TX ring filled; a sent stream (acknowledgements received)
-// never enters it.
+// The stream class is left for bulk at once when an interrupt took half the RX ring (and
+// then needs twice as long to return), and after two intervals in which the TX ring filled;
+// a sent stream enters it as a received one does.
 func TestModerationStreamGuards(t *testing.T) {
 	now := time.Duration(0)
 	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
@@ -84,7 +84,8 @@ func TestModerationStreamGuards(t *testing.T) {
 	if class, changed := m.Interrupt(now, ipxe.Work{Frames: 200, Bytes: 200 * 1514, RXFrames: 200, RXBytes: 200 * 1514}); !changed || class != ipxe.BulkLatency {
 		t.Fatalf("an interrupt with 200 frames: %v (changed %v), want bulk", class, changed)
 	}
-	sameMoves(t, "stream again", stream(40*time.Millisecond), ipxe.StreamLatency)
+	sameMoves(t, "four intervals after the ring came close to full", stream(4*ipxe.ModerationInterval))
+	sameMoves(t, "stream again", stream(20*time.Millisecond), ipxe.StreamLatency)
 	full := ipxe.Work{Frames: 100, Bytes: 80 * 1514, RXFrames: 80, RXBytes: 80 * 1514, TXFull: true}
 	var moves []ipxe.Latency
 	for end := now + 12*time.Millisecond; now < end; now += time.Millisecond {
@@ -96,7 +97,7 @@ func TestModerationStreamGuards(t *testing.T) {
 
 	sent := ipxe.NewModeration(now, ipxe.NewCounters(nil))
 	// The guest sends: 20 full frames out and 10 acknowledgements in per interrupt.
-	sameMoves(t, "a sent stream", traffic(sent, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency)
+	sameMoves(t, "a sent stream", traffic(sent, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency, ipxe.StreamLatency)
 }
 
 // Hysteresis: one interval of a burst among request/response does not move ITR; traffic
