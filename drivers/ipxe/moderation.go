@@ -78,11 +78,12 @@ const (
 	streamConfirm = 4
 	// Stream is left for bulk below 4 full frames either way per interrupt (~50 Mbit/s at
 	// its rate), and at once when an interrupt took more than ringFull frames: a stream that
-	// grew, or a driver that ran late, comes close to overflowing the ring. After such an
+	// grew, or a driver that ran late, comes close to filling the ring (which holds the wire
+	// back: the emulated NIC, as one with flow control, does not drop). After such an
 	// exit the stream class needs twice as many intervals to return, up to streamBackoff: a
 	// driver that keeps running late does not swing between the two classes.
 	streamLeave   = 4 * fullFrame
-	ringFull      = RingSize / 2
+	ringFull      = RingSize * 3 / 4
 	streamBackoff = 64
 )
 

@@ -71,7 +71,7 @@ func TestModerationIdleBulkRequestResponse(t *testing.T) {
 	}
 }
 
-// The stream class is left for bulk at once when an interrupt took half the RX ring (and
+// The stream class is left for bulk at once when an interrupt took most of the RX ring (and
 // then needs twice as long to return), and after two intervals in which the TX ring filled;
 // a sent stream enters it as a received one does.
 func TestModerationStreamGuards(t *testing.T) {
