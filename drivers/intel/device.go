@@ -441,7 +441,7 @@ func (d *Device) DrainPosted() bool {
 // Run polls until stop closes, sleeping (or spinning, see DeviceConfig.SpinWait) until the next
 // deadline or a wakeup. With the real clock only: a manual clock's tests call Poll themselves.
 func (d *Device) Run(stop <-chan struct{}) {
-	timer := time.NewTimer(time.Hour)
+	timer := newDeadlineTimer()
 	defer timer.Stop()
 	for {
 		next, ok := d.Poll()
