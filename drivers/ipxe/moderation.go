@@ -84,7 +84,7 @@ const (
 	// driver that keeps running late does not swing between the two classes.
 	streamLeave   = 4 * fullFrame
 	ringFull      = RingSize * 3 / 4
-	streamBackoff = 64
+	streamBackoff = 16
 )
 
 // Work is what the driver did between two interrupts.

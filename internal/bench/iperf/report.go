@@ -89,6 +89,7 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 			}
 		}
 	}
+	writeAdaptive(out, points, sc.roles[driverBinary])
 	fmt.Fprintln(out, "\nirqs/s: the NIC's interrupts. Per 1000 frames the NIC sent: TX irqs, interrupts with a TX")
 	fmt.Fprintln(out, "cause (TXDW or TXQE); doorbells, TDT writes. signals/kframe: packet-stream signals per 1000")
 	fmt.Fprintln(out, "frames through the sessions. retrans/s: TCP segments sent again.")
@@ -155,4 +156,49 @@ func sizeName(b int) string {
 		return fmt.Sprintf("%d KiB", b/1024)
 	}
 	return fmt.Sprintf("%d B", b)
+}
+
+// writeAdaptive compares rx_irq_throttle=adaptive with the fixed settings of its direction and
+// tx_batch, in the terms of its targets: throughput against the best fixed setting's, the
+// driver's CPU against the lowest, 1-byte round trips on the idle path against ITR 0's.
+func writeAdaptive(out io.Writer, points []point, driver string) {
+	var tw *tabwriter.Writer
+	for _, a := range points {
+		if a.RxIrqThrottle == nil || *a.RxIrqThrottle != "adaptive" || a.Runs == 0 {
+			continue
+		}
+		var best, lowest, off *point
+		for i := range points {
+			f := &points[i]
+			if f.RxIrqThrottle == nil || *f.RxIrqThrottle == "adaptive" || f.Runs == 0 || f.Direction != a.Direction || *f.TxBatch != *a.TxBatch {
+				continue
+			}
+			if best == nil || f.Mbps > best.Mbps {
+				best = f
+			}
+			if lowest == nil || f.CPU[driver] < lowest.CPU[driver] {
+				lowest = f
+			}
+			if *f.RxIrqThrottle == "0" {
+				off = f
+			}
+		}
+		if best == nil {
+			continue
+		}
+		if tw == nil {
+			fmt.Fprintln(out, "\nadaptive against the fixed settings (targets: >= 0.97, <= 1.10, <= 1.10)")
+			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "direction\ttx_batch\tMbit/s / best\tdriver CPU / lowest\tidle 1 B p99 / ITR 0's\t")
+		}
+		p99 := "-"
+		if off != nil && off.RRP99us > 0 && a.RRP99us > 0 {
+			p99 = fmt.Sprintf("%.2f", a.RRP99us/off.RRP99us)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f (%s)\t%.2f (%s)\t%s\t\n", a.Direction, yesNo(*a.TxBatch),
+			a.Mbps/best.Mbps, *best.RxIrqThrottle, a.CPU[driver]/lowest.CPU[driver], *lowest.RxIrqThrottle, p99)
+	}
+	if tw != nil {
+		tw.Flush()
+	}
 }
