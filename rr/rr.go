@@ -184,7 +184,9 @@ func Run(ctx context.Context, n iperf.Network, address string, size int, until t
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	if err := conn.SetDeadline(until.Add(time.Second)); err != nil {
+	// A transaction may outlast the deadline: by a retransmission timeout at worst (1 s for
+	// a lost SYN, 200 ms after), and a loaded machine's delays.
+	if err := conn.SetDeadline(until.Add(5 * time.Second)); err != nil {
 		return Result{Size: size}, fmt.Errorf("rr: %w", err)
 	}
 	req, resp := make([]byte, size), make([]byte, size)

@@ -266,13 +266,14 @@ type rrResult struct {
 
 // rrDuring starts the rr client's test, if the config has one, during an iperf test of d that
 // starts now: after its first second (connection, slow start) each size for an equal share of
-// the rest, less a last second. The function returned stops it and says what it measured.
+// the rest, less a last second. The function returned waits for it (an iperf test that ended
+// early does not cut it short: a loaded machine may have started it late) and says what it
+// measured.
 func (h *Host) rrDuring(ctx context.Context, d time.Duration) func() []rrResult {
 	c := h.cfg.RR
 	if c == nil || c.Server || d <= 2*time.Second {
 		return func() []rrResult { return nil }
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan []rrResult, 1)
 	go func() {
 		var out []rrResult
@@ -288,10 +289,7 @@ func (h *Host) rrDuring(ctx context.Context, d time.Duration) func() []rrResult 
 		}
 		done <- out
 	}()
-	return func() []rrResult {
-		cancel()
-		return <-done
-	}
+	return func() []rrResult { return <-done }
 }
 
 // rrIdleGap is how long the line stays quiet before the idle test: long enough for adaptive
