@@ -1,6 +1,6 @@
 // Package guest is the config of the vm and remote_host components: which guest runs behind
 // the session (an embedded TCP/IP stack or a Linux namespace), its addresses and its iperf
-// test. It links no TCP/IP stack, so that the table of components (and `nicstack check`) can
+// and request/response tests. It links no TCP/IP stack, so that the table of components (and `nicstack check`) can
 // hold it; the guests themselves are components/internal/guests.
 package guest
 
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/rr"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -20,11 +21,15 @@ import (
 //
 //	<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>          vm, DHCP
 //	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
+//	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
+//	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
 //
-// A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command).
+// A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command);
+// rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
+// times round trips during the iperf test and then on the idle path (see guests.Host).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
 	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec",
 }}
 
@@ -38,6 +43,7 @@ type Config struct {
 	Address netip.Prefix
 	Gateway netip.Addr
 	Iperf   *iperf.Command // nil: no test
+	RR      *rr.Command    // nil: no request/response test
 	Report  string         // file the iperf report is written to as JSON
 	// Session is the service requested: "Nic", or "Uplink" to sit where a driver would, with
 	// UplinkMAC as the router's identity on that wire.
@@ -102,6 +108,14 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	if a, ok := n.Attr("iperf"); ok {
 		if c.Iperf, err = iperf.ParseCommand(strings.Fields(a.Value)); err != nil {
 			return c, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
+		}
+	}
+	if a, ok := n.Attr("rr"); ok {
+		if c.Guest == "netns" {
+			return c, config.Errorf(a.Pos, "rr runs in an embedded guest only (guest=\"netns\")")
+		}
+		if c.RR, err = rr.ParseCommand(strings.Fields(a.Value)); err != nil {
+			return c, config.Errorf(a.Pos, "rr=%q: %v", a.Value, err)
 		}
 	}
 	if c.Guest == "netns" && c.TapAddress == "" {

@@ -19,6 +19,9 @@ func TestParseConfig(t *testing.T) {
 		{`<config session="Uplink"/>`, "uplink_mac"},
 		{`<config iperf="-c"/>`, "iperf="},
 		{`<config guest="netns"/>`, "tap_address"},
+		{`<config iperf="-c 198.18.0.2" rr="-c 198.18.0.2 -l 1,1K -t 0.5"/>`, ""},
+		{`<config rr="-c 198.18.0.2 -l 0"/>`, "rr="},
+		{`<config guest="netns" tap_address="10.0.1.2/24" rr="-s"/>`, "embedded guest only"},
 	} {
 		n, err := config.Parse("vm.xml", []byte(tc.xml))
 		if err != nil {

@@ -164,6 +164,8 @@ func benchIperfCmd() *cobra.Command {
 			"(from /proc; the emulated hardware is its own component), the emulated NIC's interrupts per\n" +
 			"second, its TX interrupts and TDT doorbells per 1000 frames sent, the packet streams' signals\n" +
 			"per 1000 frames, and for rx_irq_throttle=adaptive how long the driver held each latency class.\n" +
+			"--latency adds round trips (p50/p99/p99.9 of 1 B and 1 KiB transactions, as `nicstack rr`)\n" +
+			"timed by the guest during the test and on the idle path after it.\n" +
 			"A terminal shows a progress bar on stderr, anything else (and -v) a line per run.\n" +
 			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
 			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
@@ -185,6 +187,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")
 	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle setting into this PNG")
 	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU")
+	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }

@@ -11,17 +11,18 @@ import (
 // A `nicstack bench iperf` of the seed scenario at a fixed and the adaptive throttle, the guest
 // sending, prints the tables and writes one JSON object per point with the documented keys:
 // rx_irq_throttle as given (a number, or "adaptive"), the direction, and for adaptive the
-// time per latency class.
+// time per latency class; --latency adds the round trips (idle only: a 1 s test has no room
+// for them during it).
 func TestBenchIperfJSON(t *testing.T) {
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
 	points, b := runBenchJSON(t, "rx_irq_throttle  tx_batch  Mbit/s", 4,
-		[]string{"rx_irq_throttle", "tx_batch", "direction", "mbps", "cpu", "irqs_per_s", "tx_irqs_per_kframe", "doorbells_per_kframe"},
+		[]string{"rx_irq_throttle", "tx_batch", "direction", "mbps", "cpu", "irqs_per_s", "tx_irqs_per_kframe", "doorbells_per_kframe", "rr_p50_us", "rr_p99_us", "rr_p999_us", "rr"},
 		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "1s",
-		"--rx-irq-throttle", "651,adaptive", "--tx-batch", "yes", "--direction", "tx,bidir")
+		"--rx-irq-throttle", "651,adaptive", "--tx-batch", "yes", "--direction", "tx,bidir", "--latency")
 	out := string(b)
-	for _, want := range []string{"tx: the guest sends", "bidir: both send at once", "nic_router", "bench iperf: run 2 of 4: tx rx_irq_throttle=adaptive tx_batch=yes"} {
+	for _, want := range []string{"tx: the guest sends", "bidir: both send at once", "nic_router", "bench iperf: run 2 of 4: tx rx_irq_throttle=adaptive tx_batch=yes", "round trips in µs", "idle 1 KiB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the output", want)
 		}

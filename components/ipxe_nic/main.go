@@ -3,7 +3,7 @@
 // session to the router while the link is up (uplink.go). Config: <config
 // rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>, applied live;
 // rx_irq_throttle="adaptive" moves ITR with the traffic (counters itr_lowest_ms, itr_low_ms,
-// itr_bulk_ms, itr_changes).
+// itr_bulk_ms, itr_stream_ms, itr_changes).
 package main
 
 import (

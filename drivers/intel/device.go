@@ -440,9 +440,19 @@ func (d *Device) DrainPosted() bool {
 
 // Run polls until stop closes, sleeping (or spinning, see DeviceConfig.SpinWait) until the next
 // deadline or a wakeup. With the real clock only: a manual clock's tests call Poll themselves.
-func (d *Device) Run(stop <-chan struct{}) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+func (d *Device) Run(stop <-chan struct{}) { d.Runner()(stop) }
+
+// Runner makes Run's timer now (and the goroutine that reads it) and returns Run: a caller
+// that starts it in a goroutine has every goroutine of the device running when this returns.
+func (d *Device) Runner() func(stop <-chan struct{}) {
+	timer := newDeadlineTimer()
+	return func(stop <-chan struct{}) {
+		defer timer.Stop()
+		d.run(stop, timer)
+	}
+}
+
+func (d *Device) run(stop <-chan struct{}, timer *deadlineTimer) {
 	for {
 		next, ok := d.Poll()
 		wait := time.Hour

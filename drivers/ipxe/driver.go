@@ -96,7 +96,7 @@ type Counters struct {
 	// segments they made, frames dropped for offload metadata it cannot serve.
 	RXRefused, TXSoftCsum, TXSoftGSO, TXSegments, TXOffloadDropped *atomic.Uint64
 	// Adaptive moderation: milliseconds spent in each latency class, and ITR changes.
-	ITRLowestMS, ITRLowMS, ITRBulkMS, ITRChanges *atomic.Uint64
+	ITRLowestMS, ITRLowMS, ITRBulkMS, ITRStreamMS, ITRChanges *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -114,7 +114,7 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		RXRefused:          get("rx_refused"), TXSoftCsum: get("tx_soft_csum"), TXSoftGSO: get("tx_soft_gso"),
 		TXSegments: get("tx_segments"), TXOffloadDropped: get("tx_offload_dropped"),
 		ITRLowestMS: get("itr_lowest_ms"), ITRLowMS: get("itr_low_ms"), ITRBulkMS: get("itr_bulk_ms"),
-		ITRChanges: get("itr_changes"),
+		ITRStreamMS: get("itr_stream_ms"), ITRChanges: get("itr_changes"),
 	}
 }
 
@@ -133,8 +133,7 @@ type Driver struct {
 	cnt    *Counters
 	clock  intel.Clock
 	mod    *Moderation // nil: a fixed ITR
-	// frames and bytes since the last interrupt, for moderation
-	irqFrames, irqBytes uint64
+	work   Work        // since the last interrupt, for moderation
 
 	rxNext         uint32 // next RX descriptor the device fills
 	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
@@ -397,11 +396,11 @@ func (d *Driver) HandleInterrupt() {
 		d.Transmit()
 	}
 	if d.mod != nil {
-		if class, changed := d.mod.Interrupt(d.clock.Now(), d.irqFrames, d.irqBytes); changed {
+		if class, changed := d.mod.Interrupt(d.clock.Now(), d.work); changed {
 			d.regs.Write32(intel.ITR, class.ITR())
 		}
 	}
-	d.irqFrames, d.irqBytes = 0, 0
+	d.work = Work{}
 }
 
 // txResume is how many free TX descriptors the interrupt handler waits for before it takes
@@ -432,8 +431,10 @@ func (d *Driver) receive() {
 		case d.up != nil && d.up.Deliver(d.dma[buf:buf+length]):
 			d.cnt.RXFrames.Add(1)
 			d.cnt.RXBytes.Add(uint64(length))
-			d.irqFrames++
-			d.irqBytes += uint64(length)
+			d.work.Frames++
+			d.work.Bytes += uint64(length)
+			d.work.RXFrames++
+			d.work.RXBytes += uint64(length)
 		default:
 			d.cnt.RXDropped.Add(1)
 		}
@@ -475,6 +476,7 @@ func (d *Driver) Transmit() {
 	for {
 		if d.txFree() == 0 {
 			d.txStalled = true
+			d.work.TXFull = true
 			d.cnt.TXRingFull.Add(1)
 			break
 		}
@@ -497,8 +499,8 @@ func (d *Driver) Transmit() {
 		queued++
 		d.cnt.TXFrames.Add(1)
 		d.cnt.TXBytes.Add(uint64(n))
-		d.irqFrames++
-		d.irqBytes += uint64(n)
+		d.work.Frames++
+		d.work.Bytes += uint64(n)
 		if !d.cfg.TxBatch {
 			d.kickTX()
 		}

@@ -7,10 +7,11 @@ import (
 
 // Adaptive interrupt moderation (rx_irq_throttle="adaptive") in the spirit of e1000e's
 // dynamic ITR: the driver watches what each interrupt carried over an interval and moves ITR
-// between three latency classes. A fixed ITR must choose between latency (an interrupt per
+// between four latency classes. A fixed ITR must choose between latency (an interrupt per
 // frame costs the driver a wakeup each) and CPU (a long interval holds every frame back, and
 // TCP's acknowledgements with them); the classes give request/response traffic the first and
-// streams the second.
+// streams the second, and a steady received stream whose frames leave the RX ring far from
+// full the longest interval.
 
 // Latency is a class of traffic and the ITR interval that serves it.
 type Latency uint8
@@ -26,14 +27,22 @@ const (
 	// receiving) it kept 651's throughput at a little less driver CPU, while 1302-3906 lost
 	// 10-18 % and 5580 5 % (Genode measured 5580 15 % slower on real hardware).
 	BulkLatency
+	// StreamLatency: a steady stream of full frames one way, ~1 ms, at most ~1000
+	// interrupts/s (Genode's 5580 allows 700): only while an interrupt's frames fill a small
+	// part of the RX ring and the TX ring never fills, since ITR holds back the TX
+	// queue-empty interrupt that resumes a full one too.
+	StreamLatency
 )
 
-var latencyITR = [...]uint32{LowestLatency: 0, LowLatency: 651, BulkLatency: 977}
+var latencyITR = [...]uint32{LowestLatency: 0, LowLatency: 651, BulkLatency: 977, StreamLatency: 3906}
 
 // ITR is the class's interval in 256 ns units.
 func (l Latency) ITR() uint32 { return latencyITR[l] }
 
-func (l Latency) String() string { return [...]string{"lowest", "low", "bulk"}[l] }
+func (l Latency) String() string { return [...]string{"lowest", "low", "bulk", "stream"}[l] }
+
+// Classes is how many latency classes there are.
+const Classes = int(StreamLatency) + 1
 
 // ModerationInterval is how long the driver watches traffic before it judges it. ITR is
 // written only at these boundaries (on real hardware each change is an MMIO write), and an
@@ -63,14 +72,41 @@ const (
 	bulkFromLow = 4 * fullFrame
 	// Bulk is left below 2 full frames per interrupt: at its ~4000 interrupts/s, ~100 Mbit/s.
 	bulkLeave = 2 * fullFrame
+	// Stream from bulk: 8 full frames received or sent per interrupt (~390 Mbit/s at bulk's
+	// rate), for streamConfirm intervals in a row.
+	streamEnter   = 8 * fullFrame
+	streamConfirm = 4
+	// Stream is left for bulk below 4 full frames either way per interrupt (~50 Mbit/s at
+	// its rate), and at once when an interrupt took more than ringFull frames: a stream that
+	// grew, or a driver that ran late, comes close to filling the ring (which holds the wire
+	// back: the emulated NIC, as one with flow control, does not drop). After such an
+	// exit the stream class needs twice as many intervals to return, up to streamBackoff: a
+	// driver that keeps running late does not swing between the two classes.
+	streamLeave   = 4 * fullFrame
+	ringFull      = RingSize * 3 / 4
+	streamBackoff = 16
 )
 
+// Work is what the driver did between two interrupts.
+type Work struct {
+	Frames, Bytes     uint64 // received, and sent since the interrupt before
+	RXFrames, RXBytes uint64 // received only
+	TXFull            bool   // the TX ring had no room for the router's frames
+}
+
 // classify is the class an interval's traffic asks for, given the class in effect.
-func classify(cur Latency, irqs, frames, bytes uint64) Latency {
-	if irqs == 0 || frames == 0 {
+func classify(cur Latency, irqs uint64, w Work) Latency {
+	if irqs == 0 || w.Frames == 0 {
 		return LowestLatency
 	}
-	perIrq, framesPerIrq := bytes/irqs, (frames+irqs-1)/irqs
+	perIrq, framesPerIrq := w.Bytes/irqs, (w.Frames+irqs-1)/irqs
+	oneWay := max(w.RXBytes, w.Bytes-w.RXBytes) / irqs
+	if cur == StreamLatency {
+		if w.TXFull || oneWay < streamLeave {
+			return classify(BulkLatency, irqs, w)
+		}
+		return StreamLatency
+	}
 	small := perIrq < lowestEnter && framesPerIrq <= smallExchange
 	switch cur {
 	case LowestLatency:
@@ -91,6 +127,8 @@ func classify(cur Latency, irqs, frames, bytes uint64) Latency {
 		return LowLatency
 	}
 	switch {
+	case oneWay >= streamEnter && !w.TXFull:
+		return StreamLatency
 	case perIrq >= bulkLeave:
 		return BulkLatency
 	case small:
@@ -105,43 +143,56 @@ type Moderation struct {
 	class  Latency
 	want   Latency // where the last intervals asked to go
 	streak int     // how many intervals in a row asked to move that way
+	// streamAfter is how many intervals in a row must ask for the stream class: more after
+	// the ring came close to full in it.
+	streamAfter int
 
-	start, last         time.Duration // the interval began; the last interrupt
-	irqs, frames, bytes uint64        // the interval's so far
-	unpublished         [3]time.Duration
-	ms                  [3]*atomic.Uint64 // time spent per class
-	changes             *atomic.Uint64
+	start, last time.Duration // the interval began; the last interrupt
+	irqs        uint64        // the interval's so far, and their work
+	work        Work
+	unpublished [Classes]time.Duration
+	ms          [Classes]*atomic.Uint64 // time spent per class
+	changes     *atomic.Uint64
 }
 
 // NewModeration starts in the lowest latency class at now, counting in cnt's ITR counters.
 func NewModeration(now time.Duration, cnt *Counters) *Moderation {
-	return &Moderation{start: now, last: now,
-		ms: [3]*atomic.Uint64{cnt.ITRLowestMS, cnt.ITRLowMS, cnt.ITRBulkMS}, changes: cnt.ITRChanges}
+	return &Moderation{start: now, last: now, streamAfter: streamConfirm,
+		ms: [Classes]*atomic.Uint64{cnt.ITRLowestMS, cnt.ITRLowMS, cnt.ITRBulkMS, cnt.ITRStreamMS}, changes: cnt.ITRChanges}
 }
 
 // Class is the class in effect.
 func (m *Moderation) Class() Latency { return m.class }
 
-// Interrupt accounts an interrupt at now that carried frames of bytes (received in it and
-// sent since the one before). At an interval boundary it judges the interval and says
-// whether the class changed; the caller then writes the new class's ITR.
-func (m *Moderation) Interrupt(now time.Duration, frames, bytes uint64) (class Latency, changed bool) {
+// Interrupt accounts an interrupt at now and the work since the one before. At an interval
+// boundary it judges the interval and says whether the class changed; the caller then
+// writes the new class's ITR.
+func (m *Moderation) Interrupt(now time.Duration, w Work) (class Latency, changed bool) {
 	switch {
-	case now-m.last >= ModerationInterval && bytes <= lowestLeave:
+	case m.class == StreamLatency && w.RXFrames > ringFull:
+		// Not for an interval's verdict: the next interrupt may overflow the ring.
+		m.close(now)
+		changed = m.move(BulkLatency)
+		m.streamAfter = min(2*m.streamAfter, streamBackoff)
+	case now-m.last >= ModerationInterval && w.Bytes <= lowestLeave:
 		// The line was quiet for a whole interval: whatever comes next is best served at
 		// once, and nothing is left to throttle meanwhile. (A gap that ends in a pile of
 		// frames was the driver's, not the line's: a loaded machine ran something else.)
 		m.close(now)
 		changed = m.move(LowestLatency)
+		m.streamAfter = streamConfirm
 	case now-m.start >= ModerationInterval:
-		v := classify(m.class, m.irqs, m.frames, m.bytes)
+		v := classify(m.class, m.irqs, m.work)
 		m.close(now)
 		changed = m.vote(v)
 	}
 	m.last = now
 	m.irqs++
-	m.frames += frames
-	m.bytes += bytes
+	m.work.Frames += w.Frames
+	m.work.Bytes += w.Bytes
+	m.work.RXFrames += w.RXFrames
+	m.work.RXBytes += w.RXBytes
+	m.work.TXFull = m.work.TXFull || w.TXFull
 	return m.class, changed
 }
 
@@ -152,12 +203,12 @@ func (m *Moderation) close(now time.Duration) {
 		m.ms[m.class].Add(uint64(whole))
 		m.unpublished[m.class] -= whole * time.Millisecond
 	}
-	m.start, m.irqs, m.frames, m.bytes = now, 0, 0, 0
+	m.start, m.irqs, m.work = now, 0, Work{}
 }
 
 // vote counts an interval's verdict. Verdicts in a row that point the same way (up to more
-// throttling or down to less) move the class once there are moderationConfirm of them, to
-// the nearest class any of them asked for.
+// throttling or down to less) move the class once there are moderationConfirm of them
+// (streamAfter to the stream class), to the nearest class any of them asked for.
 func (m *Moderation) vote(v Latency) bool {
 	switch {
 	case v == m.class:
@@ -173,8 +224,11 @@ func (m *Moderation) vote(v Latency) bool {
 	default:
 		m.want, m.streak = v, 1
 	}
-	if m.streak < moderationConfirm {
+	if m.streak < moderationConfirm || m.want == StreamLatency && m.streak < m.streamAfter {
 		return false
+	}
+	if m.class == StreamLatency {
+		m.streamAfter = streamConfirm // the stream ended: the next one starts afresh
 	}
 	return m.move(m.want)
 }

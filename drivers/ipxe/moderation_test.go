@@ -10,11 +10,13 @@ import (
 )
 
 // traffic feeds m an interrupt every period for d from *now on, each carrying frames of
-// bytes in all, and returns the classes it went through (a change each).
-func traffic(m *ipxe.Moderation, now *time.Duration, d, period time.Duration, frames, bytes uint64) []ipxe.Latency {
+// bytes in all, rx of them received full frames, and returns the classes it went through (a
+// change each).
+func traffic(m *ipxe.Moderation, now *time.Duration, d, period time.Duration, frames, bytes, rx uint64) []ipxe.Latency {
 	var moves []ipxe.Latency
+	w := ipxe.Work{Frames: frames, Bytes: bytes, RXFrames: rx, RXBytes: rx * 1514}
 	for end := *now + d; *now < end; *now += period {
-		if class, changed := m.Interrupt(*now, frames, bytes); changed {
+		if class, changed := m.Interrupt(*now, w); changed {
 			moves = append(moves, class)
 		}
 	}
@@ -47,22 +49,55 @@ func TestModerationIdleBulkRequestResponse(t *testing.T) {
 
 	// A TCP stream at ~1 Gbit/s, ITR off: an interrupt per driver round trip (100 µs) with 8
 	// full frames in and 4 acknowledgements out.
-	sameMoves(t, "stream", traffic(m, &now, 12*time.Millisecond, 100*time.Microsecond, 12, 8*1514+4*66), ipxe.BulkLatency)
-	// At bulk's ~4000 interrupts/s the same stream piles up 20 frames per interrupt: it stays.
-	sameMoves(t, "stream at bulk", traffic(m, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66))
+	sameMoves(t, "stream", traffic(m, &now, 12*time.Millisecond, 100*time.Microsecond, 12, 8*1514+4*66, 8), ipxe.BulkLatency)
+	// At bulk's ~4000 interrupts/s the same stream piles up 20 frames per interrupt, a small
+	// part of the ring: after four such intervals it is a steady stream.
+	sameMoves(t, "stream at bulk", traffic(m, &now, 20*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 20), ipxe.StreamLatency)
+	// At ~1000 interrupts/s it stays.
+	sameMoves(t, "stream at stream", traffic(m, &now, 80*time.Millisecond, time.Millisecond, 120, 80*1514+40*66, 80))
 	// Request/response: a 100-byte request in, a 100-byte answer out per interrupt.
-	sameMoves(t, "request/response", traffic(m, &now, 20*time.Millisecond, 200*time.Microsecond, 2, 200), ipxe.LowestLatency)
+	sameMoves(t, "request/response", traffic(m, &now, 20*time.Millisecond, 200*time.Microsecond, 2, 200, 0), ipxe.LowestLatency)
 
-	if cnt.ITRChanges.Load() != 2 {
-		t.Errorf("itr_changes %d, want 2", cnt.ITRChanges.Load())
+	if cnt.ITRChanges.Load() != 3 {
+		t.Errorf("itr_changes %d, want 3", cnt.ITRChanges.Load())
 	}
-	m.Interrupt(now+time.Second, 1, 100) // closes the last interval
-	lowest, low, bulk := cnt.ITRLowestMS.Load(), cnt.ITRLowMS.Load(), cnt.ITRBulkMS.Load()
-	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d", lowest, low, bulk)
-	// bulk from the stream's third interval (8 ms in) until request/response's third (8 ms)
-	if low != 0 || bulk < 108 || bulk > 116 || lowest+low+bulk < 1150 {
-		t.Errorf("time per class: lowest %d, low %d, bulk %d ms", lowest, low, bulk)
+	m.Interrupt(now+time.Second, ipxe.Work{Frames: 1, Bytes: 100}) // closes the last interval
+	lowest, low, bulk, stream := cnt.ITRLowestMS.Load(), cnt.ITRLowMS.Load(), cnt.ITRBulkMS.Load(), cnt.ITRStreamMS.Load()
+	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d, itr_stream_ms %d", lowest, low, bulk, stream)
+	// bulk from the stream's third interval (8 ms in) for four intervals (16 ms), stream
+	// until request/response's third (8 ms)
+	if low != 0 || bulk < 14 || bulk > 18 || stream < 92 || stream > 100 || lowest+low+bulk+stream < 1150 {
+		t.Errorf("time per class: lowest %d, low %d, bulk %d, stream %d ms", lowest, low, bulk, stream)
 	}
+}
+
+// The stream class is left for bulk at once when an interrupt took most of the RX ring (and
+// then needs twice as long to return), and after two intervals in which the TX ring filled;
+// a sent stream enters it as a received one does.
+func TestModerationStreamGuards(t *testing.T) {
+	now := time.Duration(0)
+	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
+	stream := func(d time.Duration) []ipxe.Latency {
+		return traffic(m, &now, d, 250*time.Microsecond, 30, 20*1514+10*66, 20)
+	}
+	sameMoves(t, "stream", stream(40*time.Millisecond), ipxe.BulkLatency, ipxe.StreamLatency)
+	if class, changed := m.Interrupt(now, ipxe.Work{Frames: 200, Bytes: 200 * 1514, RXFrames: 200, RXBytes: 200 * 1514}); !changed || class != ipxe.BulkLatency {
+		t.Fatalf("an interrupt with 200 frames: %v (changed %v), want bulk", class, changed)
+	}
+	sameMoves(t, "four intervals after the ring came close to full", stream(4*ipxe.ModerationInterval))
+	sameMoves(t, "stream again", stream(20*time.Millisecond), ipxe.StreamLatency)
+	full := ipxe.Work{Frames: 100, Bytes: 80 * 1514, RXFrames: 80, RXBytes: 80 * 1514, TXFull: true}
+	var moves []ipxe.Latency
+	for end := now + 12*time.Millisecond; now < end; now += time.Millisecond {
+		if class, changed := m.Interrupt(now, full); changed {
+			moves = append(moves, class)
+		}
+	}
+	sameMoves(t, "the TX ring filling", moves, ipxe.BulkLatency)
+
+	sent := ipxe.NewModeration(now, ipxe.NewCounters(nil))
+	// The guest sends: 20 full frames out and 10 acknowledgements in per interrupt.
+	sameMoves(t, "a sent stream", traffic(sent, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency, ipxe.StreamLatency)
 }
 
 // Hysteresis: one interval of a burst among request/response does not move ITR; traffic
@@ -72,10 +107,10 @@ func TestModerationHysteresis(t *testing.T) {
 	now := time.Duration(0)
 	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
 	rr := func(d time.Duration) []ipxe.Latency {
-		return traffic(m, &now, d, 200*time.Microsecond, 2, 200)
+		return traffic(m, &now, d, 200*time.Microsecond, 2, 200, 0)
 	}
 	burst := func(d time.Duration) []ipxe.Latency {
-		return traffic(m, &now, d, 100*time.Microsecond, 12, 8*1514+4*66)
+		return traffic(m, &now, d, 100*time.Microsecond, 12, 8*1514+4*66, 8)
 	}
 	// 8 ms: the burst starts an interval and fills it (intervals close at the first interrupt
 	// past their end)
@@ -86,28 +121,28 @@ func TestModerationHysteresis(t *testing.T) {
 
 	// ~150 Mbit/s of full frames: 3 frames per bulk interrupt (250 µs), less than to enter
 	// bulk from low, more than to leave it.
-	sameMoves(t, "3 frames per interrupt at bulk", traffic(m, &now, 50*time.Millisecond, 250*time.Microsecond, 4, 3*1514+66))
+	sameMoves(t, "3 frames per interrupt at bulk", traffic(m, &now, 50*time.Millisecond, 250*time.Microsecond, 4, 3*1514+66, 3))
 	// A frame per interrupt (166 µs, ~70 Mbit/s at low's interval) asks for low: it leaves bulk...
-	sameMoves(t, "a frame per interrupt", traffic(m, &now, 50*time.Millisecond, 166*time.Microsecond, 2, 1514+66), ipxe.LowLatency)
+	sameMoves(t, "a frame per interrupt", traffic(m, &now, 50*time.Millisecond, 166*time.Microsecond, 2, 1514+66, 1), ipxe.LowLatency)
 	// ...and 3 frames per interrupt, which held bulk, do not bring it back from low.
-	sameMoves(t, "3 frames per interrupt at low", traffic(m, &now, 50*time.Millisecond, 250*time.Microsecond, 4, 3*1514+66))
+	sameMoves(t, "3 frames per interrupt at low", traffic(m, &now, 50*time.Millisecond, 250*time.Microsecond, 4, 3*1514+66, 3))
 	if m.Class() != ipxe.LowLatency {
 		t.Fatalf("class %v, want low", m.Class())
 	}
 
 	now += 10 * time.Millisecond // the driver did not run, while frames piled up
-	if class, changed := m.Interrupt(now, 200, 200*1514); changed || class != ipxe.LowLatency {
+	if class, changed := m.Interrupt(now, ipxe.Work{Frames: 200, Bytes: 200 * 1514}); changed || class != ipxe.LowLatency {
 		t.Errorf("first interrupt after the driver was away: %v (changed %v), want low", class, changed)
 	}
 	now += ipxe.ModerationInterval // the line goes quiet
-	if class, changed := m.Interrupt(now, 1, 100); !changed || class != ipxe.LowestLatency {
+	if class, changed := m.Interrupt(now, ipxe.Work{Frames: 1, Bytes: 100}); !changed || class != ipxe.LowestLatency {
 		t.Errorf("first interrupt after an idle interval: %v (changed %v), want lowest", class, changed)
 	}
 }
 
 // With rx_irq_throttle="adaptive" the driver writes ITR at open (the lowest latency's 0) and
 // then only when the class changes, to the class's interval: a stream received through the
-// emulated NIC takes it to bulk, a quiet line back to 0.
+// emulated NIC takes it to bulk and then to the stream class, a quiet line back to 0.
 func TestAdaptiveThrottleWritesITR(t *testing.T) {
 	cfg := ipxe.DefaultConfig()
 	cfg.AdaptiveThrottle = true
@@ -127,11 +162,11 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 		itrs[r.dev.Read32(intel.ITR)] = true
 	}
 	c := r.drv.Counters()
-	if got := r.dev.Read32(intel.ITR); got != ipxe.BulkLatency.ITR() || c.ITRChanges.Load() == 0 {
-		t.Fatalf("ITR %d after a stream (%d changes), want bulk's %d", got, c.ITRChanges.Load(), ipxe.BulkLatency.ITR())
+	if got := r.dev.Read32(intel.ITR); got != ipxe.StreamLatency.ITR() || !itrs[ipxe.BulkLatency.ITR()] {
+		t.Fatalf("ITR %d after a stream (%d changes), want bulk's %d, then the stream class's %d", got, c.ITRChanges.Load(), ipxe.BulkLatency.ITR(), ipxe.StreamLatency.ITR())
 	}
 	for itr := range itrs {
-		if itr != ipxe.LowestLatency.ITR() && itr != ipxe.LowLatency.ITR() && itr != ipxe.BulkLatency.ITR() {
+		if itr != ipxe.LowestLatency.ITR() && itr != ipxe.LowLatency.ITR() && itr != ipxe.BulkLatency.ITR() && itr != ipxe.StreamLatency.ITR() {
 			t.Errorf("ITR held %d, no class's interval", itr)
 		}
 	}
@@ -148,5 +183,5 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 			t.Errorf("back to a fixed 5580: ITR %d, %v", r.dev.Read32(intel.ITR), err)
 		}
 	}
-	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d, itr_changes %d", c.ITRLowestMS.Load(), c.ITRLowMS.Load(), c.ITRBulkMS.Load(), c.ITRChanges.Load())
+	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d, itr_stream_ms %d, itr_changes %d", c.ITRLowestMS.Load(), c.ITRLowMS.Load(), c.ITRBulkMS.Load(), c.ITRStreamMS.Load(), c.ITRChanges.Load())
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/netstack"
+	"github.com/nicstack/nicstack/rr"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -33,6 +34,11 @@ type Counters struct {
 	// Copied from the stack every counterEvery: where a slow test lost its frames.
 	Retransmits          *atomic.Uint64 // TCP segments sent again
 	RxDropped, TxDropped *atomic.Uint64 // frames the link dropped (malformed in; no room out)
+
+	// RRTests counts finished request/response tests (each size of both phases), RRErrors
+	// failed ones; RecordRR's counters carry their figures.
+	RRTests, RRErrors *atomic.Uint64
+	get               func(string) *atomic.Uint64
 }
 
 // counterEvery is how often the stack's own counters are copied into Counters.
@@ -43,7 +49,19 @@ func NewCounters(get func(string) *atomic.Uint64) *Counters {
 	return &Counters{Leases: get("dhcp_leases"), Tests: get("iperf_tests"), Errors: get("iperf_errors"),
 		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms"),
 		BidirBps:    get("iperf_bidir_reverse_bits_per_second"),
-		Retransmits: get("tcp_retransmits"), RxDropped: get("link_rx_dropped"), TxDropped: get("link_tx_dropped")}
+		Retransmits: get("tcp_retransmits"), RxDropped: get("link_rx_dropped"), TxDropped: get("link_tx_dropped"),
+		RRTests: get("rr_tests"), RRErrors: get("rr_errors"), get: get}
+}
+
+// RecordRR counts a request/response test of phase ("idle", or "load" during the iperf
+// test) as rr_PHASE_SIZE_{p50,p99,p999}_ns and rr_PHASE_SIZE_transactions.
+func (c *Counters) RecordRR(phase string, r rr.Result) {
+	name := fmt.Sprintf("rr_%s_%d_", phase, r.Size)
+	c.get(name + "p50_ns").Store(uint64(r.P50))
+	c.get(name + "p99_ns").Store(uint64(r.P99))
+	c.get(name + "p999_ns").Store(uint64(r.P999))
+	c.get(name + "transactions").Store(uint64(r.Transactions))
+	c.RRTests.Add(1)
 }
 
 // Record counts a finished test.
@@ -180,6 +198,20 @@ func (h *Host) run(ctx context.Context) {
 			}
 		}()
 	}
+	if c := h.cfg.RR; c != nil && c.Server {
+		ln, err := h.st.Listen("tcp", fmt.Sprintf(":%d", c.Port))
+		if err != nil {
+			h.env.Warn("rr server", "err", err)
+			return
+		}
+		h.done.Add(1)
+		go func() {
+			defer h.done.Done()
+			if err := rr.Serve(ctx, h.st, ln); err != nil && ctx.Err() == nil {
+				h.env.Warn("rr server", "err", err)
+			}
+		}()
+	}
 	cmd := h.cfg.Iperf
 	switch {
 	case cmd == nil:
@@ -199,15 +231,20 @@ func (h *Host) run(ctx context.Context) {
 	default:
 		deadline := time.Now().Add(clientRetry)
 		for ctx.Err() == nil {
+			during := h.rrDuring(ctx, cmd.ClientConfig(h.st).Duration)
 			rep, err := iperf.RunClient(ctx, cmd.ClientConfig(h.st))
+			loaded := during()
 			var ie *iperf.Error
 			unreachable := errors.As(err, &ie) && ie.Code == iperf.CodeConnect
 			if !unreachable || time.Now().After(deadline) {
 				if rep == nil {
 					rep = &iperf.Report{Error: err.Error()}
 				}
+				for _, r := range loaded {
+					h.recordRR("load", r)
+				}
 				h.report(rep)
-				return
+				break
 			}
 			h.env.Info("iperf server not reachable yet", "err", err)
 			select {
@@ -216,6 +253,82 @@ func (h *Host) run(ctx context.Context) {
 			}
 		}
 	}
+	if c := h.cfg.RR; c != nil && !c.Server {
+		h.rrIdle(ctx, c)
+	}
+}
+
+// rrResult is one size's request/response test.
+type rrResult struct {
+	rr.Result
+	err error
+}
+
+// rrDuring starts the rr client's test, if the config has one, during an iperf test of d that
+// starts now: after its first second (connection, slow start) each size for an equal share of
+// the rest, less a last second. The function returned waits for it (an iperf test that ended
+// early does not cut it short: a loaded machine may have started it late) and says what it
+// measured.
+func (h *Host) rrDuring(ctx context.Context, d time.Duration) func() []rrResult {
+	c := h.cfg.RR
+	if c == nil || c.Server || d <= 2*time.Second {
+		return func() []rrResult { return nil }
+	}
+	done := make(chan []rrResult, 1)
+	go func() {
+		var out []rrResult
+		start := time.Now().Add(time.Second)
+		share := (d - 2*time.Second) / time.Duration(len(c.Sizes))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(start)):
+			for i, size := range c.Sizes {
+				r, err := rr.Run(ctx, h.st, c.Address(), size, start.Add(time.Duration(i+1)*share))
+				out = append(out, rrResult{r, err})
+			}
+		}
+		done <- out
+	}()
+	return func() []rrResult { return <-done }
+}
+
+// rrIdleGap is how long the line stays quiet before the idle test: long enough for adaptive
+// moderation to see a quiet interval, as a request after a pause would.
+const rrIdleGap = 300 * time.Millisecond
+
+// rrIdle runs the rr client's test on the idle path, each size in turn, retrying while the
+// server is not reachable yet.
+func (h *Host) rrIdle(ctx context.Context, c *rr.Command) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(rrIdleGap):
+	}
+	deadline := time.Now().Add(clientRetry)
+	for _, size := range c.Sizes {
+		for ctx.Err() == nil {
+			r, err := rr.Run(ctx, h.st, c.Address(), size, time.Now().Add(c.Time))
+			if err == nil || time.Now().After(deadline) {
+				h.recordRR("idle", rrResult{r, err})
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// recordRR logs and counts one size's test.
+func (h *Host) recordRR(phase string, r rrResult) {
+	if r.err != nil {
+		h.ctr.RRErrors.Add(1)
+		h.env.Warn("rr", "phase", phase, "bytes", r.Size, "err", r.err)
+		return
+	}
+	h.ctr.RecordRR(phase, r.Result)
+	h.env.Info("rr result", "phase", phase, "result", r.Result.String())
 }
 
 // report logs a finished test, counts it and writes the JSON file the config names.

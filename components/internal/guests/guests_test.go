@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/rr"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -86,4 +88,67 @@ func TestHostsOverSession(t *testing.T) {
 		client.Close()
 		server.Close()
 	}
+}
+
+// An rr client next to an iperf client times round trips during the test and then idle, each
+// size in each phase, against an rr server on the far host.
+func TestRoundTripsDuringAndAfterIperf(t *testing.T) {
+	log := testEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var mu sync.Mutex
+	named := map[string]*atomic.Uint64{}
+	counter := func(name string) *atomic.Uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if named[name] == nil {
+			named[name] = new(atomic.Uint64)
+		}
+		return named[name]
+	}
+	rrCmd := func(line string) *rr.Command {
+		c, err := rr.ParseCommand(strings.Fields(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500,
+		Address: netip.MustParsePrefix("198.18.0.2/24"), Iperf: command(t, "-s"), RR: rrCmd("-s")}, privateCounters(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctr := NewCounters(counter)
+	cli, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, MTU: 1500,
+		Address: netip.MustParsePrefix("198.18.0.3/24"), Iperf: command(t, "-c 198.18.0.2 -R -t 3"),
+		RR: rrCmd("-c 198.18.0.2 -l 1,1K -t 0.2")}, ctr, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	client, server, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	defer server.Close()
+	if err := cli.Attach(client.TX, client.RX); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Attach(server.RX, server.TX); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "four rr tests", func() bool { return ctr.RRTests.Load()+ctr.RRErrors.Load() >= 4 })
+	if ctr.RRErrors.Load() != 0 || ctr.Tests.Load() != 1 {
+		t.Fatalf("%d rr errors, %d iperf tests", ctr.RRErrors.Load(), ctr.Tests.Load())
+	}
+	for _, phase := range []string{"load", "idle"} {
+		for _, size := range []string{"1", "1024"} {
+			p := "rr_" + phase + "_" + size + "_"
+			if counter(p+"transactions").Load() == 0 || counter(p+"p50_ns").Load() == 0 || counter(p+"p99_ns").Load() < counter(p+"p50_ns").Load() {
+				t.Errorf("%s: %d transactions, p50 %d ns, p99 %d ns", p, counter(p+"transactions").Load(), counter(p+"p50_ns").Load(), counter(p+"p99_ns").Load())
+			}
+		}
+	}
+	t.Logf("1 byte round trips over a heap session: p99 %v idle, %v during iperf",
+		time.Duration(counter("rr_idle_1_p99_ns").Load()), time.Duration(counter("rr_load_1_p99_ns").Load()))
 }

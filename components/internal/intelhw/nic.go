@@ -99,7 +99,8 @@ func (n *NIC) OpenDevice(files []*os.File) error {
 	mem.SetPCIID(devsession.VendorIntel, dev.Model().DeviceID)
 	n.dev, n.mem, n.stopDev = dev, mem, make(chan struct{})
 	var stopped atomic.Bool
-	n.devDone.Go(func() { dev.Run(n.stopDev) })
+	run := dev.Runner()
+	n.devDone.Go(func() { run(n.stopDev) })
 	// The hypervisor's ioeventfd: a doorbell write wakes the device. Its reader waits in the
 	// netpoller, which holds no P: a reader blocked in poll(2) kept the process's one P (it
 	// is pinned to one CPU) until the runtime's monitor took it back, 20 µs to 10 ms later,

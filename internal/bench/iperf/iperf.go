@@ -65,7 +65,13 @@ type point struct {
 	// components and ends: a cost a loaded machine's share of CPU does not move.
 	EndsCPU          float64 `json:"ends_cpu,omitempty"`
 	GbitPerCPUSecond float64 `json:"gbit_per_cpu_second,omitempty"`
-	Error            string  `json:"error,omitempty"`
+	// With --latency: 1-byte round trips on the idle path (the figures the targets compare),
+	// and every phase and size.
+	RRP50us  float64    `json:"rr_p50_us,omitempty"`
+	RRP99us  float64    `json:"rr_p99_us,omitempty"`
+	RRP999us float64    `json:"rr_p999_us,omitempty"`
+	RR       []rrFigure `json:"rr,omitempty"`
+	Error    string     `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -89,6 +95,7 @@ type Options struct {
 	JSON       string        // also write the points to this file
 	Plot       string        // draw throughput and CPU against the throttle value into this PNG
 	Compare    []string      // reference paths to measure as well: kernel, pasta, NAME@MTU
+	Latency    bool          // also time request/response round trips (rr), idle and during the test
 	bench.Components
 }
 
@@ -113,6 +120,13 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	sc, err := loadScenario(path)
 	if err != nil {
 		return err
+	}
+	if o.Latency {
+		for _, c := range sc.clients {
+			if c.netns != "" {
+				return fmt.Errorf("--latency: %s is a netns guest; round trips are timed by embedded guests only", c.name)
+			}
+		}
 	}
 	matrix, refs, err := o.matrix(sc, path, out)
 	if err != nil {
@@ -334,6 +348,10 @@ func medianPoint(runs []point) point {
 	p.GbitPerCPUSecond = med(func(r point) float64 { return r.GbitPerCPUSecond })
 	for name := range ok[0].CPU {
 		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
+	}
+	p.RR = medianRR(ok)
+	if f, ok := p.idleRR(); ok {
+		p.RRP50us, p.RRP99us, p.RRP999us = f.P50us, f.P99us, f.P999us
 	}
 	for class := range ok[0].ITRPercent {
 		if p.ITRPercent == nil {

@@ -94,7 +94,7 @@ const activeBytes = 1 << 20
 // measure runs the scenario once at setting m.
 func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *progress) (point, error) {
 	p := point{CPU: map[string]float64{}}
-	text := sc.patch(m, o.Time)
+	text := sc.patch(m, o.Time, o.Latency)
 	runCtx, cancelRun := context.WithCancel(ctx) // also ends the iperf3s a netns guest runs
 	defer cancelRun()
 	run, err := o.StartScenario(runCtx, "iperf", text)
@@ -168,7 +168,10 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	if p.EndsCPU > 0 {
 		p.GbitPerCPUSecond = gbitPerCPUSecond(p.Mbps, p.pathCPU())
 	}
-	return p, nil
+	if o.Latency {
+		p.RR, err = sc.readRR(ctx, s, o.Time)
+	}
+	return p, err
 }
 
 // counterDeltas sums what changed over the intervals in which traffic flowed.
@@ -180,12 +183,12 @@ type counterDeltas struct {
 	txFrames    uint64 // the NIC sent
 	signals     uint64
 	frames      uint64
-	itrMS       [3]uint64 // the driver's time per latency class: lowest, low, bulk
+	itrMS       [ipxe.Classes]uint64 // the driver's time per latency class: lowest, low, bulk, stream
 	itrChanges  uint64
 }
 
 // itrCounters are the driver's counters of adaptive moderation, by latency class.
-var itrCounters = [3]string{"itr_lowest_ms", "itr_low_ms", "itr_bulk_ms"}
+var itrCounters = [ipxe.Classes]string{"itr_lowest_ms", "itr_low_ms", "itr_bulk_ms", "itr_stream_ms"}
 
 func (a *counterDeltas) add(prev, cur sample) {
 	dt := cur.at.Sub(prev.at).Seconds()
@@ -215,11 +218,13 @@ func (a *counterDeltas) add(prev, cur sample) {
 		case driverBinary:
 			// The driver books a quiet line's time at the first interrupt after it: a sample
 			// that booked more than it lasted carries the idle time before the traffic.
-			var booked [3]uint64
+			var booked [ipxe.Classes]uint64
+			var sum uint64
 			for i, name := range itrCounters {
 				booked[i] = delta(name)
+				sum += booked[i]
 			}
-			if float64(booked[0]+booked[1]+booked[2]) <= dt*1000+float64(2*ipxe.ModerationInterval/time.Millisecond) {
+			if float64(sum) <= dt*1000+float64(2*ipxe.ModerationInterval/time.Millisecond) {
 				for i := range booked {
 					a.itrMS[i] += booked[i]
 				}
@@ -256,7 +261,11 @@ func (a *counterDeltas) fill(p *point) {
 		p.TxIrqsPerK = float64(a.txIrq) * 1000 / float64(a.txFrames)
 		p.DoorbellsPerK = float64(a.tdtWrites) * 1000 / float64(a.txFrames)
 	}
-	if ms := a.itrMS[0] + a.itrMS[1] + a.itrMS[2]; ms > 0 {
+	var ms uint64
+	for _, v := range a.itrMS {
+		ms += v
+	}
+	if ms > 0 {
 		p.ITRPercent = map[string]float64{}
 		for i, v := range a.itrMS {
 			p.ITRPercent[ipxe.Latency(i).String()] = float64(v) * 100 / float64(ms)

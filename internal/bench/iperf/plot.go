@@ -3,6 +3,7 @@ package iperf
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// drawPlot draws throughput (top) and, per direction, every component's CPU against the
+// drawPlot draws throughput (top), with --latency the 1-byte round trips' p99 (idle solid,
+// under load dashed) and, per direction, every component's CPU against the
 // throttle setting: one category per rx_irq_throttle value as given (adaptive among them),
 // labelled with its interval and the interrupt rate it allows; a line per direction and
 // tx_batch setting (CPU: per component, tx_batch=yes dashed). Each panel's legend stands to
@@ -77,6 +79,8 @@ func drawPlot(path string, points []point) error {
 	}
 	thr := panel("iperf throughput (medians)", "Mbit/s")
 	thrLegend := plot.NewLegend()
+	var rtt *plot.Plot // with --latency
+	rttLegend := plot.NewLegend()
 	var dirs []string
 	cpu := map[string]*plot.Plot{}
 	cpuLegend := map[string]*plot.Legend{}
@@ -90,6 +94,28 @@ func drawPlot(path string, points []point) error {
 		}
 		if len(l.pts) == 0 {
 			continue
+		}
+		if len(l.pts[0].RR) > 0 {
+			if rtt == nil {
+				rtt = panel("round trips of 1 B transactions, p99 (medians)", "µs (log scale)")
+				rtt.Y.Min = math.Inf(1) // the data's, not 0, on a log axis
+				rtt.Y.Scale, rtt.Y.Tick.Marker = plot.LogScale{}, ticks125{}
+			}
+			for pi, phase := range rrPhases {
+				var xy plotter.XYs
+				for _, p := range l.pts {
+					for _, f := range p.RR {
+						if f.Phase == phase && f.Bytes == rrSizes[0] && f.P99us > 0 {
+							xy = append(xy, plotter.XY{X: x(p), Y: f.P99us})
+						}
+					}
+				}
+				if len(xy) > 0 {
+					if err := addLine(rtt, &rttLegend, l.key+" "+phase, xy, li, pi == 1); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		dir := l.pts[0].Direction
 		if cpu[dir] == nil {
@@ -120,6 +146,10 @@ func drawPlot(path string, points []point) error {
 	}
 	plots := [][]*plot.Plot{{thr}}
 	legends := []*plot.Legend{&thrLegend}
+	if rtt != nil {
+		plots = append(plots, []*plot.Plot{rtt})
+		legends = append(legends, &rttLegend)
+	}
 	for _, d := range dirs {
 		plots = append(plots, []*plot.Plot{cpu[d]})
 		legends = append(legends, cpuLegend[d])
@@ -184,4 +214,19 @@ func addLine(p *plot.Plot, lg *plot.Legend, name string, xy plotter.XYs, color i
 	p.Add(l, s)
 	lg.Add(name, l, s)
 	return nil
+}
+
+// ticks125 labels a log axis at 1, 2 and 5 of every decade: a latency panel spans one or two.
+type ticks125 struct{}
+
+func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for dec := math.Pow(10, math.Floor(math.Log10(lo))); dec <= hi; dec *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * dec; v >= lo && v <= hi {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+			}
+		}
+	}
+	return ts
 }

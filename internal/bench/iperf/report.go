@@ -85,16 +85,22 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", p.IrqsPerS, p.TxIrqsPerK, p.DoorbellsPerK, p.SignalsPerK, p.RetransPerS)
 		}
 		tw.Flush()
+		writeRRTable(out, pts)
 		for _, p := range pts {
 			if p.ITRPercent != nil {
-				fmt.Fprintf(out, "%s: ITR lowest %.0f %%, low %.0f %%, bulk %.0f %%, %.1f changes/s\n",
-					p.setting(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRChangesPerS)
+				fmt.Fprintf(out, "%s: ITR lowest/low/bulk/stream %.0f/%.0f/%.0f/%.0f %%, %.1f changes/s\n",
+					p.setting(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRPercent["stream"], p.ITRChangesPerS)
 			}
 		}
 	}
+	writeAdaptive(out, points, sc.roles[driverBinary])
 	fmt.Fprintln(out, "\nirqs/s: the NIC's interrupts. Per 1000 frames the NIC sent: TX irqs, interrupts with a TX")
 	fmt.Fprintln(out, "cause (TXDW or TXQE); doorbells, TDT writes. signals/kframe: packet-stream signals per 1000")
 	fmt.Fprintln(out, "frames through the sessions. retrans/s: TCP segments sent again.")
+	if o.Latency {
+		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) of the guest against the far")
+		fmt.Fprintf(out, "end, p50/p99/p99.9 in µs; idle: %v per size after the test, load: during it.\n", rrIdleTime)
+	}
 	for _, p := range points {
 		if p.Error != "" {
 			fmt.Fprintf(out, "%s: %d of %d runs measured; %s\n", p.setting(), p.Runs, o.Runs, p.Error)
@@ -144,5 +150,83 @@ func writeComparison(out io.Writer, points []point, dir string, ref reference, r
 			fmt.Fprintf(out, "; %.1f Gbit per CPU-second = %.2f x", p.GbitPerCPUSecond, p.GbitPerCPUSecond/perCPU)
 		}
 		fmt.Fprintln(out)
+	}
+}
+
+// writeRRTable prints the points' round trips, a column per phase and size, if they have any.
+func writeRRTable(out io.Writer, pts []point) {
+	if len(pts) == 0 || len(pts[0].RR) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nround trips in µs, p50/p99/p99.9")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\t")
+	for _, f := range pts[0].RR {
+		fmt.Fprintf(tw, "%s %s\t", f.Phase, sizeName(f.Bytes))
+	}
+	fmt.Fprintln(tw)
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%s\t", p.settingColumns())
+		if len(p.RR) == 0 {
+			fmt.Fprintln(tw, "-\t")
+			continue
+		}
+		for _, f := range p.RR {
+			fmt.Fprintf(tw, "%.0f/%.0f/%.0f\t", f.P50us, f.P99us, f.P999us)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func sizeName(b int) string {
+	if b >= 1024 && b%1024 == 0 {
+		return fmt.Sprintf("%d KiB", b/1024)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// writeAdaptive compares rx_irq_throttle=adaptive with the fixed settings of its direction and
+// tx_batch, in the terms of its targets: throughput against the best fixed setting's, the
+// driver's CPU against the lowest, 1-byte round trips on the idle path against ITR 0's.
+func writeAdaptive(out io.Writer, points []point, driver string) {
+	var tw *tabwriter.Writer
+	for _, a := range points {
+		if a.RxIrqThrottle == nil || *a.RxIrqThrottle != "adaptive" || a.Runs == 0 {
+			continue
+		}
+		var best, lowest, off *point
+		for i := range points {
+			f := &points[i]
+			if f.RxIrqThrottle == nil || *f.RxIrqThrottle == "adaptive" || f.Runs == 0 || f.Direction != a.Direction || *f.TxBatch != *a.TxBatch {
+				continue
+			}
+			if best == nil || f.Mbps > best.Mbps {
+				best = f
+			}
+			if lowest == nil || f.CPU[driver] < lowest.CPU[driver] {
+				lowest = f
+			}
+			if *f.RxIrqThrottle == "0" {
+				off = f
+			}
+		}
+		if best == nil {
+			continue
+		}
+		if tw == nil {
+			fmt.Fprintln(out, "\nadaptive against the fixed settings (targets: >= 0.97, <= 1.10, <= 1.10)")
+			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "direction\ttx_batch\tMbit/s / best\tdriver CPU / lowest\tidle 1 B p99 / ITR 0's\t")
+		}
+		p99 := "-"
+		if off != nil && off.RRP99us > 0 && a.RRP99us > 0 {
+			p99 = fmt.Sprintf("%.2f", a.RRP99us/off.RRP99us)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f (%s)\t%.2f (%s)\t%s\t\n", a.Direction, yesNo(*a.TxBatch),
+			a.Mbps/best.Mbps, *best.RxIrqThrottle, a.CPU[driver]/lowest.CPU[driver], *lowest.RxIrqThrottle, p99)
+	}
+	if tw != nil {
+		tw.Flush()
 	}
 }

@@ -19,6 +19,11 @@ func samplePoints() []point {
 				p := point{RxIrqThrottle: &itr, TxBatch: &batch, Direction: dir, Runs: 3, Mbps: 912.4,
 					CPU:      map[string]float64{"nic_drv": 31, "nic_router": 24, "intel_nic_hw": 20, "remote_host": 23, "vm": 29},
 					IrqsPerS: 11007, TxIrqsPerK: 755.2, DoorbellsPerK: 967.8, SignalsPerK: 112.6, RetransPerS: 12}
+				for _, phase := range rrPhases {
+					for _, b := range rrSizes {
+						p.RR = append(p.RR, rrFigure{Phase: phase, Bytes: b, P50us: 145, P99us: 1210, P999us: 12345, Transactions: 9000})
+					}
+				}
 				if itr == "adaptive" {
 					p.ITRPercent = map[string]float64{"lowest": 3, "low": 2, "bulk": 95}
 					p.ITRChangesPerS = 28.5
@@ -35,9 +40,9 @@ func samplePoints() []point {
 func TestTablesFit(t *testing.T) {
 	sc := &scenario{roles: map[string]string{driverBinary: "nic_drv", routerBinary: "nic_router", hardwareBinary: "intel_nic_hw"}}
 	var out strings.Builder
-	writeTables(&out, samplePoints(), sc, Options{Directions: []string{dirRX, dirTX}, Runs: 3, Time: 10 * time.Second})
+	writeTables(&out, samplePoints(), sc, Options{Directions: []string{dirRX, dirTX}, Runs: 3, Time: 10 * time.Second, Latency: true})
 	s := out.String()
-	for _, want := range []string{directionTitle[dirRX], directionTitle[dirTX], "adaptive       yes", "rx rx_irq_throttle=adaptive tx_batch=yes: ITR lowest 3 %, low 2 %, bulk 95 %"} {
+	for _, want := range []string{directionTitle[dirRX], directionTitle[dirTX], "adaptive       yes", "idle 1 KiB", "145/1210/12345", "adaptive against the fixed settings", "rx rx_irq_throttle=adaptive tx_batch=yes: ITR lowest/low/bulk/stream 3/2/95/0 %"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("no %q in\n%s", want, s)
 		}

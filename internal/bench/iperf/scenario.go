@@ -15,6 +15,7 @@ type scenario struct {
 	driver  *config.Node      // the ipxe_nic's <config>, nil without one
 	roles   map[string]string // binary -> start name, for the table's columns
 	clients []*client
+	servers []*config.Node // the <config>s of the guests that run an iperf server
 }
 
 // client is a guest that measures: an embedded one runs the test itself and reports it in
@@ -61,7 +62,9 @@ func loadScenario(path string) (*scenario, error) {
 			if err != nil {
 				return nil, config.Errorf(a.Pos, "%v", err)
 			}
-			if !cmd.Server {
+			if cmd.Server {
+				sc.servers = append(sc.servers, cfg)
+			} else {
 				c := &client{name: st.Name(), cfg: cfg, cmd: cmd}
 				if cfg.String("guest", "embedded") == "netns" {
 					c.netns = cfg.String("netns", st.Name())
@@ -86,9 +89,9 @@ func setAttr(n *config.Node, name, value string) {
 	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
 }
 
-// patch returns the scenario of one run at setting m as XML: the driver's settings, and the
-// clients' test time and direction.
-func (sc *scenario) patch(m setting, d time.Duration) []byte {
+// patch returns the scenario of one run at setting m as XML: the driver's settings, the
+// clients' test time and direction, and with latency their rr clients and the servers' rr.
+func (sc *scenario) patch(m setting, d time.Duration, latency bool) []byte {
 	if sc.driver != nil {
 		setAttr(sc.driver, "rx_irq_throttle", string(*m.itr))
 		// As in bench driver: without batching the driver is iPXE's (an interrupt per sent
@@ -100,8 +103,16 @@ func (sc *scenario) patch(m setting, d time.Duration) []byte {
 		c.cmd.Time, c.cmd.Reverse, c.cmd.Bidir = d.Seconds(), m.dir == dirRX, m.dir == dirBidir
 		if c.netns == "" {
 			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
+			if latency {
+				setAttr(c.cfg, "rr", rrCommand(c.cmd.Client))
+			}
 		} else {
 			removeAttr(c.cfg, "iperf") // the bench runs it
+		}
+	}
+	for _, cfg := range sc.servers {
+		if latency {
+			setAttr(cfg, "rr", "-s")
 		}
 	}
 	return sc.root.XML()
