@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/netip"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,5 +120,56 @@ func TestStackSocketOptions(t *testing.T) {
 	}
 	if _, err := client.TCPInfo(c); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A sender whose peer vanished fails with ETIMEDOUT after --snd-timeout (TCP_USER_TIMEOUT),
+// named by its errno as a kernel socket's would be.
+func TestSendTimeoutWhenThePeerVanishes(t *testing.T) {
+	var cut atomic.Bool
+	var pa, pb *Stack
+	a, err := New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Address: netip.MustParsePrefix("198.18.0.1/24")},
+		OutboundFunc(func(f []Frame) int {
+			if !cut.Load() {
+				pb.DeliverFrames(f)
+			}
+			return len(f)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Address: netip.MustParsePrefix("198.18.0.2/24")},
+		OutboundFunc(func(f []Frame) int { pa.DeliverFrames(f); return len(f) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb = a, b
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := a.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{UserTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cut.Store(true)
+	c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	block := make([]byte, 64<<10)
+	for {
+		if _, err = c.Write(block); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ETIMEDOUT) {
+		t.Fatalf("write: %v, want ETIMEDOUT", err)
 	}
 }
