@@ -43,9 +43,11 @@ func (c *tcpConn) Write(b []byte) (int, error) {
 
 // errnos are the tcpip errors of a connection that failed, by their text.
 var errnos = map[string]syscall.Errno{
-	(&tcpip.ErrTimeout{}).String():           syscall.ETIMEDOUT,
-	(&tcpip.ErrConnectionReset{}).String():   syscall.ECONNRESET,
-	(&tcpip.ErrConnectionAborted{}).String(): syscall.ECONNABORTED,
+	(&tcpip.ErrTimeout{}).String():            syscall.ETIMEDOUT,
+	(&tcpip.ErrConnectionReset{}).String():    syscall.ECONNRESET,
+	(&tcpip.ErrConnectionAborted{}).String():  syscall.ECONNABORTED,
+	(&tcpip.ErrHostUnreachable{}).String():    syscall.EHOSTUNREACH,
+	(&tcpip.ErrNetworkUnreachable{}).String(): syscall.ENETUNREACH,
 }
 
 func withErrno(err error) error {

@@ -256,8 +256,9 @@ func (e componentEnv) WriteFile(path string, data []byte) { e.c.WriteFile(path, 
 // guest="embedded"): it requests its one session when first configured and attaches the
 // host to it whenever it is up. Later config changes are logged and wait for a restart.
 type Embedded struct {
-	c    *component.Component
-	host *Host
+	c       *component.Component
+	host    *Host
+	session uint64 // the session the host is attached to
 }
 
 // NewEmbedded returns the handler.
@@ -296,11 +297,21 @@ func (e *Embedded) Open(s *component.Session) error {
 		return errors.New("the embedded guest serves no sessions")
 	}
 	e.c.Log.Info("link up", "session", s.ID, "label", s.Label)
-	return e.host.Attach(s.Client.TX, s.Client.RX)
+	if err := e.host.Attach(s.Client.TX, s.Client.RX); err != nil {
+		return err
+	}
+	e.session = s.ID
+	return nil
 }
 
+// Close takes the link down only when it is the attached session that closed: the old session
+// of a restarted server may close after its new one opened.
 func (e *Embedded) Close(s *component.Session) {
+	if s.ID != e.session {
+		return
+	}
 	e.host.Detach()
+	e.session = 0
 	e.c.Log.Info("link down", "session", s.ID)
 }
 
