@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/internal/testutil"
 )
 
 // stalling is the host's network with a path that goes dead: every connection after the
@@ -101,7 +103,7 @@ func TestClientRcvTimeout(t *testing.T) {
 // A server that receives and gets nothing for --rcv-timeout ends the test with IENOMSG and
 // prints iperf3's line for it; it tells the client nothing, as iperf3's does not.
 func TestServerRcvTimeout(t *testing.T) {
-	text := &syncWriter{}
+	text := &testutil.SyncBuffer{}
 	port, reports := startServer(t, &Server{RcvTimeout: 300 * time.Millisecond, Output: text})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	client := make(chan error, 1)
@@ -121,23 +123,6 @@ func TestServerRcvTimeout(t *testing.T) {
 	if !strings.Contains(text.String(), "iperf3: error - idle timeout for receiving data\n") {
 		t.Errorf("server output:\n%s", text.String())
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(b)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // --snd-timeout is TCP_USER_TIMEOUT on a stream's socket.

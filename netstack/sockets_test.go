@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -93,18 +91,8 @@ func TestIperfOverTheStack(t *testing.T) {
 
 func TestStackSocketOptions(t *testing.T) {
 	client, server := pair(t, false, false)
-	ln, err := server.Listen("tcp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			_, _ = c.Read(make([]byte, 1))
-		}
-	}()
-	_, err = client.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{Congestion: "no-such"})
+	drain(t, server, ":7")
+	_, err := client.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{Congestion: "no-such"})
 	var ie *iperf.Error
 	if !errors.As(err, &ie) || ie.Code != iperf.CodeSetCongestion {
 		t.Fatalf("unknown algorithm: %v", err)
@@ -127,35 +115,8 @@ func TestStackSocketOptions(t *testing.T) {
 // named by its errno as a kernel socket's would be.
 func TestSendTimeoutWhenThePeerVanishes(t *testing.T) {
 	var cut atomic.Bool
-	var pa, pb *Stack
-	a, err := New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Address: netip.MustParsePrefix("198.18.0.1/24")},
-		OutboundFunc(func(f []Frame) int {
-			if !cut.Load() {
-				pb.DeliverFrames(f)
-			}
-			return len(f)
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Address: netip.MustParsePrefix("198.18.0.2/24")},
-		OutboundFunc(func(f []Frame) int { pa.DeliverFrames(f); return len(f) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pa, pb = a, b
-	t.Cleanup(func() { a.Close(); b.Close() })
-	ln, err := b.Listen("tcp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			_, _ = io.Copy(io.Discard, c)
-		}
-	}()
+	a, b := pair(t, false, false, &cut)
+	drain(t, b, ":7")
 	c, err := a.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{UserTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -172,4 +133,19 @@ func TestSendTimeoutWhenThePeerVanishes(t *testing.T) {
 	if !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Fatalf("write: %v, want ETIMEDOUT", err)
 	}
+}
+
+// drain accepts one TCP connection on addr of s and reads it until it closes.
+func drain(t *testing.T, s *Stack, addr string) {
+	ln, err := s.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
 }

@@ -190,7 +190,7 @@ const resumed = 1 << 20
 // fault runs the scenario, kills name once traffic flows and watches what follows.
 func (sc *scenario) fault(ctx context.Context, name string, o Options) Result {
 	r := Result{Fault: name, Binary: sc.binaries[name], RestartMs: -1, TrafficMs: -1}
-	logs := &logBuffer{}
+	logs := &iperfErrors{}
 	c := o.Components
 	c.Logs = logs
 	run, err := c.StartScenario(ctx, "faults", sc.text)
@@ -265,7 +265,7 @@ func (sc *scenario) fault(ctx context.Context, name string, o Options) Result {
 			r.Timeouts[cs.Name] = n
 		}
 	}
-	r.Errors = logs.iperfErrors()
+	r.Errors = logs.list()
 	return r
 }
 
@@ -320,29 +320,28 @@ func (t *traffic) add(st supervisor.Status) {
 	t.total += t.delta
 }
 
-// logBuffer keeps the run's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+// iperfErrors collects, from the run's log, the errors the guests' iperf tests ended with.
+type iperfErrors struct {
+	mu   sync.Mutex
+	errs []string
 }
 
 // iperfResult finds a guest's log line of a failed test: `[vm] ... msg="iperf result" ... error="..."`.
 var iperfResult = regexp.MustCompile(`(?m)^\[([^\]]+)\].*msg="iperf result".* error="([^"]+)"`)
 
-func (l *logBuffer) iperfErrors() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var errs []string
-	for _, m := range iperfResult.FindAllStringSubmatch(l.b.String(), -1) {
-		errs = append(errs, m[1]+": "+m[2])
+func (e *iperfErrors) Write(p []byte) (int, error) {
+	for _, m := range iperfResult.FindAllSubmatch(p, -1) {
+		e.mu.Lock()
+		e.errs = append(e.errs, string(m[1])+": "+string(m[2]))
+		e.mu.Unlock()
 	}
-	return errs
+	return len(p), nil
+}
+
+func (e *iperfErrors) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.errs)
 }
 
 // printTable writes the table of results.
