@@ -40,10 +40,10 @@ func suite(t *testing.T, name string, faults []string, binaries ...string) map[s
 }
 
 // recovered checks a component on the traffic's path: after kill -9 the traffic moved again
-// within the watch (4 s, the bound) and kept moving, on the same TCP flows.
+// within the watch (4 s, the bound) and kept moving (no pause of 3 s), on the same TCP flows.
 func recovered(t *testing.T, r Result) {
 	t.Helper()
-	if r.TrafficMs < 0 || r.StallMs > 2000 || !r.FlowsKept || len(r.Errors) > 0 {
+	if r.TrafficMs < 0 || r.StallMs > 3000 || !r.FlowsKept || len(r.Errors) > 0 {
 		t.Errorf("kill -9 %s: traffic again after %v ms, stalled %v ms after, flows kept %v, iperf errors %q: want traffic within 4 s that stays, the same flows",
 			r.Fault, r.TrafficMs, r.StallMs, r.FlowsKept, r.Errors)
 	}
@@ -74,11 +74,14 @@ func TestKillEachComponentDuringIperf(t *testing.T) {
 	}
 }
 
-// As root: kill -9 of linux_nic in deploy/linux_tap.hid during the real iperf3 between two
-// namespaces; the supervisor keeps the TAP, a new linux_nic takes it, the flow goes on.
-func TestKillLinuxNICDuringIperf(t *testing.T) {
+// As root, deploy/linux_tap.hid: kill -9 of linux_nic, nic_router and the vm during the real
+// iperf3 between two namespaces. The supervisor keeps a crashed component's TAP with its
+// namespace and the iperf3 in it; the new process takes it over and the flow goes on.
+func TestKillDuringIperfThroughTAPs(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "iperf3", "ip")
-	res := suite(t, "linux_tap.hid", []string{"nic_drv"}, "vm", "nic_router", "linux_nic")
-	recovered(t, res["nic_drv"])
+	res := suite(t, "linux_tap.hid", []string{"nic_drv", "nic_router", "vm"}, "vm", "nic_router", "linux_nic")
+	for _, f := range []string{"nic_drv", "nic_router", "vm"} {
+		recovered(t, res[f])
+	}
 }
