@@ -47,14 +47,16 @@ func BenchmarkForward(b *testing.B) {
   <domain name="client" interface="10.0.1.1/24">
     <udp-forward port="7" domain="server" to="10.0.2.2"/>
     <udp dst="198.18.0.0/16"><permit-any domain="server"/></udp>
+    <tcp dst="198.18.0.0/16"><permit-any domain="server"/></tcp>
   </domain>
   <domain name="server" interface="10.0.2.1/24" gateway="10.0.2.254">
-    <nat domain="client" udp-ports="100"/>
+    <nat domain="client" udp-ports="100" tcp-ports="100"/>
   </domain>
 </config>`
 	// nat-64flows sends round-robin over 64 flows, so that every frame misses the
-	// last-lookup shortcut and takes the hash map.
-	for _, mode := range []string{"udp-forward", "nat", "nat-64flows"} {
+	// last-lookup shortcut and takes the hash map; nat-tcp sends the data segments of one TCP
+	// connection (its link state follows each).
+	for _, mode := range []string{"udp-forward", "nat", "nat-64flows", "nat-tcp"} {
 		for _, size := range []int{64, 1500} {
 			b.Run(fmt.Sprintf("%s/%d", mode, size), func(b *testing.B) {
 				r := New(Options{Clock: &fakeClock{t: time.Unix(1, 0)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -76,6 +78,10 @@ func BenchmarkForward(b *testing.B) {
 						flows = 64
 					}
 					for k := 0; k < flows; k++ {
+						if mode == "nat-tcp" {
+							frames = append(frames, tcpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.5.5"), 5000, 80, header.TCPAck, 1, 1, payload[12:]))
+							break
+						}
 						frames = append(frames, udpFrame(client.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.5.5"), uint16(5000+k), 9, payload))
 					}
 				}

@@ -227,17 +227,17 @@ func dhcpType(t *testing.T, f []byte) uint8 {
 	return m.MessageType()
 }
 
-// TestSculptShapeBehindDHCP runs Genode's usual Sculpt config: the uplink domain is a DHCP
-// client with NAT for the default domain, whose DHCP server takes DNS from the uplink. A VM
-// gets an address and DNS, and its traffic leaves translated to the DHCP-assigned address.
-func TestSculptShapeBehindDHCP(t *testing.T) {
-	lan := newBench(t, `<config>
+// lanConfig is a LAN's router with a DHCP server, for a router behind it.
+const lanConfig = `<config>
   <default-policy domain="lan"/>
   <domain name="lan" interface="198.18.7.1/24">
     <dhcp-server ip_first="198.18.7.100" ip_last="198.18.7.110"><dns-server ip="198.18.7.53"/></dhcp-server>
   </domain>
-</config>`)
-	sculpt := newBench(t, `<config verbose_domain_state="yes">
+</config>`
+
+// sculptBehindDHCP is Sculpt's usual router config: the uplink a DHCP client with NAT for
+// the default domain, whose DHCP server takes DNS from the uplink.
+const sculptBehindDHCP = `<config verbose_domain_state="yes">
   <default-policy domain="default"/>
   <policy label="nic_drv -> " domain="uplink"/>
   <domain name="uplink">
@@ -249,7 +249,14 @@ func TestSculptShapeBehindDHCP(t *testing.T) {
     <udp dst="0.0.0.0/0"><permit-any domain="uplink"/></udp>
     <icmp dst="0.0.0.0/0" domain="uplink"/>
   </domain>
-</config>`)
+</config>`
+
+// TestSculptShapeBehindDHCP runs Genode's usual Sculpt config: the uplink domain is a DHCP
+// client with NAT for the default domain, whose DHCP server takes DNS from the uplink. A VM
+// gets an address and DNS, and its traffic leaves translated to the DHCP-assigned address.
+func TestSculptShapeBehindDHCP(t *testing.T) {
+	lan := newBench(t, lanConfig)
+	sculpt := newBench(t, sculptBehindDHCP)
 	sculpt.r.clock = lan.clock
 	wire, wirePort := lan.attach("sculpt", Nic, header.MAC{})
 	up, upPort := sculpt.attach("nic_drv -> ", Uplink, wire.MAC())

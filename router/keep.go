@@ -69,7 +69,7 @@ func (r *Router) keepLink(l *link) {
 	rec := region.Link{Proto: l.sides[0].key.proto, TCP: l.tcp, Client: l.sides[0].dom.key, Server: l.sides[1].dom.key,
 		Owner: l.owner.key, ClientTuple: tuple(l.sides[0].key), ServerTuple: tuple(l.sides[1].key),
 		NATPort: l.natPort, ClosedAt: l.closedAt}
-	l.slot = r.kept(r.keep.PutLink(l.slot, &rec))
+	l.slot = r.kept(r.keep.Put(l.slot, &rec))
 }
 
 // keepARP keeps d's entry of ip if a route can use it (an address of the subnet but the
@@ -80,7 +80,7 @@ func (r *Router) keepARP(d *domain, ip [4]byte) {
 	}
 	k := arpSlot{d.key, ip}
 	rec := region.ARP{Domain: d.key, IP: ip, MAC: d.arp[ip]}
-	if s := r.kept(r.keep.PutARP(r.arpSlots[k], &rec)); s != region.None {
+	if s := r.kept(r.keep.Put(r.arpSlots[k], &rec)); s != region.None {
 		r.arpSlots[k] = s
 	}
 }
@@ -108,7 +108,7 @@ func (r *Router) keepLease(d *domain, a *allocation) {
 		return
 	}
 	rec := region.Lease{Domain: d.key, Owner: a.ifc.key, MAC: a.mac, IP: a.ip, Bound: a.bound, Deadline: a.deadline.UnixNano()}
-	a.slot = r.kept(r.keep.PutLease(a.slot, &rec))
+	a.slot = r.kept(r.keep.Put(a.slot, &rec))
 }
 
 // keepClient keeps d's DHCP client while it has a lease; a client without one asks again
@@ -132,7 +132,7 @@ func (r *Router) keepClient(d *domain) {
 		r.unkeep(&c.slot)
 		return
 	}
-	c.slot = r.kept(r.keep.PutClient(c.slot, &rec))
+	c.slot = r.kept(r.keep.Put(c.slot, &rec))
 }
 
 // sweep frees the slots of entries a reconfiguration let go.

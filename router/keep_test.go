@@ -1,11 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/region"
@@ -203,25 +205,9 @@ func TestCorruptStateRegionDiscarded(t *testing.T) {
 // The Sculpt shape behind DHCP: a restarted router keeps the uplink's DHCP lease (it does not
 // ask again) and the DNS config its own DHCP server hands on.
 func TestRestartKeepsDHCPClientLease(t *testing.T) {
-	const lanCfg = `<config>
-  <default-policy domain="lan"/>
-  <domain name="lan" interface="198.18.7.1/24">
-    <dhcp-server ip_first="198.18.7.100" ip_last="198.18.7.110"><dns-server ip="198.18.7.53"/></dhcp-server>
-  </domain>
-</config>`
-	const sculptCfg = `<config>
-  <default-policy domain="default"/>
-  <policy label="nic_drv -> " domain="uplink"/>
-  <domain name="uplink">
-    <nat domain="default" tcp-ports="1000" udp-ports="1000" icmp-ids="1000"/>
-  </domain>
-  <domain name="default" interface="10.0.1.1/24">
-    <dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.253" dns_config_from="uplink"/>
-  </domain>
-</config>`
-	lan := newBench(t, lanCfg)
+	lan := newBench(t, lanConfig)
 	mem := make([]byte, region.Size(16))
-	sculpt := keptBench(t, sculptCfg, mem, lan.clock)
+	sculpt := keptBench(t, sculptBehindDHCP, mem, lan.clock)
 	wire, wirePort := lan.attach("sculpt", Nic, header.MAC{})
 	up, upPort := sculpt.attach("nic_drv -> ", Uplink, wire.MAC())
 	for k := 0; k < 4; k++ {
@@ -235,7 +221,7 @@ func TestRestartKeepsDHCPClientLease(t *testing.T) {
 	if !up.LinkUp() || !sculpt.r.domains["uplink"].ip.valid {
 		t.Fatal("uplink not configured by DHCP")
 	}
-	sculpt = keptBench(t, sculptCfg, mem, lan.clock)
+	sculpt = keptBench(t, sculptBehindDHCP, mem, lan.clock)
 	if !strings.Contains(sculpt.log.String(), "dhcp_clients=1") {
 		t.Fatalf("log:\n%s", sculpt.log)
 	}
@@ -274,4 +260,78 @@ func keptState(r *Router) string {
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// FuzzRestore restores records that check out in the region but say anything (a router that
+// was taken over could write them): the fields come from the input, the names from the
+// config's domains and sessions or not. Nothing may panic, what the router takes must be
+// consistent (a router restarted on its region finds the same again), and it routes.
+func FuzzRestore(f *testing.F) {
+	f.Add([]byte("\x00\x06\x01\x00\x0a\x00\x01\x02\xc6\x12\x05\x05\x13\x88\x00\x50\xc0\x00"))
+	f.Add([]byte("\x01\x00\x01\x0a\x00\x01\x02\x02\x02\x02\x02\x02\x01\x02\x00\x00\x0a\x00\x01\x02\x01"))
+	names := []region.Name{region.NameOf("default"), region.NameOf("uplink"), region.NameOf("vm"), region.NameOf("other")}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		next := func() byte {
+			if len(data) == 0 {
+				return 0
+			}
+			b := data[0]
+			data = data[1:]
+			return b
+		}
+		ip := func() [4]byte { // mostly the config's subnets
+			switch next() % 4 {
+			case 0:
+				return [4]byte{10, 0, 1, next()}
+			case 1:
+				return [4]byte{198, 18, 0, next()}
+			case 2:
+				return [4]byte{198, 18, 5, 5}
+			}
+			return [4]byte{next(), next(), next(), next()}
+		}
+		port := func() uint16 { return uint16(next())<<8 | uint16(next()) }
+		name := func() region.Name { return names[int(next())%len(names)] }
+		mem := make([]byte, region.Size(32))
+		reg, _, err := region.Open(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(data) > 0 {
+			switch next() % 3 {
+			case 0:
+				l := &region.Link{Proto: []uint8{region.ProtoTCP, region.ProtoUDP, region.ProtoICMP}[next()%3],
+					Client: name(), Server: name(), Owner: name(), ClientTuple: region.Tuple{Src: ip(), Dst: ip(), Sport: port(), Dport: port()},
+					ServerTuple: region.Tuple{Src: ip(), Dst: ip(), Sport: port(), Dport: port()}, NATPort: port()}
+				if l.Proto == region.ProtoICMP {
+					l.ClientTuple.Dport, l.ServerTuple.Dport = l.ClientTuple.Sport, l.ServerTuple.Sport
+				}
+				if l.NATPort < 49152 {
+					l.NATPort = 0
+				}
+				reg.Put(region.None, l)
+			case 1:
+				reg.Put(region.None, &region.ARP{Domain: name(), IP: ip(), MAC: [6]byte{2, next(), next(), 0, 0, next()}})
+			default:
+				reg.Put(region.None, &region.Lease{Domain: name(), Owner: name(), MAC: [6]byte{2, 2, 2, 2, 2, next()}, IP: ip(),
+					Bound: next()%2 == 0, Deadline: int64(next()) * 1e9})
+			}
+		}
+		b := keptBench(t, natConfig, mem, nil)
+		again := keptBench(t, natConfig, bytes.Clone(mem), b.clock)
+		if got, want := keptState(again.r), keptState(b.r); got != want {
+			t.Fatalf("restarted again with\n%s\nthe restored router had\n%s", got, want)
+		}
+		vm, vmp := b.attach("vm", Nic, header.MAC{})
+		up, _ := b.attach("uplink", Uplink, macUplink)
+		b.send(vm, dhcpRequest(vm.MAC(), header.DHCPDiscover, 1, [4]byte{}))
+		if len(vmp.take()) != 1 && len(b.r.domains["default"].dhcpServer.allocs) < 3 {
+			t.Fatal("no DHCP offer with addresses left")
+		}
+		b.send(up, tcpFrame(macGateway, macUplink, serverIP, ip4("198.18.0.10"), 80, 49152, header.TCPAck, 1, 1, nil))
+		b.r.Detach(vm)
+		b.r.Detach(up)
+		b.clock.advance(time.Hour)
+		b.r.Tick()
+	})
 }

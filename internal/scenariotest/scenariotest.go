@@ -5,6 +5,7 @@ package scenariotest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -158,6 +159,27 @@ func (r *Run) WaitRestarted(name string, old int) {
 			r.t.Fatalf("%s did not run again after its process %d ended", name, old)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// IperfReport waits up to a minute for the iperf report (JSON) a component writes to path
+// (an embedded guest's report attribute; the supervisor writes it whole, by a rename) and
+// returns it.
+func (r *Run) IperfReport(path string) *iperf.Report {
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var rep iperf.Report
+		b, err := os.ReadFile(path)
+		if err == nil {
+			if err = json.Unmarshal(b, &rep); err == nil {
+				return &rep
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("iperf report %s: %v", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

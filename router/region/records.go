@@ -286,42 +286,28 @@ func (c *Client) decode(b []byte) error {
 	return nil
 }
 
-// PutLink writes l into slot s (None: a free one) and returns the slot, None when the region
-// is full.
-func (r *Region) PutLink(s int32, l *Link) int32 {
-	b, s, ok := r.begin(s, KindLink)
-	if ok {
-		l.encode(b)
-		r.commit(s)
-	}
-	return s
+// Record is what a slot holds: a *Link, *ARP, *Lease or *Client.
+type Record interface {
+	kind() Kind
+	encode(b []byte)
 }
 
-// PutARP is PutLink for an ARP entry.
-func (r *Region) PutARP(s int32, a *ARP) int32 {
-	b, s, ok := r.begin(s, KindARP)
-	if ok {
-		a.encode(b)
-		r.commit(s)
-	}
-	return s
-}
+func (*Link) kind() Kind   { return KindLink }
+func (*ARP) kind() Kind    { return KindARP }
+func (*Lease) kind() Kind  { return KindLease }
+func (*Client) kind() Kind { return KindClient }
 
-// PutLease is PutLink for a DHCP lease.
-func (r *Region) PutLease(s int32, l *Lease) int32 {
-	b, s, ok := r.begin(s, KindLease)
-	if ok {
-		l.encode(b)
-		r.commit(s)
-	}
-	return s
-}
+func (l *Link) addTo(c *Contents, s int32)    { l.Slot = s; c.Links = append(c.Links, *l) }
+func (a *ARP) addTo(c *Contents, s int32)     { a.Slot = s; c.ARP = append(c.ARP, *a) }
+func (l *Lease) addTo(c *Contents, s int32)   { l.Slot = s; c.Leases = append(c.Leases, *l) }
+func (cl *Client) addTo(c *Contents, s int32) { cl.Slot = s; c.Clients = append(c.Clients, *cl) }
 
-// PutClient is PutLink for a DHCP client; c must fit (Fits).
-func (r *Region) PutClient(s int32, c *Client) int32 {
-	b, s, ok := r.begin(s, KindClient)
+// Put writes rec into slot s (None: a free one) and returns the slot, None when the region is
+// full. A Client must fit (Fits).
+func (r *Region) Put(s int32, rec Record) int32 {
+	b, s, ok := r.begin(s, rec.kind())
 	if ok {
-		c.encode(b)
+		rec.encode(b)
 		r.commit(s)
 	}
 	return s

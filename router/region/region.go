@@ -84,8 +84,8 @@ type Contents struct {
 	Why []string
 }
 
-// Formatted says why Open formatted the region; Err is nil for a region that was empty (all
-// zero: the first start).
+// Formatted is Open's error for a region whose header did not hold: Open formatted it, and
+// Err says why. (A region of zeros, new, is formatted without an error.)
 type Formatted struct{ Err error }
 
 func (f *Formatted) Error() string { return "state region formatted: " + f.Err.Error() }
@@ -257,39 +257,26 @@ func (r *Region) load(s int32, c *Contents) error {
 	case binary.LittleEndian.Uint32(b[4:]) != sum(b, s):
 		return errors.New("checksum does not hold")
 	}
-	body := b[bodyOff:]
-	var err error
+	var rec interface {
+		decode(b []byte) error
+		addTo(c *Contents, s int32)
+	}
 	switch Kind(b[8]) {
 	case KindLink:
-		var l Link
-		if err = l.decode(body); err == nil {
-			l.Slot = s
-			c.Links = append(c.Links, l)
-		}
+		rec = new(Link)
 	case KindARP:
-		var a ARP
-		if err = a.decode(body); err == nil {
-			a.Slot = s
-			c.ARP = append(c.ARP, a)
-		}
+		rec = new(ARP)
 	case KindLease:
-		var l Lease
-		if err = l.decode(body); err == nil {
-			l.Slot = s
-			c.Leases = append(c.Leases, l)
-		}
+		rec = new(Lease)
 	case KindClient:
-		var cl Client
-		if err = cl.decode(body); err == nil {
-			cl.Slot = s
-			c.Clients = append(c.Clients, cl)
-		}
+		rec = new(Client)
 	default:
-		err = fmt.Errorf("unknown record kind %d", b[8])
+		return fmt.Errorf("unknown record kind %d", b[8])
 	}
-	if err != nil {
+	if err := rec.decode(b[bodyOff:]); err != nil {
 		return fmt.Errorf("%v: %w", Kind(b[8]), err)
 	}
+	rec.addTo(c, s)
 	r.used[s] = true
 	return nil
 }

@@ -85,16 +85,16 @@ func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
 		default:
 			l.TCP.State = tcpstate.State(rapid.IntRange(0, 1).Draw(t, "open"))
 		}
-		return *l, func(r *Region, s int32) int32 { return r.PutLink(s, l) }
+		return *l, func(r *Region, s int32) int32 { return r.Put(s, l) }
 	case 1:
 		a := &ARP{Domain: Name(rapid.Uint64().Draw(t, "domain")), IP: [4]byte(rapid.SliceOfN(rapid.Byte(), 4, 4).Draw(t, "ip")),
 			MAC: [6]byte(rapid.SliceOfN(rapid.Byte(), 6, 6).Draw(t, "mac"))}
-		return *a, func(r *Region, s int32) int32 { return r.PutARP(s, a) }
+		return *a, func(r *Region, s int32) int32 { return r.Put(s, a) }
 	case 2:
 		l := &Lease{Domain: Name(rapid.Uint64().Draw(t, "domain")), Owner: Name(rapid.Uint64().Draw(t, "owner")),
 			MAC: [6]byte(rapid.SliceOfN(rapid.Byte(), 6, 6).Draw(t, "mac")), IP: [4]byte(rapid.SliceOfN(rapid.Byte(), 4, 4).Draw(t, "ip")),
 			Bound: rapid.Bool().Draw(t, "bound"), Deadline: rapid.Int64().Draw(t, "deadline")}
-		return *l, func(r *Region, s int32) int32 { return r.PutLease(s, l) }
+		return *l, func(r *Region, s int32) int32 { return r.Put(s, l) }
 	}
 	c := &Client{Domain: Name(rapid.Uint64().Draw(t, "domain")), State: rapid.Uint8().Draw(t, "state"), XID: rapid.Uint32().Draw(t, "xid"),
 		Deadline: rapid.Int64().Draw(t, "deadline"), LeaseEnd: rapid.Int64().Draw(t, "end"), PrefixBits: rapid.Uint8().Draw(t, "bits"),
@@ -105,33 +105,25 @@ func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
 	if !c.Fits() { // a multi-byte rune can take it past MaxDNSDomain bytes
 		c.DNSDomain = ""
 	}
-	return *c, func(r *Region, s int32) int32 { return r.PutClient(s, c) }
+	return *c, func(r *Region, s int32) int32 { return r.Put(s, c) }
 }
 
 // found lists what Open found by slot, without the slots.
 func found(c *Contents) map[int32]any {
 	out := map[int32]any{}
-	for _, x := range c.Links {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
-	for _, x := range c.ARP {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
-	for _, x := range c.Leases {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
-	for _, x := range c.Clients {
-		s := x.Slot
-		x.Slot = 0
-		out[s] = x
-	}
+	bySlot(out, c.Links, func(x *Link) *int32 { return &x.Slot })
+	bySlot(out, c.ARP, func(x *ARP) *int32 { return &x.Slot })
+	bySlot(out, c.Leases, func(x *Lease) *int32 { return &x.Slot })
+	bySlot(out, c.Clients, func(x *Client) *int32 { return &x.Slot })
 	return out
+}
+
+func bySlot[T any](out map[int32]any, xs []T, slot func(*T) *int32) {
+	for _, x := range xs {
+		s := *slot(&x)
+		*slot(&x) = 0
+		out[s] = x
+	}
 }
 
 // Whatever sequence of writes, rewrites and frees a router makes, Open of the region finds
@@ -195,8 +187,8 @@ func TestTornWriteDiscarded(t *testing.T) {
 	mem := make([]byte, Size(4))
 	r, _ := mustOpen(t, mem)
 	a := &ARP{IP: [4]byte{10, 0, 0, 1}}
-	s1 := r.PutARP(None, a)
-	s2 := r.PutARP(None, a)
+	s1 := r.Put(None, a)
+	s2 := r.Put(None, a)
 	b, _, _ := r.begin(s2, KindARP) // killed before commit
 	b[0] = 1
 	_, c := mustOpen(t, mem)
@@ -250,10 +242,10 @@ func TestFlippedBytesDiscarded(t *testing.T) {
 func FuzzOpen(f *testing.F) {
 	mem := make([]byte, Size(4))
 	r, _, _ := Open(mem)
-	r.PutLink(None, &Link{Proto: ProtoTCP, NATPort: 50000, ClientTuple: Tuple{Sport: 1, Dport: 2}})
-	r.PutARP(None, &ARP{Domain: 7, IP: [4]byte{10, 0, 0, 1}})
-	r.PutLease(None, &Lease{Domain: 7, Bound: true, Deadline: 5})
-	r.PutClient(None, &Client{Domain: 7, State: 3, PrefixBits: 24, DNS: [][4]byte{{1, 1, 1, 1}}, DNSDomain: "example.org"})
+	r.Put(None, &Link{Proto: ProtoTCP, NATPort: 50000, ClientTuple: Tuple{Sport: 1, Dport: 2}})
+	r.Put(None, &ARP{Domain: 7, IP: [4]byte{10, 0, 0, 1}})
+	r.Put(None, &Lease{Domain: 7, Bound: true, Deadline: 5})
+	r.Put(None, &Client{Domain: 7, State: 3, PrefixBits: 24, DNS: [][4]byte{{1, 1, 1, 1}}, DNSDomain: "example.org"})
 	f.Add(bytes.Clone(mem))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
