@@ -170,6 +170,7 @@ func (st *serverTest) logf(format string, args ...any) {
 // with Error set when the test failed, or nil when it never got its parameters.
 func (st *serverTest) run(ctx context.Context) *Report {
 	defer st.ctrl.Close()
+	from := st.ctrl.RemoteAddr() // a closed connection of the embedded stack has none
 	stop := context.AfterFunc(ctx, func() { _ = st.ctrl.SetDeadline(time.Now()) })
 	defer stop()
 	err := st.test(ctx)
@@ -181,7 +182,7 @@ func (st *serverTest) run(ctx context.Context) *Report {
 		st.udp.close()
 	}
 	if err != nil {
-		st.logf("iperf: test from %s: %v", st.ctrl.RemoteAddr(), err)
+		st.logf("iperf: test from %v: %v", from, err)
 		if !st.srv.JSON && st.srv.Output != nil {
 			fmt.Fprintf(st.srv.Output, "iperf3: error - %s\n", err)
 		}
