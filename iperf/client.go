@@ -2,6 +2,7 @@ package iperf
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,12 @@ type ClientConfig struct {
 	// report at the end (with "error" set on failure). Nil prints nothing.
 	Output io.Writer
 	JSON   bool
+	// RcvTimeout is --rcv-timeout: a test that receives (-R, --bidir) and gets nothing this long
+	// fails with "idle timeout for receiving data". 0 means iperf3's 120 s.
+	RcvTimeout time.Duration
+	// SndTimeout is --snd-timeout: TCP_USER_TIMEOUT on the control and data connections, so a
+	// sender whose peer vanished fails with ETIMEDOUT. 0 keeps the system's.
+	SndTimeout time.Duration
 }
 
 // RunClient runs one test against an iperf3 server and returns its report. On an error after
@@ -60,13 +67,14 @@ func RunClient(ctx context.Context, cfg ClientConfig) (*Report, error) {
 		out.w = cfg.Output
 	}
 	t := newTest(true, p, cfg.Network, cfg.Interval, out)
+	t.opts.UserTimeout = cfg.SndTimeout
 	c := &client{cfg: cfg, t: t}
 	err = c.run(ctx)
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		t.rep.Error = err.Error()
+		t.rep.Error, t.rep.Err = err.Error(), err
 	}
 	if cfg.JSON && cfg.Output != nil {
 		if werr := t.rep.WriteJSON(cfg.Output); err == nil {
@@ -149,7 +157,7 @@ func (c *client) run(ctx context.Context) error {
 	t := c.t
 	host, portStr, _ := net.SplitHostPort(c.cfg.Server)
 	port, _ := strconv.Atoi(portStr)
-	ctrl, err := c.cfg.Network.DialContext(ctx, "tcp", c.cfg.Server, Options{})
+	ctrl, err := c.cfg.Network.DialContext(ctx, "tcp", c.cfg.Server, Options{UserTimeout: c.cfg.SndTimeout})
 	if err != nil {
 		return fail(CodeConnect, err)
 	}
@@ -321,7 +329,12 @@ func (c *client) runTest(ctx context.Context) (int8, error) {
 	if t.p.Time > 0 {
 		stopAt = t.begin.Add(time.Duration(t.p.Time+t.p.Omit) * time.Second)
 	}
-	m, err := t.measure(ctx, stopAt, ctrlMsgs)
+	// As iperf3's client, one that receives gives up when nothing arrives for --rcv-timeout.
+	var idle time.Duration
+	if t.mode != modeSender {
+		idle = cmp.Or(c.cfg.RcvTimeout, defaultRcvTimeout*time.Millisecond)
+	}
+	m, err := t.measure(ctx, stopAt, idle, ctrlMsgs)
 	if err != nil {
 		return 0, err
 	}

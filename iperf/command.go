@@ -45,6 +45,8 @@ type Command struct {
 	Format          string  // -f
 	Bind            string  // -B: the server's listening address
 	ForceFlush      bool    // --forceflush: our output is never held back, so nothing to do
+	RcvTimeout      int     // --rcv-timeout ms: a receiving test that gets nothing this long fails
+	SndTimeout      int     // --snd-timeout ms: TCP_USER_TIMEOUT; 0 keeps the system's
 
 	set func(name string) bool // which flags the command line gave
 }
@@ -79,6 +81,8 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&c.Format, "format", "f", "", "units: k, m, g, t (bits) or K, M, G, T (bytes)")
 	f.StringVarP(&c.Bind, "bind", "B", "", "server: address to listen on")
 	f.BoolVar(&c.ForceFlush, "forceflush", false, "flush output at every interval (always so here)")
+	f.IntVar(&c.RcvTimeout, "rcv-timeout", defaultRcvTimeout, "idle timeout for receiving data, ms")
+	f.IntVar(&c.SndTimeout, "snd-timeout", 0, "timeout for unacknowledged TCP data, ms (0: the system's)")
 	c.set = func(name string) bool { return f.Changed(name) }
 }
 
@@ -119,6 +123,10 @@ func (c *Command) check() error {
 		set = func(string) bool { return false }
 	}
 	switch {
+	case set("rcv-timeout") && (c.RcvTimeout < minRcvTimeout || c.RcvTimeout > maxTime*1000):
+		return &Error{Code: CodeRcvTimeout}
+	case c.SndTimeout < 0 || c.SndTimeout > maxTime*1000:
+		return &Error{Code: CodeSndTimeout}
 	case c.Server && c.Client != "":
 		return &Error{Code: CodeServerClient}
 	case !c.Server && c.Client == "":
@@ -145,6 +153,9 @@ func (c *Command) check() error {
 	}
 	if c.Time > maxTime {
 		return &Error{Code: CodeDuration}
+	}
+	if set("rcv-timeout") && !c.Reverse && !c.Bidir {
+		return &Error{Code: CodeRcvTimeoutRx}
 	}
 	if set("time") && (c.Bytes > 0 || c.Blocks > 0) {
 		return &Error{Code: CodeEndConditions}
@@ -181,6 +192,7 @@ func (c *Command) ClientConfig(n Network) ClientConfig {
 		Options:  Options{Window: c.Window, MSS: c.MSS, NoDelay: c.NoDelay, Congestion: c.Congestion, TOS: c.TOS},
 		ZeroCopy: c.ZeroCopy, UDP64: c.UDP64, Repeating: c.Repeating, GetServerOutput: c.GetServerOutput,
 		Interval: c.IntervalDuration(), Format: c.format(), JSON: c.JSON,
+		RcvTimeout: c.rcvTimeout(), SndTimeout: time.Duration(c.SndTimeout) * time.Millisecond,
 	}
 	if (c.Bytes > 0 || c.Blocks > 0) && !set("time") {
 		cfg.Duration = 0 // -n or -k ends the test instead
@@ -193,7 +205,16 @@ func (c *Command) ClientConfig(n Network) ClientConfig {
 
 // NewServer is the server the command describes, over network n; its output is up to the caller.
 func (c *Command) NewServer(n Network) *Server {
-	return &Server{Network: n, Interval: c.IntervalDuration(), Format: c.format(), JSON: c.JSON, OneOff: c.OneOff}
+	return &Server{Network: n, Interval: c.IntervalDuration(), Format: c.format(), JSON: c.JSON, OneOff: c.OneOff,
+		RcvTimeout: c.rcvTimeout(), SndTimeout: time.Duration(c.SndTimeout) * time.Millisecond}
+}
+
+// rcvTimeout is --rcv-timeout as a duration; a Command not made by AddFlags has iperf3's default.
+func (c *Command) rcvTimeout() time.Duration {
+	if c.RcvTimeout == 0 {
+		return defaultRcvTimeout * time.Millisecond
+	}
+	return time.Duration(c.RcvTimeout) * time.Millisecond
 }
 
 // ListenAddress is where the command's server listens.

@@ -70,6 +70,10 @@ func TestParseCommandRefuses(t *testing.T) {
 		{"-c x -f x", CodeBadFormat},
 		{"-c x -p 0", CodeBadPort},
 		{"-c x -S 300", CodeBadTOS},
+		{"-c x -R --rcv-timeout 99", CodeRcvTimeout},
+		{"-s --rcv-timeout 86400001", CodeRcvTimeout},
+		{"-c x --rcv-timeout 1000", CodeRcvTimeoutRx},
+		{"-c x --snd-timeout -1", CodeSndTimeout},
 	} {
 		_, err := ParseCommand(strings.Fields(tc.line))
 		var ie *Error
@@ -82,7 +86,9 @@ func TestParseCommandRefuses(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if _, err := ParseCommand(strings.Fields("-c x -t 5 -R")); err != nil {
-		t.Errorf("-t with -R: %v", err)
+	for _, ok := range []string{"-c x -t 5 -R", "-c x -R --rcv-timeout 100 --snd-timeout 2000", "-c x --bidir --rcv-timeout 5000", "-s --rcv-timeout 2000 --snd-timeout 1"} {
+		if _, err := ParseCommand(strings.Fields(ok)); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
 	}
 }

@@ -34,6 +34,9 @@ const (
 	CodeBadFormat     Code = 24  // IEBADFORMAT
 	CodeReverseBidir  Code = 25  // IEREVERSEBIDIR
 	CodeBadPort       Code = 26  // IEBADPORT
+	CodeRcvTimeout    Code = 31  // IERCVTIMEOUT
+	CodeRcvTimeoutRx  Code = 32  // IERVRSONLYRCVTIMEOUT
+	CodeSndTimeout    Code = 33  // IESNDTIMEOUT
 	CodeConnect       Code = 103 // IECONNECT
 	CodeCtrlClose     Code = 109 // IECTRLCLOSE
 	CodeMessage       Code = 110 // IEMESSAGE
@@ -48,6 +51,8 @@ const (
 	CodeProtocol      Code = 131 // IEPROTOCOL
 	CodeSetCongestion Code = 134 // IESETCONGESTION
 	CodeSetBuf2       Code = 141 // IESETBUF2
+	CodeNoMessage     Code = 144 // IENOMSG: nothing received for --rcv-timeout
+	CodeUserTimeout   Code = 148 // IESETUSERTIMEOUT
 	CodeStreamListen  Code = 202 // IESTREAMLISTEN
 	CodeStreamConnect Code = 203 // IESTREAMCONNECT
 	CodeStreamAccept  Code = 204 // IESTREAMACCEPT
@@ -82,6 +87,9 @@ var messages = map[Code]struct {
 	CodeBadFormat:     {"bad format specifier (valid formats are in the set [kmgtKMGT])", false},
 	CodeReverseBidir:  {"cannot be both reverse and bidirectional", false},
 	CodeBadPort:       {"port number must be between 1 and 65535 inclusive", false},
+	CodeRcvTimeout:    {"receive timeout value is incorrect or not in range", true},
+	CodeRcvTimeoutRx:  {"client receive timeout is valid only in receiving mode", true},
+	CodeSndTimeout:    {"send timeout value is incorrect or not in range", true},
 	100:               {"unable to create a new test", true},
 	101:               {"test initialization failed", true},
 	102:               {"unable to start listener for connections", true},
@@ -112,8 +120,10 @@ var messages = map[Code]struct {
 	CodeSetCongestion: {"unable to set TCP_CONGESTION: Supplied congestion control algorithm not supported on this host", false},
 	CodeSetBuf2:       {"socket buffer size not set correctly", false},
 	142:               {"test authorization failed", false},
-	144:               {"idle timeout for receiving data", false},
+	CodeNoMessage:     {"idle timeout for receiving data", false},
 	145:               {"unable to set IP Do-Not-Fragment flag", false},
+	// iperf3 3.12's words for a failed TCP_USER_TIMEOUT, a copy of IESETMSS's.
+	CodeUserTimeout:   {"unable to set TCP/SCTP MSS", true},
 	200:               {"unable to create a new stream", true},
 	201:               {"unable to initialize stream", true},
 	CodeStreamListen:  {"unable to start stream listener", true},
@@ -165,6 +175,13 @@ func fail(code Code, err error) error {
 
 // ErrAccessDenied is what RunClient returns when the server is busy with another test.
 var ErrAccessDenied = &Error{Code: CodeAccessDenied}
+
+// TimedOut says whether err ended a test that stopped moving: nothing received for
+// --rcv-timeout, or data unacknowledged for --snd-timeout (TCP_USER_TIMEOUT's ETIMEDOUT).
+func TimedOut(err error) bool {
+	var ie *Error
+	return errors.As(err, &ie) && (ie.Code == CodeNoMessage || ie.Errno == syscall.ETIMEDOUT)
+}
 
 // Is makes errors.Is(err, ErrAccessDenied) and the like match on the code.
 func (e *Error) Is(target error) bool {

@@ -101,6 +101,11 @@ func setOptions(fd int, network string, o Options) error {
 			return err
 		}
 	}
+	if tcp && o.UserTimeout > 0 {
+		if err := set(CodeUserTimeout, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(o.UserTimeout.Milliseconds())); err != nil {
+			return err
+		}
+	}
 	if tcp && o.Congestion != "" {
 		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.Congestion); err != nil {
 			return &Error{Code: CodeSetCongestion, Errno: err.(syscall.Errno)}

@@ -3,6 +3,7 @@ package iperf
 import (
 	"context"
 	"net"
+	"time"
 )
 
 // Network is where iperf opens its connections: the host's kernel sockets (Kernel) or a
@@ -33,6 +34,9 @@ type Options struct {
 	NoDelay    bool   // -N: TCP_NODELAY
 	Congestion string // -C: TCP_CONGESTION
 	TOS        int    // -S: IP_TOS
+	// UserTimeout is --snd-timeout: TCP_USER_TIMEOUT, how long sent data may stay
+	// unacknowledged before the connection fails with ETIMEDOUT.
+	UserTimeout time.Duration
 }
 
 // Socket is what a stack made of a socket: iperf3 reports it in -J's start.

@@ -52,6 +52,10 @@ const (
 	maxOmit             = 60
 	maxBurst            = 1000
 	defaultPacingTimer  = 1000 // µs between checks of a rate-limited stream (--pacing-timer)
+	// --rcv-timeout in ms: DEFAULT_NO_MSG_RCVD_TIMEOUT and MIN_NO_MSG_RCVD_TIMEOUT; the most
+	// for it and --snd-timeout is maxTime's.
+	defaultRcvTimeout = 120000
+	minRcvTimeout     = 100
 )
 
 // Version is what we announce as client_version and in results.

@@ -22,6 +22,7 @@ type Report struct {
 	ServerOutputJSON json.RawMessage `json:"server_output_json,omitempty"`
 	ServerOutputText *string         `json:"server_output_text,omitempty"`
 	Error            string          `json:"error,omitempty"`
+	Err              error           `json:"-"` // what Error says, for errors.Is and TimedOut
 }
 
 type Start struct {

@@ -1,6 +1,7 @@
 package iperf
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,11 @@ type Server struct {
 	OneOff   bool                 // -1: return after the first test
 	OnReport func(*Report)        // optional: every finished (or failed) test
 	Logf     func(string, ...any) // optional: what went wrong, for a log
+	// RcvTimeout is --rcv-timeout: a test the server receives in that gets nothing this long
+	// fails with "idle timeout for receiving data". 0 means iperf3's 120 s.
+	RcvTimeout time.Duration
+	// SndTimeout is --snd-timeout: TCP_USER_TIMEOUT on the test's connections; 0 keeps the system's.
+	SndTimeout time.Duration
 }
 
 // Timeouts on the control channel outside the measured time, like iperf3's cntl_msg_wait and
@@ -164,6 +170,7 @@ func (st *serverTest) logf(format string, args ...any) {
 // with Error set when the test failed, or nil when it never got its parameters.
 func (st *serverTest) run(ctx context.Context) *Report {
 	defer st.ctrl.Close()
+	from := st.ctrl.RemoteAddr() // a closed connection of the embedded stack has none
 	stop := context.AfterFunc(ctx, func() { _ = st.ctrl.SetDeadline(time.Now()) })
 	defer stop()
 	err := st.test(ctx)
@@ -175,7 +182,7 @@ func (st *serverTest) run(ctx context.Context) *Report {
 		st.udp.close()
 	}
 	if err != nil {
-		st.logf("iperf: test from %s: %v", st.ctrl.RemoteAddr(), err)
+		st.logf("iperf: test from %v: %v", from, err)
 		if !st.srv.JSON && st.srv.Output != nil {
 			fmt.Fprintf(st.srv.Output, "iperf3: error - %s\n", err)
 		}
@@ -185,7 +192,7 @@ func (st *serverTest) run(ctx context.Context) *Report {
 	}
 	rep := st.t.rep
 	if err != nil {
-		rep.Error = err.Error()
+		rep.Error, rep.Err = err.Error(), err
 	}
 	if st.srv.JSON && st.srv.Output != nil {
 		_ = rep.WriteJSON(st.srv.Output)
@@ -207,6 +214,11 @@ func (st *serverTest) refuse(err error) error {
 func (st *serverTest) test(ctx context.Context) error {
 	srv, ctrl := st.srv, st.ctrl
 	deadline := func(d time.Duration) { _ = ctrl.SetReadDeadline(time.Now().Add(d)) }
+	if srv.SndTimeout > 0 {
+		if _, err := srv.Network.Tune(ctrl, Options{UserTimeout: srv.SndTimeout}); err != nil {
+			return err
+		}
+	}
 	if err := writeState(ctrl, stateParamExchange); err != nil {
 		return fail(111, err)
 	}
@@ -235,6 +247,7 @@ func (st *serverTest) test(ctx context.Context) error {
 		}
 	}
 	t := newTest(false, p, srv.Network, srv.Interval, out)
+	t.opts.UserTimeout = srv.SndTimeout
 	t.cookie = st.cookie
 	st.t = t
 	if p.UDP {
@@ -290,10 +303,19 @@ func (st *serverTest) test(ctx context.Context) error {
 	if p.Time > 0 {
 		giveUp = t.begin.Add(time.Duration(p.Time+p.Omit)*time.Second + graceTimeout)
 	}
-	m, err := t.measure(ctx, giveUp, ctrlMsgs)
+	// As iperf3's server, one that receives gives up when nothing arrives for --rcv-timeout,
+	// without a word to the client.
+	var idle time.Duration
+	if t.mode != modeSender {
+		idle = cmp.Or(srv.RcvTimeout, defaultRcvTimeout*time.Millisecond)
+	}
+	m, err := t.measure(ctx, giveUp, idle, ctrlMsgs)
 	t.finish(time.Now())
 	t.halt()
 	t.reportInterval()
+	if errors.Is(err, &Error{Code: CodeNoMessage}) {
+		return err
+	}
 	if err != nil {
 		return st.refuse(err)
 	}

@@ -215,9 +215,11 @@ type ctrlMsg struct {
 // close every t.interval from the test's start (again from the end of the omitted seconds),
 // and when the end, a tick and the omitted seconds' end fall due together they go in that
 // order, as iperf3's timers do: a 1 s test reports one interval, not one and a sliver. It
-// returns the control message, if one ended it.
-func (t *test) measure(ctx context.Context, stopAt time.Time, ctrl <-chan ctrlMsg) (*ctrlMsg, error) {
+// returns the control message, if one ended it. With idle > 0 a test on whose streams nothing
+// moved for idle fails with IENOMSG, as iperf3's select loop does when it sat idle that long.
+func (t *test) measure(ctx context.Context, stopAt time.Time, idle time.Duration, ctrl <-chan ctrlMsg) (*ctrlMsg, error) {
 	next := t.begin.Add(t.interval)
+	moved, movedAt := t.moved(), t.begin
 	omitAt := t.begin.Add(time.Duration(t.p.Omit) * time.Second)
 	var reached <-chan struct{}
 	if t.lim != nil {
@@ -242,6 +244,13 @@ func (t *test) measure(ctx context.Context, stopAt time.Time, ctrl <-chan ctrlMs
 			next = now.Add(t.interval)
 			continue
 		}
+		if idle > 0 {
+			if m := t.moved(); m != moved {
+				moved, movedAt = m, now
+			} else if now.Sub(movedAt) >= idle {
+				return nil, &Error{Code: CodeNoMessage}
+			}
+		}
 		wake := now.Add(time.Hour)
 		earlier := func(at time.Time) {
 			if at.Before(wake) {
@@ -256,6 +265,9 @@ func (t *test) measure(ctx context.Context, stopAt time.Time, ctrl <-chan ctrlMs
 		}
 		if t.omitting {
 			earlier(omitAt)
+		}
+		if idle > 0 {
+			earlier(movedAt.Add(idle))
 		}
 		timer.Reset(time.Until(wake))
 		select {
@@ -274,6 +286,15 @@ func (t *test) measure(ctx context.Context, stopAt time.Time, ctrl <-chan ctrlMs
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// moved is what the streams moved so far, both ways.
+func (t *test) moved() uint64 {
+	var n uint64
+	for _, s := range t.streams {
+		n += s.bytes.Load()
+	}
+	return n
 }
 
 // endOmit ends the omitted seconds as iperf3's iperf_reset_stats does: what was counted so far

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,19 +14,25 @@ import (
 
 // pair wires two stacks back to back: each one's outbound frames are delivered to the other,
 // the way two guests on one packet-stream session would see each other.
-func pair(t testing.TB, offloadA, offloadB bool) (a, b *Stack) {
+func pair(t testing.TB, offloadA, offloadB bool, cut ...*atomic.Bool) (a, b *Stack) {
 	t.Helper()
-	a, b = newPair(t, offloadA, offloadB)
+	a, b = newPair(t, offloadA, offloadB, cut...)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
 
-func newPair(t testing.TB, offloadA, offloadB bool) (a, b *Stack) {
+// newPair is pair without the clean-up; A's frames are dropped while cut (if given) is set.
+func newPair(t testing.TB, offloadA, offloadB bool, cut ...*atomic.Bool) (a, b *Stack) {
 	t.Helper()
 	var err error
 	var pa, pb *Stack
 	a, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offloadA, Address: netip.MustParsePrefix("198.18.0.1/24")},
-		OutboundFunc(func(f []Frame) int { pb.DeliverFrames(f); return len(f) }))
+		OutboundFunc(func(f []Frame) int {
+			if len(cut) == 0 || !cut[0].Load() {
+				pb.DeliverFrames(f)
+			}
+			return len(f)
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}

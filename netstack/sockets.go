@@ -28,6 +28,38 @@ type tcpConn struct {
 	ep tcpip.Endpoint
 }
 
+// Read and Write name a failed connection's error by its errno, as a kernel socket's: gonet
+// passes tcpip's errors on as text, and iperf reports the errno (a timeout of --snd-timeout
+// is ETIMEDOUT).
+func (c *tcpConn) Read(b []byte) (int, error) {
+	n, err := c.TCPConn.Read(b)
+	return n, withErrno(err)
+}
+
+func (c *tcpConn) Write(b []byte) (int, error) {
+	n, err := c.TCPConn.Write(b)
+	return n, withErrno(err)
+}
+
+// errnos are the tcpip errors of a connection that failed, by their text.
+var errnos = map[string]syscall.Errno{
+	(&tcpip.ErrTimeout{}).String():            syscall.ETIMEDOUT,
+	(&tcpip.ErrConnectionReset{}).String():    syscall.ECONNRESET,
+	(&tcpip.ErrConnectionAborted{}).String():  syscall.ECONNABORTED,
+	(&tcpip.ErrHostUnreachable{}).String():    syscall.EHOSTUNREACH,
+	(&tcpip.ErrNetworkUnreachable{}).String(): syscall.ENETUNREACH,
+}
+
+func withErrno(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		if e, ok := errnos[op.Err.Error()]; ok {
+			op.Err = e
+		}
+	}
+	return err
+}
+
 type udpConn struct {
 	*gonet.UDPConn
 	ep tcpip.Endpoint
@@ -262,6 +294,12 @@ func (s *Stack) setOptions(ep tcpip.Endpoint, isTCP bool, o iperf.Options) error
 	if o.TOS > 0 {
 		if terr := ep.SetSockOptInt(tcpip.IPv4TOSOption, o.TOS); terr != nil {
 			return &iperf.Error{Code: iperf.CodeSetTOS, Errno: syscall.EINVAL, Err: errors.New(terr.String())}
+		}
+	}
+	if isTCP && o.UserTimeout > 0 {
+		ut := tcpip.TCPUserTimeoutOption(o.UserTimeout)
+		if terr := ep.SetSockOpt(&ut); terr != nil {
+			return &iperf.Error{Code: iperf.CodeUserTimeout, Errno: syscall.EINVAL, Err: errors.New(terr.String())}
 		}
 	}
 	if isTCP && o.Congestion != "" {

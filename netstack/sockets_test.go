@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,18 +91,8 @@ func TestIperfOverTheStack(t *testing.T) {
 
 func TestStackSocketOptions(t *testing.T) {
 	client, server := pair(t, false, false)
-	ln, err := server.Listen("tcp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			_, _ = c.Read(make([]byte, 1))
-		}
-	}()
-	_, err = client.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{Congestion: "no-such"})
+	drain(t, server, ":7")
+	_, err := client.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{Congestion: "no-such"})
 	var ie *iperf.Error
 	if !errors.As(err, &ie) || ie.Code != iperf.CodeSetCongestion {
 		t.Fatalf("unknown algorithm: %v", err)
@@ -116,4 +109,43 @@ func TestStackSocketOptions(t *testing.T) {
 	if _, err := client.TCPInfo(c); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A sender whose peer vanished fails with ETIMEDOUT after --snd-timeout (TCP_USER_TIMEOUT),
+// named by its errno as a kernel socket's would be.
+func TestSendTimeoutWhenThePeerVanishes(t *testing.T) {
+	var cut atomic.Bool
+	a, b := pair(t, false, false, &cut)
+	drain(t, b, ":7")
+	c, err := a.DialContext(context.Background(), "tcp", "198.18.0.2:7", iperf.Options{UserTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cut.Store(true)
+	c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	block := make([]byte, 64<<10)
+	for {
+		if _, err = c.Write(block); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ETIMEDOUT) {
+		t.Fatalf("write: %v, want ETIMEDOUT", err)
+	}
+}
+
+// drain accepts one TCP connection on addr of s and reads it until it closes.
+func drain(t *testing.T, s *Stack, addr string) {
+	ln, err := s.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
 }

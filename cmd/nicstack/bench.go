@@ -11,6 +11,7 @@ import (
 
 	"github.com/nicstack/nicstack/internal/bench"
 	"github.com/nicstack/nicstack/internal/bench/driver"
+	"github.com/nicstack/nicstack/internal/bench/faults"
 	"github.com/nicstack/nicstack/internal/bench/iperf"
 	"github.com/nicstack/nicstack/internal/bench/router"
 	"github.com/nicstack/nicstack/internal/bench/stream"
@@ -26,7 +27,7 @@ var benchCmd = &cobra.Command{
 }
 
 func init() {
-	benchCmd.AddCommand(benchStreamCmd(), benchStreamPeerCmd(), benchRouterCmd(), benchDriverCmd(), benchIperfCmd())
+	benchCmd.AddCommand(benchStreamCmd(), benchStreamPeerCmd(), benchRouterCmd(), benchDriverCmd(), benchIperfCmd(), benchFaultsCmd())
 	root.AddCommand(benchCmd)
 }
 
@@ -188,6 +189,36 @@ func benchIperfCmd() *cobra.Command {
 	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle setting into this PNG")
 	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
+	componentFlags(cmd, &o.Components)
+	return cmd
+}
+
+func benchFaultsCmd() *cobra.Command {
+	var o faults.Options
+	cmd := &cobra.Command{
+		Use:   "faults SCENARIO",
+		Short: "Kill each component of an iperf scenario with SIGKILL during a test: time to restart, to traffic, flows kept",
+		Long: "faults runs SCENARIO once per fault: once the guests' iperf traffic flows it kills one component\n" +
+			"(--fault, each start in turn by default) with SIGKILL and watches the run for --observe. It reports\n" +
+			"the time from the kill until the component's new process runs, until the guests' sessions move data\n" +
+			"again (1 MiB after the restart), the longest pause after that, whether the clients' tests went on\n" +
+			"(same process, no test ended) and the errors the guests' iperf tests ended with. The guests' iperf\n" +
+			"commands get --rcv-timeout and --snd-timeout of --timeout (a test whose peer died ends after it) and a\n" +
+			"test time that outlasts the watch. Restarts need restart=\"yes\" on the scenario's starts.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			_, err := faults.Run(ctx, cmd.OutOrStdout(), args[0], o)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.Faults, "fault", nil, "the starts to kill, one per run (default: every start)")
+	f.DurationVar(&o.Settle, "settle", 2*time.Second, "traffic before the kill")
+	f.DurationVar(&o.Observe, "observe", 6*time.Second, "how long each run is watched after the kill")
+	f.DurationVar(&o.Timeout, "timeout", 2*time.Second, "the guests' iperf --rcv-timeout and --snd-timeout")
+	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }

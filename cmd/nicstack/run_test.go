@@ -29,6 +29,7 @@ type nicstackRun struct {
 	tmp, socket, report string
 	metrics             string
 	bin                 string
+	pid                 int // of the supervisor, once it was killed
 }
 
 // startNicstack runs the scenario file and waits until ready holds for its status.
@@ -406,12 +407,55 @@ func TestRunStopsWhenItsOutputIsGone(t *testing.T) {
 
 func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }
 
-// A supervisor killed with SIGKILL cleans nothing; `nicstack cleanup` (which every `nicstack
-// run` does first) removes what it left: the command still running inside one of its
-// namespaces, the namespaces, its run folder and control socket.
+// A supervisor killed with SIGKILL cleans nothing; `nicstack cleanup`, and the next `nicstack
+// run` (which cleans up first), remove what it left: the command still running inside one of
+// its namespaces, the namespaces, its run folder and control socket.
 func TestCleanupAfterAKilledRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "ip", "nsenter")
+	t.Run("cleanup", func(t *testing.T) {
+		r := killedRun(t)
+		cleanup := exec.Command(filepath.Join(r.bin, "nicstack"), "cleanup")
+		cleanup.Env = append(os.Environ(), "TMPDIR="+r.tmp)
+		out, err := cleanup.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cleanup: %v\n%s", err, out)
+		}
+		r.checkCleaned(t, string(out), "removed ")
+	})
+	t.Run("run again", func(t *testing.T) {
+		r := killedRun(t)
+		socket := filepath.Join(filepath.Dir(r.socket), "next.sock")
+		next := exec.Command(filepath.Join(r.bin, "nicstack"), "run", "--socket", socket, "../../deploy/test_echo.xml")
+		next.Env = append(os.Environ(), "TMPDIR="+r.tmp) // where the killed run left its folder
+		var out testutil.SyncBuffer
+		next.Stdout, next.Stderr = &out, &out
+		if err := next.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if st, err := supervisor.QueryStatus(socket); err == nil && len(st.Components) == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				next.Process.Kill()
+				next.Wait()
+				t.Fatalf("the next run never got ready:\n%s", out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		next.Process.Signal(os.Interrupt)
+		if err := next.Wait(); err != nil {
+			t.Errorf("the next run: %v", err)
+		}
+		r.checkCleaned(t, out.String(), "removed what a killed run left: ")
+	})
+}
+
+// killedRun is a run as root with a namespace and a command in it, killed with SIGKILL.
+func killedRun(t *testing.T) *nicstackRun {
+	t.Helper()
 	scenario := filepath.Join(t.TempDir(), "parent.xml")
 	if err := os.WriteFile(scenario, []byte(`<config>
 	<parent-provides> <service name="Tap"/> </parent-provides>
@@ -424,11 +468,7 @@ func TestCleanupAfterAKilledRun(t *testing.T) {
 	r := startNicstack(t, scenario, func(st supervisor.Status) bool {
 		return len(st.Components) == 1 && len(st.Components[0].Requests) == 1 && st.Components[0].Requests[0].State == "open"
 	})
-	pid := r.cmd.Process.Pid
-	namespaces := func() []string {
-		ents, _ := filepath.Glob(fmt.Sprintf("/run/netns/nst%d-*", pid))
-		return ents
-	}
+	r.pid = r.cmd.Process.Pid
 	deadline := time.Now().Add(10 * time.Second)
 	for len(processesOf(r.tmp)) < 4 && time.Now().Before(deadline) { // nicstack, test_client, sh, 2 sleeps
 		time.Sleep(20 * time.Millisecond)
@@ -436,28 +476,35 @@ func TestCleanupAfterAKilledRun(t *testing.T) {
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.cmd.Wait()
 	time.Sleep(200 * time.Millisecond) // Pdeathsig takes the component and the shell, not the sleeps
-	if len(namespaces()) == 0 || len(processesOf(r.tmp)) == 0 || !fileExists(r.socket) {
-		t.Fatalf("nothing was left to clean: namespaces %v, processes %v", namespaces(), processesOf(r.tmp))
+	if len(r.namespaces()) == 0 || len(processesOf(r.tmp)) == 0 || !fileExists(r.socket) {
+		t.Fatalf("nothing was left to clean: namespaces %v, processes %v", r.namespaces(), processesOf(r.tmp))
 	}
-	cleanup := exec.Command(filepath.Join(r.bin, "nicstack"), "cleanup")
-	cleanup.Env = append(os.Environ(), "TMPDIR="+r.tmp)
-	out, err := cleanup.CombinedOutput()
-	if err != nil {
-		t.Fatalf("cleanup: %v\n%s", err, out)
-	}
-	for _, want := range []string{"removed process ", "removed namespace nst" + strconv.Itoa(pid) + "-", "/nicstack-run-" + strconv.Itoa(pid) + "-", // in TMPDIR, or /tmp when TMPDIR is too long for sockets
-		"removed control socket " + r.socket} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("cleanup does not say %q:\n%s", want, out)
+	return r
+}
+
+func (r *nicstackRun) namespaces() []string {
+	ents, _ := filepath.Glob(fmt.Sprintf("/run/netns/nst%d-*", r.pid))
+	return ents
+}
+
+// checkCleaned checks that out (of cleanup, or of the next run) says it removed each thing
+// the killed run left, each line starting with prefix, and that nothing of it is left.
+func (r *nicstackRun) checkCleaned(t *testing.T, out, prefix string) {
+	t.Helper()
+	pid := strconv.Itoa(r.pid)
+	for _, want := range []string{prefix + "process ", prefix + "namespace nst" + pid + "-", "/nicstack-run-" + pid + "-", // in TMPDIR, or /tmp when TMPDIR is too long for sockets
+		prefix + "control socket " + r.socket} {
+		if !strings.Contains(out, want) {
+			t.Errorf("it does not say %q:\n%s", want, out)
 		}
 	}
-	if ns, p := namespaces(), processesOf(r.tmp); len(ns) > 0 || len(p) > 0 {
-		t.Errorf("left after cleanup: namespaces %v, processes %v", ns, p)
+	if ns, p := r.namespaces(), processesOf(r.tmp); len(ns) > 0 || len(p) > 0 {
+		t.Errorf("left: namespaces %v, processes %v", ns, p)
 	}
-	left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-*"))
-	inTmp, _ := filepath.Glob(fmt.Sprintf("/tmp/nicstack-run-%d-*", pid))
+	left, _ := filepath.Glob(filepath.Join(r.tmp, "nicstack-run-"+pid+"-*"))
+	inTmp, _ := filepath.Glob("/tmp/nicstack-run-" + pid + "-*")
 	if left = append(left, inTmp...); len(left) > 0 || fileExists(r.socket) {
-		t.Errorf("left after cleanup: run folders %v, control socket there: %v", left, fileExists(r.socket))
+		t.Errorf("left: run folders %v, control socket there: %v", left, fileExists(r.socket))
 	}
 }
 

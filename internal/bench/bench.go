@@ -40,8 +40,9 @@ func WriteJSON(path string, points any) error {
 // Components says where a benchmark finds the component binaries and whether it shows their
 // logs: the settings of every benchmark that runs scenarios.
 type Components struct {
-	Bins    []string // folders with component binaries, searched in order
-	Verbose bool     // the components' logs on stderr
+	Bins    []string  // folders with component binaries, searched in order
+	Verbose bool      // the components' logs on stderr
+	Logs    io.Writer // when set, also gets the components' logs
 }
 
 // Scenario is a benchmark point's scenario running under a fresh supervisor in its own
@@ -69,6 +70,9 @@ func (c Components) StartScenario(ctx context.Context, name string, text []byte)
 	var logs io.Writer = io.Discard
 	if c.Verbose {
 		logs = os.Stderr
+	}
+	if c.Logs != nil {
+		logs = io.MultiWriter(logs, c.Logs)
 	}
 	var s *supervisor.Supervisor
 	if err = os.WriteFile(path, text, 0o644); err == nil {

@@ -147,8 +147,8 @@ func udpEcho(t *testing.T, r *run, name, addr string) {
 }
 
 // TestParentServices: a TAP and a packet socket carry datagrams between the namespace's
-// kernel and a component, the exec'd commands run inside the namespaces, a client's restart
-// deletes its interface and makes a new one, and nothing is left on the host afterwards.
+// kernel and a component, the exec'd commands run inside the namespaces, a client that
+// crashed takes its interface over when it restarts, and nothing is left on the host afterwards.
 func TestParentServices(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "ip", "nsenter")
@@ -175,14 +175,21 @@ func TestParentServices(t *testing.T) {
 		}
 	}
 
-	// A restarted client gets a fresh interface; the old one and its command are gone.
-	syscall.Kill(r.Component("tapper").Pid, syscall.SIGKILL)
-	r.waitFor("the tapper's second session", 20*time.Second, func() bool {
-		return strings.Count(r.Logs.String(), "[tapper/a] neighbour set") == 2
+	// A client that crashed and restarts takes over its session: the same interface with the
+	// command in its namespace, as a wire's far end outlives a restart of its driver.
+	pid := r.Component("tapper").Pid
+	syscall.Kill(pid, syscall.SIGKILL)
+	r.waitFor("the tapper's session taken over", 20*time.Second, func() bool {
+		c := r.Component("tapper")
+		return c.Pid != pid && len(c.Requests) == 1 && c.Requests[0].State == "open" &&
+			strings.Contains(r.Logs.String(), "tapper takes over the Tap session of its crashed process")
 	})
 	udpEcho(t, r, "a", "198.18.5.2:9")
+	if n := strings.Count(r.Logs.String(), "[tapper/a] neighbour set"); n != 1 {
+		t.Errorf("the command ran %d times, want once", n)
+	}
 	if n := len(sleeps()); n != 2 {
-		t.Errorf("%d exec'd commands run, want 2 (the first tapper's was not killed?)", n)
+		t.Errorf("%d exec'd commands run, want 2", n)
 	}
 	path, _ := r.S.Netns("a")
 	out, err := supervisor.ExecIn(context.Background(), path, []string{"ip", "-o", "link"}).Output()

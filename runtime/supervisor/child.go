@@ -39,6 +39,10 @@ type child struct {
 	// launch, handed to every process, kept across a crash, discarded by a deliberate
 	// restart (discardRegion).
 	region *os.File
+	// kept are the parent-service sessions (a TAP with its namespace and the command in it) of
+	// a process that crashed, for its next process to take over: the far end of a wire
+	// outlives a restart of the driver on it. Closed by a deliberate stop (closeKept).
+	kept []*parentSession
 }
 
 // newChild is st before its first launch.

@@ -198,11 +198,18 @@ func (s *Supervisor) exited(c *child, life int, value int, reported bool) {
 	s.log.Debug(fmt.Sprintf("%s reaped", c.start.Name), "took", time.Since(t0))
 	c.state = Exited
 	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
+	restarts := false
+	defer func() {
+		if !restarts {
+			s.closeKept(c)
+		}
+	}()
 	if s.stopping {
 		c.state = Stopped
 		return
 	}
 	name := c.start.Name
+	restarts = c.heartbeatRestart || c.start.Restart && (p.signal() != 0 || !c.start.Propagate)
 	if c.heartbeatRestart {
 		c.heartbeatRestart = false
 		c.restarts++
@@ -283,6 +290,7 @@ func (s *Supervisor) stop(c *child) {
 	c.state = Stopped
 	c.waitsForConfig = false
 	c.discardRegion()
+	s.closeKept(c)
 	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name)) // without a process: its config ROM
 	if p != nil {
 		s.end(p)

@@ -44,15 +44,17 @@ type ParentDevice struct {
 // parentSession is what the supervisor made for one session of a parent service; close
 // deletes it all.
 type parentSession struct {
-	id     uint64
-	client string
-	args   map[string]string
-	files  []*os.File // handed to the client
-	iface  string     // the interface inside the run's namespace
-	ns     *netns.NS  // the run's namespace the interface is in
-	undo   func()     // the service's own clean-up (ParentDevice.Close)
-	exec   *exec.Cmd
-	mtu    int
+	id      uint64
+	client  string
+	service string
+	request map[string]string // the arguments it was opened with, as the client asked
+	args    map[string]string
+	files   []*os.File // handed to the client
+	iface   string     // the interface inside the run's namespace
+	ns      *netns.NS  // the run's namespace the interface is in
+	undo    func()     // the service's own clean-up (ParentDevice.Close)
+	exec    *exec.Cmd
+	mtu     int
 }
 
 // noParentService is the denial of a session routed to the parent for a service it lacks.
@@ -82,7 +84,7 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 	if !netnsName.MatchString(name) {
 		return nil, fmt.Errorf("%s session: netns=%q: want a name of 1 to 16 letters, digits or _", service, name)
 	}
-	p := &parentSession{id: id, client: client, args: args, mtu: 1500}
+	p := &parentSession{id: id, client: client, service: service, request: args, args: args, mtu: 1500}
 	if v, ok := args["mtu"]; ok {
 		mtu, err := strconv.Atoi(v)
 		if err != nil || mtu < 68 || mtu > 65535 {

@@ -6,7 +6,9 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -347,6 +349,16 @@ func (s *Supervisor) openAtParent(r *request) {
 	}
 	s.nextID++
 	id := s.nextID
+	if cl := s.children[r.key.client]; cl != nil {
+		for i, p := range cl.kept {
+			if p.service == r.service && maps.Equal(p.request, r.args) {
+				cl.kept = slices.Delete(cl.kept, i, i+1)
+				s.log.Info(fmt.Sprintf("%s takes over the %s session of its crashed process", r.key.client, r.service))
+				s.openedAtParent(r, id, p, nil)
+				return
+			}
+		}
+	}
 	r.openedAt, r.opening = time.Now(), true
 	service, client, args := r.service, r.key.client, r.args
 	s.launching.Add(1)
@@ -383,13 +395,17 @@ func (s *Supervisor) openedAtParent(r *request, id uint64, p *parentSession, err
 		Args: p.args, Files: uint32(len(p.files)), Device: &controlpb.DeviceSpec{},
 	}
 	r.session, r.linkUp, r.parent, r.waitNoted = id, true, p, false
-	s.hand(cl.proc, req, p.files, func(err error) {
-		if err == nil && r.session == id {
-			closeFiles(p.files) // the client holds its own copies
-		}
-		// Otherwise closing the session (now or before) deletes p and its files.
-		s.clientOpened(r, id, "", err)
-	})
+	// The supervisor keeps its copies of the files until the session closes: a TAP that only a
+	// crashed client held would go away with it.
+	s.hand(cl.proc, req, p.files, func(err error) { s.clientOpened(r, id, "", err) })
+}
+
+// closeKept deletes the parent-service sessions c's crashed process left for the next.
+func (s *Supervisor) closeKept(c *child) {
+	for _, p := range c.kept {
+		s.closeParent(p)
+	}
+	c.kept = nil
 }
 
 // closeParent deletes what a parent-service session made, in the background like end.
@@ -456,6 +472,10 @@ func (s *Supervisor) dropSessions(c *child, reason string) {
 	for k, r := range s.requests {
 		switch {
 		case k.client == name:
+			if r.parent != nil && r.session != 0 && !r.opening {
+				c.kept = append(c.kept, r.parent) // until its next process or a stop (closeKept)
+				r.parent = nil
+			}
 			s.closeSession(r, reason, false)
 			delete(s.requests, k)
 		case r.decision != nil && r.decision.Server == name:

@@ -21,12 +21,14 @@ import (
 
 // Counters the embedded guest reports; the bench reads them through the supervisor's status.
 type Counters struct {
-	Leases  *atomic.Uint64 // DHCP leases obtained
-	Tests   *atomic.Uint64 // iperf tests finished (as client or server)
-	Errors  *atomic.Uint64 // iperf tests that failed
-	Bps     *atomic.Uint64 // the last test's bits per second, as the receiver counted them (a server that sent: as it sent them)
-	Bytes   *atomic.Uint64 // the bytes behind Bps
-	Seconds *atomic.Uint64 // the last test's duration in milliseconds
+	Leases *atomic.Uint64 // DHCP leases obtained
+	Tests  *atomic.Uint64 // iperf tests finished (as client or server)
+	Errors *atomic.Uint64 // iperf tests that failed
+	// Timeouts: failed ones that stopped moving (--rcv-timeout, or --snd-timeout's ETIMEDOUT)
+	Timeouts *atomic.Uint64
+	Bps      *atomic.Uint64 // the last test's bits per second, as the receiver counted them (a server that sent: as it sent them)
+	Bytes    *atomic.Uint64 // the bytes behind Bps
+	Seconds  *atomic.Uint64 // the last test's duration in milliseconds
 	// BidirBps: a bidirectional test's other direction (server to client), as its receiver
 	// counted it; 0 after any other test.
 	BidirBps *atomic.Uint64
@@ -46,7 +48,7 @@ const counterEvery = 250 * time.Millisecond
 
 // NewCounters makes the counters with get (the component's c.Counter).
 func NewCounters(get func(string) *atomic.Uint64) *Counters {
-	return &Counters{Leases: get("dhcp_leases"), Tests: get("iperf_tests"), Errors: get("iperf_errors"),
+	return &Counters{Leases: get("dhcp_leases"), Tests: get("iperf_tests"), Errors: get("iperf_errors"), Timeouts: get("iperf_timeouts"),
 		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms"),
 		BidirBps:    get("iperf_bidir_reverse_bits_per_second"),
 		Retransmits: get("tcp_retransmits"), RxDropped: get("link_rx_dropped"), TxDropped: get("link_tx_dropped"),
@@ -68,6 +70,9 @@ func (c *Counters) RecordRR(phase string, r rr.Result) {
 func (c *Counters) Record(rep *iperf.Report) {
 	if rep.Error != "" {
 		c.Errors.Add(1)
+	}
+	if iperf.TimedOut(rep.Err) {
+		c.Timeouts.Add(1)
 	}
 	r := rep.Measured()
 	c.Bps.Store(uint64(r.BitsPerSecond))
@@ -179,7 +184,8 @@ func (h *Host) Close() {
 	h.done.Wait()
 }
 
-// clientRetry bounds how long a client tries to reach its server (it may start later).
+// clientRetry bounds how long a client tries to reach its server: it may start later, or still
+// run the test of a client that vanished (until its --snd-timeout or --rcv-timeout).
 const clientRetry = 60 * time.Second
 
 func (h *Host) run(ctx context.Context) {
@@ -235,10 +241,10 @@ func (h *Host) run(ctx context.Context) {
 			rep, err := iperf.RunClient(ctx, cmd.ClientConfig(h.st))
 			loaded := during()
 			var ie *iperf.Error
-			unreachable := errors.As(err, &ie) && ie.Code == iperf.CodeConnect
+			unreachable := errors.As(err, &ie) && (ie.Code == iperf.CodeConnect || ie.Code == iperf.CodeAccessDenied)
 			if !unreachable || time.Now().After(deadline) {
 				if rep == nil {
-					rep = &iperf.Report{Error: err.Error()}
+					rep = &iperf.Report{Error: err.Error(), Err: err}
 				}
 				for _, r := range loaded {
 					h.recordRR("load", r)
@@ -246,7 +252,7 @@ func (h *Host) run(ctx context.Context) {
 				h.report(rep)
 				break
 			}
-			h.env.Info("iperf server not reachable yet", "err", err)
+			h.env.Info("iperf server not reachable or busy yet", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -363,8 +369,9 @@ func (e componentEnv) WriteFile(path string, data []byte) { e.c.WriteFile(path, 
 // guest="embedded"): it requests its one session when first configured and attaches the
 // host to it whenever it is up. Later config changes are logged and wait for a restart.
 type Embedded struct {
-	c    *component.Component
-	host *Host
+	c       *component.Component
+	host    *Host
+	session uint64 // the session the host is attached to
 }
 
 // NewEmbedded returns the handler.
@@ -403,11 +410,21 @@ func (e *Embedded) Open(s *component.Session) error {
 		return errors.New("the embedded guest serves no sessions")
 	}
 	e.c.Log.Info("link up", "session", s.ID, "label", s.Label)
-	return e.host.Attach(s.Client.TX, s.Client.RX)
+	if err := e.host.Attach(s.Client.TX, s.Client.RX); err != nil {
+		return err
+	}
+	e.session = s.ID
+	return nil
 }
 
+// Close takes the link down only when it is the attached session that closed: the old session
+// of a restarted server may close after its new one opened.
 func (e *Embedded) Close(s *component.Session) {
+	if s.ID != e.session {
+		return
+	}
 	e.host.Detach()
+	e.session = 0
 	e.c.Log.Info("link down", "session", s.ID)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/rr"
+	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -151,4 +152,35 @@ func TestRoundTripsDuringAndAfterIperf(t *testing.T) {
 	}
 	t.Logf("1 byte round trips over a heap session: p99 %v idle, %v during iperf",
 		time.Duration(counter("rr_idle_1_p99_ns").Load()), time.Duration(counter("rr_load_1_p99_ns").Load()))
+}
+
+// The old session of a restarted server that closes after its new one opened leaves the
+// guest on the new one.
+func TestCloseOfAnOldSessionKeepsTheNewLink(t *testing.T) {
+	h, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500, Address: netip.MustParsePrefix("198.18.0.2/24")},
+		privateCounters(), testEnv{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Embedded{c: component.New(component.Spec{Binary: "remote_host"}, slog.New(slog.DiscardHandler), nil), host: h}
+	defer e.Stop()
+	for id := uint64(1); id <= 2; id++ {
+		client, server, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		defer server.Close()
+		if err := e.Open(&component.Session{ID: id, Service: "Nic", Client: client, Role: component.Client}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Close(&component.Session{ID: 1})
+	if h.port.Load() == nil {
+		t.Fatal("the close of session 1 took down the link of session 2")
+	}
+	e.Close(&component.Session{ID: 2})
+	if h.port.Load() != nil {
+		t.Fatal("the link outlived its session")
+	}
 }
