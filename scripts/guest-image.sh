@@ -27,8 +27,10 @@ modules=(
 )
 
 busybox=/bin/busybox
-LC_ALL=C ldd "$busybox" 2>&1 | grep -q 'not a dynamic' || {
-  echo "guest-image: $busybox is not a static busybox (apt-get install busybox-static)" >&2; exit 1; }
+case "$(LC_ALL=C ldd "$busybox" 2>&1)" in
+  *"not a dynamic"*) ;;
+  *) echo "guest-image: $busybox is not a static busybox (apt-get install busybox-static)" >&2; exit 1 ;;
+esac
 
 # The kernel package the meta package points at; a cached .deb serves when apt cannot answer.
 kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
