@@ -78,12 +78,11 @@ func (r *Reader) ReadFrames(frames [][]byte) ([][]byte, error) {
 
 // Writer batches frames for one write.
 type Writer struct {
-	w   io.Writer
 	buf []byte
 }
 
-// NewWriter writes to w.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: w, buf: make([]byte, 0, 256<<10)} }
+// NewWriter returns an empty batch.
+func NewWriter() *Writer { return &Writer{buf: make([]byte, 0, 256<<10)} }
 
 // Frame returns room for a frame of n bytes in the batch, for the caller to fill.
 func (w *Writer) Frame(n int) []byte {
@@ -92,9 +91,6 @@ func (w *Writer) Frame(n int) []byte {
 	w.buf = w.buf[:len(w.buf)+n]
 	return w.buf[len(w.buf)-n:]
 }
-
-// Len is the batch's length in bytes.
-func (w *Writer) Len() int { return len(w.buf) }
 
 // Shrink cuts the last frame, whose room Frame returned, to n bytes; 0 takes it out.
 func (w *Writer) Shrink(last []byte, n int) {
@@ -107,12 +103,12 @@ func (w *Writer) Shrink(last []byte, n int) {
 	w.buf = w.buf[:hdr+4+n]
 }
 
-// Flush writes the batch with one write and empties it.
-func (w *Writer) Flush() error {
+// Flush writes the batch to out with one write and empties it.
+func (w *Writer) Flush(out io.Writer) error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	_, err := w.w.Write(w.buf)
+	_, err := out.Write(w.buf)
 	w.buf = w.buf[:0]
 	return err
 }

@@ -23,13 +23,13 @@ func stream(frames ...[]byte) []byte {
 func TestReaderBatches(t *testing.T) {
 	want := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1514), bytes.Repeat([]byte{3}, MaxFrame)}
 	var buf bytes.Buffer
-	w := NewWriter(&buf)
+	w := NewWriter()
 	for _, f := range want {
 		copy(w.Frame(len(f)), f)
 	}
 	room := w.Frame(100)
 	w.Shrink(room, 0) // dropped
-	if err := w.Flush(); err != nil {
+	if err := w.Flush(&buf); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(buf.Bytes(), stream(want...)) {
