@@ -112,4 +112,3 @@ func guestPid(t *testing.T, logs string) int {
 	}
 	return pid
 }
-
