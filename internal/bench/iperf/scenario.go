@@ -1,10 +1,14 @@
 package iperf
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -38,6 +42,22 @@ func (c *client) counted() string {
 		return c.server
 	}
 	return c.name
+}
+
+// prepareGuests builds the QEMU guests' image once, before any run: the guest programs of
+// every run take it from the environment (qemu.ImageEnv) instead of checking it each.
+func (sc *scenario) prepareGuests(ctx context.Context) error {
+	for _, c := range sc.clients {
+		if c.vmArg == nil {
+			continue
+		}
+		im, err := qemu.BuildImage(ctx)
+		if err != nil {
+			return err
+		}
+		return os.Setenv(qemu.ImageEnv, filepath.Dir(im.Kernel))
+	}
+	return nil
 }
 
 // qemuIperf is the argument of `nicstack guest` that names the guest's iperf client.
