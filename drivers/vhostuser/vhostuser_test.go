@@ -257,3 +257,26 @@ func TestDisconnectEndsTheSession(t *testing.T) {
 		t.Fatalf("Write: %v", err)
 	}
 }
+
+// The data path allocates nothing per batch.
+func TestDataPathDoesNotAllocate(t *testing.T) {
+	fe := newFrontend(t)
+	fe.start(allFeatures)
+	frame := tcpFrame(1000, 1)
+	bufs, sizes, offs := [][]byte{make([]byte, 2048)}, make([]int, 1), make([]netdev.Offload, 1)
+	frames := [][]byte{frame}
+	var fail error
+	allocs := testing.AllocsPerRun(100, func() {
+		fe.sendFrame([12]byte{}, frame)
+		fe.postRx(1, 2048)
+		if _, err := fe.dev.Read(bufs, sizes, offs); err != nil {
+			fail = err
+		}
+		fe.dev.Write(frames, nil)
+		fe.q[txQueue].usedSeen = le.Uint16(fe.mem[fe.q[txQueue].used+2:])
+		fe.q[rxQueue].usedSeen = le.Uint16(fe.mem[fe.q[rxQueue].used+2:])
+	})
+	if fail != nil || allocs != 0 {
+		t.Fatalf("%v allocations per frame each way (%v)", allocs, fail)
+	}
+}
