@@ -37,6 +37,7 @@ func (d *Device) Serve() (err error) {
 			m, err = parseMessage(h, payload[:h.size], len(fds))
 		}
 		if err == nil {
+			d.log.Debug("vhost-user message", "request", reqName(h.request), "flags", h.flags, "size", h.size, "fds", len(fds))
 			err = d.handle(&m, fds)
 		} else {
 			closeAll(fds)
@@ -125,7 +126,7 @@ func (d *Device) handle(m *message, fds []int) error {
 			err = fmt.Errorf("SET_PROTOCOL_FEATURES: %#x were not offered (%#x)", m.u64&^offeredProtocols, uint64(offeredProtocols))
 		} else {
 			d.mu.Lock()
-			d.protocol = m.u64
+			d.protocol, d.protocolSet = m.u64, true
 			d.mu.Unlock()
 		}
 	case reqGetQueueNum:
@@ -172,13 +173,25 @@ func (d *Device) handle(m *message, fds []int) error {
 	return err
 }
 
+// protocolFeatures reports whether the front end uses protocol features: it acked
+// VHOST_USER_F_PROTOCOL_FEATURES, or set protocol features, which it does only once it saw the
+// bit offered (QEMU disables the rings with SET_VRING_ENABLE before its SET_FEATURES).
+// Rings then start disabled.
+func (d *Device) protocolFeatures() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.protocolSet || d.features&featProtocol != 0
+}
+
 func (d *Device) setFeatures(f uint64) error {
 	if f&^offeredFeatures != 0 {
 		return fmt.Errorf("SET_FEATURES: %#x were not offered (%#x)", f&^uint64(offeredFeatures), uint64(offeredFeatures))
 	}
 	unlock := d.lockAll()
 	defer unlock()
-	d.features = f
+	d.mu.Lock()
+	d.features = f // read by the data path under its queue's lock, by the control path under mu
+	d.mu.Unlock()
 	d.hdrLen = 10
 	if f&(featVersion1|featMrgRxbuf) != 0 {
 		d.hdrLen = maxHdrLen
@@ -235,9 +248,7 @@ func (d *Device) vring(m *message) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	protocol := d.features&featProtocol != 0
-	d.mu.Unlock()
+	protocol := d.protocolFeatures()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	defer q.wake()
@@ -284,7 +295,7 @@ func (d *Device) vring(m *message) ([]byte, error) {
 		return le.AppendUint32(le.AppendUint32(nil, m.index), uint32(q.lastAvail)), nil
 	case reqSetVringEnable:
 		if !protocol {
-			return nil, q.faultf("SET_VRING_ENABLE without VHOST_USER_F_PROTOCOL_FEATURES")
+			return nil, q.faultf("SET_VRING_ENABLE without protocol features")
 		}
 		if m.num > 1 {
 			return nil, q.faultf("SET_VRING_ENABLE: %d is neither 0 nor 1", m.num)
@@ -308,9 +319,7 @@ func (d *Device) vringFD(m *message, fds []int) error {
 	if len(fds) == 1 {
 		fd = fds[0]
 	}
-	d.mu.Lock()
-	protocol := d.features&featProtocol != 0
-	d.mu.Unlock()
+	protocol := d.protocolFeatures()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	defer q.wake()

@@ -93,11 +93,12 @@ type Device struct {
 	log   *slog.Logger
 	stats *Stats
 
-	mu       sync.Mutex // the device state below; queue state is each queue's
-	features uint64     // acked by SET_FEATURES
-	protocol uint64     // acked by SET_PROTOCOL_FEATURES
-	mem      *memTable
-	hdrLen   int // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
+	mu          sync.Mutex // the device state below; queue state is each queue's
+	features    uint64     // acked by SET_FEATURES
+	protocol    uint64     // acked by SET_PROTOCOL_FEATURES
+	protocolSet bool       // SET_PROTOCOL_FEATURES came
+	mem         *memTable
+	hdrLen      int // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
 
 	q [2]queue
 
@@ -158,6 +159,7 @@ func (d *Device) Broken() bool { return d.broken.Load() }
 
 // Close ends the connection: Serve returns, and Read and Write return ErrClosed.
 func (d *Device) Close() error {
+	d.closed.Store(true)
 	return d.conn.Close()
 }
 
