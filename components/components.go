@@ -59,7 +59,7 @@ var Table = component.Table{
 	},
 	{
 		Binary:   "vm",
-		Summary:  "the VM side: an embedded TCP/IP stack, a TAP into a network namespace, or a QEMU over a stream socket",
+		Summary:  "the VM side: an embedded TCP/IP stack, a TAP into a network namespace, or a QEMU over a stream socket or vhost-user",
 		Schema:   guest.Schema,
 		Validate: validate(guest.ParseConfig),
 		Files:    guestFiles,
@@ -121,7 +121,7 @@ func guestFiles(n *config.Node, start string) []string {
 	return nonEmpty(cfg.Report)
 }
 
-// guestSockets is the socket a stream guest's QEMU connects to.
+// guestSockets is the socket a stream or vhost-user guest's QEMU connects to.
 func guestSockets(n *config.Node, start string) []string {
 	cfg, err := guest.ParseConfig(n, start)
 	if err != nil {
