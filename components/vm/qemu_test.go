@@ -16,9 +16,10 @@ import (
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// startQEMUScenario runs deploy/qemu_iperf.xml, the seed topology with a QEMU guest over the
-// stream socket, with the replacements applied; the guest image is built first, once.
-func startQEMUScenario(t *testing.T, replace ...string) *scenariotest.Run {
+// startQEMUScenario runs deploy/name, the seed topology with a QEMU guest (qemu_iperf.xml over
+// the stream socket, qemu_iperf_vhost.xml over vhost-user), with the replacements applied;
+// the guest image is built first, once.
+func startQEMUScenario(t *testing.T, name string, replace ...string) *scenariotest.Run {
 	t.Helper()
 	testutil.RequireCommand(t, qemu.Binary)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -32,7 +33,7 @@ func startQEMUScenario(t *testing.T, replace ...string) *scenariotest.Run {
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	return scenariotest.Start(t, "qemu_iperf.xml", scenariotest.Deploy(t, "qemu_iperf.xml", replace...),
+	return scenariotest.Start(t, name, scenariotest.Deploy(t, name, replace...),
 		supervisor.Options{BinDirs: []string{testutil.BinDir(t)}, Components: components.Table})
 }
 
@@ -51,7 +52,7 @@ func waitLog(t *testing.T, r *scenariotest.Run, want string, n int) {
 // off; QEMU and the socket are gone after the run.
 func TestQEMUGuestOverStream(t *testing.T) {
 	both := "--run=nicstack iperf -c 198.18.0.2 -t 2 &amp;&amp; nicstack iperf -c 198.18.0.2 -t 2 -R"
-	r := startQEMUScenario(t, "--iperf=-c 198.18.0.2 -R -t 10", both)
+	r := startQEMUScenario(t, "qemu_iperf.xml", "--iperf=-c 198.18.0.2 -R -t 10", both)
 	waitLog(t, r, `child \"guest\" exited with exit value 0`, 1)
 	logs := r.Logs.String()
 	for _, want := range []string{"[guest] NICSTACK-GUEST: lease 10.0.1.", "[guest] NICSTACK-GUEST: exit 0", `[vm] level=INFO msg="peer connected"`} {
@@ -76,7 +77,7 @@ func TestQEMUGuestOverStream(t *testing.T) {
 // QEMU killed in the middle of a transfer: the vm's session with it ends, the supervisor starts
 // the guest again (restart="yes"), and the new QEMU gets a fresh session and a lease.
 func TestQEMUKilledMidTransfer(t *testing.T) {
-	r := startQEMUScenario(t, `<start name="guest" restart="no">`, `<start name="guest" restart="yes">`, "-R -t 10", "-R -t 30")
+	r := startQEMUScenario(t, "qemu_iperf.xml", `<start name="guest" restart="no">`, `<start name="guest" restart="yes">`, "-R -t 10", "-R -t 30")
 	waitLog(t, r, "[guest] [  1]   0.00-1.", 1)
 	pid := guestPid(t, r.Logs.String())
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
