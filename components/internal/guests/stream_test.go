@@ -2,7 +2,6 @@ package guests
 
 import (
 	"bytes"
-	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -43,13 +42,15 @@ func (r *routerSide) count() int {
 
 func frame(n int, fill byte) []byte { return bytes.Repeat([]byte{fill}, n) }
 
-func streamOf(frames ...[]byte) []byte {
-	var b []byte
+// write sends frames to the guest as QEMU does, a batch in one write.
+func write(t *testing.T, conn net.Conn, frames ...[]byte) {
+	w := qemustream.NewWriter()
 	for _, f := range frames {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
-		b = append(b, f...)
+		copy(w.Frame(len(f)), f)
 	}
-	return b
+	if err := w.Flush(conn); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A peer speaking QEMU's stream protocol to the stream guest, without processes: frames go
@@ -99,9 +100,7 @@ func TestStreamGuest(t *testing.T) {
 		return conn
 	}
 	conn := peer()
-	if _, err := conn.Write(streamOf(frame(60, 1), frame(1514, 2), frame(100, 3))); err != nil {
-		t.Fatal(err)
-	}
+	write(t, conn, frame(60, 1), frame(1514, 2), frame(100, 3))
 	waitFor(t, "three frames at the router", func() bool { return router.count() == 3 })
 	// The router's frames reach the peer (once the guest saw the connection).
 	waitFor(t, "the connection", func() bool { return g.connections.Load() == 1 })
@@ -121,7 +120,8 @@ func TestStreamGuest(t *testing.T) {
 	}
 
 	// A length no frame has: the connection is reset, the router got nothing of it.
-	conn.Write(append(streamOf(frame(60, 6)), 0, 0, 0, 5, 1, 2, 3, 4, 5))
+	write(t, conn, frame(60, 6))
+	conn.Write([]byte{0, 0, 0, 5, 1, 2, 3, 4, 5})
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.Copy(io.Discard, conn); err != nil {
 		t.Fatalf("the reset connection: %v, want EOF", err)
@@ -135,7 +135,7 @@ func TestStreamGuest(t *testing.T) {
 	// A reconnecting peer gets a fresh connection.
 	conn = peer()
 	defer conn.Close()
-	conn.Write(streamOf(frame(60, 7)))
+	write(t, conn, frame(60, 7))
 	waitFor(t, "the new peer's frame", func() bool { return router.count() == 5 })
 	if g.connections.Load() != 2 {
 		t.Fatalf("%d connections, want 2", g.connections.Load())
