@@ -50,34 +50,30 @@ func NewStream(c *component.Component, listen func(string) (*net.UnixListener, e
 }
 
 func (g *Stream) Configure(n *config.Node) error {
-	if g.ln != nil {
-		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
+	return configureSocketGuest(g.c, n, g.listen, &g.ln, &g.served, g.accept)
+}
+
+// configureSocketGuest configures a guest on a socket (stream, vhost-user) once: it takes
+// the socket its config names into *ln, requests the Nic session and starts accept, which
+// calls served.Done when the socket closes. A later config is kept for the next life.
+func configureSocketGuest(c *component.Component, n *config.Node, listen func(string) (*net.UnixListener, error),
+	ln **net.UnixListener, served *sync.WaitGroup, accept func()) error {
+	if *ln != nil {
+		c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	ln, err := listenGuest(g.c, n, g.listen)
+	cfg, err := guest.ParseConfig(n, c.Name)
 	if err != nil {
 		return err
 	}
-	g.ln = ln
-	g.served.Add(1)
-	go g.accept()
-	return nil
-}
-
-// listenGuest configures a guest on a socket (stream, vhost-user): it takes the socket its
-// config names and requests the Nic session.
-func listenGuest(c *component.Component, n *config.Node, listen func(string) (*net.UnixListener, error)) (*net.UnixListener, error) {
-	cfg, err := guest.ParseConfig(n, c.Name)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := listen(cfg.Socket)
-	if err != nil {
-		return nil, err
+	if *ln, err = listen(cfg.Socket); err != nil {
+		return err
 	}
 	c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), tapStream, tapStream)
 	c.Log.Info(cfg.Guest+" guest", "socket", cfg.Socket)
-	return ln, nil
+	served.Add(1)
+	go accept()
+	return nil
 }
 
 func (g *Stream) accept() {

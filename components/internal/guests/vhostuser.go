@@ -40,18 +40,7 @@ func NewVhostUser(c *component.Component, listen func(string) (*net.UnixListener
 }
 
 func (g *VhostUser) Configure(n *config.Node) error {
-	if g.ln != nil {
-		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
-		return nil
-	}
-	ln, err := listenGuest(g.c, n, g.listen)
-	if err != nil {
-		return err
-	}
-	g.ln = ln
-	g.served.Add(1)
-	go g.accept()
-	return nil
+	return configureSocketGuest(g.c, n, g.listen, &g.ln, &g.served, g.accept)
 }
 
 // accept serves front ends until the socket is closed; a new one ends the one before.
