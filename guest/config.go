@@ -24,18 +24,20 @@ import (
 //	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
+//	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
+//	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
 //
 // A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command);
 // rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
 // times round trips during the iperf test and then on the idle path (see guests.Host).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
-	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec",
+	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec", "socket",
 }}
 
 // Config is one guest.
 type Config struct {
-	Guest   string // "embedded" or "netns"
+	Guest   string // "embedded", "netns", "stream" or "vhost-user"
 	MTU     int
 	Offload bool // embedded: send TSO super-frames; netns: the TAP's offloads
 	MAC     net.HardwareAddr
@@ -56,6 +58,9 @@ type Config struct {
 	TapAddress string
 	TapGateway string
 	Exec       string
+	// Socket is where a stream or vhost-user guest's QEMU connects: the supervisor listens there
+	// (relative: in the run folder) and hands the socket over; default START.sock.
+	Socket string
 }
 
 // ParseConfig reads a guest's <config>; start (the <start>'s name) seeds the default MAC.
@@ -63,9 +68,15 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
 		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
 		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", "")}
-	if c.Guest != "embedded" && c.Guest != "netns" {
+	if c.Guest != "embedded" && c.Guest != "netns" && c.Guest != "stream" && c.Guest != "vhost-user" {
 		a, _ := n.Attr("guest")
-		return c, config.Errorf(a.Pos, "guest=%q: expected embedded or netns", c.Guest)
+		return c, config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", c.Guest)
+	}
+	if c.Guest == "stream" || c.Guest == "vhost-user" {
+		c.Socket = n.String("socket", start+".sock")
+		if a, ok := n.Attr("socket"); ok && (c.Socket == "" || strings.ContainsRune(c.Socket, 0) || len(c.Socket) > 107) {
+			return c, config.Errorf(a.Pos, "socket=%q: want a path of 1 to 107 bytes", c.Socket)
+		}
 	}
 	if c.Session != "Nic" && c.Session != "Uplink" {
 		a, _ := n.Attr("session")

@@ -35,6 +35,11 @@ type Spec struct {
 	// process can go on where the killed one was (nic_router's link states). A deliberate
 	// restart (a new version, a changed <start>) or the end of the run discards it. 0: none.
 	State int
+	// Sockets lists the Unix sockets n names for the component to serve (a VM's stream
+	// socket): the supervisor binds them, a relative path in the run folder, before it starts
+	// any child and hands each life of the component the listening descriptors (Listener).
+	// Nil: none.
+	Sockets func(n *config.Node, start string) []string
 }
 
 // Check checks n as the <config> of start: warnings are what the schema does not know and what

@@ -37,6 +37,11 @@ func (s *Supervisor) launch(c *child) {
 		s.failed(c, err)
 		return
 	}
+	socks, err := s.socketsOf(c.start)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
 	c.launchedWith = nil
@@ -49,11 +54,18 @@ func (s *Supervisor) launch(c *child) {
 		req.Config, c.launchedWith = s.romConfigText(c), c.romConfig
 	}
 	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
+	argv, program := programArgs(s.opts.Components, c.start)
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
 		t0 := time.Now()
-		p, err := launch(bin, runDir, cpus, out, name, cred, state)
+		var p *process
+		var err error
+		if program {
+			p, err = launchProgram(bin, argv, runDir, cpus, out, name)
+		} else {
+			p, err = launch(bin, runDir, cpus, out, name, cred, state, socks)
+		}
 		if state != nil {
 			state.Close() // the child holds its own; c.state stays with the supervisor
 		}

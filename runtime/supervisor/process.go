@@ -22,8 +22,9 @@ import (
 )
 
 // process is one life of a component: the go-plugin client, its gRPC control client and the
-// supervisor's end of its control socket.
+// supervisor's end of its control socket; or of a program (program.go), which has none.
 type process struct {
+	waited chan struct{} // a program's: closed when it ended
 	client *plugin.Client
 	cmd    *exec.Cmd
 	ctl    controlpb.ComponentClient
@@ -39,8 +40,9 @@ type process struct {
 // runs as that user, without capabilities: its go-plugin socket goes in a folder of its own
 // in runDir, and the binary is executed through a descriptor the supervisor opened, so the
 // user need not reach the binary's folder. state (nil: none) is the component's state region,
-// handed as the descriptor component.StateFDEnv names.
-func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential, state *os.File) (*process, error) {
+// handed as the descriptor component.StateFDEnv names; the sockets it serves follow as further
+// files.
+func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential, state *os.File, socks []*boundSocket) (*process, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -76,6 +78,10 @@ func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, 
 	if state != nil {
 		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, state)
 		p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("%s=%d", component.StateFDEnv, 2+len(p.cmd.ExtraFiles)))
+	}
+	if files, env := socketFiles(socks, 3+len(p.cmd.ExtraFiles)); env != "" {
+		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, files...)
+		p.cmd.Env = append(p.cmd.Env, env)
 	}
 	logs := out.Writer(name)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
@@ -125,8 +131,12 @@ func (p *process) kill() int {
 	if p.cancel != nil {
 		p.cancel()
 	}
-	p.sock.Close()
-	p.client.Kill()
+	if p.waited != nil {
+		p.stopProgram()
+	} else {
+		p.sock.Close()
+		p.client.Kill()
+	}
 	if st := p.cmd.ProcessState; st != nil {
 		return st.ExitCode()
 	}
@@ -147,6 +157,13 @@ func (p *process) signal() syscall.Signal {
 // ended. The one message a component writes on it, right before it exits, is its exit value
 // (component.Exit): done gets it, reported true, when it came.
 func (p *process) watchExit(done func(value int, reported bool)) {
+	if p.waited != nil {
+		go func() {
+			<-p.waited
+			done(0, false)
+		}()
+		return
+	}
 	go func() {
 		buf := make([]byte, 64)
 		value, reported := 0, false

@@ -22,9 +22,13 @@ func (v *VM) Configure(n *config.Node) error {
 			v.Handler = NewEmbedded(v.c)
 		case "netns":
 			v.Handler = NewNetns(v.c)
+		case "stream":
+			v.Handler = NewStream(v.c, component.Listener)
+		case "vhost-user":
+			v.Handler = NewVhostUser(v.c, component.Listener)
 		default:
 			a, _ := n.Attr("guest")
-			return config.Errorf(a.Pos, "guest=%q: expected embedded or netns", g)
+			return config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", g)
 		}
 	}
 	return v.Handler.Configure(n)

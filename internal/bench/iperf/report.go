@@ -125,7 +125,7 @@ func (p point) setting() string { return setting{p.RxIrqThrottle, p.TxBatch, p.D
 func writeComparison(out io.Writer, points []point, dir string, ref reference, runs, gbit []float64) {
 	mbps := bench.Median(runs, func(v float64) float64 { return v })
 	perCPU := bench.Median(gbit, func(v float64) float64 { return v })
-	fmt.Fprintf(out, "\n%s, same topology in namespaces, %s: %.0f Mbit/s", ref, dir, mbps)
+	fmt.Fprintf(out, "\n%s, %s, %s: %.0f Mbit/s", ref, ref.shape(), dir, mbps)
 	if len(runs) > 1 {
 		fmt.Fprintf(out, " (median of %d runs, %.0f-%.0f)", len(runs), slices.Min(runs), slices.Max(runs))
 	}

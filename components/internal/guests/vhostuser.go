@@ -1,0 +1,142 @@
+package guests
+
+import (
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/nicstack/nicstack/drivers/vhostuser"
+	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/nicbridge"
+	ps "github.com/nicstack/nicstack/runtime/packetstream"
+)
+
+// VhostUser is the vhost-user guest: a VM whose QEMU (-netdev vhost-user, guest memory
+// shared) connects to the Unix socket the supervisor listens on for this component, its
+// virtio-net device served by drivers/vhostuser and bound to a Nic session of the router
+// through nicbridge, as the netns guest binds its TAP. One front end at a time: each
+// connection gets a fresh device, and a new connection ends the old one, so a QEMU that
+// was killed and starts again gets a fresh session.
+type VhostUser struct {
+	c      *component.Component
+	listen func(path string) (*net.UnixListener, error)
+	stats  *nicbridge.Stats
+	vstats *vhostuser.Stats
+	ln     *net.UnixListener
+	served sync.WaitGroup
+
+	mu       sync.Mutex
+	stopping bool
+	dev      *vhostuser.Device // the connection being served
+	nic      *nicbridge.NIC
+	nicSes   *ps.Client // the open Nic session, attached to each connection's NIC
+}
+
+// NewVhostUser returns the handler; listen hands it the socket its config names
+// (component.Listener, or a test's).
+func NewVhostUser(c *component.Component, listen func(string) (*net.UnixListener, error)) *VhostUser {
+	return &VhostUser{c: c, listen: listen, stats: nicbridge.NewStats(c.Counter), vstats: vhostuser.NewStats(c.Counter)}
+}
+
+func (g *VhostUser) Configure(n *config.Node) error {
+	return configureSocketGuest(g.c, n, g.listen, &g.ln, &g.served, g.accept)
+}
+
+// accept serves front ends until the socket is closed; a new one ends the one before.
+func (g *VhostUser) accept() {
+	defer g.served.Done()
+	var ended chan struct{}
+	for {
+		dev, err := vhostuser.Accept(g.ln, g.c.Log, g.vstats)
+		if err != nil {
+			return // closed by Stop
+		}
+		g.mu.Lock()
+		if g.dev != nil {
+			g.dev.Close()
+			g.c.Log.Info("a new front end replaces the connected one")
+		}
+		if g.stopping {
+			dev.Close()
+		}
+		g.dev = dev
+		g.mu.Unlock()
+		if ended != nil {
+			<-ended
+		}
+		ended = make(chan struct{})
+		g.served.Add(1)
+		go g.run(dev, ended)
+	}
+}
+
+// run serves one front end until its connection ends.
+func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
+	defer g.served.Done()
+	defer close(ended)
+	nic := nicbridge.New(dev, g.stats)
+	g.mu.Lock()
+	g.nic = nic
+	if g.nicSes != nil {
+		if err := nic.Attach(g.nicSes); err != nil {
+			g.c.Log.Warn("attaching the Nic session", "err", err)
+		}
+	}
+	g.mu.Unlock()
+	g.c.Log.Info("front end connected", "connection", g.vstats.Sessions.Load())
+	go func() {
+		if err := dev.Serve(); err != nil {
+			g.c.Log.Warn("front end refused; its connection ends", "err", err)
+		}
+	}()
+	nic.Run(nil) // until the connection ends: Read returns ErrClosed
+	<-dev.Done()
+	g.mu.Lock()
+	nic.Detach()
+	g.nic = nil
+	if g.dev == dev {
+		g.dev = nil
+	}
+	g.mu.Unlock()
+	g.c.Log.Info("front end disconnected")
+}
+
+func (g *VhostUser) Open(s *component.Session) error {
+	if s.Client == nil {
+		return fmt.Errorf("session %d (%s): the vhost-user guest serves no sessions", s.ID, s.Service)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.nicSes = s.Client
+	g.c.Log.Info("link up", "session", s.ID, "label", s.Label)
+	if g.nic != nil {
+		return g.nic.Attach(s.Client)
+	}
+	return nil
+}
+
+func (g *VhostUser) Close(s *component.Session) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.nic != nil {
+		g.nic.Detach()
+	}
+	g.nicSes = nil
+	g.c.Log.Info("link down", "session", s.ID)
+}
+
+// Stop closes the socket and the front end's connection and waits for their goroutines.
+func (g *VhostUser) Stop() {
+	if g.ln == nil {
+		return
+	}
+	g.ln.Close()
+	g.mu.Lock()
+	g.stopping = true
+	if g.dev != nil {
+		g.dev.Close()
+	}
+	g.mu.Unlock()
+	g.served.Wait()
+}

@@ -1,0 +1,346 @@
+package vhostuser
+
+import (
+	"runtime/debug"
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/tap/vnethdr"
+	"github.com/nicstack/nicstack/netdev"
+)
+
+// rxWait (Device.rxWait) bounds how long Write waits for the guest to post receive buffers before it drops
+// the rest of its batch: a guest that stopped receiving must not hold up the router.
+const rxWait = 20 * time.Millisecond
+
+// maxHdrLen is struct virtio_net_hdr_v1: the legacy header and num_buffers.
+const maxHdrLen = 12
+
+// rxState is Read's scratch.
+type rxState struct {
+	hdr [maxHdrLen]byte
+}
+
+// Read waits until the guest has sent frames, then takes a batch from its transmit queue:
+// frame i into bufs[i][:sizes[i]] with its virtio-net header as offs[i]. A frame too large for
+// its buffer, or whose header is invalid or uses an offload the guest did not negotiate, is
+// dropped and counted. Once the device is broken Read waits for a reset (or the end of the
+// connection, then ErrClosed).
+func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, err error) {
+	q := &d.q[txQueue]
+	defer d.guard(q, debug.SetPanicOnFault(true))
+	for {
+		if d.closed.Load() {
+			return 0, ErrClosed
+		}
+		n, k, err := d.readBatch(q, bufs, sizes, offs)
+		if err != nil {
+			d.breakDown(err, q)
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if err == nil && q.waitFor(k, time.Time{}) && k != nil {
+			d.stats.Kicks.Add(1)
+		}
+	}
+}
+
+// readBatch takes up to len(bufs) frames; with none it has armed the kick and returns the
+// kicker to wait on (nil: wait for the queue to change).
+func (d *Device) readBatch(q *queue, bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, k *kicker, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if d.broken.Load() || !q.ready() {
+		return 0, nil, nil
+	}
+	q.disarm()
+	var bytes, dropped uint64
+	for n < len(bufs) {
+		head, ok, perr := q.pop()
+		if perr != nil {
+			err = perr
+			break
+		}
+		if !ok {
+			if n == 0 && q.arm() {
+				continue // posted meanwhile
+			}
+			if n == 0 {
+				k = q.kick
+			}
+			break
+		}
+		size, good, cerr := d.copyOut(q, head, bufs[n], &offs[n])
+		if cerr != nil {
+			err = cerr
+			break
+		}
+		q.push(head, 0)
+		if !good {
+			dropped++
+			continue
+		}
+		sizes[n] = size
+		bytes += uint64(size)
+		n++
+	}
+	if q.publish() && q.call >= 0 {
+		signal(q.call)
+		d.stats.Calls.Add(1)
+	}
+	d.stats.RxFrames.Add(uint64(n))
+	d.stats.RxBytes.Add(bytes)
+	if dropped > 0 {
+		d.stats.RxDropped.Add(dropped)
+	}
+	return n, k, err
+}
+
+// copyOut copies the frame of the chain at head into buf (its header into off): good is false
+// for a frame to drop.
+func (d *Device) copyOut(q *queue, head uint16, buf []byte, off *netdev.Offload) (size int, good bool, err error) {
+	c := q.chain(q.mem, head)
+	hdr := d.rx.hdr[:d.hdrLen]
+	h, over := 0, false
+	for {
+		b, write, err := c.buffer()
+		if err != nil {
+			return 0, false, err
+		}
+		if b == nil {
+			break
+		}
+		if write {
+			return 0, false, q.faultf("descriptor chain at %d has a device-writable buffer in the transmit queue", head)
+		}
+		if h < len(hdr) {
+			k := copy(hdr[h:], b)
+			h += k
+			b = b[k:]
+		}
+		if len(b) > len(buf)-size {
+			over = true
+			continue
+		}
+		size += copy(buf[size:], b)
+	}
+	if h < len(hdr) || over || !d.decodeHeader(hdr, buf[:size], off) {
+		return 0, false, nil
+	}
+	return size, true, nil
+}
+
+// decodeHeader reads the guest's virtio-net header h of frame into o: false when it is invalid
+// or asks for an offload the guest did not negotiate (virtio 1.x: little-endian).
+func (d *Device) decodeHeader(h, frame []byte, o *netdev.Offload) bool {
+	*o = netdev.Offload{Flags: h[0], GSOType: h[1], HdrLen: le.Uint16(h[2:]), GSOSize: le.Uint16(h[4:]),
+		CsumStart: le.Uint16(h[6:]), CsumOffset: le.Uint16(h[8:])}
+	f := d.features
+	if o.Flags&netdev.OffloadNeedsCsum != 0 && f&featCsum == 0 {
+		return false
+	}
+	switch o.GSOType &^ netdev.GSOECN {
+	case netdev.GSONone:
+	case netdev.GSOTCPv4:
+		if f&featHostTSO4 == 0 {
+			return false
+		}
+	case netdev.GSOTCPv6:
+		if f&featHostTSO6 == 0 {
+			return false
+		}
+	default:
+		return false
+	}
+	if o.GSOType&netdev.GSOECN != 0 && f&featHostECN == 0 {
+		return false
+	}
+	return vnethdr.Fix(frame, o)
+}
+
+// txState is Write's scratch.
+type txState struct {
+	hdr [maxHdrLen]byte
+}
+
+// Write hands frames to the guest through its receive queue, each with its offload metadata as
+// the virtio-net header, spread over several buffers with MRG_RXBUF. While the guest has
+// posted too few buffers Write waits for its kick, at most rxWait, then drops the rest of the
+// batch; frames with offloads the guest did not negotiate, or larger than its buffers, are
+// dropped. All frames are taken unless the connection has ended.
+func (d *Device) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
+	q := &d.q[rxQueue]
+	defer d.guard(q, debug.SetPanicOnFault(true))
+	i := 0
+	for i < len(bufs) {
+		if d.closed.Load() {
+			return i, ErrClosed
+		}
+		var o []netdev.Offload
+		if offs != nil {
+			o = offs[i:]
+		}
+		n, k, full, err := d.writeBatch(q, bufs[i:], o)
+		i += n
+		if err != nil {
+			d.breakDown(err, q)
+			continue
+		}
+		if i == len(bufs) {
+			break
+		}
+		if !full || !q.waitFor(k, time.Now().Add(d.rxWait)) {
+			d.stats.TxDropped.Add(uint64(len(bufs) - i))
+			break
+		}
+		if k != nil {
+			d.stats.Kicks.Add(1)
+		}
+	}
+	return len(bufs), nil
+}
+
+// writeBatch places frames until the guest's buffers run out (full, with the kicker to wait
+// on) or the device cannot run; it returns how many frames it took.
+func (d *Device) writeBatch(q *queue, bufs [][]byte, offs []netdev.Offload) (n int, k *kicker, full bool, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if d.broken.Load() || !q.ready() {
+		return 0, nil, false, nil
+	}
+	var frames, bytes, dropped uint64
+	for ; n < len(bufs); n++ {
+		o := netdev.Offload{}
+		if offs != nil {
+			o = offs[n]
+		}
+		if !d.encodeHeader(&o) {
+			dropped++
+			continue
+		}
+		placed, room, perr := d.place(q, bufs[n])
+		if perr != nil {
+			err = perr
+			break
+		}
+		if !room {
+			if q.arm() {
+				n-- // posted meanwhile: try again
+				continue
+			}
+			k, full = q.kick, true
+			break
+		}
+		if !placed {
+			dropped++
+			continue
+		}
+		frames++
+		bytes += uint64(len(bufs[n]))
+	}
+	if q.publish() && q.call >= 0 {
+		signal(q.call)
+		d.stats.Calls.Add(1)
+	}
+	d.stats.TxFrames.Add(frames)
+	d.stats.TxBytes.Add(bytes)
+	if dropped > 0 {
+		d.stats.TxDropped.Add(dropped)
+	}
+	return n, k, full, err
+}
+
+// encodeHeader writes o as the header for the guest into d.tx.hdr: false when the guest did
+// not negotiate the offload o needs.
+func (d *Device) encodeHeader(o *netdev.Offload) bool {
+	f := d.features
+	if o.Flags&netdev.OffloadNeedsCsum != 0 && f&featGuestCsum == 0 {
+		return false
+	}
+	if f&featGuestCsum == 0 {
+		o.Flags &^= netdev.OffloadDataValid
+	}
+	switch o.GSOType &^ netdev.GSOECN {
+	case netdev.GSONone:
+	case netdev.GSOTCPv4:
+		if f&featGuestTSO4 == 0 {
+			return false
+		}
+	case netdev.GSOTCPv6:
+		if f&featGuestTSO6 == 0 {
+			return false
+		}
+	default:
+		return false
+	}
+	if o.GSOType&netdev.GSOECN != 0 && f&featGuestECN == 0 {
+		return false
+	}
+	h := d.tx.hdr[:]
+	h[0], h[1] = o.Flags, o.GSOType
+	le.PutUint16(h[2:], o.HdrLen)
+	le.PutUint16(h[4:], o.GSOSize)
+	le.PutUint16(h[6:], o.CsumStart)
+	le.PutUint16(h[8:], o.CsumOffset)
+	return true
+}
+
+// place writes the header and frame into the guest's next receive buffers: one chain, or with
+// MRG_RXBUF as many as it takes (num_buffers in the header says how many). room is false when
+// the guest has posted too few (nothing is taken then); placed is false for a frame larger
+// than a chain without MRG_RXBUF (dropped, the chain stays the guest's).
+func (d *Device) place(q *queue, frame []byte) (placed, room bool, err error) {
+	mrg := d.features&featMrgRxbuf != 0
+	var hdr []byte // where the header goes: the front of the first buffer
+	rest := frame
+	heads := 0
+	for hdr == nil || len(rest) > 0 {
+		if heads > 0 && !mrg {
+			q.unpop(heads)
+			return false, true, nil
+		}
+		head, ok, err := q.pop()
+		if err != nil {
+			return false, false, err
+		}
+		if !ok {
+			q.unpop(heads)
+			return false, false, nil
+		}
+		c := q.chain(q.mem, head)
+		var used uint32
+		for hdr == nil || len(rest) > 0 {
+			b, write, err := c.buffer()
+			if err != nil {
+				return false, false, err
+			}
+			if b == nil {
+				break
+			}
+			if !write {
+				return false, false, q.faultf("descriptor chain at %d has a device-readable buffer in the receive queue", head)
+			}
+			if hdr == nil {
+				if len(b) < d.hdrLen {
+					return false, false, q.faultf("receive buffer at %d has %d bytes, less than the %d-byte header", head, len(b), d.hdrLen)
+				}
+				hdr, b = b[:d.hdrLen], b[d.hdrLen:]
+				used += uint32(d.hdrLen)
+			}
+			k := copy(b, rest)
+			rest = rest[k:]
+			used += uint32(k)
+		}
+		q.pending[heads] = usedElem{head, used}
+		heads++
+	}
+	h := d.tx.hdr[:d.hdrLen]
+	if d.hdrLen == maxHdrLen {
+		le.PutUint16(h[10:], uint16(heads))
+	}
+	copy(hdr, h)
+	for _, e := range q.pending[:heads] {
+		q.push(e.head, e.n)
+	}
+	return true, true, nil
+}
