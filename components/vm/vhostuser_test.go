@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/internal/leftover"
 	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
@@ -81,4 +84,45 @@ func TestQEMUGuestOverVhostUser(t *testing.T) {
 	if srv["iperf_tests"] != 2 || srv["iperf_errors"] != 0 {
 		t.Errorf("remote_host counters %v: want two tests, no error", srv)
 	}
+}
+
+// QEMU killed in the middle of a transfer over vhost-user: the vm's device for it ends with
+// the connection, the supervisor starts the guest again (restart="yes"), and the new QEMU gets
+// a fresh device and a lease; the old one's memory is let go and nothing panics.
+func TestQEMUKilledMidTransferOverVhostUser(t *testing.T) {
+	r := startVhostUserScenario(t, `<start name="guest" restart="no">`, `<start name="guest" restart="yes">`, "-R -t 10", "-R -t 30")
+	logHolds(t, r, "[guest] [  1]   0.00-1.", 1)
+	pid := lastPid(t, r.Logs.String(), `msg="guest started" pid=`)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	logHolds(t, r, `[vm] level=INFO msg="front end disconnected"`, 1)
+	logHolds(t, r, `[vm] level=INFO msg="front end connected" connection=2`, 1)
+	logHolds(t, r, "[guest] NICSTACK-GUEST: lease 10.0.1.", 2)
+	if strings.Contains(r.Logs.String(), "panic") || r.Component("vm").Counters["vhost_faults"] != 0 {
+		t.Error("a panic or a device fault")
+	}
+	pid = lastPid(t, r.Logs.String(), `msg="guest started" pid=`)
+	r.Stop()
+	if leftover.Alive(pid) {
+		t.Errorf("the second QEMU (pid %d) outlived the run", pid)
+	}
+}
+
+// lastPid is the number after the last occurrence of prefix in logs.
+func lastPid(t *testing.T, logs, prefix string) int {
+	t.Helper()
+	i := strings.LastIndex(logs, prefix)
+	if i < 0 {
+		t.Fatalf("the log lacks %q", prefix)
+	}
+	rest := logs[i+len(prefix):]
+	if j := strings.IndexFunc(rest, func(c rune) bool { return c < '0' || c > '9' }); j >= 0 {
+		rest = rest[:j]
+	}
+	pid, err := strconv.Atoi(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
