@@ -170,6 +170,8 @@ type Config struct {
 	Iperf, Run string
 	// Accel is "kvm" or "tcg"; empty: KVM when it works here (KVM).
 	Accel string
+	// Under is a command QEMU runs under (ip netns exec NS), which must exec it.
+	Under []string
 }
 
 // Args is QEMU's command line for c, without the binary.
@@ -233,7 +235,8 @@ func Start(c Config, console io.Writer) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &VM{cmd: exec.Command(Binary, args...), more: make(chan struct{}), done: make(chan struct{})}
+	argv := append(append(c.Under[:len(c.Under):len(c.Under)], Binary), args...)
+	v := &VM{cmd: exec.Command(argv[0], argv[1:]...), more: make(chan struct{}), done: make(chan struct{})}
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := v.cmd.StdoutPipe()
 	if err != nil {
@@ -249,6 +252,7 @@ func Start(c Config, console io.Writer) (*VM, error) {
 
 func (v *VM) read(out io.Reader, console io.Writer) {
 	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 4<<20) // a guest may print a report on one line
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		if console != nil {

@@ -17,7 +17,7 @@ import (
 // 10.0.2.2), then powers off.
 func TestGuestUserNetwork(t *testing.T) {
 	testutil.RequireCommand(t, Binary)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	im, err := BuildImage(ctx)
 	if err != nil {

@@ -26,7 +26,6 @@ import (
 type Stream struct {
 	c      *component.Component
 	listen func(path string) (*net.UnixListener, error)
-	cfg    guest.Config
 	ln     *net.UnixListener
 	port   atomic.Pointer[Port]
 	conn   atomic.Pointer[net.UnixConn]
@@ -55,20 +54,30 @@ func (g *Stream) Configure(n *config.Node) error {
 		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, err := guest.ParseConfig(n, g.c.Name)
+	ln, err := listenGuest(g.c, n, g.listen)
 	if err != nil {
 		return err
 	}
-	ln, err := g.listen(cfg.Socket)
-	if err != nil {
-		return err
-	}
-	g.cfg, g.ln = cfg, ln
+	g.ln = ln
 	g.served.Add(1)
 	go g.accept()
-	g.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), tapStream, tapStream)
-	g.c.Log.Info("stream guest", "socket", cfg.Socket)
 	return nil
+}
+
+// listenGuest configures a guest on a socket (stream, vhost-user): it takes the socket its
+// config names and requests the Nic session.
+func listenGuest(c *component.Component, n *config.Node, listen func(string) (*net.UnixListener, error)) (*net.UnixListener, error) {
+	cfg, err := guest.ParseConfig(n, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(cfg.Socket)
+	if err != nil {
+		return nil, err
+	}
+	c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), tapStream, tapStream)
+	c.Log.Info(cfg.Guest+" guest", "socket", cfg.Socket)
+	return ln, nil
 }
 
 func (g *Stream) accept() {

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/nicstack/nicstack/drivers/vhostuser"
-	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/nicbridge"
@@ -45,17 +44,13 @@ func (g *VhostUser) Configure(n *config.Node) error {
 		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, err := guest.ParseConfig(n, g.c.Name)
+	ln, err := listenGuest(g.c, n, g.listen)
 	if err != nil {
 		return err
 	}
-	if g.ln, err = g.listen(cfg.Socket); err != nil {
-		return err
-	}
+	g.ln = ln
 	g.served.Add(1)
 	go g.accept()
-	g.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), tapStream, tapStream)
-	g.c.Log.Info("vhost-user guest", "socket", cfg.Socket)
 	return nil
 }
 

@@ -26,8 +26,14 @@ type reference struct {
 func parseReference(s string) (reference, error) {
 	name, mtu, hasMTU := strings.Cut(s, "@")
 	r := reference{name: name}
+	if name == "qemu-user" || name == "qemu-tap" {
+		if hasMTU {
+			return r, fmt.Errorf("--compare %q: the QEMU references take no MTU", s)
+		}
+		return r, nil
+	}
 	if name != "kernel" && name != "pasta" {
-		return r, fmt.Errorf("--compare %q: expected kernel or pasta, optionally with @MTU (kernel@65000)", s)
+		return r, fmt.Errorf("--compare %q: expected kernel, pasta (optionally with @MTU: kernel@65000), qemu-user or qemu-tap", s)
 	}
 	if hasMTU {
 		n, err := strconv.Atoi(mtu)
@@ -45,9 +51,21 @@ func (r reference) String() string {
 		return fmt.Sprintf("%s@%d", r.name, r.mtu)
 	case r.name == "kernel":
 		return "kernel (veth MTU 1500)"
+	case r.name == "qemu-user":
+		return "qemu-user (QEMU's slirp)"
+	case r.name == "qemu-tap":
+		return "qemu-tap (TAP, kernel NAT)"
 	default:
 		return "pasta (its MTU 65520)"
 	}
+}
+
+// shape says what the reference runs.
+func (r reference) shape() string {
+	if strings.HasPrefix(r.name, "qemu-") {
+		return "the same QEMU guest"
+	}
+	return "same topology in namespaces"
 }
 
 // measureReference measures the reference path with real iperf3 in namespaces made here (the
@@ -57,6 +75,9 @@ func (r reference) String() string {
 // and Ctrl-C (ctx).
 func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (float64, error) {
 	mode := ref.name
+	if strings.HasPrefix(mode, "qemu-") {
+		return measureQEMU(ctx, ref, d, dir)
+	}
 	if os.Geteuid() != 0 {
 		return 0, errors.New("needs root (network namespaces)")
 	}

@@ -11,13 +11,14 @@ func TestCompareReference(t *testing.T) {
 	for in, want := range map[string]string{
 		"kernel": "kernel (veth MTU 1500)", "pasta": "pasta (its MTU 65520)",
 		"kernel@65000": "kernel@65000", "pasta@1500": "pasta@1500",
+		"qemu-user": "qemu-user (QEMU's slirp)", "qemu-tap": "qemu-tap (TAP, kernel NAT)",
 	} {
 		r, err := parseReference(in)
 		if err != nil || r.String() != want {
 			t.Errorf("parseReference(%q) = %v, %v; want %s", in, r, err, want)
 		}
 	}
-	for _, in := range []string{"slirp", "kernel@", "kernel@jumbo", "pasta@100", "kernel@70000", "@1500"} {
+	for _, in := range []string{"slirp", "kernel@", "kernel@jumbo", "pasta@100", "kernel@70000", "@1500", "qemu-user@1500"} {
 		if _, err := parseReference(in); err == nil || !strings.Contains(err.Error(), in) {
 			t.Errorf("parseReference(%q): err %v, want one naming it", in, err)
 		}

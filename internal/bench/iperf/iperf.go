@@ -113,6 +113,9 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := sc.prepareGuests(ctx); err != nil {
+		return err
+	}
 	if o.Verbose {
 		bench.PrintLoad(out)
 	}

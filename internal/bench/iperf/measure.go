@@ -32,7 +32,7 @@ func (sc *scenario) read(st supervisor.Status, results map[string]float64) sampl
 	for _, c := range st.Components {
 		sm.retransmits += c.Counters["tcp_retransmits"] // embedded guests count them
 		for _, cl := range sc.clients {
-			if c.Name != cl.name {
+			if c.Name != cl.counted() {
 				continue
 			}
 			for _, ss := range c.Sessions {

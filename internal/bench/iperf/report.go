@@ -111,7 +111,7 @@ func (p point) setting() string { return setting{p.RxIrqThrottle, p.TxBatch, p.D
 // writeComparison prints a reference path's result in one direction and the ratio of every
 // point of that direction to it.
 func writeComparison(out io.Writer, points []point, dir string, ref reference, mbps float64) {
-	fmt.Fprintf(out, "\n%s, same topology in namespaces, %s: %.0f Mbit/s\n", ref, dir, mbps)
+	fmt.Fprintf(out, "\n%s, %s, %s: %.0f Mbit/s\n", ref, ref.shape(), dir, mbps)
 	for _, p := range points {
 		if p.Direction == dir && p.Runs > 0 && mbps > 0 {
 			fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s\n", p.setting(), p.Mbps, p.Mbps/mbps, ref)

@@ -1,10 +1,14 @@
 package iperf
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -18,12 +22,59 @@ type scenario struct {
 }
 
 // client is a guest that measures: an embedded one runs the test itself and reports it in
-// its counters; for a netns one the bench runs the real iperf3 in the guest's namespace.
+// its counters; for a netns one the bench runs the real iperf3 in the guest's namespace; a
+// QEMU guest (the program `nicstack guest --iperf=...`) runs it in the VM, and its far end's
+// server counts it.
 type client struct {
 	name  string       // the start's
 	cfg   *config.Node // its <config>, with iperf="-c ..."
 	netns string       // the netns guest's namespace, "" for an embedded guest
 	cmd   *iperf.Command
+	vmArg *config.Node // a QEMU guest's <arg value="--iperf=..."/>
+	// server is the start whose iperf server a QEMU guest's test reaches (its counters, and
+	// traffic through its sessions, stand for the guest's).
+	server string
+}
+
+// counted is the start whose sessions and counters show the client's test.
+func (c *client) counted() string {
+	if c.server != "" {
+		return c.server
+	}
+	return c.name
+}
+
+// prepareGuests builds the QEMU guests' image once, before any run: the guest programs of
+// every run take it from the environment (qemu.ImageEnv) instead of checking it each.
+func (sc *scenario) prepareGuests(ctx context.Context) error {
+	for _, c := range sc.clients {
+		if c.vmArg == nil {
+			continue
+		}
+		im, err := qemu.BuildImage(ctx)
+		if err != nil {
+			return err
+		}
+		return os.Setenv(qemu.ImageEnv, filepath.Dir(im.Kernel))
+	}
+	return nil
+}
+
+// qemuIperf is the argument of `nicstack guest` that names the guest's iperf client.
+const qemuIperf = "--iperf="
+
+// qemuClient is the <arg> of a QEMU guest program's iperf, if st is one.
+func qemuClient(st *config.Node) *config.Node {
+	cfg := st.Sub("config")
+	if startBinary(st) != "nicstack" || cfg == nil {
+		return nil
+	}
+	for _, a := range cfg.Subs("arg") {
+		if strings.HasPrefix(a.String("value", ""), qemuIperf) {
+			return a
+		}
+	}
+	return nil
 }
 
 func startBinary(st *config.Node) string {
@@ -39,7 +90,17 @@ func loadScenario(path string) (*scenario, error) {
 		return nil, err
 	}
 	sc := &scenario{root: root, roles: map[string]string{}}
+	var servers []string
 	for _, st := range root.Subs("start") {
+		if a := qemuClient(st); a != nil {
+			v := strings.TrimPrefix(a.String("value", ""), qemuIperf)
+			cmd, err := iperf.ParseCommand(strings.Fields(v))
+			if err != nil || cmd.Server {
+				return nil, config.Errorf(a.Pos, "%s%s: want an iperf client (%v)", qemuIperf, v, err)
+			}
+			sc.clients = append(sc.clients, &client{name: st.Name(), cmd: cmd, vmArg: a})
+			continue
+		}
 		role := startBinary(st)
 		if linuxDrivers[role] {
 			role = driverBinary // the driver's column
@@ -61,7 +122,9 @@ func loadScenario(path string) (*scenario, error) {
 			if err != nil {
 				return nil, config.Errorf(a.Pos, "%v", err)
 			}
-			if !cmd.Server {
+			if cmd.Server {
+				servers = append(servers, st.Name())
+			} else {
 				c := &client{name: st.Name(), cfg: cfg, cmd: cmd}
 				if cfg.String("guest", "embedded") == "netns" {
 					c.netns = cfg.String("netns", st.Name())
@@ -72,6 +135,14 @@ func loadScenario(path string) (*scenario, error) {
 	}
 	if len(sc.clients) == 0 {
 		return nil, fmt.Errorf("%s: no guest runs an iperf client (<config iperf=\"-c HOST ...\"/>)", path)
+	}
+	for _, c := range sc.clients {
+		if c.vmArg != nil {
+			if len(servers) != 1 {
+				return nil, fmt.Errorf("%s: a QEMU guest's test is counted by its far end: want one iperf server, found %d", path, len(servers))
+			}
+			c.server = servers[0]
+		}
 	}
 	return sc, nil
 }
@@ -98,7 +169,9 @@ func (sc *scenario) patch(m setting, d time.Duration) []byte {
 	}
 	for _, c := range sc.clients {
 		c.cmd.Time, c.cmd.Reverse, c.cmd.Bidir = d.Seconds(), m.dir == dirRX, m.dir == dirBidir
-		if c.netns == "" {
+		if c.vmArg != nil {
+			setAttr(c.vmArg, "value", qemuIperf+clientCommand(c.cmd))
+		} else if c.netns == "" {
 			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
 		} else {
 			removeAttr(c.cfg, "iperf") // the bench runs it
