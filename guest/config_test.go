@@ -15,6 +15,7 @@ func TestParseConfig(t *testing.T) {
 		{`<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>`, ""},
 		{`<config guest="netns" tap_address="10.0.1.2/24" exec="iperf3 -s"/>`, ""},
 		{`<config guest="qemu"/>`, `guest="qemu"`},
+		{`<config guest="vhost-user" socket="/run/nicstack/vm.sock"/>`, ""},
 		{`<config mtu="100"/>`, "mtu=100"},
 		{`<config session="Uplink"/>`, "uplink_mac"},
 		{`<config iperf="-c"/>`, "iperf="},

@@ -167,15 +167,19 @@ func (d *Device) Close() error {
 // processed until the driver resets the device, the guest's error eventfd of the queue is
 // signalled, and a line names the queue and the fault. No queue lock may be held.
 func (d *Device) breakDown(err error, q *queue) {
-	d.stats.Faults.Add(1)
 	d.broken.Store(true)
+	if q != nil {
+		q.mu.Lock()
+		if q.errFD >= 0 {
+			signal(q.errFD)
+		}
+		q.mu.Unlock()
+	}
+	d.stats.Faults.Add(1)
 	d.log.Error("vhost-user device broken, needs reset", "fault", err.Error())
 	for i := range d.q {
 		o := &d.q[i]
 		o.mu.Lock()
-		if o == q && q.errFD >= 0 {
-			signal(q.errFD)
-		}
 		o.wake()
 		o.mu.Unlock()
 	}

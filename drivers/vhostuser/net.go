@@ -135,27 +135,38 @@ func (d *Device) copyOut(q *queue, head uint16, buf []byte, off *netdev.Offload)
 func (d *Device) decodeHeader(h, frame []byte, o *netdev.Offload) bool {
 	*o = netdev.Offload{Flags: h[0], GSOType: h[1], HdrLen: le.Uint16(h[2:]), GSOSize: le.Uint16(h[4:]),
 		CsumStart: le.Uint16(h[6:]), CsumOffset: le.Uint16(h[8:])}
-	f := d.features
-	if o.Flags&netdev.OffloadNeedsCsum != 0 && f&featCsum == 0 {
+	return negotiated(o, d.features, featCsum, featHostTSO4, featHostTSO6, featHostECN) && vnethdr.Fix(frame, o)
+}
+
+// negotiated reports whether features f hold what o needs, given the bits of one direction:
+// a partial checksum, TCP segmentation for IPv4 and IPv6, ECN.
+func negotiated(o *netdev.Offload, f, csum, tso4, tso6, ecn uint64) bool {
+	if o.Flags&netdev.OffloadNeedsCsum != 0 && f&csum == 0 {
 		return false
 	}
+	need := uint64(0)
 	switch o.GSOType &^ netdev.GSOECN {
 	case netdev.GSONone:
 	case netdev.GSOTCPv4:
-		if f&featHostTSO4 == 0 {
-			return false
-		}
+		need = tso4
 	case netdev.GSOTCPv6:
-		if f&featHostTSO6 == 0 {
-			return false
-		}
+		need = tso6
 	default:
 		return false
 	}
-	if o.GSOType&netdev.GSOECN != 0 && f&featHostECN == 0 {
-		return false
+	if o.GSOType&netdev.GSOECN != 0 {
+		need |= ecn
 	}
-	return vnethdr.Fix(frame, o)
+	return f&need == need
+}
+
+// putHeader writes o as a virtio-net header into h (little-endian), num_buffers aside.
+func putHeader(h []byte, o *netdev.Offload) {
+	h[0], h[1] = o.Flags, o.GSOType
+	le.PutUint16(h[2:], o.HdrLen)
+	le.PutUint16(h[4:], o.GSOSize)
+	le.PutUint16(h[6:], o.CsumStart)
+	le.PutUint16(h[8:], o.CsumOffset)
 }
 
 // txState is Write's scratch.
@@ -254,34 +265,13 @@ func (d *Device) writeBatch(q *queue, bufs [][]byte, offs []netdev.Offload) (n i
 // not negotiate the offload o needs.
 func (d *Device) encodeHeader(o *netdev.Offload) bool {
 	f := d.features
-	if o.Flags&netdev.OffloadNeedsCsum != 0 && f&featGuestCsum == 0 {
-		return false
-	}
 	if f&featGuestCsum == 0 {
 		o.Flags &^= netdev.OffloadDataValid
 	}
-	switch o.GSOType &^ netdev.GSOECN {
-	case netdev.GSONone:
-	case netdev.GSOTCPv4:
-		if f&featGuestTSO4 == 0 {
-			return false
-		}
-	case netdev.GSOTCPv6:
-		if f&featGuestTSO6 == 0 {
-			return false
-		}
-	default:
+	if !negotiated(o, f, featGuestCsum, featGuestTSO4, featGuestTSO6, featGuestECN) {
 		return false
 	}
-	if o.GSOType&netdev.GSOECN != 0 && f&featGuestECN == 0 {
-		return false
-	}
-	h := d.tx.hdr[:]
-	h[0], h[1] = o.Flags, o.GSOType
-	le.PutUint16(h[2:], o.HdrLen)
-	le.PutUint16(h[4:], o.GSOSize)
-	le.PutUint16(h[6:], o.CsumStart)
-	le.PutUint16(h[8:], o.CsumOffset)
+	putHeader(d.tx.hdr[:], o)
 	return true
 }
 

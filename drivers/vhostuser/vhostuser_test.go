@@ -25,11 +25,7 @@ func tcpFrame(payload int, seed byte) []byte {
 
 func vnetHeader(o netdev.Offload) [12]byte {
 	var h [12]byte
-	h[0], h[1] = o.Flags, o.GSOType
-	le.PutUint16(h[2:], o.HdrLen)
-	le.PutUint16(h[4:], o.GSOSize)
-	le.PutUint16(h[6:], o.CsumStart)
-	le.PutUint16(h[8:], o.CsumOffset)
+	putHeader(h[:], &o)
 	return h
 }
 
