@@ -44,7 +44,7 @@ func (h *Handler) Configure(n *config.Node) error {
 	if h.port != nil {
 		return h.port.Configure(cfg)
 	}
-	h.port = New(cfg, ipxe.NewCounters(h.c.Counter), h.link)
+	h.port = New(cfg, ipxe.NewCounters(h.c.Counter), h.c.Log, h.link)
 	h.c.RequestDevice("Platform", "", nil, component.DeviceSpec{Mems: devsession.Mems(ipxe.DMASize), Eventfds: devsession.Eventfds})
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -28,14 +29,17 @@ type LinkFunc func(up bool, speedMbit int, mac net.HardwareAddr)
 // handler; the uplink loop transmits what the router queued. They take turns on the driver,
 // which is single-threaded. Its methods may be called from any goroutine.
 type Port struct {
-	cnt    *ipxe.Counters
-	onLink LinkFunc
+	cnt      *ipxe.Counters
+	log      *slog.Logger
+	onLink   LinkFunc
+	watchdog time.Duration // how often the watchdog checks the device
 
 	mu     sync.Mutex // the driver's turn: interrupt loop, uplink loop, config and sessions
 	cfg    ipxe.Config
 	drv    *ipxe.Driver
 	mem    *devsession.Mem
 	irq    *loop
+	wd     *loop
 	up     *SessionUplink
 	upLoop *loop
 	resume chan struct{} // the interrupt handler made room in a TX ring that was full
@@ -54,12 +58,12 @@ func (l *loop) end() {
 	l.done.Wait()
 }
 
-// New makes the port with no device yet.
-func New(cfg ipxe.Config, cnt *ipxe.Counters, onLink LinkFunc) *Port {
+// New makes the port with no device yet; log hears the device's faults.
+func New(cfg ipxe.Config, cnt *ipxe.Counters, log *slog.Logger, onLink LinkFunc) *Port {
 	if cnt == nil {
 		cnt = ipxe.NewCounters(nil)
 	}
-	return &Port{cfg: cfg, cnt: cnt, onLink: onLink, resume: make(chan struct{}, 1)}
+	return &Port{cfg: cfg, cnt: cnt, log: log, onLink: onLink, watchdog: ipxe.WatchdogInterval, resume: make(chan struct{}, 1)}
 }
 
 // pciIDWait bounds the wait for the device's process to fill in the PCI IDs.
@@ -96,7 +100,7 @@ func (p *Port) OpenDevice(files []*os.File) error {
 		mem.Close()
 		return errors.New("ipxe_nic: the driver already drives a device")
 	}
-	drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: mem.DMA, DeviceID: device, Counters: p.cnt}, p.cfg, p.linkChanged)
+	drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: mem.DMA, DeviceID: device, Counters: p.cnt, Log: p.log}, p.cfg, p.linkChanged)
 	if err != nil {
 		mem.Close()
 		return err
@@ -107,6 +111,9 @@ func (p *Port) OpenDevice(files []*os.File) error {
 	p.drv, p.mem = drv, mem
 	p.irq = &loop{wake: mem.IRQ.Raise}
 	p.irq.done.Go(func() { p.interruptLoop(drv, mem.IRQ, p.irq) })
+	stop := make(chan struct{})
+	p.wd = &loop{wake: func() { close(stop) }}
+	p.wd.done.Go(func() { p.watchdogLoop(drv, stop) })
 	if up, speed := drv.Link(); up {
 		p.linkChanged(up, speed)
 	}
@@ -117,18 +124,19 @@ func (p *Port) OpenDevice(files []*os.File) error {
 // registers are not touched any more. The link counts as down.
 func (p *Port) CloseDevice() {
 	p.mu.Lock()
-	irq, mem, drv := p.irq, p.mem, p.drv
+	irq, wd, mem, drv := p.irq, p.wd, p.mem, p.drv
 	p.mu.Unlock()
 	if drv == nil {
 		return
 	}
-	irq.end() // takes the driver's turn: not under mu
+	irq.end() // they take the driver's turn: not under mu
+	wd.end()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if up, _ := drv.Link(); up {
 		p.linkChanged(false, 0)
 	}
-	p.drv, p.mem, p.irq = nil, nil, nil
+	p.drv, p.mem, p.irq, p.wd = nil, nil, nil, nil
 	mem.Close()
 }
 
@@ -160,6 +168,23 @@ func (p *Port) interruptLoop(drv *ipxe.Driver, irq *devsession.Eventfd, l *loop)
 			default:
 			}
 		}
+	}
+}
+
+// watchdogLoop runs the driver's watchdog until stop closes: a device that vanished or
+// whose DMA fails raises no interrupt to tell of it.
+func (p *Port) watchdogLoop(drv *ipxe.Driver, stop <-chan struct{}) {
+	t := time.NewTicker(p.watchdog)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		drv.Watchdog()
+		p.mu.Unlock()
 	}
 }
 

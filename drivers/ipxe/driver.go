@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,8 @@ type Device struct {
 	// Clock times adaptive moderation's intervals (intel.ManualClock in tests); nil: the
 	// monotonic clock.
 	Clock intel.Clock
+	// Log hears the device's faults (fault.go); nil: they are counted only.
+	Log *slog.Logger
 }
 
 // monotonic is the real clock.
@@ -97,6 +100,10 @@ type Counters struct {
 	RXRefused, TXSoftCsum, TXSoftGSO, TXSegments, TXOffloadDropped *atomic.Uint64
 	// Adaptive moderation: milliseconds spent in each latency class, and ITR changes.
 	ITRLowestMS, ITRLowMS, ITRBulkMS, ITRChanges *atomic.Uint64
+	// Faults (fault.go): the device stopped answering (registers read all ones), the
+	// transmit queue stood still with frames in it (a DMA fault or a hung device), receive
+	// descriptors written back with nonsense, and resets that brought the device back.
+	DeviceGone, TXHangs, RXBadDescriptors, DeviceResets *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -115,11 +122,13 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		TXSegments: get("tx_segments"), TXOffloadDropped: get("tx_offload_dropped"),
 		ITRLowestMS: get("itr_lowest_ms"), ITRLowMS: get("itr_low_ms"), ITRBulkMS: get("itr_bulk_ms"),
 		ITRChanges: get("itr_changes"),
+		DeviceGone: get("device_gone"), TXHangs: get("tx_hangs"), RXBadDescriptors: get("rx_bad_descriptors"),
+		DeviceResets: get("device_resets"),
 	}
 }
 
 // Driver drives one device. It is not safe for concurrent use: the component calls Open,
-// HandleInterrupt, Transmit, Configure and SetUplink from its one event loop.
+// HandleInterrupt, Watchdog, Transmit, Configure and SetUplink from its one event loop.
 type Driver struct {
 	dev    Device
 	regs   MMIO
@@ -140,6 +149,7 @@ type Driver struct {
 	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
 	txStalled      bool   // the router had more than the ring took
 	txMask         uint32 // the TX interrupt cause unmasked now (txCause)
+	faults         faults
 }
 
 var le = binary.LittleEndian
@@ -166,8 +176,24 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if d.clock == nil {
 		d.clock = monotonic{time.Now()}
 	}
-	if err := d.reset(); err != nil {
+	d.faults.log = dev.Log
+	if d.regs.Read32(intel.STATUS) == allOnes {
+		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
+	}
+	onLink, d.onLink = d.onLink, nil
+	err := d.start()
+	d.onLink = onLink
+	if err != nil {
 		return nil, err
+	}
+	return d, nil
+}
+
+// start resets the device and sets up the MAC address, rings, ITR and interrupt mask, then
+// reads the link: at Open, and when the device comes back from a fault.
+func (d *Driver) start() error {
+	if err := d.reset(); err != nil {
+		return err
 	}
 	ral, rah := d.regs.Read32(intel.RAL), d.regs.Read32(intel.RAH)
 	d.mac = net.HardwareAddr{byte(ral), byte(ral >> 8), byte(ral >> 16), byte(ral >> 24), byte(rah), byte(rah >> 8)}
@@ -176,11 +202,10 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	d.regs.Read32(intel.ICR) // drop stale causes
 	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0)
 	d.txMask = 0
+	d.txStalled = false
 	d.maskTX()
-	onLink, d.onLink = d.onLink, nil
 	d.checkLink()
-	d.onLink = onLink
-	return d, nil
+	return nil
 }
 
 // phyLosesSpeed lists ICH/PCH-class parts whose PHY comes back at 10 Mbit/s after a reset.
@@ -369,6 +394,11 @@ func (d *Driver) checkLink() {
 			speed = 1000
 		}
 	}
+	d.setLink(up, speed)
+}
+
+// setLink reports a change of the link.
+func (d *Driver) setLink(up bool, speed int) {
 	if up == d.link && speed == d.speed {
 		return
 	}
@@ -384,9 +414,16 @@ func (d *Driver) checkLink() {
 // ring had no room for once a quarter of the ring is free.
 func (d *Driver) HandleInterrupt() {
 	d.cnt.Interrupts.Add(1)
+	if d.faults.gone {
+		return
+	}
 	icr := d.regs.Read32(intel.ICR)
 	if icr == 0 {
 		d.cnt.SpuriousInterrupts.Add(1)
+	}
+	if icr == allOnes || icr == 0 && d.regs.Read32(intel.STATUS) == allOnes {
+		d.vanished()
+		return
 	}
 	if icr&intel.IntLSC != 0 {
 		d.checkLink()
@@ -427,8 +464,13 @@ func (d *Driver) receive() {
 		length := uint32(le.Uint16(d.dma[desc+intel.DescLenOff:]))
 		buf := rxBufs + d.rxNext*BufSize
 		switch {
-		case w&intel.RxStatusEOP == 0 || w>>8&0xff != 0 || length > BufSize:
-			d.cnt.RXDropped.Add(1) // spans buffers (never with 2048-byte buffers) or has errors
+		case w&intel.RxStatusEOP == 0 || length > BufSize || length == 0:
+			// Spans buffers (never with 2048-byte buffers), or is no frame: the device
+			// wrote back what the driver did not ask for.
+			d.cnt.RXDropped.Add(1)
+			d.cnt.RXBadDescriptors.Add(1)
+		case w>>8&0xff != 0: // the frame came with errors
+			d.cnt.RXDropped.Add(1)
 		case d.up != nil && d.up.Deliver(d.dma[buf:buf+length]):
 			d.cnt.RXFrames.Add(1)
 			d.cnt.RXBytes.Add(uint64(length))
@@ -466,7 +508,7 @@ func (d *Driver) reapTX() {
 // (per frame without tx_batch) and acknowledges the batch with one wakeup. The component calls
 // it when the router signals frames; the interrupt handler resumes it when the ring had no room.
 func (d *Driver) Transmit() {
-	if d.up == nil || !d.link {
+	if d.up == nil || !d.link || d.faults.gone {
 		return
 	}
 	d.reapTX()

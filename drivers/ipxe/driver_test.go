@@ -3,6 +3,7 @@ package ipxe_test
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -64,6 +65,7 @@ type rig struct {
 	up    *fakeUplink
 	open  bool // the Uplink session is open
 	links []linkEvent
+	logs  strings.Builder // the driver's log lines
 }
 
 func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
@@ -81,7 +83,8 @@ func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
 		t.Fatal(err)
 	}
 	r.dev = dev
-	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID, Clock: r.clock}, cfg, r.onLink)
+	log := slog.New(slog.NewTextHandler(&r.logs, nil))
+	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID, Clock: r.clock, Log: log}, cfg, r.onLink)
 	if err != nil {
 		t.Fatal(err)
 	}
