@@ -81,9 +81,9 @@ func (p *Port) OpenDevice(files []*os.File) error {
 		time.Sleep(time.Millisecond)
 		vendor, device = mem.PCIID()
 	}
-	if vendor != devsession.VendorIntel {
+	if _, err := ipxe.LookupModel(vendor, device); err != nil {
 		mem.Close()
-		return fmt.Errorf("ipxe_nic: device has PCI vendor %#04x, not Intel", vendor)
+		return err
 	}
 	if len(mem.DMA) < ipxe.DMASize {
 		mem.Close()

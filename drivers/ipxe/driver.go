@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync/atomic"
 	"time"
@@ -27,11 +28,15 @@ type MMIO interface {
 	Write32(off, v uint32)
 }
 
-// Device is what the device session hands the driver.
+// Device is what a back end hands the driver: the register page and DMA memory are the only
+// things that differ between the emulated NIC (a device session) and a PCI device (VFIO).
 type Device struct {
-	Regs     MMIO
-	DMA      []byte    // DMA memory of at least DMASize bytes; bus addresses are offsets into it
-	DeviceID uint16    // PCI device ID
+	Regs MMIO
+	DMA  []byte // DMA memory of at least DMASize bytes, 16-byte aligned
+	// DMABase is the bus address of DMA[0], what the device sees: 0 for the emulated NIC,
+	// the IOVA it is mapped at in the IOMMU for a PCI device.
+	DMABase  uint64
+	DeviceID uint16    // PCI device ID (the vendor is Intel), one LookupModel knows
 	Counters *Counters // where the driver counts; nil: counters of its own
 	// Clock times adaptive moderation's intervals (intel.ManualClock in tests); nil: the
 	// monotonic clock.
@@ -131,6 +136,7 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 // HandleInterrupt, Watchdog, Transmit, Configure and SetUplink from its one event loop.
 type Driver struct {
 	dev    Device
+	model  Model
 	regs   MMIO
 	dma    []byte
 	cfg    Config
@@ -169,7 +175,14 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if cfg.RxIrqThrottle > 0xffff {
 		return nil, fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
 	}
-	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock}
+	if dev.DMABase%16 != 0 || dev.DMABase > math.MaxUint64-DMASize {
+		return nil, fmt.Errorf("ipxe: DMA memory at bus address %#x is not 16-byte aligned or wraps", dev.DMABase)
+	}
+	model, err := LookupModel(VendorIntel, dev.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{dev: dev, model: model, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock}
 	if d.cnt == nil {
 		d.cnt = NewCounters(nil)
 	}
@@ -181,7 +194,7 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
 	}
 	onLink, d.onLink = d.onLink, nil
-	err := d.start()
+	err = d.start()
 	d.onLink = onLink
 	if err != nil {
 		return nil, err
@@ -206,13 +219,6 @@ func (d *Driver) start() error {
 	d.maskTX()
 	d.checkLink()
 	return nil
-}
-
-// phyLosesSpeed lists ICH/PCH-class parts whose PHY comes back at 10 Mbit/s after a reset.
-var phyLosesSpeed = map[uint16]bool{
-	0x153A: true, 0x153B: true, // i217-LM, i217-V
-	0x155A: true, 0x1559: true, // i218-LM, i218-V
-	0x156F: true, 0x1570: true, // i219-LM, i219-V
 }
 
 // reset resets the MAC, and the PHY with it when the link is down and the config allows.
@@ -243,7 +249,7 @@ func (d *Driver) wantPHYReset() bool {
 	case PhyResetNo:
 		return false
 	}
-	return !phyLosesSpeed[d.dev.DeviceID]
+	return !d.model.PHYLosesSpeed
 }
 
 // waitReset waits for CTRL.RST to clear itself (at once in process; a posted write later).
@@ -264,13 +270,13 @@ func (d *Driver) setupRings() {
 		desc := txRing + i*intel.DescSize
 		clear(d.dma[desc : desc+intel.DescSize])
 	}
-	d.regs.Write32(intel.TDBAH, 0)
-	d.regs.Write32(intel.TDBAL, txRing)
+	d.regs.Write32(intel.TDBAH, uint32(d.bus(txRing)>>32))
+	d.regs.Write32(intel.TDBAL, uint32(d.bus(txRing)))
 	d.regs.Write32(intel.TDLEN, RingSize*intel.DescSize)
 	d.regs.Write32(intel.TDH, 0)
 	d.regs.Write32(intel.TDT, 0)
-	d.regs.Write32(intel.RDBAH, 0)
-	d.regs.Write32(intel.RDBAL, rxRing)
+	d.regs.Write32(intel.RDBAH, uint32(d.bus(rxRing)>>32))
+	d.regs.Write32(intel.RDBAL, uint32(d.bus(rxRing)))
 	d.regs.Write32(intel.RDLEN, RingSize*intel.DescSize)
 	d.regs.Write32(intel.RDH, 0)
 	d.regs.Write32(intel.RDT, RingSize-1)
@@ -284,10 +290,13 @@ func (d *Driver) setupRings() {
 // armRX hands RX descriptor i its buffer, with the status cleared last.
 func (d *Driver) armRX(i uint32) {
 	desc := rxRing + i*intel.DescSize
-	le.PutUint64(d.dma[desc:], uint64(rxBufs+i*BufSize))
+	le.PutUint64(d.dma[desc:], d.bus(rxBufs+i*BufSize))
 	le.PutUint32(d.dma[desc+intel.DescLenOff:], 0)
 	atomic.StoreUint32(d.statusWord(desc), 0)
 }
+
+// bus is the address the device reaches DMA memory's offset off at.
+func (d *Driver) bus(off uint32) uint64 { return d.dev.DMABase + uint64(off) }
 
 func (d *Driver) statusWord(desc uint32) *uint32 {
 	return (*uint32)(unsafe.Pointer(&d.dma[desc+intel.DescStatusWord]))
@@ -329,6 +338,9 @@ func (d *Driver) maskTX() {
 	}
 	d.txMask = want
 }
+
+// Model is the part the driver drives.
+func (d *Driver) Model() Model { return d.model }
 
 // MAC is the address read from RAL/RAH, for the Uplink session's arguments.
 func (d *Driver) MAC() net.HardwareAddr { return d.mac }
@@ -531,7 +543,7 @@ func (d *Driver) Transmit() {
 			continue
 		}
 		desc := txRing + d.txTail*intel.DescSize
-		le.PutUint64(d.dma[desc:], uint64(buf))
+		le.PutUint64(d.dma[desc:], d.bus(buf))
 		cmd := uint32(intel.TxCmdEOP | intel.TxCmdIFCS | intel.TxCmdRS)
 		le.PutUint32(d.dma[desc+intel.DescLenOff:], uint32(n)|cmd<<intel.TxCmdShift)
 		atomic.StoreUint32(d.statusWord(desc), 0)

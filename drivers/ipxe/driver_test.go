@@ -540,7 +540,7 @@ func TestHostileDevice(t *testing.T) {
 	for range 20 {
 		cfg := ipxe.DefaultConfig()
 		cfg.PhyReset = ipxe.PhyReset(rng.IntN(3))
-		drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma}, cfg, func(bool, int) {})
+		drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma, DeviceID: 0x10D3}, cfg, func(bool, int) {})
 		if err != nil {
 			continue // "did not come out of reset" is a fine answer to garbage
 		}
