@@ -387,12 +387,12 @@ func TestConfigureLive(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" phy_reset="yes"/>`))
+	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" phy_reset="yes" pci="0000:00:02.0"/>`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := ipxe.ParseConfig(n, "ipxe_nic")
-	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, PhyReset: ipxe.PhyResetYes}
+	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, PhyReset: ipxe.PhyResetYes, PCI: "0000:00:02.0"}
 	if err != nil || cfg != want {
 		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
 	}
@@ -414,6 +414,8 @@ func TestParseConfig(t *testing.T) {
 		`<config tx_irq="always"/>`,
 		`<config phy_reset="maybe"/>`,
 		`<config tx_batch="sometimes"/>`,
+		`<config pci="00:02.0"/>`,
+		`<config pci="/dev/vfio/2"/>`,
 	} {
 		n, err := config.Parse("nic.xml", []byte(bad))
 		if err != nil {

@@ -98,10 +98,10 @@ func (d *Driver) Watchdog() {
 func (d *Driver) restart() {
 	d.lostInFlight()
 	d.faults.txBusy = false
-	d.cnt.DeviceResets.Add(1)
 	if err := d.start(); err != nil {
 		d.faults.warn("ipxe: resetting the device failed", "err", err)
 	}
+	d.cnt.DeviceResets.Add(1) // counted once the device came out of reset
 	if d.regs.Read32(intel.STATUS) == allOnes {
 		d.vanished()
 	}
