@@ -59,10 +59,11 @@ var Table = component.Table{
 	},
 	{
 		Binary:   "vm",
-		Summary:  "the VM side: an embedded TCP/IP stack or a TAP into a network namespace",
+		Summary:  "the VM side: an embedded TCP/IP stack, a TAP into a network namespace, or a QEMU over a stream socket",
 		Schema:   guest.Schema,
 		Validate: validate(guest.ParseConfig),
 		Files:    guestFiles,
+		Sockets:  guestSockets,
 	},
 	{
 		Binary:   "remote_host",
@@ -118,6 +119,15 @@ func guestFiles(n *config.Node, start string) []string {
 		return nil
 	}
 	return nonEmpty(cfg.Report)
+}
+
+// guestSockets is the socket a stream guest's QEMU connects to.
+func guestSockets(n *config.Node, start string) []string {
+	cfg, err := guest.ParseConfig(n, start)
+	if err != nil {
+		return nil
+	}
+	return nonEmpty(cfg.Socket)
 }
 
 func nonEmpty(path string) []string {

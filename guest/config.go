@@ -21,16 +21,17 @@ import (
 //	<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>          vm, DHCP
 //	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
+//	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //
 // A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "report",
-	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec",
+	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec", "socket",
 }}
 
 // Config is one guest.
 type Config struct {
-	Guest   string // "embedded" or "netns"
+	Guest   string // "embedded", "netns" or "stream"
 	MTU     int
 	Offload bool // embedded: send TSO super-frames; netns: the TAP's offloads
 	MAC     net.HardwareAddr
@@ -50,6 +51,9 @@ type Config struct {
 	TapAddress string
 	TapGateway string
 	Exec       string
+	// Socket is where a stream guest's QEMU connects: the supervisor listens there
+	// (relative: in the run folder) and hands the socket over; default START.sock.
+	Socket string
 }
 
 // ParseConfig reads a guest's <config>; start (the <start>'s name) seeds the default MAC.
@@ -57,9 +61,15 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
 		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
 		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", "")}
-	if c.Guest != "embedded" && c.Guest != "netns" {
+	if c.Guest != "embedded" && c.Guest != "netns" && c.Guest != "stream" {
 		a, _ := n.Attr("guest")
-		return c, config.Errorf(a.Pos, "guest=%q: expected embedded or netns", c.Guest)
+		return c, config.Errorf(a.Pos, "guest=%q: expected embedded, netns or stream", c.Guest)
+	}
+	if c.Guest == "stream" {
+		c.Socket = n.String("socket", start+".sock")
+		if a, ok := n.Attr("socket"); ok && (c.Socket == "" || strings.ContainsRune(c.Socket, 0) || len(c.Socket) > 107) {
+			return c, config.Errorf(a.Pos, "socket=%q: want a path of 1 to 107 bytes", c.Socket)
+		}
 	}
 	if c.Session != "Nic" && c.Session != "Uplink" {
 		a, _ := n.Attr("session")

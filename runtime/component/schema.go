@@ -29,6 +29,11 @@ type Spec struct {
 	// Files lists the files n names for the component to write (reports): the only paths
 	// the supervisor writes for it (Component.WriteFile). Nil: none.
 	Files func(n *config.Node, start string) []string
+	// Sockets lists the Unix sockets n names for the component to serve (a VM's stream
+	// socket): the supervisor binds them, a relative path in the run folder, before it starts
+	// any child and hands each life of the component the listening descriptors (Listener).
+	// Nil: none.
+	Sockets func(n *config.Node, start string) []string
 }
 
 // Check checks n as the <config> of start: warnings are what the schema does not know and what

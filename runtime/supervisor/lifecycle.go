@@ -31,14 +31,26 @@ func (s *Supervisor) launch(c *child) {
 		s.failed(c, err)
 		return
 	}
+	socks, err := s.socketsOf(c.start)
+	if err != nil {
+		s.failed(c, err)
+		return
+	}
 	life, name, cpus := c.life, c.start.Name, c.place.CPUs
 	req := &controlpb.StartRequest{Name: name, Cpus: cpus.String(), Config: configText(s.sc, c.start)}
 	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
+	argv, program := programArgs(s.opts.Components, c.start)
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
 		t0 := time.Now()
-		p, err := launch(bin, runDir, cpus, out, name, cred)
+		var p *process
+		var err error
+		if program {
+			p, err = launchProgram(bin, argv, runDir, cpus, out, name)
+		} else {
+			p, err = launch(bin, runDir, cpus, out, name, cred, socks)
+		}
 		if err == nil {
 			ctx, cancel := s.ctx()
 			_, serr := p.ctl.Start(ctx, req)

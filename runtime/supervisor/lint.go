@@ -46,6 +46,12 @@ func Check(file string, data []byte, binDirs []string, table component.Table) []
 			}
 		}
 		out = append(out, checkRoutes(sc, st)...)
+		if _, ok := programArgs(table, st); ok {
+			if _, err := programPath(st.Binary, binDirs); err != nil {
+				out = append(out, config.Errorf(binaryPos(st), "program %q of %q: %v", st.Binary, st.Name, err))
+			}
+			continue
+		}
 		spec, err := table.Lookup(st.Binary)
 		if err != nil {
 			out = append(out, config.Errorf(binaryPos(st), "binary of %q: %v", st.Name, err))

@@ -22,8 +22,9 @@ import (
 )
 
 // process is one life of a component: the go-plugin client, its gRPC control client and the
-// supervisor's end of its control socket.
+// supervisor's end of its control socket; or of a program (program.go), which has none.
 type process struct {
+	waited chan struct{} // a program's: closed when it ended
 	client *plugin.Client
 	cmd    *exec.Cmd
 	ctl    controlpb.ComponentClient
@@ -38,8 +39,8 @@ type process struct {
 // instruction, because the fork happens on a thread that carries it. With cred, the child
 // runs as that user, without capabilities: its go-plugin socket goes in a folder of its own
 // in runDir, and the binary is executed through a descriptor the supervisor opened, so the
-// user need not reach the binary's folder.
-func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential) (*process, error) {
+// user need not reach the binary's folder. The sockets it serves follow as further files.
+func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential, socks []*boundSocket) (*process, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -72,6 +73,10 @@ func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, 
 	}
 	p.cmd.Env = append(os.Environ(), plugin.EnvUnixSocketDir+"="+socketDir)
 	p.cmd.Env = append(p.cmd.Env, component.LogFormatEnv+"="+out.format)
+	if files, env := socketFiles(socks, 3+len(p.cmd.ExtraFiles)); env != "" {
+		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, files...)
+		p.cmd.Env = append(p.cmd.Env, env)
+	}
 	logs := out.Writer(name)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  component.Handshake,
@@ -120,8 +125,12 @@ func (p *process) kill() int {
 	if p.cancel != nil {
 		p.cancel()
 	}
-	p.sock.Close()
-	p.client.Kill()
+	if p.waited != nil {
+		p.stopProgram()
+	} else {
+		p.sock.Close()
+		p.client.Kill()
+	}
 	if st := p.cmd.ProcessState; st != nil {
 		return st.ExitCode()
 	}
@@ -142,6 +151,13 @@ func (p *process) signal() syscall.Signal {
 // ended. The one message a component writes on it, right before it exits, is its exit value
 // (component.Exit): done gets it, reported true, when it came.
 func (p *process) watchExit(done func(value int, reported bool)) {
+	if p.waited != nil {
+		go func() {
+			<-p.waited
+			done(0, false)
+		}()
+		return
+	}
 	go func() {
 		buf := make([]byte, 64)
 		value, reported := 0, false

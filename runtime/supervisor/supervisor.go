@@ -100,7 +100,8 @@ type Supervisor struct {
 	namespaces map[string]*netns.NS
 	// controlSocket is the socket ServeStatus serves on, kept in the run's record.
 	controlSocket string
-	ids           *identities // whom each child runs as
+	ids           *identities             // whom each child runs as
+	sockets       map[string]*boundSocket // by start name and the socket's name
 }
 
 // New prepares a supervisor for the scenario at path. Its owner stops it on Ctrl-C (Run's
@@ -126,7 +127,7 @@ func New(path string, opts Options) (*Supervisor, error) {
 		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
 		events: make(chan func(), 64), done: make(chan struct{}), quitting: make(chan struct{}),
 		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
-		namespaces: map[string]*netns.NS{}, ids: ids,
+		namespaces: map[string]*netns.NS{}, ids: ids, sockets: map[string]*boundSocket{},
 	}
 	for _, st := range sc.Starts {
 		if _, err := s.binary(st); err != nil {
@@ -155,6 +156,9 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 		if s.opts.Components == nil {
 			break
 		}
+		if _, ok := programArgs(s.opts.Components, st); ok {
+			continue
+		}
 		spec, err := s.opts.Components.Lookup(st.Binary)
 		if err != nil {
 			s.log.Warn(err.Error(), "child", st.Name)
@@ -182,8 +186,15 @@ func BinDirs(extra string) []string {
 	return append(dirs, "bin")
 }
 
-// binary finds a start's binary in the binary folders.
+// binary finds a start's binary in the binary folders, a program's on PATH.
 func (s *Supervisor) binary(st *Start) (string, error) {
+	if _, ok := programArgs(s.opts.Components, st); ok {
+		p, err := programPath(st.Binary, s.opts.BinDirs)
+		if err != nil {
+			return "", fmt.Errorf("%s: program %q of %q: %w", st.Node.Pos, st.Binary, st.Name, err)
+		}
+		return p, nil
+	}
 	for _, d := range s.opts.BinDirs {
 		p := filepath.Join(d, st.Binary)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
@@ -262,12 +273,16 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		os.WriteFile(filepath.Join(runDir, controlRecord), []byte(s.controlSocket), 0o600)
 	}
 	defer s.deleteNamespaces()
+	defer s.closeSockets()
 
 	if note := ScaleNote(s.sc.Space, s.topo); note != "" {
 		s.log.Info("note: " + note)
 	}
 	for _, st := range s.sc.Starts {
 		s.children[st.Name] = s.newChild(st)
+		// Every socket first, so that a child that connects (QEMU) finds its peer's; an
+		// error shows when that child launches.
+		s.socketsOf(st)
 	}
 	for _, st := range s.sc.Starts {
 		s.launch(s.children[st.Name])

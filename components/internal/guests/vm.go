@@ -22,9 +22,11 @@ func (v *VM) Configure(n *config.Node) error {
 			v.Handler = NewEmbedded(v.c)
 		case "netns":
 			v.Handler = NewNetns(v.c)
+		case "stream":
+			v.Handler = NewStream(v.c, component.Listener)
 		default:
 			a, _ := n.Attr("guest")
-			return config.Errorf(a.Pos, "guest=%q: expected embedded or netns", g)
+			return config.Errorf(a.Pos, "guest=%q: expected embedded, netns or stream", g)
 		}
 	}
 	return v.Handler.Configure(n)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# guest-image.sh [MODULE...]: builds the test guest that QEMU boots in nicstack's tests and
+# benchmarks, and prints the folder that holds it (vmlinuz, initrd.img). The guest is Debian's
+# cloud kernel (apt-get download, unpacked with dpkg-deb -x: nothing is installed), a static
+# busybox, the kernel's virtio-net modules (plus any MODULE named, a path under kernel/ without
+# .ko, loaded after them in order) and a static `nicstack` for iperf. Its init loads the
+# modules, takes a DHCP lease on eth0, runs `nicstack iperf $iperf` (iperf="..." on the kernel
+# command line) or `sh -c "$run"`, prints markers (NICSTACK-GUEST: ...) and powers off.
+#
+# The image is cached under ${XDG_CACHE_HOME:-~/.cache}/nicstack/guest/HASH, HASH over every
+# input (kernel package and version, busybox, nicstack binary, this script, the modules), so a
+# changed input builds a new one; images unused for a week are removed. One build at a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+script="$PWD/scripts/guest-image.sh"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/nicstack/guest"
+mkdir -p "$cache/debs"
+exec 9>"$cache/.lock"
+flock 9
+
+# virtio_ring before virtio, then the PCI transport, then the net driver and what it needs.
+modules=(
+  drivers/virtio/virtio_ring drivers/virtio/virtio
+  drivers/virtio/virtio_pci_modern_dev drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci
+  net/core/failover drivers/net/net_failover drivers/net/virtio_net
+  "$@"
+)
+
+busybox=/bin/busybox
+case "$(LC_ALL=C ldd "$busybox" 2>&1)" in
+  *"not a dynamic"*) ;;
+  *) echo "guest-image: $busybox is not a static busybox (apt-get install busybox-static)" >&2; exit 1 ;;
+esac
+
+# The kernel package the meta package points at; a cached .deb serves when apt cannot answer.
+kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+if [ -z "$kpkg" ]; then
+  deb=$(ls -t "$cache"/debs/linux-image-*-cloud-amd64_*.deb 2>/dev/null | head -1)
+  [ -n "$deb" ] || { echo "guest-image: apt knows no linux-image-cloud-amd64 and no .deb is cached" >&2; exit 1; }
+else
+  kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/{print $2}')
+  deb=$(ls "$cache"/debs/"${kpkg}_${kver/:/%3a}"_amd64.deb 2>/dev/null || true)
+  if [ -z "$deb" ]; then
+    (cd "$cache/debs" && apt-get download -q "$kpkg" >/dev/null 2>&1) ||
+      { echo "guest-image: apt-get download $kpkg failed" >&2; exit 1; }
+    deb=$(ls -t "$cache"/debs/"${kpkg}"_*_amd64.deb | head -1)
+  fi
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/nicstack-guest.XXXXXX")
+trap 'rm -rf "$work" ${out:+"$out.tmp"}' EXIT
+CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$work/nicstack" ./cmd/nicstack
+
+hash=$( { basename "$deb"; sha256sum "$busybox" "$work/nicstack" "$script" | cut -d' ' -f1; echo "${modules[*]}"; } |
+  sha256sum | cut -c1-16)
+out="$cache/$hash"
+if [ -f "$out/initrd.img" ] && [ -f "$out/vmlinuz" ]; then
+  touch "$out"
+  echo "$out"
+  exit 0
+fi
+
+dpkg-deb -x "$deb" "$work/kernel"
+kdir=$(ls -d "$work"/kernel/lib/modules/*/)
+root="$work/root"
+mkdir -p "$root"/{bin,dev,proc,sys,etc,tmp,lib/modules}
+cp "$busybox" "$root/bin/busybox"
+cp "$work/nicstack" "$root/bin/nicstack"
+: >"$root/etc/modules"
+for m in "${modules[@]}"; do
+  name=$(basename "$m")
+  if [ -f "$kdir/kernel/$m.ko" ]; then cp "$kdir/kernel/$m.ko" "$root/lib/modules/$name.ko"
+  elif [ -f "$kdir/kernel/$m.ko.xz" ]; then xz -dc "$kdir/kernel/$m.ko.xz" >"$root/lib/modules/$name.ko"
+  elif [ -f "$kdir/kernel/$m.ko.zst" ]; then zstd -qdc "$kdir/kernel/$m.ko.zst" >"$root/lib/modules/$name.ko"
+  else echo "guest-image: module $m is not in $(basename "$deb")" >&2; exit 1
+  fi
+  echo "$name" >>"$root/etc/modules"
+done
+
+cat >"$root/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in $(cat /etc/modules); do
+  insmod "/lib/modules/$m.ko" || echo "NICSTACK-GUEST: insmod $m failed"
+done
+ip link set lo up
+ip link set eth0 up || echo "NICSTACK-GUEST: no eth0"
+if udhcpc -i eth0 -s /etc/udhcpc.script -n -q -f -t 20 -T 1 -A 1 >/dev/null 2>&1; then
+  echo "NICSTACK-GUEST: lease $(ip -4 -o addr show eth0 | awk '{print $4}') via $(ip route | awk '/default/{print $3}')"
+else
+  echo "NICSTACK-GUEST: no lease"
+fi
+rc=0
+if [ -n "$iperf" ]; then
+  nicstack iperf $iperf; rc=$?
+elif [ -n "$run" ]; then
+  sh -c "$run"; rc=$?
+fi
+echo "NICSTACK-GUEST: exit $rc"
+poweroff -f
+EOF
+cat >"$root/etc/udhcpc.script" <<'EOF'
+#!/bin/sh
+case "$1" in
+bound|renew)
+  ip addr flush dev "$interface"
+  ip addr add "$ip/${mask:-24}" dev "$interface"
+  [ -n "$router" ] && ip route add default via "${router%% *}" dev "$interface"
+  ;;
+esac
+exit 0
+EOF
+chmod 755 "$root/init" "$root/etc/udhcpc.script"
+
+mkdir -p "$out.tmp"
+(cd "$root" && find . | LC_ALL=C sort | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$out.tmp/initrd.img"
+cp "$work"/kernel/boot/vmlinuz-* "$out.tmp/vmlinuz"
+rm -rf "$out"
+mv "$out.tmp" "$out"
+find "$cache" -mindepth 1 -maxdepth 1 -type d -name '????????????????' -mtime +7 -exec rm -rf {} +
+find "$cache/debs" -name '*.deb' -mtime +30 -delete
+echo "$out"
