@@ -57,6 +57,21 @@ var (
 // script's own check; a few seconds when only nicstack changed). modules are kernel modules
 // loaded after the virtio-net ones (paths under the kernel's modules folder, without .ko).
 func BuildImage(ctx context.Context, modules ...string) (Image, error) {
+	return build(ctx, modules)
+}
+
+// VFIOModules are the kernel modules that give a guest's PCI device to a user-space driver.
+var VFIOModules = []string{"virt/lib/irqbypass", "drivers/vfio/vfio", "drivers/vfio/vfio_iommu_type1",
+	"drivers/vfio/vfio_virqfd", "drivers/vfio/pci/vfio-pci-core", "drivers/vfio/pci/vfio-pci"}
+
+// BuildScenarioImage is BuildImage for scenarios that run inside the guest: the image also
+// holds the seed topology's components, deploy/'s scenarios in /etc/nicstack and the
+// guest-scenario command, and loads VFIOModules.
+func BuildScenarioImage(ctx context.Context) (Image, error) {
+	return build(ctx, append([]string{"--components"}, VFIOModules...))
+}
+
+func build(ctx context.Context, modules []string) (Image, error) {
 	if dir := os.Getenv(ImageEnv); dir != "" {
 		return imageIn(dir)
 	}
@@ -170,12 +185,21 @@ type Config struct {
 	Iperf, Run string
 	// Accel is "kvm" or "tcg"; empty: KVM when it works here (KVM).
 	Accel string
+	// IOMMU is the -device of an IOMMU (e.g. intel-iommu,intremap=on,caching-mode=on),
+	// given before the NIC, which it then translates.
+	IOMMU string
+	// Machine is -machine's value (QEMU's default when empty), e.g. q35,kernel-irqchip=split
+	// for an intel-iommu with interrupt remapping.
+	Machine string
+	// Append is more of the kernel's command line (intel_iommu=on, dhcp=no: init takes no
+	// lease).
+	Append string
 }
 
 // Args is QEMU's command line for c, without the binary.
 func (c Config) Args() ([]string, error) {
-	if strings.ContainsRune(c.Iperf+c.Run, '"') {
-		return nil, fmt.Errorf("guest command %q: no double quotes on the kernel command line", c.Iperf+c.Run)
+	if strings.ContainsRune(c.Iperf+c.Run+c.Append, '"') {
+		return nil, fmt.Errorf("guest command %q: no double quotes on the kernel command line", c.Iperf+c.Run+c.Append)
 	}
 	if !strings.Contains(c.Netdev, "id="+NetID) {
 		return nil, fmt.Errorf("netdev %q: want id=%s", c.Netdev, NetID)
@@ -204,10 +228,20 @@ func (c Config) Args() ([]string, error) {
 	if c.Run != "" {
 		cmdline += ` run="` + c.Run + `"`
 	}
+	if c.Append != "" {
+		cmdline += " " + c.Append
+	}
 	args := []string{"-accel", accel, "-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", c.Image.Kernel, "-initrd", c.Image.Initrd, "-append", cmdline,
-		"-netdev", c.Netdev, "-device", dev}
+		"-netdev", c.Netdev}
+	if c.IOMMU != "" {
+		args = append(args, "-device", c.IOMMU)
+	}
+	args = append(args, "-device", dev)
+	if c.Machine != "" {
+		args = append(args, "-machine", c.Machine)
+	}
 	return append(args, c.Extra...), nil
 }
 
