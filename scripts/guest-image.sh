@@ -86,7 +86,8 @@ if [ $components = yes ]; then
   cp deploy/*.hid "$root/etc/nicstack/"
   # guest-scenario SCENARIO DONE SECONDS [PCI...]: gives each PCI device to vfio-pci, runs
   # the scenario until a line of its output holds DONE or SECONDS pass, stops it (SIGTERM:
-  # the supervisor removes what it made) and fails unless DONE came.
+  # the supervisor removes what it made) and fails unless DONE came. Before it stops the
+# scenario it prints `nicstack status --json` as the marker "status".
   cat >"$root/bin/guest-scenario" <<'EOF'
 #!/bin/busybox sh
 scenario=$1 done=$2 seconds=$3
@@ -105,6 +106,8 @@ for i in $(seq "$seconds"); do
   if grep -q "$done" /tmp/run.log; then rc=0; break; fi
   sleep 1
 done
+# every component's state, CPU time and counters at that moment, on one line
+echo "NICSTACK-GUEST: status $(nicstack status --json | tr -d '\n')"
 kill -TERM $run
 wait $run
 sleep 1
