@@ -84,14 +84,15 @@ if [ $components = yes ]; then
   cp "$work"/components/* "$root/bin/"
   mkdir -p "$root/etc/nicstack"
   cp deploy/*.hid "$root/etc/nicstack/"
-  # guest-scenario SCENARIO DONE SECONDS [PCI...]: gives each PCI device to vfio-pci, runs
-  # the scenario until a line of its output holds DONE or SECONDS pass, stops it (SIGTERM:
-  # the supervisor removes what it made) and fails unless DONE came. Before it stops the
-# scenario it prints `nicstack status --json` as the marker "status".
+  # guest-scenario SCENARIO START DONE SECONDS [PCI...]: gives each PCI device to vfio-pci,
+  # runs the scenario until a line of its output matches DONE or SECONDS pass, and stops it
+  # (SIGTERM: the supervisor removes what it made); it fails unless DONE came. When a line
+  # matches START and when DONE comes it prints `nicstack status --json` on one line as the
+  # markers "status-start" and "status" (a measurement's two ends).
   cat >"$root/bin/guest-scenario" <<'EOF'
 #!/bin/busybox sh
-scenario=$1 done=$2 seconds=$3
-shift 3
+scenario=$1 start=$2 done=$3 seconds=$4
+shift 4
 for pci in "$@"; do
   echo vfio-pci >"/sys/bus/pci/devices/$pci/driver_override"
   [ -e "/sys/bus/pci/devices/$pci/driver" ] && echo "$pci" >"/sys/bus/pci/devices/$pci/driver/unbind"
@@ -101,12 +102,15 @@ nicstack run --watch 0 "$scenario" >/tmp/run.log 2>&1 &
 run=$!
 tail -f /tmp/run.log &
 tailer=$!
-rc=1
-for i in $(seq "$seconds"); do
+rc=1 started=no
+for i in $(seq $((seconds * 10))); do
+  if [ $started = no ] && grep -q "$start" /tmp/run.log; then
+    started=yes
+    echo "NICSTACK-GUEST: status-start $(nicstack status --json | tr -d '\n')"
+  fi
   if grep -q "$done" /tmp/run.log; then rc=0; break; fi
-  sleep 1
+  usleep 100000
 done
-# every component's state, CPU time and counters at that moment, on one line
 echo "NICSTACK-GUEST: status $(nicstack status --json | tr -d '\n')"
 kill -TERM $run
 wait $run

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -266,24 +266,6 @@ func TestFarEndGoneIsLinkDown(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log both loops write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitCount waits for a counter to reach n.
 func (r *rig) waitCount(what string, c *atomic.Uint64, n uint64) {
 	r.t.Helper()
@@ -299,7 +281,7 @@ func (r *rig) waitCount(what string, c *atomic.Uint64, n uint64) {
 // is reset and its link comes up again. A DMA fault stops the transmit queue: the watchdog
 // resets the device and the Uplink session stays open throughout.
 func TestDeviceFaultsAcrossProcesses(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	r := newRigLog(t, "82574L", slog.New(slog.NewTextHandler(&logs, nil)), 20*time.Millisecond)
 	r.waitLink()
 	r.openUplink()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,30 +16,67 @@ import (
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// guestStatus finds the status the guest printed (guest-scenario's "status" marker) in a
-// run's output.
-func guestStatus(t *testing.T, logs string) supervisor.Status {
-	t.Helper()
-	var st supervisor.Status
-	i := strings.Index(logs, qemu.Marker+"status ")
-	if i < 0 {
-		t.Fatalf("the guest printed no status; output:\n%s", logs)
+// guestRun is one run of deploy/qemu_e1000e: the output, and remote_host's counters.
+type guestRun struct {
+	logs   string
+	server map[string]uint64
+}
+
+// runGuest runs deploy/qemu_e1000e with the replacements (old, new pairs) until the guest
+// exits, and stops it.
+func runGuest(tb testing.TB, replace ...string) guestRun {
+	tb.Helper()
+	testutil.RequireCommand(tb, qemu.Binary)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	im, err := qemu.BuildScenarioImage(ctx) // minutes the first time, then cached
+	if err != nil {
+		tb.Fatal(err)
 	}
-	line, _, _ := strings.Cut(logs[i+len(qemu.Marker+"status "):], "\n")
+	tb.Setenv(qemu.ImageEnv, filepath.Dir(im.Kernel)) // the guest program need not ask the script again
+	var dir string
+	for _, p := range []string{"cmd/nicstack", "components/nic_router", "components/vm", "components/remote_host"} {
+		dir = filepath.Dir(testutil.Binary(tb, "github.com/nicstack/nicstack/"+p))
+	}
+	// The test ends the run itself, and sees the guest's exit value in its output.
+	text := scenariotest.Deploy(tb, "qemu_e1000e.hid", append([]string{"  + exit | propagate: yes\n", ""}, replace...)...)
+	r := scenariotest.Start(tb, "qemu_e1000e.hid", text, supervisor.Options{
+		BinDirs: []string{dir}, Components: components.Table, // the table tells the QEMU program from components
+	})
+	for deadline := time.Now().Add(4 * time.Minute); !strings.Contains(r.Logs.String(), qemu.Marker+"exit "); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("the guest did not finish within 4 minutes; output:\n%s", r.Logs.String())
+		}
+	}
+	server := r.Component("remote_host").Counters
+	r.Stop()
+	return guestRun{logs: r.Logs.String(), server: server}
+}
+
+// status finds the status the guest printed as marker (guest-scenario's "status" or
+// "status-start").
+func (g guestRun) status(tb testing.TB, marker string) supervisor.Status {
+	tb.Helper()
+	var st supervisor.Status
+	i := strings.Index(g.logs, qemu.Marker+marker+" ")
+	if i < 0 {
+		tb.Fatalf("the guest printed no %s; output:\n%s", marker, g.logs)
+	}
+	line, _, _ := strings.Cut(g.logs[i+len(qemu.Marker+marker+" "):], "\n")
 	if err := json.Unmarshal([]byte(line), &st); err != nil {
-		t.Fatalf("the guest's status %q: %v", line, err)
+		tb.Fatalf("the guest's %s %q: %v", marker, line, err)
 	}
 	return st
 }
 
-// counters are a component's in a status.
-func counters(st supervisor.Status, name string) map[string]uint64 {
+// componentIn is a component's status in st.
+func componentIn(st supervisor.Status, name string) supervisor.ComponentStatus {
 	for _, c := range st.Components {
 		if c.Name == name {
-			return c.Counters
+			return c
 		}
 	}
-	return nil
+	return supervisor.ComponentStatus{}
 }
 
 // TestQEMUe1000eThroughVFIO runs deploy/qemu_e1000e: a QEMU guest (TCG unless KVM works
@@ -48,44 +86,56 @@ func counters(st supervisor.Status, name string) map[string]uint64 {
 // saw its link at 1000 Mbit/s and moved data both ways, the iperf test had no error, and the
 // run's end stops QEMU.
 func TestQEMUe1000eThroughVFIO(t *testing.T) {
-	testutil.RequireCommand(t, qemu.Binary)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	im, err := qemu.BuildScenarioImage(ctx) // minutes the first time, then cached
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(qemu.ImageEnv, filepath.Dir(im.Kernel)) // the guest program need not ask the script again
-	var dir string
-	for _, p := range []string{"cmd/nicstack", "components/nic_router", "components/vm", "components/remote_host"} {
-		dir = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/"+p))
-	}
-	// The test ends the run itself, and sees the guest's exit value in its output.
-	text := scenariotest.Deploy(t, "qemu_e1000e.hid", "  + exit | propagate: yes\n", "")
-	r := scenariotest.Start(t, "qemu_e1000e.hid", text, supervisor.Options{
-		BinDirs: []string{dir}, Components: components.Table, // the table tells the QEMU program from components
-	})
-	for deadline := time.Now().Add(4 * time.Minute); !strings.Contains(r.Logs.String(), qemu.Marker+"exit "); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the guest did not finish within 4 minutes; output:\n%s", r.Logs.String())
-		}
-	}
-	server := r.Component("remote_host").Counters
-	r.Stop()
-	logs := r.Logs.String()
-	drv := counters(guestStatus(t, logs), "nic_drv")
+	g := runGuest(t)
+	drv := componentIn(g.status(t, "status"), "nic_drv").Counters
 	t.Logf("nic_drv in the guest: %v", drv)
-	if server["iperf_tests"] != 1 || server["iperf_errors"] != 0 || drv["rx_bytes"] < 1<<20 || drv["tx_bytes"] < 1<<20 || drv["interrupts"] == 0 {
-		t.Errorf("remote_host's iperf counters %v, nic_drv's %v: want a test without errors and a MiB each way", server, drv)
+	if g.server["iperf_tests"] != 1 || g.server["iperf_errors"] != 0 || drv["rx_bytes"] < 1<<20 || drv["tx_bytes"] < 1<<20 || drv["interrupts"] == 0 {
+		t.Errorf("remote_host's iperf counters %v, nic_drv's %v: want a test without errors and a MiB each way", g.server, drv)
 	}
 	for _, want := range []string{
 		`[guest] [nic_drv] level=INFO msg="link up" speed_mbit=1000`,
 		`[guest] [nic_drv] level=INFO msg="device opened"`,
 		qemu.Marker + "exit 0",
 	} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("no %q in the output:\n%s", want, logs)
+		if !strings.Contains(g.logs, want) {
+			t.Errorf("no %q in the output:\n%s", want, g.logs)
 		}
 	}
-	t.Logf("iperf --bidir through ipxe_nic on QEMU's e1000e: %.1f Mbit/s", float64(server["iperf_bits_per_second"])/1e6)
+	t.Logf("iperf --bidir through ipxe_nic on QEMU's e1000e: %.1f Mbit/s", float64(g.server["iperf_bits_per_second"])/1e6)
+}
+
+// BenchmarkQEMUe1000e is the seed's matrix on QEMU's e1000e: rx_irq_throttle 0, 651 and 5580
+// with tx_batch yes and no, each a boot of deploy/qemu_e1000e with the guest's vm running
+// iperf -R (remote_host sends, the driver receives) for SECONDS. It prints throughput,
+// interrupts per second, TX doorbells per 1000 TX frames and the guest's components' CPU
+// over the test (between guest-scenario's two statuses). One invocation:
+//
+//	go test ./components/ipxe_nic -run '^$' -bench QEMUe1000e -benchtime 1x
+func BenchmarkQEMUe1000e(b *testing.B) {
+	const seconds = 8
+	type point struct {
+		itr   string
+		batch string
+	}
+	var rows []string
+	for range b.N {
+		for _, p := range []point{{"0", "yes"}, {"651", "yes"}, {"5580", "yes"}, {"0", "no"}, {"651", "no"}, {"5580", "no"}} {
+			run := fmt.Sprintf("--run=sed -e 's/rx_irq_throttle: 651/rx_irq_throttle: %s/' -e 's/tx_batch: yes/tx_batch: %s/' "+
+				"-e 's/-t 3 --bidir/-t %d -R/' /etc/nicstack/qemu_e1000e_guest.hid >/tmp/s.hid && "+
+				"guest-scenario /tmp/s.hid dhcp.lease iperf.result 180 0000:00:02.0", p.itr, p.batch, seconds)
+			g := runGuest(b, "--run=guest-scenario /etc/nicstack/qemu_e1000e_guest.hid dhcp.lease iperf.result 180 0000:00:02.0", run)
+			start, end := g.status(b, "status-start"), g.status(b, "status")
+			d0, d1 := componentIn(start, "nic_drv"), componentIn(end, "nic_drv")
+			delta := func(name string) float64 { return float64(d1.Counters[name] - d0.Counters[name]) }
+			cpu := func(name string) float64 {
+				return (componentIn(end, name).CPUSeconds - componentIn(start, name).CPUSeconds) / seconds * 100
+			}
+			rows = append(rows, fmt.Sprintf("%5s %5s %8.1f %9.0f %10.0f %9.0f %8.0f%% %8.0f%% %6.0f%%",
+				p.itr, p.batch, float64(g.server["iperf_bits_per_second"])/1e6, delta("interrupts")/seconds,
+				delta("tdt_writes")*1000/max(delta("tx_frames"), 1), delta("rx_frames")/max(delta("interrupts"), 1),
+				cpu("nic_drv"), cpu("nic_router"), cpu("vm")))
+		}
+	}
+	fmt.Printf("ITR   batch  Mbit/s  irq/s  TDT/kframe  rx/irq  nic_drv nic_router    vm   (iperf -R %d s, TCG unless KVM works)\n", seconds)
+	fmt.Println(strings.Join(rows, "\n"))
 }
