@@ -88,7 +88,8 @@ if [ $components = yes ]; then
   # runs the scenario until a line of its output matches DONE or SECONDS pass, and stops it
   # (SIGTERM: the supervisor removes what it made); it fails unless DONE came. When a line
   # matches START and when DONE comes it prints `nicstack status --json` on one line as the
-  # markers "status-start" and "status" (a measurement's two ends).
+  # markers "status-start" and "status", and the guest's CPU times (/proc/stat's first line)
+  # as "stat-start" and "stat" (a measurement's two ends).
   cat >"$root/bin/guest-scenario" <<'EOF'
 #!/bin/busybox sh
 scenario=$1 start=$2 done=$3 seconds=$4
@@ -107,11 +108,13 @@ for i in $(seq $((seconds * 10))); do
   if [ $started = no ] && grep -q "$start" /tmp/run.log; then
     started=yes
     echo "NICSTACK-GUEST: status-start $(nicstack status --json | tr -d '\n')"
+    echo "NICSTACK-GUEST: stat-start $(head -1 /proc/stat)"
   fi
   if grep -q "$done" /tmp/run.log; then rc=0; break; fi
   usleep 100000
 done
 echo "NICSTACK-GUEST: status $(nicstack status --json | tr -d '\n')"
+echo "NICSTACK-GUEST: stat $(head -1 /proc/stat)"
 kill -TERM $run
 wait $run
 sleep 1

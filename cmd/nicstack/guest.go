@@ -29,7 +29,7 @@ func init() {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			build := qemu.BuildImage
 			if scenarios {
-				build = func(ctx context.Context, _ ...string) (qemu.Image, error) { return qemu.BuildScenarioImage(ctx) }
+				build = func(ctx context.Context, _ ...string) (qemu.Image, error) { return qemu.BuildScenarioImage(ctx, false) }
 			}
 			im, err := build(cmd.Context())
 			if err != nil {

@@ -66,16 +66,22 @@ var VFIOModules = []string{"virt/lib/irqbypass", "drivers/vfio/vfio", "drivers/v
 
 // BuildScenarioImage is BuildImage for scenarios that run inside the guest: the image also
 // holds the seed topology's components, deploy/'s scenarios in /etc/nicstack and the
-// guest-scenario command, and loads VFIOModules.
-func BuildScenarioImage(ctx context.Context) (Image, error) {
-	return build(ctx, append([]string{"--components"}, VFIOModules...))
+// guest-scenario command, and loads VFIOModules. With linuxE1000e the kernel is Debian's
+// generic one instead of the cloud kernel, with Linux's e1000e driver loaded too (the
+// reference a user-space driver of QEMU's e1000e is measured against).
+func BuildScenarioImage(ctx context.Context, linuxE1000e bool) (Image, error) {
+	args := append([]string{"--components"}, VFIOModules...)
+	if linuxE1000e {
+		return build(ctx, append(args, "drivers/net/ethernet/intel/e1000e/e1000e"), "NICSTACK_GUEST_KERNEL=amd64")
+	}
+	return build(ctx, args)
 }
 
-func build(ctx context.Context, modules []string) (Image, error) {
+func build(ctx context.Context, modules []string, env ...string) (Image, error) {
 	if dir := os.Getenv(ImageEnv); dir != "" {
 		return imageIn(dir)
 	}
-	key := strings.Join(modules, " ")
+	key := strings.Join(append(modules, env...), " ")
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if im, ok := built[key]; ok {
@@ -88,6 +94,7 @@ func build(ctx context.Context, modules []string) (Image, error) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "guest-image.sh"), modules...)
 	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.Output()
 	if err != nil {
 		return Image{}, fmt.Errorf("scripts/guest-image.sh: %v\n%s", err, stderr.Bytes())
