@@ -283,6 +283,12 @@ func (d *Driver) setupRings() {
 	d.rxNext, d.txTail, d.txReap = 0, 0, 0
 	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
 	d.regs.Write32(intel.TCTL, intel.TctlEN|intel.TctlPSP|0x0f<<4|0x3f<<12)
+	// Legacy descriptors on one queue, without checksums written into them: a driver before
+	// us (Linux's e1000e uses extended descriptors and RSS) may leave these set where a MAC
+	// reset keeps them.
+	d.regs.Write32(intel.RFCTL, 0)
+	d.regs.Write32(intel.MRQC, 0)
+	d.regs.Write32(intel.RXCSUM, 0)
 	// 2048-byte buffers (BSIZE 00), promiscuous as iPXE is: the router filters
 	d.regs.Write32(intel.RCTL, intel.RctlEN|intel.RctlUPE|intel.RctlMPE|intel.RctlBAM|intel.RctlSECRC)
 }
