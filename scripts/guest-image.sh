@@ -13,6 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script="$PWD/scripts/guest-image.sh"
+# --components: the image also holds the seed topology's components (ipxe_nic, nic_router,
+# vm) built static, the scenarios of deploy/ in /etc/nicstack, and guest-scenario (below):
+# for scenarios that run inside the guest.
+components=no
+if [ "${1:-}" = --components ]; then components=yes; shift; fi
+# The kernel flavour: cloud-amd64 (small, quick to boot), or amd64, whose modules include
+# drivers for emulated hardware the cloud kernel leaves out (e1000e).
+flavour=${NICSTACK_GUEST_KERNEL:-cloud-amd64}
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/nicstack/guest"
 mkdir -p "$cache/debs"
 exec 9>"$cache/.lock"
@@ -33,10 +41,10 @@ case "$(LC_ALL=C ldd "$busybox" 2>&1)" in
 esac
 
 # The kernel package the meta package points at; a cached .deb serves when apt cannot answer.
-kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+kpkg=$(apt-cache depends "linux-image-$flavour" 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
 if [ -z "$kpkg" ]; then
-  deb=$(ls -t "$cache"/debs/linux-image-*-cloud-amd64_*.deb 2>/dev/null | head -1)
-  [ -n "$deb" ] || { echo "guest-image: apt knows no linux-image-cloud-amd64 and no .deb is cached" >&2; exit 1; }
+  deb=$(ls -t "$cache"/debs/linux-image-*[0-9]-"$flavour"_*.deb 2>/dev/null | head -1)
+  [ -n "$deb" ] || { echo "guest-image: apt knows no linux-image-$flavour and no .deb is cached" >&2; exit 1; }
 else
   kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/{print $2}')
   deb=$(ls "$cache"/debs/"${kpkg}_${kver/:/%3a}"_amd64.deb 2>/dev/null || true)
@@ -50,8 +58,14 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/nicstack-guest.XXXXXX")
 trap 'rm -rf "$work" ${out:+"$out.tmp"}' EXIT
 CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$work/nicstack" ./cmd/nicstack
+inputs=("$busybox" "$work/nicstack" "$script")
+if [ $components = yes ]; then
+  mkdir -p "$work/components"
+  CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$work/components/" ./components/ipxe_nic ./components/nic_router ./components/vm
+  inputs+=("$work"/components/* deploy/*.hid)
+fi
 
-hash=$( { basename "$deb"; sha256sum "$busybox" "$work/nicstack" "$script" | cut -d' ' -f1; echo "${modules[*]}"; } |
+hash=$( { basename "$deb"; sha256sum "${inputs[@]}" | cut -d' ' -f1; echo "${modules[*]}"; } |
   sha256sum | cut -c1-16)
 out="$cache/$hash"
 if [ -f "$out/initrd.img" ] && [ -f "$out/vmlinuz" ]; then
@@ -66,6 +80,49 @@ root="$work/root"
 mkdir -p "$root"/{bin,dev,proc,sys,etc,tmp,lib/modules}
 cp "$busybox" "$root/bin/busybox"
 cp "$work/nicstack" "$root/bin/nicstack"
+if [ $components = yes ]; then
+  cp "$work"/components/* "$root/bin/"
+  mkdir -p "$root/etc/nicstack"
+  cp deploy/*.hid "$root/etc/nicstack/"
+  # guest-scenario SCENARIO START DONE SECONDS [PCI...]: gives each PCI device to vfio-pci,
+  # runs the scenario until a line of its output matches DONE or SECONDS pass, and stops it
+  # (SIGTERM: the supervisor removes what it made); it fails unless DONE came. When a line
+  # matches START and when DONE comes it prints `nicstack status --json` on one line as the
+  # markers "status-start" and "status", and the guest's CPU times (/proc/stat's first line)
+  # as "stat-start" and "stat" (a measurement's two ends).
+  cat >"$root/bin/guest-scenario" <<'EOF'
+#!/bin/busybox sh
+scenario=$1 start=$2 done=$3 seconds=$4
+shift 4
+for pci in "$@"; do
+  echo vfio-pci >"/sys/bus/pci/devices/$pci/driver_override"
+  [ -e "/sys/bus/pci/devices/$pci/driver" ] && echo "$pci" >"/sys/bus/pci/devices/$pci/driver/unbind"
+  echo "$pci" >/sys/bus/pci/drivers_probe
+done
+nicstack run --watch 0 "$scenario" >/tmp/run.log 2>&1 &
+run=$!
+tail -f /tmp/run.log &
+tailer=$!
+rc=1 started=no
+for i in $(seq $((seconds * 10))); do
+  if [ $started = no ] && grep -q "$start" /tmp/run.log; then
+    started=yes
+    echo "NICSTACK-GUEST: status-start $(nicstack status --json | tr -d '\n')"
+    echo "NICSTACK-GUEST: stat-start $(head -1 /proc/stat)"
+  fi
+  if grep -q "$done" /tmp/run.log; then rc=0; break; fi
+  usleep 100000
+done
+echo "NICSTACK-GUEST: status $(nicstack status --json | tr -d '\n')"
+echo "NICSTACK-GUEST: stat $(head -1 /proc/stat)"
+kill -TERM $run
+wait $run
+sleep 1
+kill $tailer
+exit $rc
+EOF
+  chmod 755 "$root/bin/guest-scenario"
+fi
 : >"$root/etc/modules"
 for m in "${modules[@]}"; do
   name=$(basename "$m")
@@ -88,7 +145,9 @@ for m in $(cat /etc/modules); do
 done
 ip link set lo up
 ip link set eth0 up || echo "NICSTACK-GUEST: no eth0"
-if udhcpc -i eth0 -s /etc/udhcpc.script -n -q -f -t 20 -T 1 -A 1 >/dev/null 2>&1; then
+if [ "$dhcp" = no ]; then
+  :
+elif udhcpc -i eth0 -s /etc/udhcpc.script -n -q -f -t 20 -T 1 -A 1 >/dev/null 2>&1; then
   echo "NICSTACK-GUEST: lease $(ip -4 -o addr show eth0 | awk '{print $4}') via $(ip route | awk '/default/{print $3}')"
 else
   echo "NICSTACK-GUEST: no lease"

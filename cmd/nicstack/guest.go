@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +13,10 @@ import (
 )
 
 func init() {
-	var c qemu.Config
+	var (
+		c         qemu.Config
+		scenarios bool
+	)
 	cmd := &cobra.Command{
 		Use:   "guest --netdev NETDEV [--iperf ARGS | --run COMMAND]",
 		Short: "Boot the QEMU test guest (built and cached by scripts/guest-image.sh) on a netdev",
@@ -23,7 +27,11 @@ func init() {
 			"KVM is used when a probe boot works here, else TCG (" + qemu.AccelEnv + "=kvm|tcg decides).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			im, err := qemu.BuildImage(cmd.Context())
+			build := qemu.BuildImage
+			if scenarios {
+				build = func(ctx context.Context, _ ...string) (qemu.Image, error) { return qemu.BuildScenarioImage(ctx, false) }
+			}
+			im, err := build(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -48,6 +56,10 @@ func init() {
 	f.IntVar(&c.MemoryMB, "memory", 256, "guest RAM in MiB")
 	f.IntVar(&c.CPUs, "cpus", 1, "guest vCPUs")
 	f.StringVar(&c.Accel, "accel", "", "kvm or tcg (default: KVM when it works here)")
+	f.StringVar(&c.IOMMU, "iommu", "", "an IOMMU's -device, given before the NIC (e.g. intel-iommu,intremap=on,caching-mode=on)")
+	f.StringVar(&c.Machine, "machine", "", "QEMU -machine value (e.g. q35,kernel-irqchip=split for an intel-iommu)")
+	f.StringVar(&c.Append, "append", "", "more kernel command line (e.g. intel_iommu=on dhcp=no)")
+	f.BoolVar(&scenarios, "scenarios", false, "boot the image that runs scenarios inside the guest (components, deploy/'s scenarios in /etc/nicstack, guest-scenario, VFIO modules)")
 	cmd.MarkFlagRequired("netdev")
 	root.AddCommand(cmd)
 }

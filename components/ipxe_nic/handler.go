@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -13,11 +14,13 @@ import (
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
-// Handler is the ipxe_nic component: a Platform client of the emulated NIC and, while the link
-// is up, an Uplink client of the router.
+// Handler is the ipxe_nic component: a Platform client of the emulated NIC (or, with pci, of
+// its parent, which hands over a PCI device's VFIO group) and, while the link is up, an
+// Uplink client of the router.
 type Handler struct {
 	c    *component.Component
 	port *Port
+	pci  string // the PCI device driven through VFIO; "": the emulated NIC
 
 	mu       sync.Mutex // the uplink request, changed from the interrupt loop
 	uplink   uint64     // request id while the link is up
@@ -42,9 +45,17 @@ func (h *Handler) Configure(n *config.Node) error {
 		return err
 	}
 	if h.port != nil {
+		if cfg.PCI != h.pci {
+			return fmt.Errorf("ipxe_nic: pci=%q cannot change to %q while the driver runs (a new version restarts it)", h.pci, cfg.PCI)
+		}
 		return h.port.Configure(cfg)
 	}
-	h.port = New(cfg, ipxe.NewCounters(h.c.Counter), h.link)
+	h.port = New(cfg, ipxe.NewCounters(h.c.Counter), h.c.Log, h.link)
+	h.pci = cfg.PCI
+	if h.pci != "" { // the parent's Platform service opens the device's VFIO group
+		h.c.RequestDevice("Platform", "", map[string]string{"pci": h.pci}, component.DeviceSpec{})
+		return nil
+	}
 	h.c.RequestDevice("Platform", "", nil, component.DeviceSpec{Mems: devsession.Mems(ipxe.DMASize), Eventfds: devsession.Eventfds})
 	return nil
 }
@@ -68,7 +79,11 @@ func (h *Handler) link(up bool, speed int, mac net.HardwareAddr) {
 func (h *Handler) Open(s *component.Session) error {
 	switch {
 	case s.Service == "Platform" && s.Device():
-		if err := h.port.OpenDevice(s.Files); err != nil {
+		open := h.port.OpenDevice
+		if h.pci != "" {
+			open = func(files []*os.File) error { return h.port.OpenPCI(files, h.pci) }
+		}
+		if err := open(s.Files); err != nil {
 			return err
 		}
 		h.platform = s.ID

@@ -3,7 +3,9 @@
 // session to the router while the link is up (uplink.go). Config: <config
 // rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>, applied live;
 // rx_irq_throttle="adaptive" moves ITR with the traffic (counters itr_lowest_ms, itr_low_ms,
-// itr_bulk_ms, itr_stream_ms, itr_changes).
+// itr_bulk_ms, itr_stream_ms, itr_changes). A device that vanishes, a DMA fault and garbage
+// descriptors are log lines and the counters device_gone, tx_hangs (each a reset:
+// device_resets) and rx_bad_descriptors; the sessions stay.
 package main
 
 import (

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/drivers/vfio"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -22,23 +24,27 @@ import (
 type LinkFunc func(up bool, speedMbit int, mac net.HardwareAddr)
 
 // Port is ipxe.Driver with the component's event loops around it: the device comes from a
-// Platform device session (register page reached through posted writes and a doorbell, DMA
-// memory, an interrupt eventfd), frames go to and come from the router's Uplink session, which
+// Platform device session, of the emulated NIC (register page reached through posted writes
+// and a doorbell, DMA memory, an interrupt eventfd) or of a PCI device through VFIO (BAR0, DMA
+// memory in the IOMMU, the interrupt's eventfd), frames go to and come from the router's Uplink session, which
 // the component holds exactly while the link is up. The interrupt loop runs the interrupt
 // handler; the uplink loop transmits what the router queued. They take turns on the driver,
 // which is single-threaded. Its methods may be called from any goroutine.
 type Port struct {
-	cnt    *ipxe.Counters
-	onLink LinkFunc
+	cnt      *ipxe.Counters
+	log      *slog.Logger
+	onLink   LinkFunc
+	watchdog time.Duration // how often the watchdog checks the device
 
-	mu     sync.Mutex // the driver's turn: interrupt loop, uplink loop, config and sessions
-	cfg    ipxe.Config
-	drv    *ipxe.Driver
-	mem    *devsession.Mem
-	irq    *loop
-	up     *SessionUplink
-	upLoop *loop
-	resume chan struct{} // the interrupt handler made room in a TX ring that was full
+	mu       sync.Mutex // the driver's turn: interrupt loop, uplink loop, config and sessions
+	cfg      ipxe.Config
+	drv      *ipxe.Driver
+	closeDev func() error // the back end's
+	irq      *loop
+	wd       *loop
+	up       *SessionUplink
+	upLoop   *loop
+	resume   chan struct{} // the interrupt handler made room in a TX ring that was full
 }
 
 // loop is one goroutine of the port and how to stop it.
@@ -54,19 +60,29 @@ func (l *loop) end() {
 	l.done.Wait()
 }
 
-// New makes the port with no device yet.
-func New(cfg ipxe.Config, cnt *ipxe.Counters, onLink LinkFunc) *Port {
+// New makes the port with no device yet; log hears the device's faults.
+func New(cfg ipxe.Config, cnt *ipxe.Counters, log *slog.Logger, onLink LinkFunc) *Port {
 	if cnt == nil {
 		cnt = ipxe.NewCounters(nil)
 	}
-	return &Port{cfg: cfg, cnt: cnt, onLink: onLink, resume: make(chan struct{}, 1)}
+	return &Port{cfg: cfg, cnt: cnt, log: log, onLink: onLink, watchdog: ipxe.WatchdogInterval, resume: make(chan struct{}, 1)}
 }
 
 // pciIDWait bounds the wait for the device's process to fill in the PCI IDs.
 const pciIDWait = time.Second
 
-// OpenDevice maps a Platform session, opens the driver (reset, rings, ITR, interrupt mask)
-// and starts the interrupt loop. A link already up is reported at once.
+// backend is a device as a back end hands it to the port: the emulated NIC's device session
+// or a PCI device through VFIO. Only the registers and DMA memory differ; the interrupt is an
+// eventfd either way.
+type backend struct {
+	dev    ipxe.Device // Regs, DMA, DMABase, DeviceID
+	irq    *devsession.Eventfd
+	unmask func() // after each interrupt (VFIO's INTx line); nil: nothing to do
+	close  func() error
+}
+
+// OpenDevice maps a Platform session of the emulated NIC, opens the driver (reset, rings,
+// ITR, interrupt mask) and starts the interrupt loop. A link already up is reported at once.
 func (p *Port) OpenDevice(files []*os.File) error {
 	mem, err := devsession.Map(files)
 	if err != nil {
@@ -77,9 +93,9 @@ func (p *Port) OpenDevice(files []*os.File) error {
 		time.Sleep(time.Millisecond)
 		vendor, device = mem.PCIID()
 	}
-	if vendor != devsession.VendorIntel {
+	if _, err := ipxe.LookupModel(vendor, device); err != nil {
 		mem.Close()
-		return fmt.Errorf("ipxe_nic: device has PCI vendor %#04x, not Intel", vendor)
+		return err
 	}
 	if len(mem.DMA) < ipxe.DMASize {
 		mem.Close()
@@ -90,23 +106,59 @@ func (p *Port) OpenDevice(files []*os.File) error {
 		mem.Close()
 		return err
 	}
+	return p.open(backend{dev: ipxe.Device{Regs: regs, DMA: mem.DMA, DeviceID: device}, irq: mem.IRQ, close: mem.Close})
+}
+
+// OpenPCI opens the PCI device at pci through VFIO, from the container and group the
+// supervisor's Platform service handed over, and drives it as OpenDevice does.
+func (p *Port) OpenPCI(files []*os.File, pci string) error {
+	if len(files) != 2 {
+		return fmt.Errorf("ipxe_nic: the Platform session of %s has %d files, want the VFIO container and group", pci, len(files))
+	}
+	dev, err := vfio.Open(files[0], files[1], pci, ipxe.DMASize)
+	if err != nil {
+		return err
+	}
+	if _, err := ipxe.LookupModel(dev.Vendor, dev.DeviceID); err != nil {
+		dev.Close()
+		return fmt.Errorf("%s: %w", pci, err)
+	}
+	irq, err := devsession.NewEventfd(dev.IRQ)
+	if err != nil {
+		dev.Close()
+		return err
+	}
+	return p.open(backend{
+		dev: ipxe.Device{Regs: dev.Regs(), DMA: dev.DMA, DMABase: vfio.IOVA, DeviceID: dev.DeviceID},
+		irq: irq, unmask: dev.Unmask,
+		close: func() error { return errors.Join(irq.Close(), dev.Close()) },
+	})
+}
+
+// open opens the driver on b and starts the interrupt and watchdog loops; b is closed on
+// failure.
+func (p *Port) open(b backend) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.drv != nil {
-		mem.Close()
+		b.close()
 		return errors.New("ipxe_nic: the driver already drives a device")
 	}
-	drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: mem.DMA, DeviceID: device, Counters: p.cnt}, p.cfg, p.linkChanged)
+	b.dev.Counters, b.dev.Log = p.cnt, p.log
+	drv, err := ipxe.Open(b.dev, p.cfg, p.linkChanged)
 	if err != nil {
-		mem.Close()
+		b.close()
 		return err
 	}
 	if p.up != nil {
 		drv.SetUplink(p.up)
 	}
-	p.drv, p.mem = drv, mem
-	p.irq = &loop{wake: mem.IRQ.Raise}
-	p.irq.done.Go(func() { p.interruptLoop(drv, mem.IRQ, p.irq) })
+	p.drv, p.closeDev = drv, b.close
+	p.irq = &loop{wake: b.irq.Raise}
+	p.irq.done.Go(func() { p.interruptLoop(drv, b.irq, b.unmask, p.irq) })
+	stop := make(chan struct{})
+	p.wd = &loop{wake: func() { close(stop) }}
+	p.wd.done.Go(func() { p.watchdogLoop(drv, stop) })
 	if up, speed := drv.Link(); up {
 		p.linkChanged(up, speed)
 	}
@@ -117,19 +169,20 @@ func (p *Port) OpenDevice(files []*os.File) error {
 // registers are not touched any more. The link counts as down.
 func (p *Port) CloseDevice() {
 	p.mu.Lock()
-	irq, mem, drv := p.irq, p.mem, p.drv
+	irq, wd, closeDev, drv := p.irq, p.wd, p.closeDev, p.drv
 	p.mu.Unlock()
 	if drv == nil {
 		return
 	}
-	irq.end() // takes the driver's turn: not under mu
+	irq.end() // they take the driver's turn: not under mu
+	wd.end()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if up, _ := drv.Link(); up {
 		p.linkChanged(false, 0)
 	}
-	p.drv, p.mem, p.irq = nil, nil, nil
-	mem.Close()
+	p.drv, p.closeDev, p.irq, p.wd = nil, nil, nil, nil
+	closeDev()
 }
 
 // linkChanged runs with mu held, from the interrupt handler or OpenDevice.
@@ -148,18 +201,38 @@ func (p *Port) linkChanged(up bool, speed int) {
 
 // interruptLoop waits on the interrupt eventfd and runs the handler; when the handler made
 // room for a TX backlog it tells the uplink loop.
-func (p *Port) interruptLoop(drv *ipxe.Driver, irq *devsession.Eventfd, l *loop) {
+func (p *Port) interruptLoop(drv *ipxe.Driver, irq *devsession.Eventfd, unmask func(), l *loop) {
 	for irq.Wait() == nil && !l.stop.Load() {
 		p.mu.Lock()
 		drv.HandleInterrupt()
 		stalled := drv.TXStalled()
 		p.mu.Unlock()
+		if unmask != nil {
+			unmask()
+		}
 		if !stalled {
 			select {
 			case p.resume <- struct{}{}:
 			default:
 			}
 		}
+	}
+}
+
+// watchdogLoop runs the driver's watchdog until stop closes: a device that vanished or
+// whose DMA fails raises no interrupt to tell of it.
+func (p *Port) watchdogLoop(drv *ipxe.Driver, stop <-chan struct{}) {
+	t := time.NewTicker(p.watchdog)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		drv.Watchdog()
+		p.mu.Unlock()
 	}
 }
 

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
 	"net"
+	"strings"
+	"sync/atomic"
 
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -50,6 +54,11 @@ type rig struct {
 }
 
 func newRig(t *testing.T, model string) *rig {
+	return newRigLog(t, model, nil, ipxe.WatchdogInterval)
+}
+
+// newRigLog is newRig whose driver logs to log, its watchdog checking every watchdog.
+func newRigLog(t *testing.T, model string, log *slog.Logger, watchdog time.Duration) *rig {
 	files, err := devsession.NewFiles(ipxe.DMASize)
 	if err != nil {
 		t.Fatal(err)
@@ -72,9 +81,10 @@ func newRig(t *testing.T, model string) *rig {
 	if err := r.nic.OpenDevice(files); err != nil {
 		t.Fatal(err)
 	}
-	r.port = New(ipxe.DefaultConfig(), ipxe.NewCounters(nil), func(up bool, speed int, mac net.HardwareAddr) {
+	r.port = New(ipxe.DefaultConfig(), ipxe.NewCounters(nil), log, func(up bool, speed int, mac net.HardwareAddr) {
 		r.links <- link{up, speed, mac}
 	})
+	r.port.watchdog = watchdog
 	if err := r.port.OpenDevice(files); err != nil {
 		t.Fatal(err)
 	}
@@ -253,6 +263,58 @@ func TestFarEndGoneIsLinkDown(t *testing.T) {
 	}
 	if l := r.waitLink(); !l.up || l.speed != 1000 {
 		t.Fatalf("link %+v, want up at 1000 (phy_reset=auto keeps the i217-LM's speed)", l)
+	}
+}
+
+// waitCount waits for a counter to reach n.
+func (r *rig) waitCount(what string, c *atomic.Uint64, n uint64) {
+	r.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); c.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s is %d, want %d", what, c.Load(), n)
+		}
+	}
+}
+
+// The device vanishing (its registers read all ones, across processes through the posted
+// register page) is a link down the watchdog finds, with a log line; the device coming back
+// is reset and its link comes up again. A DMA fault stops the transmit queue: the watchdog
+// resets the device and the Uplink session stays open throughout.
+func TestDeviceFaultsAcrossProcesses(t *testing.T) {
+	var logs testutil.SyncBuffer
+	r := newRigLog(t, "82574L", slog.New(slog.NewTextHandler(&logs, nil)), 20*time.Millisecond)
+	r.waitLink()
+	r.openUplink()
+	r.exchange(100, 0)
+
+	r.nic.Device().Inject(intel.FaultGone)
+	if l := r.waitLink(); l.up {
+		t.Fatalf("link %+v with the device gone", l)
+	}
+	r.closeUplink()
+	if !strings.Contains(logs.String(), "registers read all ones") {
+		t.Errorf("log %q", logs.String())
+	}
+	r.nic.Device().Inject(intel.FaultNone)
+	if l := r.waitLink(); !l.up {
+		t.Fatalf("link %+v after the device came back", l)
+	}
+	r.openUplink()
+	r.exchange(100, 1000)
+
+	resets := r.port.cnt.DeviceResets.Load()
+	r.nic.Device().Inject(intel.FaultDMA)
+	send(r.router.RX, [][]byte{frame(100, 1), frame(100, 2), frame(100, 3)})
+	r.waitCount("device_resets", r.port.cnt.DeviceResets, resets+1) // the frames are gone with it
+	r.nic.Device().Inject(intel.FaultNone)
+	r.exchange(100, 2000)
+	select {
+	case l := <-r.links:
+		t.Errorf("link changed to %+v over a DMA fault", l)
+	default:
+	}
+	if r.port.cnt.TXHangs.Load() == 0 || !strings.Contains(logs.String(), "transmit queue stood still") {
+		t.Errorf("log %q", logs.String())
 	}
 }
 

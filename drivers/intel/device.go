@@ -112,6 +112,10 @@ type Device struct {
 	asmBad     bool
 	arena      []byte
 	batch      [][]byte
+	// injected faults (fault.go); gone is read without mu by Read32
+	fault   Fault
+	gone    atomic.Bool
+	garbage uint32 // FaultGarbage's next kind
 }
 
 // New makes a device over a register page of RegisterPageSize bytes and DMA memory (both
@@ -176,6 +180,9 @@ func validOff(off uint32) bool { return off%4 == 0 && off < RegisterPageSize }
 
 // Read32 is an MMIO read. ICR clears on read.
 func (d *Device) Read32(off uint32) uint32 {
+	if d.gone.Load() {
+		return ^uint32(0)
+	}
 	if !validOff(off) {
 		return 0
 	}
@@ -192,6 +199,9 @@ func (d *Device) Write32(off, v uint32) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.fault == FaultGone {
+		return
+	}
 	now := d.clock.Now()
 	switch off {
 	case CTRL:
@@ -283,6 +293,9 @@ func (d *Device) resetMAC() {
 
 // updateStatus mirrors the PHY into STATUS.
 func (d *Device) updateStatus() {
+	if d.fault == FaultGone {
+		return
+	}
 	var s uint32
 	if d.linkUp {
 		s = StatusLU | StatusFD
@@ -303,7 +316,7 @@ func (d *Device) updateStatus() {
 // that arrives while the line is asserted rides on the outstanding interrupt and is counted
 // for it.
 func (d *Device) cause(now time.Duration, bits uint32) {
-	if bits == 0 {
+	if bits == 0 || d.fault == FaultGone {
 		return
 	}
 	for {
@@ -344,6 +357,10 @@ func (d *Device) itrInterval() time.Duration {
 // (INT_ASSERTED in ICR until the driver reads ICR), and the ITR interval has passed since the
 // last interrupt; otherwise it schedules the interrupt for when the interval ends.
 func (d *Device) evaluate(now time.Duration) {
+	if d.fault == FaultGone {
+		d.irqPending = false
+		return
+	}
 	for {
 		icr, ims := d.load(ICR), d.load(IMS)
 		if icr&IntAsserted != 0 || icr&ims == 0 {
@@ -391,6 +408,10 @@ func (d *Device) countCauses(causes uint32) {
 func (d *Device) Poll() (next time.Duration, ok bool) {
 	d.DrainPosted()
 	d.mu.Lock()
+	if d.fault == FaultGone {
+		d.mu.Unlock()
+		return 0, false
+	}
 	now := d.clock.Now()
 	if d.negotiating && now >= d.anegAt {
 		d.negotiating = false

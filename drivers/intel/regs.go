@@ -27,6 +27,9 @@ const (
 	TDLEN  = 0x3808
 	TDH    = 0x3810
 	TDT    = 0x3818
+	RXCSUM = 0x5000 // receive checksum offload control
+	RFCTL  = 0x5008 // receive filter control: EXTEN selects extended receive descriptors
+	MRQC   = 0x5818 // multiple receive queues (RSS) control
 	RAL    = 0x5400 // receive address low: MAC bytes 0-3
 	RAH    = 0x5404 // receive address high: MAC bytes 4-5, AV in bit 31
 

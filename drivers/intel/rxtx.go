@@ -35,6 +35,10 @@ func (d *Device) statusWord(desc uint64) *uint32 {
 func (d *Device) transmit(now time.Duration) [][]byte {
 	d.batch = d.batch[:0]
 	base, n, head, tail, ok := d.ring(TDBAL, TDBAH, TDLEN, TDH, TDT)
+	if d.fault == FaultGone || d.fault == FaultDMA { // no descriptor can be fetched: the queue stands
+		d.txBusy = false
+		return nil
+	}
 	if d.load(TCTL)&TctlEN == 0 || head == tail {
 		d.txBusy = false
 		return nil
@@ -135,6 +139,10 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rctl := d.load(RCTL)
+	if d.fault != FaultNone && d.linkUp {
+		d.faultReceive(d.clock.Now(), frames)
+		return len(frames)
+	}
 	if !d.linkUp || rctl&RctlEN == 0 {
 		d.cnt.RXDropped.Add(uint64(len(frames)))
 		return len(frames)

@@ -3,6 +3,7 @@ package ipxe
 import (
 	"fmt"
 
+	"github.com/nicstack/nicstack/drivers/vfio"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -41,9 +42,11 @@ func (p PhyReset) String() string {
 
 // Config is the driver's configuration, the attributes of its <config> node:
 //
-//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto"/>
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto" pci="0000:00:02.0"/>
 //
-// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go).
+// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). pci names a PCI device
+// (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service; without
+// it the driver drives the emulated NIC of its Platform session.
 type Config struct {
 	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off; unused when adaptive
 	// AdaptiveThrottle moves ITR between the latency classes' intervals as traffic changes.
@@ -51,10 +54,11 @@ type Config struct {
 	TxBatch          bool // one TDT write per batch instead of per frame
 	TxIrq            TxIrq
 	PhyReset         PhyReset
+	PCI              string // the PCI device's address; "": the emulated NIC
 }
 
 // ConfigSchema is what the driver's <config> may hold, for config.Check.
-var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "phy_reset"}}
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "phy_reset", "pci"}}
 
 // DefaultRxIrqThrottle is Genode's value: 651 x 256 ns = 166.7 µs, at most ~6000 interrupts/s.
 const DefaultRxIrqThrottle = 651
@@ -119,6 +123,12 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		default:
 			return c, config.Errorf(a.Pos, "attribute \"phy_reset\" of <%s>: %q is not auto, yes or no", n.Type, a.Value)
 		}
+	}
+	if a, ok := n.Attr("pci"); ok {
+		if err := vfio.CheckAddress(a.Value); err != nil {
+			return c, config.Errorf(a.Pos, "attribute \"pci\" of <%s>: %v", n.Type, err)
+		}
+		c.PCI = a.Value
 	}
 	return c, nil
 }

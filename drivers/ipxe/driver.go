@@ -12,6 +12,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net"
 	"sync/atomic"
 	"time"
@@ -26,15 +28,21 @@ type MMIO interface {
 	Write32(off, v uint32)
 }
 
-// Device is what the device session hands the driver.
+// Device is what a back end hands the driver: the register page and DMA memory are the only
+// things that differ between the emulated NIC (a device session) and a PCI device (VFIO).
 type Device struct {
-	Regs     MMIO
-	DMA      []byte    // DMA memory of at least DMASize bytes; bus addresses are offsets into it
-	DeviceID uint16    // PCI device ID
+	Regs MMIO
+	DMA  []byte // DMA memory of at least DMASize bytes, 16-byte aligned
+	// DMABase is the bus address of DMA[0], what the device sees: 0 for the emulated NIC,
+	// the IOVA it is mapped at in the IOMMU for a PCI device.
+	DMABase  uint64
+	DeviceID uint16    // PCI device ID (the vendor is Intel), one LookupModel knows
 	Counters *Counters // where the driver counts; nil: counters of its own
 	// Clock times adaptive moderation's intervals (intel.ManualClock in tests); nil: the
 	// monotonic clock.
 	Clock intel.Clock
+	// Log hears the device's faults (fault.go); nil: they are counted only.
+	Log *slog.Logger
 }
 
 // monotonic is the real clock.
@@ -97,6 +105,10 @@ type Counters struct {
 	RXRefused, TXSoftCsum, TXSoftGSO, TXSegments, TXOffloadDropped *atomic.Uint64
 	// Adaptive moderation: milliseconds spent in each latency class, and ITR changes.
 	ITRLowestMS, ITRLowMS, ITRBulkMS, ITRStreamMS, ITRChanges *atomic.Uint64
+	// Faults (fault.go): the device stopped answering (registers read all ones), the
+	// transmit queue stood still with frames in it (a DMA fault or a hung device), receive
+	// descriptors written back with nonsense, and resets that brought the device back.
+	DeviceGone, TXHangs, RXBadDescriptors, DeviceResets *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -115,13 +127,16 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		TXSegments: get("tx_segments"), TXOffloadDropped: get("tx_offload_dropped"),
 		ITRLowestMS: get("itr_lowest_ms"), ITRLowMS: get("itr_low_ms"), ITRBulkMS: get("itr_bulk_ms"),
 		ITRStreamMS: get("itr_stream_ms"), ITRChanges: get("itr_changes"),
+		DeviceGone: get("device_gone"), TXHangs: get("tx_hangs"), RXBadDescriptors: get("rx_bad_descriptors"),
+		DeviceResets: get("device_resets"),
 	}
 }
 
 // Driver drives one device. It is not safe for concurrent use: the component calls Open,
-// HandleInterrupt, Transmit, Configure and SetUplink from its one event loop.
+// HandleInterrupt, Watchdog, Transmit, Configure and SetUplink from its one event loop.
 type Driver struct {
 	dev    Device
+	model  Model
 	regs   MMIO
 	dma    []byte
 	cfg    Config
@@ -139,6 +154,7 @@ type Driver struct {
 	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
 	txStalled      bool   // the router had more than the ring took
 	txMask         uint32 // the TX interrupt cause unmasked now (txCause)
+	faults         faults
 }
 
 var le = binary.LittleEndian
@@ -158,15 +174,38 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if cfg.RxIrqThrottle > 0xffff {
 		return nil, fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
 	}
-	d := &Driver{dev: dev, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock}
+	if dev.DMABase%16 != 0 || dev.DMABase > math.MaxUint64-DMASize {
+		return nil, fmt.Errorf("ipxe: DMA memory at bus address %#x is not 16-byte aligned or wraps", dev.DMABase)
+	}
+	model, err := LookupModel(VendorIntel, dev.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{dev: dev, model: model, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock}
 	if d.cnt == nil {
 		d.cnt = NewCounters(nil)
 	}
 	if d.clock == nil {
 		d.clock = monotonic{time.Now()}
 	}
-	if err := d.reset(); err != nil {
+	d.faults.log = dev.Log
+	if d.regs.Read32(intel.STATUS) == allOnes {
+		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
+	}
+	onLink, d.onLink = d.onLink, nil
+	err = d.start()
+	d.onLink = onLink
+	if err != nil {
 		return nil, err
+	}
+	return d, nil
+}
+
+// start resets the device and sets up the MAC address, rings, ITR and interrupt mask, then
+// reads the link: at Open, and when the device comes back from a fault.
+func (d *Driver) start() error {
+	if err := d.reset(); err != nil {
+		return err
 	}
 	ral, rah := d.regs.Read32(intel.RAL), d.regs.Read32(intel.RAH)
 	d.mac = net.HardwareAddr{byte(ral), byte(ral >> 8), byte(ral >> 16), byte(ral >> 24), byte(rah), byte(rah >> 8)}
@@ -175,18 +214,10 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	d.regs.Read32(intel.ICR) // drop stale causes
 	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0)
 	d.txMask = 0
+	d.txStalled = false
 	d.maskTX()
-	onLink, d.onLink = d.onLink, nil
 	d.checkLink()
-	d.onLink = onLink
-	return d, nil
-}
-
-// phyLosesSpeed lists ICH/PCH-class parts whose PHY comes back at 10 Mbit/s after a reset.
-var phyLosesSpeed = map[uint16]bool{
-	0x153A: true, 0x153B: true, // i217-LM, i217-V
-	0x155A: true, 0x1559: true, // i218-LM, i218-V
-	0x156F: true, 0x1570: true, // i219-LM, i219-V
+	return nil
 }
 
 // reset resets the MAC, and the PHY with it when the link is down and the config allows.
@@ -217,7 +248,7 @@ func (d *Driver) wantPHYReset() bool {
 	case PhyResetNo:
 		return false
 	}
-	return !phyLosesSpeed[d.dev.DeviceID]
+	return !d.model.PHYLosesSpeed
 }
 
 // waitReset waits for CTRL.RST to clear itself (at once in process; a posted write later).
@@ -238,19 +269,25 @@ func (d *Driver) setupRings() {
 		desc := txRing + i*intel.DescSize
 		clear(d.dma[desc : desc+intel.DescSize])
 	}
-	d.regs.Write32(intel.TDBAH, 0)
-	d.regs.Write32(intel.TDBAL, txRing)
+	d.regs.Write32(intel.TDBAH, uint32(d.bus(txRing)>>32))
+	d.regs.Write32(intel.TDBAL, uint32(d.bus(txRing)))
 	d.regs.Write32(intel.TDLEN, RingSize*intel.DescSize)
 	d.regs.Write32(intel.TDH, 0)
 	d.regs.Write32(intel.TDT, 0)
-	d.regs.Write32(intel.RDBAH, 0)
-	d.regs.Write32(intel.RDBAL, rxRing)
+	d.regs.Write32(intel.RDBAH, uint32(d.bus(rxRing)>>32))
+	d.regs.Write32(intel.RDBAL, uint32(d.bus(rxRing)))
 	d.regs.Write32(intel.RDLEN, RingSize*intel.DescSize)
 	d.regs.Write32(intel.RDH, 0)
 	d.regs.Write32(intel.RDT, RingSize-1)
 	d.rxNext, d.txTail, d.txReap = 0, 0, 0
 	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
 	d.regs.Write32(intel.TCTL, intel.TctlEN|intel.TctlPSP|0x0f<<4|0x3f<<12)
+	// Legacy descriptors on one queue, without checksums written into them: a driver before
+	// us (Linux's e1000e uses extended descriptors and RSS) may leave these set where a MAC
+	// reset keeps them.
+	d.regs.Write32(intel.RFCTL, 0)
+	d.regs.Write32(intel.MRQC, 0)
+	d.regs.Write32(intel.RXCSUM, 0)
 	// 2048-byte buffers (BSIZE 00), promiscuous as iPXE is: the router filters
 	d.regs.Write32(intel.RCTL, intel.RctlEN|intel.RctlUPE|intel.RctlMPE|intel.RctlBAM|intel.RctlSECRC)
 }
@@ -258,10 +295,13 @@ func (d *Driver) setupRings() {
 // armRX hands RX descriptor i its buffer, with the status cleared last.
 func (d *Driver) armRX(i uint32) {
 	desc := rxRing + i*intel.DescSize
-	le.PutUint64(d.dma[desc:], uint64(rxBufs+i*BufSize))
+	le.PutUint64(d.dma[desc:], d.bus(rxBufs+i*BufSize))
 	le.PutUint32(d.dma[desc+intel.DescLenOff:], 0)
 	atomic.StoreUint32(d.statusWord(desc), 0)
 }
+
+// bus is the address the device reaches DMA memory's offset off at.
+func (d *Driver) bus(off uint32) uint64 { return d.dev.DMABase + uint64(off) }
 
 func (d *Driver) statusWord(desc uint32) *uint32 {
 	return (*uint32)(unsafe.Pointer(&d.dma[desc+intel.DescStatusWord]))
@@ -303,6 +343,9 @@ func (d *Driver) maskTX() {
 	}
 	d.txMask = want
 }
+
+// Model is the part the driver drives.
+func (d *Driver) Model() Model { return d.model }
 
 // MAC is the address read from RAL/RAH, for the Uplink session's arguments.
 func (d *Driver) MAC() net.HardwareAddr { return d.mac }
@@ -368,6 +411,11 @@ func (d *Driver) checkLink() {
 			speed = 1000
 		}
 	}
+	d.setLink(up, speed)
+}
+
+// setLink reports a change of the link.
+func (d *Driver) setLink(up bool, speed int) {
 	if up == d.link && speed == d.speed {
 		return
 	}
@@ -383,9 +431,16 @@ func (d *Driver) checkLink() {
 // ring had no room for once a quarter of the ring is free.
 func (d *Driver) HandleInterrupt() {
 	d.cnt.Interrupts.Add(1)
+	if d.faults.gone {
+		return
+	}
 	icr := d.regs.Read32(intel.ICR)
 	if icr == 0 {
 		d.cnt.SpuriousInterrupts.Add(1)
+	}
+	if icr == allOnes || icr == 0 && d.regs.Read32(intel.STATUS) == allOnes {
+		d.vanished()
+		return
 	}
 	if icr&intel.IntLSC != 0 {
 		d.checkLink()
@@ -426,8 +481,13 @@ func (d *Driver) receive() {
 		length := uint32(le.Uint16(d.dma[desc+intel.DescLenOff:]))
 		buf := rxBufs + d.rxNext*BufSize
 		switch {
-		case w&intel.RxStatusEOP == 0 || w>>8&0xff != 0 || length > BufSize:
-			d.cnt.RXDropped.Add(1) // spans buffers (never with 2048-byte buffers) or has errors
+		case w&intel.RxStatusEOP == 0 || length > BufSize || length == 0:
+			// Spans buffers (never with 2048-byte buffers), or is no frame: the device
+			// wrote back what the driver did not ask for.
+			d.cnt.RXDropped.Add(1)
+			d.cnt.RXBadDescriptors.Add(1)
+		case w>>8&0xff != 0: // the frame came with errors
+			d.cnt.RXDropped.Add(1)
 		case d.up != nil && d.up.Deliver(d.dma[buf:buf+length]):
 			d.cnt.RXFrames.Add(1)
 			d.cnt.RXBytes.Add(uint64(length))
@@ -467,7 +527,7 @@ func (d *Driver) reapTX() {
 // (per frame without tx_batch) and acknowledges the batch with one wakeup. The component calls
 // it when the router signals frames; the interrupt handler resumes it when the ring had no room.
 func (d *Driver) Transmit() {
-	if d.up == nil || !d.link {
+	if d.up == nil || !d.link || d.faults.gone {
 		return
 	}
 	d.reapTX()
@@ -491,7 +551,7 @@ func (d *Driver) Transmit() {
 			continue
 		}
 		desc := txRing + d.txTail*intel.DescSize
-		le.PutUint64(d.dma[desc:], uint64(buf))
+		le.PutUint64(d.dma[desc:], d.bus(buf))
 		cmd := uint32(intel.TxCmdEOP | intel.TxCmdIFCS | intel.TxCmdRS)
 		le.PutUint32(d.dma[desc+intel.DescLenOff:], uint32(n)|cmd<<intel.TxCmdShift)
 		atomic.StoreUint32(d.statusWord(desc), 0)

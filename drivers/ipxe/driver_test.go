@@ -3,6 +3,7 @@ package ipxe_test
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -64,6 +65,7 @@ type rig struct {
 	up    *fakeUplink
 	open  bool // the Uplink session is open
 	links []linkEvent
+	logs  strings.Builder // the driver's log lines
 }
 
 func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
@@ -81,7 +83,8 @@ func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
 		t.Fatal(err)
 	}
 	r.dev = dev
-	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID, Clock: r.clock}, cfg, r.onLink)
+	log := slog.New(slog.NewTextHandler(&r.logs, nil))
+	r.drv, err = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: m.DeviceID, Clock: r.clock, Log: log}, cfg, r.onLink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,12 +387,12 @@ func TestConfigureLive(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" phy_reset="yes"/>`))
+	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" phy_reset="yes" pci="0000:00:02.0"/>`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := ipxe.ParseConfig(n, "ipxe_nic")
-	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, PhyReset: ipxe.PhyResetYes}
+	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, PhyReset: ipxe.PhyResetYes, PCI: "0000:00:02.0"}
 	if err != nil || cfg != want {
 		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
 	}
@@ -411,6 +414,8 @@ func TestParseConfig(t *testing.T) {
 		`<config tx_irq="always"/>`,
 		`<config phy_reset="maybe"/>`,
 		`<config tx_batch="sometimes"/>`,
+		`<config pci="00:02.0"/>`,
+		`<config pci="/dev/vfio/2"/>`,
 	} {
 		n, err := config.Parse("nic.xml", []byte(bad))
 		if err != nil {
@@ -537,7 +542,7 @@ func TestHostileDevice(t *testing.T) {
 	for range 20 {
 		cfg := ipxe.DefaultConfig()
 		cfg.PhyReset = ipxe.PhyReset(rng.IntN(3))
-		drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma}, cfg, func(bool, int) {})
+		drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma, DeviceID: 0x10D3}, cfg, func(bool, int) {})
 		if err != nil {
 			continue // "did not come out of reset" is a fine answer to garbage
 		}

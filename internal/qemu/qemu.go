@@ -57,10 +57,31 @@ var (
 // script's own check; a few seconds when only nicstack changed). modules are kernel modules
 // loaded after the virtio-net ones (paths under the kernel's modules folder, without .ko).
 func BuildImage(ctx context.Context, modules ...string) (Image, error) {
+	return build(ctx, modules)
+}
+
+// VFIOModules are the kernel modules that give a guest's PCI device to a user-space driver.
+var VFIOModules = []string{"virt/lib/irqbypass", "drivers/vfio/vfio", "drivers/vfio/vfio_iommu_type1",
+	"drivers/vfio/vfio_virqfd", "drivers/vfio/pci/vfio-pci-core", "drivers/vfio/pci/vfio-pci"}
+
+// BuildScenarioImage is BuildImage for scenarios that run inside the guest: the image also
+// holds the seed topology's components, deploy/'s scenarios in /etc/nicstack and the
+// guest-scenario command, and loads VFIOModules. With linuxE1000e the kernel is Debian's
+// generic one instead of the cloud kernel, with Linux's e1000e driver loaded too (the
+// reference a user-space driver of QEMU's e1000e is measured against).
+func BuildScenarioImage(ctx context.Context, linuxE1000e bool) (Image, error) {
+	args := append([]string{"--components"}, VFIOModules...)
+	if linuxE1000e {
+		return build(ctx, append(args, "drivers/net/ethernet/intel/e1000e/e1000e"), "NICSTACK_GUEST_KERNEL=amd64")
+	}
+	return build(ctx, args)
+}
+
+func build(ctx context.Context, modules []string, env ...string) (Image, error) {
 	if dir := os.Getenv(ImageEnv); dir != "" {
 		return imageIn(dir)
 	}
-	key := strings.Join(modules, " ")
+	key := strings.Join(append(modules, env...), " ")
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if im, ok := built[key]; ok {
@@ -73,6 +94,7 @@ func BuildImage(ctx context.Context, modules ...string) (Image, error) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "guest-image.sh"), modules...)
 	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.Output()
 	if err != nil {
 		return Image{}, fmt.Errorf("scripts/guest-image.sh: %v\n%s", err, stderr.Bytes())
@@ -172,12 +194,21 @@ type Config struct {
 	Accel string
 	// Under is a command QEMU runs under (ip netns exec NS), which must exec it.
 	Under []string
+	// IOMMU is the -device of an IOMMU (e.g. intel-iommu,intremap=on,caching-mode=on),
+	// given before the NIC, which it then translates.
+	IOMMU string
+	// Machine is -machine's value (QEMU's default when empty), e.g. q35,kernel-irqchip=split
+	// for an intel-iommu with interrupt remapping.
+	Machine string
+	// Append is more of the kernel's command line (intel_iommu=on, dhcp=no: init takes no
+	// lease).
+	Append string
 }
 
 // Args is QEMU's command line for c, without the binary.
 func (c Config) Args() ([]string, error) {
-	if strings.ContainsRune(c.Iperf+c.Run, '"') {
-		return nil, fmt.Errorf("guest command %q: no double quotes on the kernel command line", c.Iperf+c.Run)
+	if strings.ContainsRune(c.Iperf+c.Run+c.Append, '"') {
+		return nil, fmt.Errorf("guest command %q: no double quotes on the kernel command line", c.Iperf+c.Run+c.Append)
 	}
 	if !strings.Contains(c.Netdev, "id="+NetID) {
 		return nil, fmt.Errorf("netdev %q: want id=%s", c.Netdev, NetID)
@@ -206,10 +237,20 @@ func (c Config) Args() ([]string, error) {
 	if c.Run != "" {
 		cmdline += ` run="` + c.Run + `"`
 	}
+	if c.Append != "" {
+		cmdline += " " + c.Append
+	}
 	args := []string{"-accel", accel, "-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", c.Image.Kernel, "-initrd", c.Image.Initrd, "-append", cmdline,
-		"-netdev", c.Netdev, "-device", dev}
+		"-netdev", c.Netdev}
+	if c.IOMMU != "" {
+		args = append(args, "-device", c.IOMMU)
+	}
+	args = append(args, "-device", dev)
+	if c.Machine != "" {
+		args = append(args, "-machine", c.Machine)
+	}
 	return append(args, c.Extra...), nil
 }
 

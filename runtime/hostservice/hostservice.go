@@ -1,10 +1,13 @@
 // Package hostservice is the services the supervisor provides itself on Linux, handed to it
 // as providers (supervisor.Options.ParentServices): "Tap", a TAP with virtio-net offloads, and
-// "Packet", a veth end for an AF_PACKET socket, each inside a network namespace of the run.
-// It makes devices; the supervisor configures, hands over and deletes them.
+// "Packet", a veth end for an AF_PACKET socket, each inside a network namespace of the run,
+// and "Platform", a PCI device through VFIO (Genode's platform driver hands devices to
+// drivers by that name). It makes devices; the supervisor configures, hands over and deletes
+// them.
 package hostservice
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,18 +16,35 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
+	"github.com/nicstack/nicstack/drivers/vfio"
 	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // Services returns the host's parent services by name, for supervisor.Options.
 func Services() map[string]supervisor.ParentService {
-	return map[string]supervisor.ParentService{"Tap": Tap, "Packet": Packet}
+	return map[string]supervisor.ParentService{"Tap": Tap, "Packet": Packet, "Platform": Platform}
+}
+
+// errNoNetns is a Tap or Packet session without the namespace to put its interface in.
+var errNoNetns = errors.New("netns= names the namespace of the run the interface goes into; none given")
+
+// Platform opens the VFIO container and IOMMU group of the PCI device args pci names (bound
+// to vfio-pci); the client gets both, for drivers/vfio.Open, and the argument pci.
+func Platform(_ uint64, _ *netns.NS, _ int, args map[string]string) (supervisor.ParentDevice, error) {
+	container, group, err := vfio.Group(args["pci"], "/sys", "/dev/vfio")
+	if err != nil {
+		return supervisor.ParentDevice{}, err
+	}
+	return supervisor.ParentDevice{Files: []*os.File{container, group}, Args: map[string]string{"pci": args["pci"]}}, nil
 }
 
 // Tap makes a TAP (IFF_VNET_HDR, TSO and checksum offloads unless args offload=no) inside ns;
 // the client gets the TAP, for drivers/tap.FromFile.
 func Tap(id uint64, ns *netns.NS, mtu int, args map[string]string) (supervisor.ParentDevice, error) {
+	if ns == nil {
+		return supervisor.ParentDevice{}, errNoNetns
+	}
 	dev, err := tap.Create(tap.Config{Name: fmt.Sprintf("tap%d", id), MTU: mtu, NetNS: ns.File})
 	if err != nil {
 		return supervisor.ParentDevice{}, err
@@ -52,6 +72,9 @@ func Tap(id uint64, ns *netns.NS, mtu int, args map[string]string) (supervisor.P
 // drivers/afpacket.FromFile.
 func Packet(id uint64, ns *netns.NS, mtu int, _ map[string]string) (supervisor.ParentDevice, error) {
 	var d supervisor.ParentDevice
+	if ns == nil {
+		return d, errNoNetns
+	}
 	own, err := netns.New("pkt")
 	if err != nil {
 		return d, err

@@ -209,16 +209,33 @@ func TestParentServiceRefusals(t *testing.T) {
 		<config service="Tap" netns="no/slash"/> </start>
 	<start name="timer"> <binary name="test_client"/> <route> <any-service> <parent/> </any-service> </route>
 		<config service="Timer" device="yes"/> </start>
+	<start name="nons"> <binary name="test_client"/> <route> <any-service> <parent/> </any-service> </route>
+		<config service="Tap"/> </start>
 </config>`)
-	r.waitFor("both denied", 20*time.Second, func() bool {
-		return r.Component("badns").Counters["denied"] == 1 && r.Component("timer").Counters["denied"] == 1
-	})
-	for name, want := range map[string]string{
+	want := map[string]string{
 		"badns": `Tap session: netns="no/slash": want a name of 1 to 16 letters, digits or _`,
-		"timer": `the supervisor serves no Timer sessions itself (it serves: Packet, Tap)`,
-	} {
+		"timer": `the supervisor serves no Timer sessions itself (it serves: Packet, Platform, Tap)`,
+		"nons":  `netns= names the namespace of the run the interface goes into; none given`,
+	}
+	r.waitFor("all denied", 20*time.Second, func() bool {
+		for name := range want {
+			if r.Component(name).Counters["denied"] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for name, want := range want {
 		if reqs := r.Component(name).Requests; len(reqs) != 1 || !strings.Contains(reqs[0].Reason, want) {
 			t.Errorf("%s: requests %+v, want a denial saying %q", name, reqs, want)
 		}
+	}
+}
+
+// Platform opens a PCI device's VFIO group, and says why not: here, no such device.
+func TestPlatformNamesTheDevice(t *testing.T) {
+	_, err := hostservice.Platform(1, nil, 1500, map[string]string{"pci": "0000:ff:1f.7"})
+	if err == nil || !strings.Contains(err.Error(), "no PCI device 0000:ff:1f.7") {
+		t.Errorf("Platform of an absent device: %v", err)
 	}
 }

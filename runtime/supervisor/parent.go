@@ -27,7 +27,8 @@ import (
 // the interface is up, killed when the session closes; $NICSTACK_INTERFACE names the
 // interface); a service may know more (offload).
 
-// ParentService makes the device of one session inside the run's namespace ns: id is unique
+// ParentService makes the device of one session inside the run's namespace ns (nil when the
+// session names none: a device that is no interface, as Platform's PCI device): id is unique
 // among the run's sessions (for interface names), mtu the Linux side's, args the session's.
 type ParentService func(id uint64, ns *netns.NS, mtu int, args map[string]string) (ParentDevice, error)
 
@@ -80,8 +81,8 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("the supervisor serves %s sessions only when run as root", service)
 	}
-	name := args["netns"]
-	if !netnsName.MatchString(name) {
+	name, inNS := args["netns"]
+	if inNS && !netnsName.MatchString(name) {
 		return nil, fmt.Errorf("%s session: netns=%q: want a name of 1 to 16 letters, digits or _", service, name)
 	}
 	p := &parentSession{id: id, client: client, service: service, request: args, args: args, mtu: 1500}
@@ -92,12 +93,14 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 		}
 		p.mtu = mtu
 	}
-	ns, err := s.namespace(name)
-	if err != nil {
-		return nil, err
+	if inNS {
+		ns, err := s.namespace(name)
+		if err != nil {
+			return nil, err
+		}
+		p.ns = ns
 	}
-	p.ns = ns
-	dev, err := open(id, ns, p.mtu, args)
+	dev, err := open(id, p.ns, p.mtu, args)
 	p.files, p.iface, p.undo = dev.Files, dev.Iface, dev.Close
 	for k, v := range dev.Args {
 		p.args = withArg(p.args, k, v)
@@ -105,6 +108,9 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("%s session in namespace %s: %w", service, name, err)
+	}
+	if p.iface == "" { // a device that is no interface (Platform): nothing to configure
+		return p, nil
 	}
 	if err := s.configure(p); err != nil {
 		p.close()

@@ -313,8 +313,10 @@ func (s *Supervisor) clientOpened(r *request, id uint64, server string, err erro
 		return
 	}
 	where := server
-	if r.parent != nil {
+	if r.parent != nil && r.parent.ns != nil {
 		where = fmt.Sprintf("the parent: %s in namespace %s", r.parent.iface, r.parent.ns.Name)
+	} else if r.parent != nil {
+		where = "the parent"
 	}
 	s.log.Debug(fmt.Sprintf("session %d %s %q of %s opened at %s (link up)", id, r.service, r.label, r.key.client, where), "took", time.Since(r.openedAt))
 }

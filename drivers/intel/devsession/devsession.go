@@ -67,7 +67,7 @@ func Map(files []*os.File) (*Mem, error) {
 		return nil, err
 	}
 	for i, e := range []**Eventfd{&m.IRQ, &m.Doorbell} {
-		if *e, err = dupEventfd(files[2+i]); err != nil {
+		if *e, err = NewEventfd(files[2+i]); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -113,6 +113,9 @@ func (e *Eventfd) Raise() {
 	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(e.fd), uintptr(unsafe.Pointer(&one)), 8)
 }
 
+// Close closes this side's descriptor; a Wait in progress fails.
+func (e *Eventfd) Close() error { return e.f.Close() }
+
 // Wait blocks until the eventfd was raised and resets its count; it fails once Close ran.
 func (e *Eventfd) Wait() error {
 	var count uint64
@@ -134,8 +137,9 @@ func (e *Eventfd) Wait() error {
 	return rerr
 }
 
-// dupEventfd duplicates an eventfd, non-blocking so that its reader waits in the netpoller.
-func dupEventfd(f *os.File) (*Eventfd, error) {
+// NewEventfd duplicates an eventfd (of a session, or VFIO's interrupt), non-blocking so that
+// its reader waits in the netpoller. The caller keeps f.
+func NewEventfd(f *os.File) (*Eventfd, error) {
 	link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 	if link != "anon_inode:[eventfd]" {
 		return nil, fmt.Errorf("device session: %s is not an eventfd", f.Name())
@@ -166,7 +170,7 @@ func (m *Mem) Close() error {
 	}
 	for _, e := range []*Eventfd{m.IRQ, m.Doorbell} {
 		if e != nil {
-			errs = append(errs, e.f.Close())
+			errs = append(errs, e.Close())
 		}
 	}
 	m.mmio, m.DMA, m.IRQ, m.Doorbell = nil, nil, nil, nil
