@@ -77,17 +77,27 @@ func TestQEMUGuestOverStream(t *testing.T) {
 // QEMU killed in the middle of a transfer: the vm's session with it ends, the supervisor starts
 // the guest again (restart="yes"), and the new QEMU gets a fresh session and a lease.
 func TestQEMUKilledMidTransfer(t *testing.T) {
-	r := startQEMUScenario(t, "qemu_iperf.xml", `<start name="guest" restart="no">`, `<start name="guest" restart="yes">`, "-R -t 10", "-R -t 30")
+	killMidTransfer(t, "qemu_iperf.xml", "peer", "")
+}
+
+// killMidTransfer kills the QEMU of scenario during its iperf and checks that the vm logs the
+// end of its session and a second one (what calls the front end: peer), that the restarted
+// guest takes a lease, that no counter in faultCounter (if given) counted and no QEMU is left.
+func killMidTransfer(t *testing.T, scenario, peer, faultCounter string) {
+	r := startQEMUScenario(t, scenario, `<start name="guest" restart="no">`, `<start name="guest" restart="yes">`, "-R -t 10", "-R -t 30")
 	waitLog(t, r, "[guest] [  1]   0.00-1.", 1)
 	pid := guestPid(t, r.Logs.String())
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, r, `[vm] level=INFO msg="peer disconnected"`, 1)
-	waitLog(t, r, `[vm] level=INFO msg="peer connected" connection=2`, 1)
+	waitLog(t, r, `[vm] level=INFO msg="`+peer+` disconnected"`, 1)
+	waitLog(t, r, `[vm] level=INFO msg="`+peer+` connected" connection=2`, 1)
 	waitLog(t, r, "[guest] NICSTACK-GUEST: lease 10.0.1.", 2)
 	if strings.Contains(r.Logs.String(), "panic") {
 		t.Error("a panic in the log")
+	}
+	if faultCounter != "" && r.Component("vm").Counters[faultCounter] != 0 {
+		t.Errorf("%s: %d", faultCounter, r.Component("vm").Counters[faultCounter])
 	}
 	pid = guestPid(t, r.Logs.String())
 	r.Stop()

@@ -2,10 +2,7 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
-
-	"github.com/nicstack/nicstack/internal/leftover"
 )
 
 // deploy/qemu_iperf_vhost: a QEMU guest over vhost-user: QEMU negotiates with the vm's back end, the guest takes its
@@ -38,21 +35,5 @@ func TestQEMUGuestOverVhostUser(t *testing.T) {
 // the connection, the supervisor starts the guest again (restart="yes"), and the new QEMU gets
 // a fresh device and a lease; the old one's memory is let go and nothing panics.
 func TestQEMUKilledMidTransferOverVhostUser(t *testing.T) {
-	r := startQEMUScenario(t, "qemu_iperf_vhost.xml", `<start name="guest" restart="no">`, `<start name="guest" restart="yes">`, "-R -t 10", "-R -t 30")
-	waitLog(t, r, "[guest] [  1]   0.00-1.", 1)
-	pid := guestPid(t, r.Logs.String())
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, r, `[vm] level=INFO msg="front end disconnected"`, 1)
-	waitLog(t, r, `[vm] level=INFO msg="front end connected" connection=2`, 1)
-	waitLog(t, r, "[guest] NICSTACK-GUEST: lease 10.0.1.", 2)
-	if strings.Contains(r.Logs.String(), "panic") || r.Component("vm").Counters["vhost_faults"] != 0 {
-		t.Error("a panic or a device fault")
-	}
-	pid = guestPid(t, r.Logs.String())
-	r.Stop()
-	if leftover.Alive(pid) {
-		t.Errorf("the second QEMU (pid %d) outlived the run", pid)
-	}
+	killMidTransfer(t, "qemu_iperf_vhost.xml", "front end", "vhost_faults")
 }
