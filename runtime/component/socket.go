@@ -91,7 +91,7 @@ func (b *fileInbox) receive(sock *net.UnixConn) error {
 		}
 		var files []*os.File
 		if err == nil {
-			files, err = parseRights(oob[:oobn])
+			files, err = ReceivedFiles(oob[:oobn], "session")
 		}
 		id := binary.LittleEndian.Uint64(hdr[:8])
 		if err == nil && binary.LittleEndian.Uint32(hdr[8:]) != uint32(len(files)) {
@@ -116,7 +116,9 @@ func (b *fileInbox) receive(sock *net.UnixConn) error {
 	}
 }
 
-func parseRights(oob []byte) ([]*os.File, error) {
+// ReceivedFiles are the descriptors an SCM_RIGHTS message carried in oob, close-on-exec, as
+// files called name; a control message that is not SCM_RIGHTS is skipped.
+func ReceivedFiles(oob []byte, name string) ([]*os.File, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -129,7 +131,7 @@ func parseRights(oob []byte) ([]*os.File, error) {
 		}
 		for _, fd := range fds {
 			unix.CloseOnExec(fd)
-			files = append(files, os.NewFile(uintptr(fd), "session"))
+			files = append(files, os.NewFile(uintptr(fd), name))
 		}
 	}
 	return files, nil

@@ -150,7 +150,7 @@ func (s *Supervisor) serveCapture(conn net.Conn) {
 	if err != nil || n == 0 {
 		return
 	}
-	files := receivedFiles(oob[:oobn])
+	files, _ := component.ReceivedFiles(oob[:oobn], "capture") // none on a malformed message
 	var req CaptureRequest
 	var reply CaptureReply
 	var stop func()
@@ -189,25 +189,6 @@ func (s *Supervisor) serveCapture(conn net.Conn) {
 	io.Copy(io.Discard, conn)
 	close(closed)
 	stop()
-}
-
-func receivedFiles(oob []byte) []*os.File {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var files []*os.File
-	for _, m := range msgs {
-		fds, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			unix.CloseOnExec(fd)
-			files = append(files, os.NewFile(uintptr(fd), "capture"))
-		}
-	}
-	return files
 }
 
 // RequestCapture asks the supervisor serving the status socket at path to capture target into
