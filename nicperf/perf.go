@@ -125,16 +125,22 @@ func (p *Perf) frame() []byte {
 	return b
 }
 
-// putUDP writes the Ethernet, IPv4 and UDP headers of a frame b whose UDP payload is in
-// place, the checksums included.
-func putUDP(b []byte, srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16) {
+// putIPv4 writes the Ethernet and IPv4 headers of frame b (the IPv4 packet runs to its end)
+// and returns the room behind them for the protocol's header and data.
+func putIPv4(b []byte, srcMAC, dstMAC header.MAC, proto uint8, src, dst [4]byte) []byte {
 	e := header.Eth(b)
 	e.SetDst(dstMAC)
 	e.SetSrc(srcMAC)
 	e.SetType(header.EtherTypeIPv4)
 	ip := b[header.EthLen:]
-	header.PutIPv4(ip, len(ip), header.ProtoUDP, src, dst)
-	l4 := ip[20:]
+	header.PutIPv4(ip, len(ip), proto, src, dst)
+	return ip[20:]
+}
+
+// putUDP writes the Ethernet, IPv4 and UDP headers of a frame b whose UDP payload is in
+// place, the checksums included.
+func putUDP(b []byte, srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16) {
+	l4 := putIPv4(b, srcMAC, dstMAC, header.ProtoUDP, src, dst)
 	header.Ports(l4).SetSrc(sport)
 	header.Ports(l4).SetDst(dport)
 	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))

@@ -54,13 +54,7 @@ func (p *Perf) nextTCP(b []byte) {
 
 // putTCP writes a whole frame: Ethernet, IPv4, a 20-byte TCP header and, to len(b), data.
 func putTCP(b []byte, src, dst header.MAC, srcIP, dstIP [4]byte, sport, dport uint16, flags uint8, seq, ack uint32) {
-	e := header.Eth(b)
-	e.SetDst(dst)
-	e.SetSrc(src)
-	e.SetType(header.EtherTypeIPv4)
-	ip := b[header.EthLen:]
-	header.PutIPv4(ip, len(ip), header.ProtoTCP, srcIP, dstIP)
-	seg := ip[20:]
+	seg := putIPv4(b, src, dst, header.ProtoTCP, srcIP, dstIP)
 	for i := 20; i < len(seg); i++ {
 		seg[i] = byte(i)
 	}
