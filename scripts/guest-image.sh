@@ -99,7 +99,9 @@ for pci in "$@"; do
   [ -e "/sys/bus/pci/devices/$pci/driver" ] && echo "$pci" >"/sys/bus/pci/devices/$pci/driver/unbind"
   echo "$pci" >/sys/bus/pci/drivers_probe
 done
-nicstack run --watch 0 "$scenario" >/tmp/run.log 2>&1 &
+# The log exists before either starts: a tail that opens it first would give up on it.
+: >/tmp/run.log
+nicstack run --watch 0 "$scenario" >>/tmp/run.log 2>&1 &
 run=$!
 tail -f /tmp/run.log &
 tailer=$!
