@@ -122,12 +122,14 @@ type Socket struct {
 }
 
 // NewSocket creates an unbound AF_PACKET socket (needs CAP_NET_RAW), inside namespace ns if
-// not nil, for a supervisor to hand to an unprivileged component that calls FromFile.
+// not nil, for a supervisor to hand to an unprivileged component that calls FromFile. It
+// blocks, so that it stays out of the caller's netpoller (see tap.Open); FromFile makes it
+// non-blocking.
 func NewSocket(ns *os.File) (*os.File, error) {
 	var fd int
 	create := func() (err error) {
 		// Protocol 0: no frames are queued before FromFile has set up the rings and binds.
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		return err
 	}
 	var err error
@@ -174,6 +176,10 @@ func FromFile(f *os.File, cfg Config) (*Socket, error) {
 		return nil, fmt.Errorf("afpacket: dup: %w", cerr)
 	}
 	s := &Socket{name: cfg.Interface, blockSize: cfg.BlockSize, blocks: cfg.Blocks, minGap: cfg.RxMinInterval}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("afpacket: %s: %w", cfg.Interface, err)
+	}
 	if err := s.setup(fd, cfg, page); err != nil {
 		if s.mem != nil {
 			unix.Munmap(s.mem)

@@ -84,11 +84,26 @@ type Device struct {
 // with IFF_VNET_HDR and TSO4/TSO6/checksum offloads, sets its MTU and brings it up. It needs
 // CAP_NET_ADMIN. A TAP it creates is not persistent: it disappears with the last descriptor.
 func Create(cfg Config) (*Device, error) {
+	f, _, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return FromFile(f)
+}
+
+// Open makes the TAP as Create does and returns its descriptor and interface name, for
+// FromFile in another process. The descriptor blocks: a non-blocking one joins the caller's
+// netpoller, whose edge-triggered epoll then wakes the caller at every frame the TAP queues
+// and every write it completes, though the caller never reads it (the supervisor, which holds
+// each TAP it hands out, spent a fifth of a CPU on linux_tap so). FromFile sets the shared
+// file's mode to non-blocking for its reader.
+func Open(cfg Config) (*os.File, string, error) {
 	fd := -1
 	var name string
 	create := func() error {
 		var err error
-		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("tap: open /dev/net/tun: %w", err)
 		}
@@ -116,9 +131,9 @@ func Create(cfg Config) (*Device, error) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return newDevice(fd, name)
+	return os.NewFile(uintptr(fd), "tap:"+name), name, nil
 }
 
 // linkUp sets the MTU of interface name (unless 0) and brings it up, in the current namespace.

@@ -45,15 +45,15 @@ func Tap(id uint64, ns *netns.NS, mtu int, args map[string]string) (supervisor.P
 	if ns == nil {
 		return supervisor.ParentDevice{}, errNoNetns
 	}
-	dev, err := tap.Create(tap.Config{Name: fmt.Sprintf("tap%d", id), MTU: mtu, NetNS: ns.File})
+	f, name, err := tap.Open(tap.Config{Name: fmt.Sprintf("tap%d", id), MTU: mtu, NetNS: ns.File})
 	if err != nil {
 		return supervisor.ParentDevice{}, err
 	}
-	d := supervisor.ParentDevice{Iface: dev.Name(), Files: []*os.File{dev.File()}}
+	d := supervisor.ParentDevice{Iface: name, Files: []*os.File{f}}
 	switch args["offload"] {
 	case "", "yes":
 	case "no":
-		raw, err := dev.File().SyscallConn()
+		raw, err := f.SyscallConn()
 		var ierr error
 		if err == nil {
 			err = raw.Control(func(fd uintptr) { ierr = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, 0) })

@@ -3,6 +3,7 @@ package hostservice_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -237,5 +238,34 @@ func TestPlatformNamesTheDevice(t *testing.T) {
 	_, err := hostservice.Platform(1, nil, 1500, map[string]string{"pci": "0000:ff:1f.7"})
 	if err == nil || !strings.Contains(err.Error(), "no PCI device 0000:ff:1f.7") {
 		t.Errorf("Platform of an absent device: %v", err)
+	}
+}
+
+// TestHandedOutFilesStayOutOfTheNetpoller: the TAP and the packet socket the supervisor makes
+// are blocking descriptors, which os.NewFile leaves out of its netpoller (no deadlines): a
+// non-blocking one woke the supervisor at every frame its client read or wrote, though the
+// supervisor only holds it.
+func TestHandedOutFilesStayOutOfTheNetpoller(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "ip")
+	ns, err := netns.New("poll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	for name, service := range map[string]supervisor.ParentService{"Tap": hostservice.Tap, "Packet": hostservice.Packet} {
+		d, err := service(7, ns, 1500, map[string]string{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, f := range d.Files {
+			if err := f.SetReadDeadline(time.Now()); !errors.Is(err, os.ErrNoDeadline) {
+				t.Errorf("%s: %s takes deadlines (%v): it is in the supervisor's netpoller", name, f.Name(), err)
+			}
+			f.Close()
+		}
+		if d.Close != nil {
+			d.Close()
+		}
 	}
 }
