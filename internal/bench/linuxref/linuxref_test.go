@@ -2,6 +2,7 @@ package linuxref
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,11 +81,7 @@ func TestParse(t *testing.T) {
 // their reply's destination, and the run left no process or folder behind.
 func TestLinuxReferenceThroughNAT(t *testing.T) {
 	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, qemu.Binary, "nft")
-	var bins string
-	for _, p := range []string{"cmd/nicstack", "components/nic_router", "components/vm", "components/remote_host"} {
-		bins = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/"+p))
-	}
+	bins := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := qemu.BuildScenarioImage(ctx, true); err != nil { // minutes the first time, then cached
@@ -101,11 +98,12 @@ func TestLinuxReferenceThroughNAT(t *testing.T) {
 			t.Logf("the run's output:\n%s", logs.String())
 		}
 	}()
+	start := time.Now()
 	r, err := Run(ctx, bench.Components{Bins: []string{bins}, Logs: &logs}, scenario, "bidir", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%+v", r)
+	t.Logf("%+v in %v", r, time.Since(start))
 	if r.Mbps <= 0 || r.BidirReverseMbps <= 0 || r.IRQPerSecond <= 0 || r.GuestCPU <= 0 {
 		t.Errorf("%+v: want traffic both ways, the e1000e's interrupts and the guest's CPU", r)
 	}
@@ -120,6 +118,17 @@ func TestLinuxReferenceThroughNAT(t *testing.T) {
 			t.Errorf("folder left behind: %s", f)
 		}
 	}
+}
+
+// binaries builds what the host side of deploy/qemu_e1000e runs and returns their folder.
+func binaries(tb testing.TB) string {
+	tb.Helper()
+	testutil.RequireCommand(tb, qemu.Binary, "nft", "ethtool")
+	var bins string
+	for _, p := range []string{"cmd/nicstack", "components/nic_router", "components/vm", "components/remote_host"} {
+		bins = filepath.Dir(testutil.Binary(tb, "github.com/nicstack/nicstack/"+p))
+	}
+	return bins
 }
 
 // children are this process's child processes (the components, QEMU).
@@ -138,4 +147,39 @@ func children() []string {
 		}
 	}
 	return out
+}
+
+// BenchmarkLinuxReference prints the reference of deploy/qemu_e1000e in both directions
+// (rx: remote_host sends to the vm, iperf -R; tx: the vm sends), 8 s each, three rounds
+// with the directions interleaved, and the medians: throughput, the whole guest's CPU in
+// percent of one of its two vCPUs, and the e1000e's interrupts per second. One invocation:
+//
+//	go test ./internal/bench/linuxref -run '^$' -bench LinuxReference -benchtime 1x
+func BenchmarkLinuxReference(b *testing.B) {
+	testutil.RequireRoot(b)
+	bins := binaries(b)
+	const rounds, seconds = 3, 8
+	bench.PrintLoad(os.Stdout)
+	fmt.Printf("%-6s %5s %8s %7s %8s   (Linux's e1000e, forwarding and NAT in the guest; iperf %d s; TCG unless KVM works)\n",
+		"dir", "round", "Mbit/s", "guest", "irq/s", seconds)
+	for range b.N {
+		runs := map[string][]Result{}
+		for round := 1; round <= rounds; round++ {
+			for _, dir := range []string{"rx", "tx"} {
+				r, err := Run(context.Background(), bench.Components{Bins: []string{bins}}, scenario, dir, seconds*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runs[dir] = append(runs[dir], r)
+				fmt.Printf("%-6s %5d %8.1f %6.0f%% %8.0f\n", dir, round, r.Mbps, r.GuestCPU, r.IRQPerSecond)
+			}
+		}
+		for _, dir := range []string{"rx", "tx"} {
+			fmt.Printf("%-6s %5s %8.1f %6.0f%% %8.0f\n", dir, "median",
+				bench.Median(runs[dir], func(r Result) float64 { return r.Mbps }),
+				bench.Median(runs[dir], func(r Result) float64 { return r.GuestCPU }),
+				bench.Median(runs[dir], func(r Result) float64 { return r.IRQPerSecond }))
+		}
+	}
+	bench.PrintLoad(os.Stdout)
 }
