@@ -51,9 +51,11 @@ var directions = map[string][]string{"rx": {"-R"}, "tx": nil, "bidir": {"--bidir
 // tx: the vm sends, bidir: both at once) from the vm's namespace to the address the guest
 // scenario's vm runs its test to. The guest scenario is the one the guest's --run=guest-scenario
 // names, read from path's folder. Run builds the guest image first when an input changed
-// (qemu.BuildScenarioImage with Linux's e1000e: the image the nicstack side boots too) and
-// hands it to the guest program through qemu.ImageEnv for the run: not for concurrent use
-// with other runs that set it. Everything the run made is gone when it returns.
+// (qemu.BuildScenarioImage with Linux's e1000e, which a bench boots for its nicstack rows too,
+// so both sides boot the same guest) and hands it to the guest program through qemu.ImageEnv
+// for the run: not for concurrent use with other runs that set it. When qemu.ImageEnv is set
+// already, its image is the one booted (as BuildScenarioImage has it), and must be that one.
+// Everything the run made is gone when it returns.
 func Run(ctx context.Context, c bench.Components, path, direction string, d time.Duration) (Result, error) {
 	text, g, err := reference(path, direction, d)
 	if err != nil {
