@@ -18,6 +18,12 @@ script="$PWD/scripts/guest-image.sh"
 # for scenarios that run inside the guest.
 components=no
 if [ "${1:-}" = --components ]; then components=yes; shift; fi
+# --netfilter: the image also holds the host's nft and ethtool with the shared libraries they
+# load, and guest-linux-router (scripts/guest-linux-router.sh): for the Linux reference of
+# those scenarios (Linux's driver, forwarding and NAT in the guest); its modules come as
+# MODULEs.
+netfilter=no
+if [ "${1:-}" = --netfilter ]; then netfilter=yes; shift; fi
 # The kernel flavour: cloud-amd64 (small, quick to boot), or amd64, whose modules include
 # drivers for emulated hardware the cloud kernel leaves out (e1000e).
 flavour=${NICSTACK_GUEST_KERNEL:-cloud-amd64}
@@ -63,6 +69,11 @@ if [ $components = yes ]; then
   mkdir -p "$work/components"
   CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$work/components/" ./components/ipxe_nic ./components/nic_router ./components/vm
   inputs+=("$work"/components/* deploy/*.hid)
+fi
+if [ $netfilter = yes ]; then
+  tools=$(command -v nft ethtool) || { echo "guest-image: no nft or ethtool here (apt-get install nftables ethtool)" >&2; exit 1; }
+  toollibs=$(LC_ALL=C ldd $tools | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^\// && $i !~ /:$/) print $i}' | sort -u)
+  inputs+=($tools $toollibs scripts/guest-linux-router.sh)
 fi
 
 hash=$( { basename "$deb"; sha256sum "${inputs[@]}" | cut -d' ' -f1; echo "${modules[*]}"; } |
@@ -124,6 +135,11 @@ kill $tailer
 exit $rc
 EOF
   chmod 755 "$root/bin/guest-scenario"
+fi
+if [ $netfilter = yes ]; then
+  cp $tools "$root/bin/"
+  for lib in $toollibs; do mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"; done
+  cp scripts/guest-linux-router.sh "$root/bin/guest-linux-router"
 fi
 : >"$root/etc/modules"
 for m in "${modules[@]}"; do
