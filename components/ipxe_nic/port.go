@@ -200,18 +200,17 @@ func (p *Port) linkChanged(up bool, speed int) {
 }
 
 // interruptLoop waits on the interrupt eventfd and runs the handler; when the handler made
-// room for a TX backlog, or stopped sending the router's frames itself, it tells the uplink
-// loop.
+// room for a TX backlog it tells the uplink loop.
 func (p *Port) interruptLoop(drv *ipxe.Driver, irq *devsession.Eventfd, unmask func(), l *loop) {
 	for irq.Wait() == nil && !l.stop.Load() {
 		p.mu.Lock()
 		drv.HandleInterrupt()
-		stalled, polls := drv.TXStalled(), drv.PollsTX()
+		stalled := drv.TXStalled()
 		p.mu.Unlock()
 		if unmask != nil {
 			unmask()
 		}
-		if !stalled && !polls {
+		if !stalled {
 			select {
 			case p.resume <- struct{}{}:
 			default:
@@ -304,45 +303,26 @@ func (p *Port) DetachUplink() {
 }
 
 // uplinkLoop transmits what the router queues; while the TX ring is full it leaves the
-// backlog to the interrupt handler and waits for it to make room, and while the handler sends
-// the router's frames at every interrupt (ipxe.Driver.PollsTX) it waits for that to end. An
-// interrupt that does not come within pollWait (the traffic stopped, so the class cannot
-// change) hands sending back to the router's signals until the next one.
+// backlog to the interrupt handler and waits for it to make room.
 func (p *Port) uplinkLoop(w *packetstream.Waiter, l *loop) {
-	guard := time.NewTimer(pollWait)
-	defer guard.Stop()
-	quietSince := ^uint64(0) // the interrupt count when the guard last fired
 	for !l.stop.Load() {
 		p.mu.Lock()
-		stalled, polls := false, false
+		stalled := false
 		if p.drv != nil {
 			p.drv.Transmit()
-			stalled, polls = p.drv.TXStalled(), p.drv.PollsTX()
+			stalled = p.drv.TXStalled()
 		}
 		p.mu.Unlock()
-		irqs := p.cnt.Interrupts.Load()
-		switch {
-		case stalled:
-			guard.Reset(10 * time.Millisecond) // Wake from end() lands in the Waiter: poll it now and then
-		case polls && irqs != quietSince:
-			guard.Reset(pollWait)
-		default:
+		if !stalled {
 			w.Wait()
 			continue
 		}
-		select {
+		select { // Wake from end() lands in the Waiter; poll it now and then
 		case <-p.resume:
-		case <-guard.C:
-			if !stalled {
-				quietSince = irqs
-			}
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
-
-// pollWait bounds how long the uplink loop leaves the router's frames to the interrupt
-// handler without an interrupt: adaptive moderation's interval, several of the longest ITR.
-const pollWait = ipxe.ModerationInterval
 
 // MAC is the device's address (nil without a device).
 func (p *Port) MAC() net.HardwareAddr {

@@ -367,14 +367,6 @@ func (d *Driver) Counters() *Counters { return d.cnt }
 // handler resumes them, so the component need not wait on the router meanwhile.
 func (d *Driver) TXStalled() bool { return d.txStalled }
 
-// PollsTX reports that the interrupt handler sends what the router queued (NAPI-style, with
-// adaptive moderation, Moderation.PollsTX): receiving a stream, the router queues a few
-// frames at a time (the guest's acknowledgements), and a wakeup of the component for each
-// batch cost the driver as much as its interrupts; at every interrupt they go out together,
-// held back at most an ITR interval. The component then need not wait on the router, only on
-// that to end (or on no interrupt coming: see components/ipxe_nic).
-func (d *Driver) PollsTX() bool { return d.mod != nil && d.mod.PollsTX() }
-
 // SetUplink binds the router's session (nil while it is closed).
 func (d *Driver) SetUplink(u Uplink) {
 	d.up = u
@@ -440,8 +432,7 @@ func (d *Driver) setLink(up bool, speed int) {
 
 // HandleInterrupt services the interrupt line: read ICR, report a link change, reap TX, take
 // the RX burst to the router with one signal, refill RDT once, and resume a TX backlog the
-// ring had no room for once a quarter of the ring is free (while PollsTX, send what the
-// router queued).
+// ring had no room for once a quarter of the ring is free.
 func (d *Driver) HandleInterrupt() {
 	d.cnt.Interrupts.Add(1)
 	if d.faults.gone {
@@ -460,12 +451,7 @@ func (d *Driver) HandleInterrupt() {
 	}
 	d.reapTX()
 	d.receive()
-	switch {
-	case d.txStalled:
-		if d.txFree() >= txResume {
-			d.Transmit()
-		}
-	case d.PollsTX():
+	if d.txStalled && d.txFree() >= txResume {
 		d.Transmit()
 	}
 	if d.mod != nil {

@@ -146,7 +146,6 @@ type Moderation struct {
 	// streamAfter is how many intervals in a row must ask for the stream class: more after
 	// the ring came close to full in it.
 	streamAfter int
-	receiving   bool // the last interval judged received more bytes than it sent
 
 	start, last time.Duration // the interval began; the last interrupt
 	irqs        uint64        // the interval's so far, and their work
@@ -165,13 +164,6 @@ func NewModeration(now time.Duration, cnt *Counters) *Moderation {
 // Class is the class in effect.
 func (m *Moderation) Class() Latency { return m.class }
 
-// PollsTX says whether the interrupt handler should send what the router queued instead of
-// the component waking for it: in the bulk and stream classes while the line mostly
-// receives, so that what the driver sends is acknowledgements, a few per wakeup else. A
-// sending guest's frames come in large batches anyway, and they would wait for the next
-// interrupt, which the far end's acknowledgements raise: ITR would pace the stream.
-func (m *Moderation) PollsTX() bool { return m.class >= BulkLatency && m.receiving }
-
 // Interrupt accounts an interrupt at now and the work since the one before. At an interval
 // boundary it judges the interval and says whether the class changed; the caller then
 // writes the new class's ITR.
@@ -189,10 +181,8 @@ func (m *Moderation) Interrupt(now time.Duration, w Work) (class Latency, change
 		m.close(now)
 		changed = m.move(LowestLatency)
 		m.streamAfter = streamConfirm
-		m.receiving = false
 	case now-m.start >= ModerationInterval:
 		v := classify(m.class, m.irqs, m.work)
-		m.receiving = m.work.RXBytes > m.work.Bytes-m.work.RXBytes
 		m.close(now)
 		changed = m.vote(v)
 	}

@@ -100,38 +100,6 @@ func TestModerationStreamGuards(t *testing.T) {
 	sameMoves(t, "a sent stream", traffic(sent, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency, ipxe.StreamLatency)
 }
 
-// The interrupt handler sends the router's frames itself (PollsTX) in the bulk and stream
-// classes while the line mostly receives: not at the lowest latency, not for a sending guest,
-// and no longer once the line went quiet.
-func TestModerationPollsTX(t *testing.T) {
-	now := time.Duration(0)
-	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
-	received := func(d time.Duration) []ipxe.Latency {
-		return traffic(m, &now, d, 250*time.Microsecond, 30, 20*1514+10*66, 20)
-	}
-	if m.PollsTX() {
-		t.Fatal("polls at the lowest latency")
-	}
-	sameMoves(t, "a received stream", received(12*time.Millisecond), ipxe.BulkLatency)
-	if !m.PollsTX() {
-		t.Fatal("does not poll in bulk, receiving")
-	}
-	sameMoves(t, "still received", received(20*time.Millisecond), ipxe.StreamLatency)
-	if !m.PollsTX() {
-		t.Fatal("does not poll in the stream class, receiving")
-	}
-	now += ipxe.ModerationInterval
-	if class, _ := m.Interrupt(now, ipxe.Work{Frames: 1, Bytes: 100}); class != ipxe.LowestLatency || m.PollsTX() {
-		t.Fatalf("after a quiet interval: %v, polls %v", class, m.PollsTX())
-	}
-
-	sent := ipxe.NewModeration(now, ipxe.NewCounters(nil))
-	sameMoves(t, "a sent stream", traffic(sent, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency, ipxe.StreamLatency)
-	if sent.PollsTX() {
-		t.Fatal("polls for a sending guest")
-	}
-}
-
 // Hysteresis: one interval of a burst among request/response does not move ITR; traffic
 // between the thresholds stays in the class it is in, bulk or low; an idle gap drops to the
 // lowest latency at once, a gap of the driver's (frames piled up meanwhile) does not.
@@ -202,31 +170,12 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 			t.Errorf("ITR held %d, no class's interval", itr)
 		}
 	}
-	// Receiving a stream, the interrupt handler sends what the router queued.
-	if !r.drv.PollsTX() {
-		t.Fatal("the driver does not poll the router's frames while it receives a stream")
-	}
-	ack := frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 66, 0)
-	r.up.tx = append(r.up.tx, ack, ack)
-	batches, sent := r.up.batches, len(r.wire.frames)
-	for i := 0; len(r.up.tx) > 0 && i < 100; i++ {
-		r.dev.Receive([][]byte{frame(nicMAC, 1514, i)})
-		r.step(frameTime)
-	}
-	if len(r.up.tx) > 0 || r.up.batches != batches+1 {
-		t.Fatalf("interrupts left %d frames queued, took %d batches", len(r.up.tx), r.up.batches-batches)
-	}
-	r.step(10 * time.Millisecond)
-	r.step(10 * time.Millisecond)
-	if len(r.wire.frames) != sent+2 {
-		t.Fatalf("%d frames on the wire, want %d", len(r.wire.frames), sent+2)
-	}
 	r.step(10 * time.Millisecond) // the stream's last frames
 	r.step(10 * time.Millisecond) // a quiet line
 	r.dev.Receive([][]byte{frame(nicMAC, 100, 0)})
 	r.step(frameTime)
-	if got := r.dev.Read32(intel.ITR); got != 0 || r.drv.PollsTX() {
-		t.Errorf("ITR %d after the line was quiet, want 0; polls %v", got, r.drv.PollsTX())
+	if got := r.dev.Read32(intel.ITR); got != 0 {
+		t.Errorf("ITR %d after the line was quiet, want 0", got)
 	}
 	if r.drv.Config().AdaptiveThrottle {
 		cfg.AdaptiveThrottle, cfg.RxIrqThrottle = false, 5580
