@@ -84,6 +84,7 @@ type PostedRegisters struct {
 	page   []byte
 	q      *WriteQueue
 	kick   func()
+	quiet  bool          // writes posted without the doorbell since it last rang
 	Stalls atomic.Uint64 // reads or writes that gave up waiting for the device
 }
 
@@ -121,6 +122,9 @@ func (p *PostedRegisters) Read32(off uint32) uint32 {
 	if !validOff(off) {
 		return 0
 	}
+	if p.quiet && !p.q.empty() {
+		p.ring()
+	}
 	var deadline time.Time
 	for i := 0; !p.q.empty() && p.backoff(i, &deadline); i++ {
 	}
@@ -133,12 +137,36 @@ func (p *PostedRegisters) Read32(off uint32) uint32 {
 
 // Write32 posts a write and rings the doorbell.
 func (p *PostedRegisters) Write32(off, v uint32) {
+	if p.post(off, v) {
+		p.ring()
+	}
+}
+
+// PostQuiet posts a write without ringing the doorbell, for RDT: the device applies posted
+// writes before it takes frames from the wire (and at its next doorbell, timer or the
+// driver's next read), which is the only time it looks at RDT. The doorbell, a system call
+// here and a wakeup of the device's process, cost one per interrupt.
+func (p *PostedRegisters) PostQuiet(off, v uint32) {
+	if p.post(off, v) {
+		p.quiet = true
+	}
+}
+
+func (p *PostedRegisters) post(off, v uint32) bool {
 	var deadline time.Time
 	for i := 0; !p.q.post(off, v); i++ {
+		if p.quiet {
+			p.ring() // the device drains a full queue only when told
+		}
 		if !p.backoff(i, &deadline) {
-			return
+			return false
 		}
 	}
+	return true
+}
+
+func (p *PostedRegisters) ring() {
+	p.quiet = false
 	if p.kick != nil {
 		p.kick()
 	}

@@ -54,6 +54,39 @@ func TestPostedRegistersStall(t *testing.T) {
 	}
 }
 
+// A quiet post (RDT) rings no doorbell; the next read, which waits for it to land, rings one
+// (a device asleep would never drain it else), and a write after the quiet post rings as ever.
+func TestPostQuietRingsAtTheNextRead(t *testing.T) {
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&make([]uint64, WriteQueueSize/8)[0])), WriteQueueSize)
+	q, _ := NewWriteQueue(mem)
+	page := make([]byte, RegisterPageSize)
+	kicks := 0
+	p, err := NewPostedRegisters(page, q, func() {
+		kicks++
+		q.Drain(func(off, v uint32) { le.PutUint32(page[off:], v) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.PostQuiet(RDT, 7)
+	if kicks != 0 || q.empty() {
+		t.Fatalf("quiet post: %d doorbells, queue empty %v", kicks, q.empty())
+	}
+	if got := p.Read32(RDT); got != 7 || kicks != 1 {
+		t.Fatalf("read after a quiet post: %d with %d doorbells, want 7 with 1", got, kicks)
+	}
+	p.Read32(RDT)
+	p.PostQuiet(RDT, 8)
+	q.Drain(func(off, v uint32) { le.PutUint32(page[off:], v) }) // the wire's receive path
+	if got := p.Read32(RDT); got != 8 || kicks != 1 {
+		t.Fatalf("read after the device drained: %d with %d doorbells, want 8 with 1", got, kicks)
+	}
+	p.Write32(TDT, 1)
+	if kicks != 2 {
+		t.Fatalf("a write rang %d doorbells in all, want 2", kicks)
+	}
+}
+
 func TestEventfd(t *testing.T) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {

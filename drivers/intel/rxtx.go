@@ -134,8 +134,10 @@ const rxBurst = 2 * time.Millisecond
 // Receive clocks frames in from the wire at the link rate and returns how many it took; each
 // taken frame is written to the receive ring or dropped and counted. A frame that finds too
 // few free descriptors is dropped: the ring is never overrun. Frames not taken arrived faster
-// than the link carries them: offer them again after ReceiveWait.
+// than the link carries them: offer them again after ReceiveWait. The driver's posted writes
+// land first: RDT as it last wrote it, doorbell or not (PostedRegisters.PostQuiet).
 func (d *Device) Receive(frames [][]byte) (taken int) {
+	d.DrainPosted()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rctl := d.load(RCTL)

@@ -199,17 +199,18 @@ func TestFramesBothWays(t *testing.T) {
 func TestRXOverrun(t *testing.T) {
 	r := newRig(t, "82574L", ipxe.DefaultConfig())
 	r.waitLink(t)
+	const frames = ipxe.RingSize + 144
 	var in [][]byte
-	for i := range 400 {
+	for i := range frames {
 		in = append(in, frame(nicMAC, 64+i, i))
 	}
 	for sent := 0; sent < len(in); r.clock.Advance(frameTime) { // the driver does not run
 		sent += r.dev.Receive(in[sent:])
 	}
 	c := r.dev.Counters()
-	if c.RXFrames.Load() != ipxe.RingSize-1 || c.RXNoDescriptor.Load() != 400-(ipxe.RingSize-1) {
+	if c.RXFrames.Load() != ipxe.RingSize-1 || c.RXNoDescriptor.Load() != frames-(ipxe.RingSize-1) {
 		t.Errorf("device took %d frames and dropped %d for want of descriptors; want %d and %d",
-			c.RXFrames.Load(), c.RXNoDescriptor.Load(), ipxe.RingSize-1, 400-(ipxe.RingSize-1))
+			c.RXFrames.Load(), c.RXNoDescriptor.Load(), ipxe.RingSize-1, frames-(ipxe.RingSize-1))
 	}
 	r.step(time.Millisecond)
 	sameFrames(t, "uplink", r.up.rx, in[:ipxe.RingSize-1])

@@ -234,8 +234,9 @@ func TestAcrossProcesses(t *testing.T) {
 	}
 }
 
-// TestRXOverrunAcrossProcesses: the driver sends 400 frames round the loop without servicing
-// its RX ring; the device fills the 255 free descriptors, drops the rest and counts them, and
+// TestRXOverrunAcrossProcesses: the driver sends more frames than the RX ring holds round the
+// loop without servicing its RX ring; the device fills the free descriptors (all but one),
+// drops the rest and counts them, and
 // the frames taken reach the router intact and in order. Then the ring works again.
 func TestRXOverrunAcrossProcesses(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
@@ -246,22 +247,23 @@ func TestRXOverrunAcrossProcesses(t *testing.T) {
 	up := &fakeUplink{}
 	c.waitFor(drv, "link up", func() bool { up, _ := drv.Link(); return up })
 	drv.SetUplink(up)
+	const frames = ipxe.RingSize + 144
 	var out [][]byte
-	for i := range 400 {
-		out = append(out, frame(nicMAC, 64+i*3, i))
+	for i := range frames {
+		out = append(out, frame(nicMAC, 64+i*3%1450, i))
 	}
 	up.tx = out
 	// transmit only: Transmit reaps the TX ring itself, nothing takes the RX ring
-	for deadline := time.Now().Add(20 * time.Second); c.cnt.RXFrames.Load()+c.cnt.RXNoDescriptor.Load() < 400; {
+	for deadline := time.Now().Add(20 * time.Second); c.cnt.RXFrames.Load()+c.cnt.RXNoDescriptor.Load() < frames; {
 		if time.Now().After(deadline) {
-			t.Fatalf("device took %d frames and dropped %d in 20 s, want 400 in all", c.cnt.RXFrames.Load(), c.cnt.RXNoDescriptor.Load())
+			t.Fatalf("device took %d frames and dropped %d in 20 s, want %d in all", c.cnt.RXFrames.Load(), c.cnt.RXNoDescriptor.Load(), frames)
 		}
 		drv.Transmit()
 		time.Sleep(100 * time.Microsecond)
 	}
 	const free = ipxe.RingSize - 1
-	if got, dropped := c.cnt.RXFrames.Load(), c.cnt.RXNoDescriptor.Load(); got != free || dropped != 400-free {
-		t.Errorf("device took %d frames and dropped %d for want of descriptors, want %d and %d", got, dropped, free, 400-free)
+	if got, dropped := c.cnt.RXFrames.Load(), c.cnt.RXNoDescriptor.Load(); got != free || dropped != frames-free {
+		t.Errorf("device took %d frames and dropped %d for want of descriptors, want %d and %d", got, dropped, free, frames-free)
 	}
 	if len(up.rx) != 0 {
 		t.Fatalf("%d frames reached the router before the driver serviced the ring", len(up.rx))

@@ -291,7 +291,6 @@ func (n *NIC) clockIn(frames [][]byte, stop *atomic.Bool) (lost int) {
 		n.mu.RLock()
 		taken := k - done
 		if n.dev != nil {
-			n.dev.DrainPosted() // RDT as the driver last wrote it
 			taken = n.dev.Receive(frames[done:k])
 		} else { // no driver, the device is off: the frames fall off the wire
 			lost += taken
