@@ -110,13 +110,18 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 
 // settingColumns are the first two columns of a row, tab-separated.
 func (p point) settingColumns() string {
+	if p.Reference != "" {
+		return p.Reference + "\t-"
+	}
 	if p.RxIrqThrottle == nil {
 		return "as written\t-"
 	}
 	return fmt.Sprintf("%s\t%s", *p.RxIrqThrottle, yesNo(*p.TxBatch))
 }
 
-func (p point) setting() string { return setting{p.RxIrqThrottle, p.TxBatch, p.Direction}.String() }
+func (p point) setting() string {
+	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
+}
 
 // writeComparison prints a reference path's result in one direction, the median of its runs,
 // and the ratio of every point of that direction to it: of the medians, and the range of the
@@ -134,7 +139,7 @@ func writeComparison(out io.Writer, points []point, dir string, ref reference, r
 	}
 	fmt.Fprintln(out)
 	for _, p := range points {
-		if p.Direction != dir || p.Runs == 0 || mbps <= 0 {
+		if p.Direction != dir || p.Runs == 0 || mbps <= 0 || p.Reference != "" {
 			continue
 		}
 		fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s", p.setting(), p.Mbps, p.Mbps/mbps, ref)
