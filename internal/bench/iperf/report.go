@@ -97,6 +97,11 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	fmt.Fprintln(out, "\nirqs/s: the NIC's interrupts. Per 1000 frames the NIC sent: TX irqs, interrupts with a TX")
 	fmt.Fprintln(out, "cause (TXDW or TXQE); doorbells, TDT writes. signals/kframe: packet-stream signals per 1000")
 	fmt.Fprintln(out, "frames through the sessions. retrans/s: TCP segments sent again.")
+	if sc.inGuest() {
+		fmt.Fprintln(out, "In the QEMU guest: the components' CPU in % of one vCPU, guest the whole guest's (all vCPUs,")
+		fmt.Fprintln(out, "/proc/stat), qemu QEMU's on the host; irqs/s and doorbells as the driver counts them (a")
+		fmt.Fprintln(out, "reference: eth0's in /proc/interrupts); TX irqs are not told apart there.")
+	}
 	if o.Latency {
 		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) of the guest against the far")
 		fmt.Fprintf(out, "end, p50/p99/p99.9 in µs; idle: %v per size after the test, load: during it.\n", rrIdleTime)
