@@ -171,7 +171,12 @@ func benchIperfCmd() *cobra.Command {
 			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
 			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
 			"defaults: the kernel's veths at MTU 1500 with their offloads, pasta's TAP at its MTU 65520;\n" +
-			"NAME@MTU sets a reference's MTU (kernel@65000,pasta@1500), to compare like with like.",
+			"NAME@MTU sets a reference's MTU (kernel@65000,pasta@1500), to compare like with like.\n" +
+			"A scenario whose QEMU guest runs guest-scenario (deploy/qemu_e1000e.hid) is patched inside the\n" +
+			"guest: the driver's and the guest's components' figures come from the guest's supervisor, CPU\n" +
+			"in % of one vCPU, \"guest\" the whole guest's, \"qemu\" QEMU's on the host; --compare linux\n" +
+			"runs Linux's e1000e in the same guest in its place, as a row of the tables.\n" +
+			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -187,7 +192,8 @@ func benchIperfCmd() *cobra.Command {
 	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per run")
 	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")
 	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle setting into this PNG")
-	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU")
+	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU, qemu-user, qemu-tap; linux for a guest scenario")
+	f.IntVar(&o.UDPRate, "udp-rate", 0, "a UDP stream of this many 64-byte datagrams per second instead of bulk TCP (0: TCP)")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
 	componentFlags(cmd, &o.Components)
 	return cmd

@@ -55,6 +55,8 @@ func (r reference) String() string {
 		return "qemu-user (QEMU's slirp)"
 	case r.name == "qemu-tap":
 		return "qemu-tap (TAP, kernel NAT)"
+	case guestReferences[r.name].title != "":
+		return r.name + " (" + guestReferences[r.name].title + ")"
 	default:
 		return "pasta (its MTU 65520)"
 	}
@@ -62,7 +64,7 @@ func (r reference) String() string {
 
 // shape says what the reference runs.
 func (r reference) shape() string {
-	if strings.HasPrefix(r.name, "qemu-") {
+	if strings.HasPrefix(r.name, "qemu-") || guestReferences[r.name].title != "" {
 		return "the same QEMU guest"
 	}
 	return "same topology in namespaces"

@@ -42,14 +42,16 @@ const (
 // point is one point of the matrix in one direction, as printed and written by --json: the
 // medians of its runs. The driver's settings are null when the scenario has no ipxe_nic.
 type point struct {
-	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
-	TxBatch       *bool              `json:"tx_batch"`
-	Direction     string             `json:"direction"`
-	Runs          int                `json:"runs"`      // runs that measured; the figures are their medians
-	Mbps          float64            `json:"mbps"`      // receiver side, as iperf reports it
-	MbpsRuns      []float64          `json:"mbps_runs"` // each run's, in the order measured
-	CPU           map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
-	IrqsPerS      float64            `json:"irqs_per_s"`
+	RxIrqThrottle *throttle `json:"rx_irq_throttle"`
+	TxBatch       *bool     `json:"tx_batch"`
+	// Reference is a --compare that runs in a guest scenario's place (guestReferences).
+	Reference string             `json:"reference,omitempty"`
+	Direction string             `json:"direction"`
+	Runs      int                `json:"runs"`      // runs that measured; the figures are their medians
+	Mbps      float64            `json:"mbps"`      // receiver side, as iperf reports it
+	MbpsRuns  []float64          `json:"mbps_runs"` // each run's, in the order measured
+	CPU       map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
+	IrqsPerS  float64            `json:"irqs_per_s"`
 	// per 1000 frames the NIC sent: interrupts with a TX cause (TXDW, TXQE), TDT doorbells
 	TxIrqsPerK    float64 `json:"tx_irqs_per_kframe"`
 	DoorbellsPerK float64 `json:"doorbells_per_kframe"`
@@ -96,6 +98,10 @@ type Options struct {
 	Plot       string        // draw throughput and CPU against the throttle value into this PNG
 	Compare    []string      // reference paths to measure as well: kernel, pasta, NAME@MTU
 	Latency    bool          // also time request/response round trips (rr), idle and during the test
+	// UDPRate, when not 0, makes the test a UDP stream of that many 64-byte datagrams per
+	// second instead of bulk TCP: a load that leaves the receiver time between frames, so that
+	// the interrupt rate follows the driver's throttle rather than the receiver's speed.
+	UDPRate int
 	bench.Components
 }
 
@@ -104,6 +110,7 @@ type setting struct {
 	itr   *throttle
 	batch *bool
 	dir   string
+	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -123,8 +130,8 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	}
 	if o.Latency {
 		for _, c := range sc.clients {
-			if c.netns != "" {
-				return fmt.Errorf("--latency: %s is a netns guest; round trips are timed by embedded guests only", c.name)
+			if c.netns != "" || c.guest != nil {
+				return fmt.Errorf("--latency: %s is a netns or QEMU guest; round trips are timed by embedded guests on the host only", c.name)
 			}
 		}
 	}
@@ -194,9 +201,14 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	points := make([]point, len(matrix))
 	for i, m := range matrix {
 		points[i] = medianPoint(runs[i])
-		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction = m.itr, m.batch, m.dir
+		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
 	}
 	writeTables(out, points, sc, o)
+	for _, p := range points {
+		if p.Reference != "" && p.Runs > 0 {
+			writeComparison(out, points, p.Direction, reference{name: p.Reference}, p.MbpsRuns, nil)
+		}
+	}
 	for _, rr := range refRuns {
 		if rr.err != nil {
 			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.mbps), o.Runs, rr.err)
@@ -232,8 +244,19 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if o.Runs < 1 {
 		return nil, nil, fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	}
+	if o.UDPRate < 0 {
+		return nil, nil, fmt.Errorf("--udp-rate %d: want datagrams per second, or 0 for TCP", o.UDPRate)
+	}
 	var refs []reference
+	var guestRefs []string
 	for _, c := range o.Compare {
+		if _, ok := guestReferences[c]; ok {
+			if !sc.inGuest() {
+				return nil, nil, fmt.Errorf("--compare %s: only for a scenario that runs inside a QEMU guest (%s)", c, guestScenarioCommand)
+			}
+			guestRefs = append(guestRefs, c)
+			continue
+		}
 		r, err := parseReference(c)
 		if err != nil {
 			return nil, nil, err
@@ -276,8 +299,11 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 		}
 		for i := range itrs {
 			for j := range batches {
-				matrix = append(matrix, setting{&itrs[i], &batches[j], d})
+				matrix = append(matrix, setting{&itrs[i], &batches[j], d, ""})
 			}
+		}
+		for _, r := range guestRefs {
+			matrix = append(matrix, setting{dir: d, ref: r})
 		}
 	}
 	if sc.driver == nil {
@@ -287,6 +313,9 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 }
 
 func (s setting) String() string {
+	if s.ref != "" {
+		return s.dir + " --compare " + s.ref
+	}
 	if s.itr == nil {
 		return s.dir + " scenario as written"
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -59,6 +60,9 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps,
 		if ok {
 			argv := []string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
 				"-t", strconv.Itoa(int(c.cmd.Time + 0.5)), "-P", strconv.Itoa(c.cmd.Parallel)}
+			if c.cmd.UDP {
+				argv = append(argv, "-u", "-b", strconv.FormatUint(c.cmd.Rate, 10), "-l", strconv.Itoa(c.cmd.Length))
+			}
 			argv = append(argv, directionArgs(c.cmd)...)
 			var out bytes.Buffer
 			cmd := supervisor.ExecIn(ctx, path, argv)
@@ -94,10 +98,19 @@ const activeBytes = 1 << 20
 // measure runs the scenario once at setting m.
 func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *progress) (point, error) {
 	p := point{CPU: map[string]float64{}}
-	text := sc.patch(m, o.Time, o.Latency)
+	text, err := sc.patch(m, o)
+	if err != nil {
+		return p, err
+	}
 	runCtx, cancelRun := context.WithCancel(ctx) // also ends the iperf3s a netns guest runs
 	defer cancelRun()
-	run, err := o.StartScenario(runCtx, "iperf", text)
+	console := &consoleMarkers{} // a QEMU guest's, which prints the figures of a guest scenario
+	c := o.Components
+	c.Logs = console
+	if o.Logs != nil {
+		c.Logs = io.MultiWriter(o.Logs, console)
+	}
+	run, err := c.StartScenario(runCtx, "iperf", text)
 	if err != nil {
 		return p, err
 	}
@@ -124,7 +137,11 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	}
 	var acc counterDeltas
 	var retransmits uint64
-	deadline := time.Now().Add(o.Time + 60*time.Second)
+	limit := o.Time + 60*time.Second
+	if sc.inGuest() {
+		limit += 3 * time.Minute // TCG boots the guest and its scenario slowly on a loaded machine
+	}
+	deadline := time.Now().Add(limit)
 	prev := sample{at: time.Now()}
 	for {
 		select {
@@ -158,7 +175,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 			break
 		}
 		if time.Now().After(deadline) {
-			return p, fmt.Errorf("the iperf test did not finish within %v (run with -v for the logs)", o.Time+60*time.Second)
+			return p, fmt.Errorf("the iperf test did not finish within %v (run with -v for the logs)", limit)
 		}
 	}
 	acc.fill(&p)
@@ -167,6 +184,15 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	}
 	if p.EndsCPU > 0 {
 		p.GbitPerCPUSecond = gbitPerCPUSecond(p.Mbps, p.pathCPU())
+	}
+	for _, c := range sc.clients {
+		if c.guest != nil {
+			g, err := waitGuest(console, c.guest.cpus)
+			if err != nil {
+				return p, err
+			}
+			g.fill(&p, c.name)
+		}
 	}
 	if o.Latency {
 		p.RR, err = sc.readRR(ctx, s, o.Time)
@@ -185,6 +211,9 @@ type counterDeltas struct {
 	frames      uint64
 	itrMS       [ipxe.Classes]uint64 // the driver's time per latency class: lowest, low, bulk, stream
 	itrChanges  uint64
+	// fromDriver: the NIC's events are the driver's counts (a PCI device has no counters of
+	// ours), not the emulated hardware's.
+	fromDriver bool
 }
 
 // itrCounters are the driver's counters of adaptive moderation, by latency class.
@@ -201,8 +230,12 @@ func (a *counterDeltas) add(prev, cur sample) {
 		before[c.Name] = c
 	}
 	for _, c := range cur.status.Components {
-		a.cpuSeconds[c.Name] += c.CPULoad * dt
-		b := before[c.Name]
+		b, ok := before[c.Name]
+		if ok && c.CPUSeconds >= b.CPUSeconds {
+			a.cpuSeconds[c.Name] += (c.CPUSeconds - b.CPUSeconds) * 100
+		} else {
+			a.cpuSeconds[c.Name] += c.CPULoad * dt // started or restarted in the interval
+		}
 		delta := func(name string) uint64 {
 			if c.Counters[name] < b.Counters[name] {
 				return 0 // restarted
@@ -216,6 +249,11 @@ func (a *counterDeltas) add(prev, cur sample) {
 			a.tdtWrites += delta("tdt_writes")
 			a.txFrames += delta("tx_frames")
 		case driverBinary:
+			if a.fromDriver {
+				a.irqs += delta("interrupts")
+				a.tdtWrites += delta("tdt_writes")
+				a.txFrames += delta("tx_frames")
+			}
 			// The driver books a quiet line's time at the first interrupt after it: a sample
 			// that booked more than it lasted carries the idle time before the traffic.
 			var booked [ipxe.Classes]uint64

@@ -21,8 +21,15 @@ import (
 // throttle setting: one category per rx_irq_throttle value as given (adaptive among them),
 // labelled with its interval and the interrupt rate it allows; a line per direction and
 // tx_batch setting (CPU: per component, tx_batch=yes dashed). Each panel's legend stands to
-// its right, outside the data.
-func drawPlot(path string, points []point) error {
+// its right, outside the data. A guest reference's points are not drawn: the tables compare
+// them.
+func drawPlot(path string, all []point) error {
+	var points []point
+	for _, p := range all {
+		if p.Reference == "" {
+			points = append(points, p)
+		}
+	}
 	var cats []string
 	index := map[string]int{}
 	for _, p := range points {

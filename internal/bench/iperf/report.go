@@ -97,6 +97,11 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	fmt.Fprintln(out, "\nirqs/s: the NIC's interrupts. Per 1000 frames the NIC sent: TX irqs, interrupts with a TX")
 	fmt.Fprintln(out, "cause (TXDW or TXQE); doorbells, TDT writes. signals/kframe: packet-stream signals per 1000")
 	fmt.Fprintln(out, "frames through the sessions. retrans/s: TCP segments sent again.")
+	if sc.inGuest() {
+		fmt.Fprintln(out, "In the QEMU guest: the components' CPU in % of one vCPU, guest the whole guest's (all vCPUs,")
+		fmt.Fprintln(out, "/proc/stat), qemu QEMU's on the host; irqs/s and doorbells as the driver counts them (a")
+		fmt.Fprintln(out, "reference: eth0's in /proc/interrupts); TX irqs are not told apart there.")
+	}
 	if o.Latency {
 		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) of the guest against the far")
 		fmt.Fprintf(out, "end, p50/p99/p99.9 in µs; idle: %v per size after the test, load: during it.\n", rrIdleTime)
@@ -110,13 +115,18 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 
 // settingColumns are the first two columns of a row, tab-separated.
 func (p point) settingColumns() string {
+	if p.Reference != "" {
+		return p.Reference + "\t-"
+	}
 	if p.RxIrqThrottle == nil {
 		return "as written\t-"
 	}
 	return fmt.Sprintf("%s\t%s", *p.RxIrqThrottle, yesNo(*p.TxBatch))
 }
 
-func (p point) setting() string { return setting{p.RxIrqThrottle, p.TxBatch, p.Direction}.String() }
+func (p point) setting() string {
+	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
+}
 
 // writeComparison prints a reference path's result in one direction, the median of its runs,
 // and the ratio of every point of that direction to it: of the medians, and the range of the
@@ -134,7 +144,7 @@ func writeComparison(out io.Writer, points []point, dir string, ref reference, r
 	}
 	fmt.Fprintln(out)
 	for _, p := range points {
-		if p.Direction != dir || p.Runs == 0 || mbps <= 0 {
+		if p.Direction != dir || p.Runs == 0 || mbps <= 0 || p.Reference != "" {
 			continue
 		}
 		fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s", p.setting(), p.Mbps, p.Mbps/mbps, ref)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/iperf"
@@ -31,7 +30,8 @@ type client struct {
 	cfg   *config.Node // its <config>, with iperf="-c ..."
 	netns string       // the netns guest's namespace, "" for an embedded guest
 	cmd   *iperf.Command
-	vmArg *config.Node // a QEMU guest's <arg value="--iperf=..."/>
+	vmArg *config.Node   // a QEMU guest's <arg value="--iperf=..."/>
+	guest *guestScenario // a QEMU guest that runs a scenario with the client inside
 	// server is the start whose iperf server a QEMU guest's test reaches (its counters, and
 	// traffic through its sessions, stand for the guest's).
 	server string
@@ -46,13 +46,18 @@ func (c *client) counted() string {
 }
 
 // prepareGuests builds the QEMU guests' image once, before any run: the guest programs of
-// every run take it from the environment (qemu.ImageEnv) instead of checking it each.
+// every run take it from the environment (qemu.ImageEnv) instead of checking it each. A guest
+// scenario's image has Debian's generic kernel with Linux's e1000e, whether or not --compare
+// runs it: the matrix's figures do not depend on what it is compared with.
 func (sc *scenario) prepareGuests(ctx context.Context) error {
 	for _, c := range sc.clients {
-		if c.vmArg == nil {
+		if c.vmArg == nil && c.guest == nil {
 			continue
 		}
 		im, err := qemu.BuildImage(ctx)
+		if c.guest != nil {
+			im, err = qemu.BuildScenarioImage(ctx, true)
+		}
 		if err != nil {
 			return err
 		}
@@ -78,6 +83,16 @@ func qemuClient(st *config.Node) *config.Node {
 	return nil
 }
 
+// inGuest says whether the scenario runs inside a QEMU guest.
+func (sc *scenario) inGuest() bool {
+	for _, c := range sc.clients {
+		if c.guest != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func startBinary(st *config.Node) string {
 	if b := st.Sub("binary"); b != nil {
 		return b.Name()
@@ -93,6 +108,16 @@ func loadScenario(path string) (*scenario, error) {
 	sc := &scenario{root: root, roles: map[string]string{}}
 	var servers []string
 	for _, st := range root.Subs("start") {
+		g, err := guestScenarioOf(st, filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		if g != nil {
+			sc.clients = append(sc.clients, &client{name: st.Name(), guest: g})
+			// The driver's settings and the table's columns are the guest's scenario's.
+			sc.driver, sc.roles = g.inner.driver, g.inner.roles
+			continue
+		}
 		if a := qemuClient(st); a != nil {
 			v := strings.TrimPrefix(a.String("value", ""), qemuIperf)
 			cmd, err := iperf.ParseCommand(strings.Fields(v))
@@ -139,7 +164,7 @@ func loadScenario(path string) (*scenario, error) {
 		return nil, fmt.Errorf("%s: no guest runs an iperf client (<config iperf=\"-c HOST ...\"/>)", path)
 	}
 	for _, c := range sc.clients {
-		if c.vmArg != nil {
+		if c.vmArg != nil || c.guest != nil {
 			if len(servers) != 1 {
 				return nil, fmt.Errorf("%s: a QEMU guest's test is counted by its far end: want one iperf server, found %d", path, len(servers))
 			}
@@ -160,9 +185,11 @@ func setAttr(n *config.Node, name, value string) {
 }
 
 // patch returns the scenario of one run at setting m as XML: the driver's settings, the
-// clients' test time and direction, and with latency their rr clients and the servers' rr.
-func (sc *scenario) patch(m setting, d time.Duration, latency bool) []byte {
-	if sc.driver != nil {
+// clients' test (time, direction, --udp-rate), and with --latency their rr clients and the
+// servers' rr.
+func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
+	d, latency := o.Time, o.Latency
+	if sc.driver != nil && m.itr != nil {
 		setAttr(sc.driver, "rx_irq_throttle", string(*m.itr))
 		// As in bench driver: without batching the driver is iPXE's (an interrupt per sent
 		// descriptor), with it Genode's (queue-empty interrupts only).
@@ -170,7 +197,17 @@ func (sc *scenario) patch(m setting, d time.Duration, latency bool) []byte {
 		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	for _, c := range sc.clients {
+		if c.guest != nil {
+			if err := c.guest.patch(m, o); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		c.cmd.Time, c.cmd.Reverse, c.cmd.Bidir = d.Seconds(), m.dir == dirRX, m.dir == dirBidir
+		c.cmd.UDP = o.UDPRate > 0
+		if c.cmd.UDP {
+			c.cmd.Rate, c.cmd.Length = uint64(o.UDPRate)*udpPayload*8, udpPayload
+		}
 		if c.vmArg != nil {
 			setAttr(c.vmArg, "value", qemuIperf+clientCommand(c.cmd))
 		} else if c.netns == "" {
@@ -187,7 +224,7 @@ func (sc *scenario) patch(m setting, d time.Duration, latency bool) []byte {
 			setAttr(cfg, "rr", "-s")
 		}
 	}
-	return sc.root.XML()
+	return sc.root.XML(), nil
 }
 
 func removeAttr(n *config.Node, name string) {
@@ -199,9 +236,16 @@ func removeAttr(n *config.Node, name string) {
 	}
 }
 
+// udpPayload is the datagram size of --udp-rate's stream: small frames (106 bytes on the
+// wire), so that the frame rate, not the bytes, is the load.
+const udpPayload = 64
+
 // clientCommand writes an iperf client command line back.
 func clientCommand(c *iperf.Command) string {
 	s := fmt.Sprintf("-c %s -p %d -t %g -P %d -l %d", c.Client, c.Port, c.Time, c.Parallel, c.Length)
+	if c.UDP {
+		s += fmt.Sprintf(" -u -b %d", c.Rate)
+	}
 	return strings.Join(append([]string{s}, directionArgs(c)...), " ")
 }
 
