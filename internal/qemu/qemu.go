@@ -422,14 +422,3 @@ func (v *VM) Kill() {
 	syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
 	<-v.done
 }
-
-// FindMarker finds the guest's first marker line what (after Marker) in text, a console's
-// output or a log that carries it, and returns the rest of that line after what and a space.
-func FindMarker(text, what string) (string, bool) {
-	i := strings.Index(text, Marker+what+" ")
-	if i < 0 {
-		return "", false
-	}
-	line, _, _ := strings.Cut(text[i+len(Marker+what+" "):], "\n")
-	return strings.TrimRight(line, "\r"), true
-}

@@ -48,17 +48,3 @@ func TestGuestUserNetwork(t *testing.T) {
 		t.Fatalf("%d iperf results, want 2\n%s", n, console.String())
 	}
 }
-
-// A marker is found behind other text on its line (a log's prefix, kernel messages), its name
-// whole: "stat" is not "stat-start" nor "status".
-func TestFindMarker(t *testing.T) {
-	text := "[guest] NICSTACK-GUEST: status {}\n[guest] NICSTACK-GUEST: stat-start cpu 1\r\n[   2.1] x NICSTACK-GUEST: stat cpu 2\r\n"
-	for what, want := range map[string]string{"stat-start": "cpu 1", "stat": "cpu 2", "status": "{}"} {
-		if got, ok := FindMarker(text, what); !ok || got != want {
-			t.Errorf("%s: %q, %v; want %q", what, got, ok, want)
-		}
-	}
-	if _, ok := FindMarker(text, "exit"); ok {
-		t.Error("found a marker the text does not have")
-	}
-}
