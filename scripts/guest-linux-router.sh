@@ -5,7 +5,7 @@
 # vm is a network namespace behind a veth pair, its end "eth0" with address VM on ROUTER's
 # subnet (the router's end "vm" has ROUTER, e.g. 10.0.1.1/24); the kernel forwards between
 # them and masquerades the vm's subnet to UPLINK's address (nft), letting through what
-# nic_router's rules do (TCP and ICMP to 198.18.0.0/16, and the replies). The vm runs
+# nic_router's rules do (TCP, UDP and ICMP to 198.18.0.0/16, and the replies). The vm runs
 # `nicstack iperf IPERF_ARGS`. scripts/guest-image.sh --netfilter puts it in the image as
 # /bin/guest-linux-router.
 #
@@ -46,7 +46,7 @@ table ip filter {
   chain forward {
     type filter hook forward priority filter; policy drop;
     ct state established,related accept
-    iifname "vm" oifname "eth0" ip daddr 198.18.0.0/16 ip protocol { tcp, icmp } accept
+    iifname "vm" oifname "eth0" ip daddr 198.18.0.0/16 ip protocol { tcp, udp, icmp } accept
   }
 }
 EOF

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/bench"
+	"github.com/nicstack/nicstack/internal/bench/linuxref"
 	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -33,6 +34,9 @@ type guestScenario struct {
 	inner *scenario    // the scenario that runs in the guest
 	rest  string       // guest-scenario's arguments after the scenario: START DONE SECONDS PCI...
 	cpus  int          // the guest's vCPUs (--cpus)
+	// linux is guest-linux-router's UPLINK ROUTER VM: the addresses the Linux reference
+	// takes over from the inner scenario (linuxref.GuestAddresses).
+	linux []string
 }
 
 const guestScenarioCommand = "guest-scenario"
@@ -62,8 +66,12 @@ func guestScenarioOf(st *config.Node, dir string) (*guestScenario, error) {
 		if len(f) < 5 {
 			return nil, config.Errorf(a.Pos, "%s: want %s SCENARIO START DONE SECONDS [PCI...]", v, guestScenarioCommand)
 		}
-		inner, err := loadScenario(filepath.Join(dir, filepath.Base(f[1])))
+		file := filepath.Join(dir, filepath.Base(f[1]))
+		inner, err := loadScenario(file)
 		if err != nil {
+			return nil, config.Errorf(a.Pos, "the guest's scenario: %v", err)
+		}
+		if g.linux, _, err = linuxref.GuestAddresses(file); err != nil {
 			return nil, config.Errorf(a.Pos, "the guest's scenario: %v", err)
 		}
 		if len(inner.clients) != 1 || inner.clients[0].cfg == nil || inner.clients[0].netns != "" {
@@ -112,7 +120,7 @@ func (g *guestScenario) patch(m setting, o Options) error {
 	}
 	var cmd string
 	if m.ref != "" {
-		cmd = guestReferences[m.ref].command(clientCommand(g.inner.clients[0].cmd))
+		cmd = guestReferences[m.ref].command(g, clientCommand(g.inner.clients[0].cmd))
 	} else if cmd, err = g.command(text); err != nil {
 		return err
 	}
@@ -121,34 +129,19 @@ func (g *guestScenario) patch(m setting, o Options) error {
 }
 
 // guestReference is what --compare NAME runs in a guest scenario's place, in the same guest and
-// kernel. Its command gets the iperf client's arguments; it prints the markers that frame the
-// test (guestFramed).
+// kernel. Its command gets the guest scenario and the iperf client's arguments; it prints the
+// markers that frame the test: irq-start and stat-start before it, irq and stat after it.
 type guestReference struct {
 	title   string
-	command func(iperfArgs string) string
+	command func(g *guestScenario, iperfArgs string) string
 }
 
-// guestReferences are the references of a guest scenario. The guest's address is that of the
-// scenario's router uplink (deploy/qemu_e1000e_guest.hid), on the server's subnet.
+// guestReferences are the references of a guest scenario.
 var guestReferences = map[string]guestReference{
-	"linux": {"Linux's e1000e, no forwarding", func(iperfArgs string) string {
-		// busybox has no iptables: the test runs on the kernel's sockets, no forwarding or NAT.
-		// e1000e takes a few seconds to see its link.
-		return "ip addr add 198.18.0.1/24 dev eth0 && ip link set eth0 up && sleep 4 && " +
-			guestFramed("nicstack iperf "+iperfArgs)
+	// Like for like: Linux in the three components' places (scripts/guest-linux-router.sh).
+	"linux": {"Linux's e1000e, the kernel's forwarding and NAT", func(g *guestScenario, iperfArgs string) string {
+		return "guest-linux-router " + strings.Join(g.linux, " ") + " " + iperfArgs
 	}},
-}
-
-// irqCount is a shell expression of eth0's interrupts over every CPU (/proc/interrupts).
-const irqCount = "$(awk '/eth0/ {for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i} END {print s + 0}' /proc/interrupts)"
-
-// guestFramed is a reference's shell command around its test: the markers irq-start and
-// stat-start before it, irq and stat after it.
-func guestFramed(test string) string {
-	at := func(suffix string) string {
-		return "echo " + qemu.Marker + "irq" + suffix + " " + irqCount + " && echo " + qemu.Marker + "stat" + suffix + " $(head -1 /proc/stat)"
-	}
-	return at("-start") + " && " + test + " && " + at("")
 }
 
 // guestFigures is what the guest printed about one run.

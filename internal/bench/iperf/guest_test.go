@@ -73,7 +73,7 @@ func TestGuestScenarioPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := sc.clients[0].guest.arg.String("value", "")
-	if !strings.Contains(v, "nicstack iperf -c 198.18.0.2 -p 5201 -t 3 ") || strings.Contains(v, "-R") || strings.Contains(v, " -u ") || strings.Contains(v, `"`) {
+	if !strings.Contains(v, "guest-linux-router 198.18.0.1/24 10.0.1.1/24 10.0.1.2 -c 198.18.0.2 -p 5201 -t 3 ") || strings.Contains(v, "-R") || strings.Contains(v, " -u ") || strings.Contains(v, `"`) {
 		t.Errorf("the reference's command: %q", v)
 	}
 }

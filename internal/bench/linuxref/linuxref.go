@@ -152,7 +152,7 @@ func findGuest(root *config.Node, dir string) (guest, error) {
 				g.run, g.exit = a, st.Sub("exit")
 				file := filepath.Join(dir, filepath.Base(f[1]))
 				var err error
-				if g.addresses, g.remote, err = guestAddresses(file); err != nil {
+				if g.addresses, g.remote, err = GuestAddresses(file); err != nil {
 					return g, err
 				}
 			}
@@ -171,11 +171,11 @@ func findGuest(root *config.Node, dir string) (guest, error) {
 	return g, nil
 }
 
-// guestAddresses reads from the guest scenario at file the addresses the reference takes
-// over: the uplink address of nic_router's domain with the <nat>, the interface of the
+// GuestAddresses reads from the guest scenario at file the addresses the reference takes
+// over (guest-linux-router's UPLINK ROUTER VM): the uplink address of nic_router's domain with the <nat>, the interface of the
 // domain it translates for, the first address that domain's DHCP server leases (the vm's),
 // and where the vm's iperf test goes.
-func guestAddresses(file string) (addrs []string, remote string, err error) {
+func GuestAddresses(file string) (addrs []string, remote string, err error) {
 	root, err := config.ParseFile(file)
 	if err != nil {
 		return nil, "", err
