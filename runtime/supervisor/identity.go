@@ -93,7 +93,7 @@ func (id *identities) program(name string) *syscall.Credential {
 }
 
 // programGroup is the group programs run in and the sockets the supervisor binds belong to
-// (mode 0660), so that a program (QEMU) connects to them and other users of the host do not.
+// (group read and write), so that a program (QEMU) connects to them.
 // false: no children run as other users.
 func (id *identities) programGroup() (uint32, bool) {
 	c := id.of("") // no child is named "": the group gets a dynamic id of its own

@@ -41,7 +41,7 @@ func (s *Supervisor) socketsOf(st *Start) ([]*boundSocket, error) {
 			}
 			if g, ok := s.ids.programGroup(); ok {
 				// The program that connects (QEMU) runs in this group; the listening component
-				// has the descriptor.
+				// has the descriptor, and needs no access to the file.
 				if err := shareSocket(b.path, g); err != nil {
 					b.file.Close()
 					os.Remove(b.path)
@@ -89,12 +89,18 @@ func bindSocket(name, runDir string) (*boundSocket, error) {
 	return &boundSocket{name: name, path: path, file: f}, nil
 }
 
-// shareSocket gives the socket at path to group g, which may connect (0660).
+// shareSocket gives the socket at path to group g, which may connect; what others may is
+// left as the supervisor's umask made it (an external QEMU of another user connects when it
+// lets them write).
 func shareSocket(path string, g uint32) error {
 	if err := os.Chown(path, -1, int(g)); err != nil {
 		return err
 	}
-	return os.Chmod(path, 0o660)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(path, fi.Mode().Perm()|0o060)
 }
 
 // socketFiles are st's sockets as extra files of its process, from fd first on, and the
