@@ -66,6 +66,9 @@ func (s *Supervisor) launch(c *child) {
 			s.failed(c, fmt.Errorf("%s: %w", name, err))
 			return
 		}
+		for i, f := range cmd.ExtraFiles {
+			s.log.Debug(fmt.Sprintf("%s gets %s as /proc/self/fd/%d", name, f.Name(), 3+i))
+		}
 	}
 	s.launching.Add(1)
 	go func() {
@@ -74,7 +77,7 @@ func (s *Supervisor) launch(c *child) {
 		var p *process
 		var err error
 		if program {
-			p, err = launchProgram(cmd, cpus, out, name)
+			p, err = launchProgram(bin, cmd, cpus, out, name)
 		} else {
 			p, err = launch(bin, runDir, cpus, out, name, cred, state, socks)
 		}

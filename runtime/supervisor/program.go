@@ -143,7 +143,7 @@ func closeAll(files []*os.File) {
 
 // launchProgram starts cmd pinned to cpus, from the launcher thread when it runs as another
 // user (no_new_privs).
-func launchProgram(cmd *exec.Cmd, cpus affinity.Set, out *Output, name string) (*process, error) {
+func launchProgram(binary string, cmd *exec.Cmd, cpus affinity.Set, out *Output, name string) (*process, error) {
 	defer closeAll(cmd.ExtraFiles)
 	w := out.Writer(name)
 	cmd.Stdout, cmd.Stderr = w, w
@@ -154,9 +154,9 @@ func launchProgram(cmd *exec.Cmd, cpus affinity.Set, out *Output, name string) (
 	if err := start(); err != nil {
 		if cred := cmd.SysProcAttr.Credential; cred != nil && errors.Is(err, syscall.EACCES) {
 			return nil, fmt.Errorf("starting %s as uid %d: %w (it, and a script's interpreter, must be executable by others; or <start privileged=\"yes\">)",
-				cmd.Args[0], cred.Uid, err)
+				binary, cred.Uid, err)
 		}
-		return nil, fmt.Errorf("starting %s: %w", cmd.Args[0], err)
+		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, waited: make(chan struct{})}
 	p.ctl = programControl{}

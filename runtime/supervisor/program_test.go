@@ -98,22 +98,29 @@ func TestProgramCmd(t *testing.T) {
 
 // Run by root, a program runs as a uid of its own in the run's program group, without
 // capabilities or other groups, with no_new_privs and only the environment it declares, and
-// can connect to the socket the supervisor bound for the vm (its group's); privileged="yes" runs one as
-// the supervisor's user, which the log says.
+// can connect to the socket the supervisor bound for the vm (its group's); privileged="yes"
+// runs one as the supervisor's user, which the log says; one whose binary only root may
+// execute fails, naming it.
 func TestProgramRunsUnprivileged(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Setenv("NICSTACK_TEST_SECRET", "not for programs")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/vm")
+	private := t.TempDir()
+	if err := os.WriteFile(filepath.Join(private, "private"), []byte("#!/bin/sh\necho ran\n"), 0o744); err != nil {
+		t.Fatal(err)
+	}
 	show := `<arg value="sh"/> <arg value="-c"/> <arg value="echo uid=$(id -u) gid=$(id -g) groups=$(id -G) socket=$(stat -c %g:%a vm.sock); ` +
 		`test -w vm.sock &amp;&amp; echo writable; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status; env | sort | tr '\n' ' '; echo"/>`
 	r := startRun(t, `<config>
 		<start name="vm" ram="8M"> <binary name="vm"/> <config guest="stream" socket="vm.sock"/> </start>
 		<start name="prog" restart="no"> <binary name="sh"/> <config> `+show+` <env key="GREETING" value="hello"/> </config> </start>
 		<start name="root" restart="no" privileged="yes"> <binary name="sh"/> <config> <arg value="sh"/> <arg value="-c"/> <arg value="echo root uid=$(id -u)"/> </config> </start>
-	</config>`, nil)
+		<start name="private" restart="no"> <binary name="private"/> <config> <arg value="private"/> </config> </start>
+	</config>`, func(o *Options) { o.BinDirs = append([]string{private}, o.BinDirs...) })
+	denied := "starting " + filepath.Join(private, "private") + " as uid "
 	r.waitFor("the programs' lines", 20*time.Second, func() bool {
 		l := r.logs.String()
-		return strings.Contains(l, "GREETING=hello") && strings.Contains(l, "root uid=")
+		return strings.Contains(l, "GREETING=hello") && strings.Contains(l, "root uid=") && strings.Contains(l, denied)
 	})
 	logs := r.logs.String()
 	var uid, gid, groups, sock string
