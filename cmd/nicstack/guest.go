@@ -36,6 +36,9 @@ func init() {
 				return err
 			}
 			c.Image = im
+			// QEMU's own seccomp filter: no obsolete calls, no setuid, no new processes, no
+			// changes of scheduling or affinity (the supervisor pins it).
+			c.Extra = append(c.Extra, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 			args, err := c.Args()
 			if err != nil {
 				return err

@@ -93,6 +93,11 @@ func build(ctx context.Context, modules []string, env ...string) (Image, error) 
 	if dir := os.Getenv(ImageEnv); dir != "" {
 		return imageIn(dir)
 	}
+	if os.Getenv("HOME") == "" && os.Getenv("XDG_CACHE_HOME") == "" {
+		// A program under the supervisor: it gets no home, and builds nothing.
+		return Image{}, errors.New("guest image: no " + ImageEnv + " and no cache folder (HOME): run the supervisor with " +
+			ImageEnv + "=$(scripts/guest-image.sh), which a scenario hands its program with <env key=\"" + ImageEnv + "\" open=\"yes\"/>")
+	}
 	key := strings.Join(append(modules, env...), " ")
 	buildMu.Lock()
 	defer buildMu.Unlock()

@@ -75,6 +75,34 @@ func (id *identities) of(name string) *syscall.Credential {
 	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}
 }
 
+// program returns the credential program name runs with, nil for the supervisor's: its own
+// uid, the run's program group (programGroup) as its group, and /dev/kvm's group as its one
+// other when that group may use KVM (QEMU then picks KVM; else TCG).
+func (id *identities) program(name string) *syscall.Credential {
+	c := id.of(name)
+	if c == nil {
+		return nil
+	}
+	c.Gid, _ = id.programGroup()
+	if fi, err := os.Stat("/dev/kvm"); err == nil && fi.Mode()&os.ModeCharDevice != 0 && fi.Mode().Perm()&0o060 == 0o060 {
+		if g := fi.Sys().(*syscall.Stat_t).Gid; g != 0 {
+			c.Groups = []uint32{g}
+		}
+	}
+	return c
+}
+
+// programGroup is the group programs run in and the sockets the supervisor binds belong to
+// (group read and write), so that a program (QEMU) connects to them.
+// false: no children run as other users.
+func (id *identities) programGroup() (uint32, bool) {
+	c := id.of("") // no child is named "": the group gets a dynamic id of its own
+	if c == nil {
+		return 0, false
+	}
+	return c.Gid, true
+}
+
 // traversable reports whether every folder on dir's path lets others through, so that a
 // component running as another user reaches the folder made for it inside.
 func traversable(dir string) bool {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,20 @@ func (s *Supervisor) launch(c *child) {
 	}
 	runDir, out, cred := s.opts.RunDir, s.opts.Out, s.ids.of(name)
 	argv, program := programArgs(s.opts.Components, c.start)
+	var cmd *exec.Cmd
+	if program {
+		if cred = s.ids.program(name); c.start.Privileged {
+			cred = nil
+			s.log.Info(fmt.Sprintf("%s runs as the supervisor's user (privileged=\"yes\")", name))
+		}
+		if cmd, err = programCmd(bin, argv, c.start.Config, runDir, cred); err != nil {
+			s.failed(c, fmt.Errorf("%s: %w", name, err))
+			return
+		}
+		for i, f := range cmd.ExtraFiles {
+			s.log.Debug(fmt.Sprintf("%s gets %s as /proc/self/fd/%d", name, f.Name(), 3+i))
+		}
+	}
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
@@ -62,7 +77,7 @@ func (s *Supervisor) launch(c *child) {
 		var p *process
 		var err error
 		if program {
-			p, err = launchProgram(bin, argv, runDir, cpus, out, name)
+			p, err = launchProgram(bin, cmd, cpus, out, name)
 		} else {
 			p, err = launch(bin, runDir, cpus, out, name, cred, state, socks)
 		}

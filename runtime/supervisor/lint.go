@@ -52,6 +52,9 @@ func Check(file string, data []byte, binDirs []string, table component.Table) []
 			}
 			continue
 		}
+		if st.Privileged {
+			out = append(out, config.Errorf(st.Node.Pos, "privileged=\"yes\" of %q: only a program may run as the supervisor's user, a component is always confined", st.Name))
+		}
 		spec, err := table.Lookup(st.Binary)
 		if err != nil {
 			out = append(out, config.Errorf(binaryPos(st), "binary of %q: %v", st.Name, err))

@@ -28,6 +28,12 @@ func TestCheck(t *testing.T) {
 <start name="test_client"> <route> <any-service> <any-child/> </any-service> </route> </start>
 </config>`, nil},
 		{"syntax", "<config>\n<start name=\"x\">\n</config>", []string{"f.xml:3:"}},
+		{"privileged component", `<config>
+<start name="test_echo" privileged="yes"/>
+<start name="vm" privileged="yes"> <binary name="sh"/> <config> <arg value="sh"/> </config> </start>
+</config>`, []string{
+			`f.xml:2:2: privileged="yes" of "test_echo": only a program may run as the supervisor's user, a component is always confined`,
+		}},
 		{"unknown node and attribute", `<config>
 <start name="test_echo" rams="1M"> <provide/> </start>
 </config>`, []string{

@@ -51,7 +51,10 @@ type Start struct {
 	// exited or could not be launched starts again after the back-off. Genode's init leaves
 	// it exited.
 	Restart bool
-	Node    *config.Node
+	// Privileged (privileged="yes", our extension, for a program): the program runs as the
+	// supervisor's user, not confined as every other is (program.go).
+	Privileged bool
+	Node       *config.Node
 }
 
 // Alias is an <alias name child/>: sessions routed to child Name go to child Child.
@@ -114,7 +117,7 @@ var Schema = func() *config.Schema {
 		{Type: "heartbeat", Attrs: []string{"rate_ms"}},
 		{Type: "resource", Attrs: []string{"name", "preserve"}},
 		{Type: "alias", Attrs: []string{"name", "child"}},
-		{Type: "start", Attrs: []string{"name", "caps", "ram", "version", "priority", "ld", "managing_system", "restart"}, Nodes: []*config.Schema{
+		{Type: "start", Attrs: []string{"name", "caps", "ram", "version", "priority", "ld", "managing_system", "restart", "privileged"}, Nodes: []*config.Schema{
 			{Type: "binary", Attrs: []string{"name"}},
 			{Type: "affinity", Attrs: []string{"xpos", "ypos", "width", "height"}},
 			{Type: "resource", Attrs: []string{"name", "quantum"}},
@@ -309,6 +312,8 @@ func parseStart(n *config.Node, sc *Scenario, defaults startDefaults) (*Start, e
 	_, err = n.Number("caps", 0)
 	e.add(err)
 	s.Restart, err = n.Bool("restart", defaults.restart)
+	e.add(err)
+	s.Privileged, err = n.Bool("privileged", false)
 	e.add(err)
 	if a := n.Sub("affinity"); a != nil {
 		s.Affinity, err = parseLocation(a)

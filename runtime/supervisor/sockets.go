@@ -39,6 +39,15 @@ func (s *Supervisor) socketsOf(st *Start) ([]*boundSocket, error) {
 			if b, err = bindSocket(name, s.opts.RunDir); err != nil {
 				return nil, fmt.Errorf("%s: socket %s of %s: %w", st.Node.Pos, name, st.Name, err)
 			}
+			if g, ok := s.ids.programGroup(); ok {
+				// The program that connects (QEMU) runs in this group; the listening component
+				// has the descriptor, and needs no access to the file.
+				if err := shareSocket(b.path, g); err != nil {
+					b.file.Close()
+					os.Remove(b.path)
+					return nil, fmt.Errorf("%s: socket %s of %s: %w", st.Node.Pos, name, st.Name, err)
+				}
+			}
 			s.sockets[key] = b
 			s.log.Info(fmt.Sprintf("%s: listening on %s", st.Name, b.path))
 		}
@@ -78,6 +87,20 @@ func bindSocket(name, runDir string) (*boundSocket, error) {
 		return nil, err
 	}
 	return &boundSocket{name: name, path: path, file: f}, nil
+}
+
+// shareSocket gives the socket at path to group g, which may connect; what others may is
+// left as the supervisor's umask made it (an external QEMU of another user connects when it
+// lets them write).
+func shareSocket(path string, g uint32) error {
+	if err := os.Chown(path, -1, int(g)); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(path, fi.Mode().Perm()|0o060)
 }
 
 // socketFiles are st's sockets as extra files of its process, from fd first on, and the
