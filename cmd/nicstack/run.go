@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/internal/qemu"
+	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -53,6 +55,15 @@ binaries are looked up next to nicstack and in bin/.`,
 			for _, r := range supervisor.RemoveLeftovers() {
 				out.Logger(false).Info("removed what a killed run left: " + r)
 			}
+			if root, err := config.ParseFile(args[0]); err == nil {
+				built, err := qemu.PrepareImage(cmd.Context(), root)
+				if err != nil {
+					return fmt.Errorf("%s: %w", args[0], err)
+				}
+				if built {
+					out.Logger(false).Info("guest image ready", "folder", os.Getenv(qemu.ImageEnv))
+				}
+			} // a scenario that does not parse gets supervisor.New's error
 			s, err := supervisor.New(args[0], supervisor.Options{
 				Components: components.Table, ParentServices: hostservice.Services(),
 				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch, RunAs: runAs,
