@@ -26,14 +26,14 @@ type reference struct {
 func parseReference(s string) (reference, error) {
 	name, mtu, hasMTU := strings.Cut(s, "@")
 	r := reference{name: name}
-	if name == "qemu-user" || name == "qemu-tap" {
+	if name == "qemu-user" || name == "qemu-tap" || name == "passt" {
 		if hasMTU {
 			return r, fmt.Errorf("--compare %q: the QEMU references take no MTU", s)
 		}
 		return r, nil
 	}
 	if name != "kernel" && name != "pasta" {
-		return r, fmt.Errorf("--compare %q: expected kernel, pasta (optionally with @MTU: kernel@65000), qemu-user or qemu-tap", s)
+		return r, fmt.Errorf("--compare %q: expected kernel, pasta (optionally with @MTU: kernel@65000), qemu-user, qemu-tap or passt", s)
 	}
 	if hasMTU {
 		n, err := strconv.Atoi(mtu)
@@ -55,6 +55,8 @@ func (r reference) String() string {
 		return "qemu-user (QEMU's slirp)"
 	case r.name == "qemu-tap":
 		return "qemu-tap (TAP, kernel NAT)"
+	case r.name == "passt":
+		return "passt (QEMU's stream socket)"
 	default:
 		return "pasta (its MTU 65520)"
 	}
@@ -62,23 +64,31 @@ func (r reference) String() string {
 
 // shape says what the reference runs.
 func (r reference) shape() string {
-	if strings.HasPrefix(r.name, "qemu-") {
+	if r.isQEMU() {
 		return "the same QEMU guest"
 	}
 	return "same topology in namespaces"
 }
 
+// isQEMU says whether the reference runs the QEMU guest.
+func (r reference) isQEMU() bool { return strings.HasPrefix(r.name, "qemu-") || r.name == "passt" }
+
 // measureReference measures the reference path with real iperf3 in namespaces made here (the
 // shape of /work/shared/baselines/run.sh, whose third argument is ref's MTU): "kernel" is server
 // <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
-// and Ctrl-C (ctx).
-func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (mbps, cpu float64, err error) {
-	mode := ref.name
-	if strings.HasPrefix(mode, "qemu-") {
-		mbps, err := measureQEMU(ctx, ref, d, dir) // no cost figure: QEMU is most of the path
-		return mbps, 0, err
+// and Ctrl-C (ctx). The point has the throughput, and the path's cost (kernel, pasta) or its
+// processes' CPU (the QEMU references).
+func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (point, error) {
+	if ref.isQEMU() {
+		return measureQEMU(ctx, ref, d, dir)
 	}
+	mbps, cpu, err := measureNamespaces(ctx, ref, d, dir)
+	return point{Mbps: mbps, GbitPerCPUSecond: gbitPerCPUSecond(mbps, cpu)}, err
+}
+
+func measureNamespaces(ctx context.Context, ref reference, d time.Duration, dir string) (mbps, cpu float64, err error) {
+	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, 0, errors.New("needs root (network namespaces)")
 	}

@@ -24,7 +24,7 @@ func TestCompareReference(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	writeComparison(&out, []point{{Mbps: 15000, Direction: dirRX, Runs: 1}}, dirRX, reference{"kernel", 65000}, []float64{30000}, nil)
+	writeComparison(&out, []point{{Mbps: 15000, Direction: dirRX, Runs: 1}}, reference{"kernel", 65000}, point{Direction: dirRX, Mbps: 30000, MbpsRuns: []float64{30000}}, nil)
 	if !strings.Contains(out.String(), "kernel@65000, same topology in namespaces, rx: 30000 Mbit/s") ||
 		!strings.Contains(out.String(), "15000 Mbit/s = 0.50 x kernel@65000") {
 		t.Errorf("comparison:\n%s", out.String())
@@ -35,7 +35,7 @@ func TestCompareReference(t *testing.T) {
 	// References measured in every round: their median, and the range of the rounds' ratios.
 	out.Reset()
 	p := point{Mbps: 15000, MbpsRuns: []float64{12000, 15000, 16000}, Direction: dirRX, Runs: 3, GbitPerCPUSecond: 9}
-	writeComparison(&out, []point{p}, dirRX, reference{"pasta", 0}, []float64{10000, 12000, 8000}, []float64{6, 5, 7})
+	writeComparison(&out, []point{p}, reference{"pasta", 0}, point{Direction: dirRX, Mbps: 10000, MbpsRuns: []float64{10000, 12000, 8000}}, []float64{6, 5, 7})
 	if !strings.Contains(out.String(), "rx: 10000 Mbit/s (median of 3 runs, 8000-12000), 6.0 Gbit per CPU-second") ||
 		!strings.Contains(out.String(), "15000 Mbit/s = 1.50 x pasta (its MTU 65520) (rounds 1.20-2.00); 9.0 Gbit per CPU-second = 1.50 x") {
 		t.Errorf("comparison of 3 rounds:\n%s", out.String())

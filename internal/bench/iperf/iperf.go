@@ -42,6 +42,8 @@ const (
 // point is one point of the matrix in one direction, as printed and written by --json: the
 // medians of its runs. The driver's settings are null when the scenario has no ipxe_nic.
 type point struct {
+	// Reference names the --compare path a point measured; empty for the scenario's.
+	Reference     string             `json:"reference,omitempty"`
 	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
 	TxBatch       *bool              `json:"tx_batch"`
 	Direction     string             `json:"direction"`
@@ -143,8 +145,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	type refDir struct {
 		ref  reference
 		dir  string
-		mbps []float64
-		gbit []float64 // per CPU-second
+		runs []point
 		err  error
 	}
 	var refRuns []refDir
@@ -174,7 +175,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		for i := range refRuns {
 			rr := &refRuns[i]
 			prog.start(fmt.Sprintf("run %d of %d: %s, %s", round*perRound+len(matrix)+i+1, o.Runs*perRound, rr.ref, rr.dir))
-			mbps, cpu, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
+			p, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
 			prog.end()
 			if ctx.Err() != nil {
 				prog.finish()
@@ -184,10 +185,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 				rr.err = err
 				continue
 			}
-			rr.mbps = append(rr.mbps, mbps)
-			if g := gbitPerCPUSecond(mbps, cpu); g > 0 {
-				rr.gbit = append(rr.gbit, g)
-			}
+			rr.runs = append(rr.runs, p)
 		}
 	}
 	prog.finish()
@@ -197,24 +195,34 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction = m.itr, m.batch, m.dir
 	}
 	writeTables(out, points, sc, o)
+	var refPoints []point
 	for _, rr := range refRuns {
 		if rr.err != nil {
-			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.mbps), o.Runs, rr.err)
+			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.runs), o.Runs, rr.err)
 		}
-		if len(rr.mbps) > 0 {
-			writeComparison(out, points, rr.dir, rr.ref, rr.mbps, rr.gbit)
+		if len(rr.runs) > 0 {
+			rp := medianPoint(rr.runs)
+			rp.Reference, rp.Direction = rr.ref.name, rr.dir
+			var gbit []float64
+			for _, r := range rr.runs {
+				if r.GbitPerCPUSecond > 0 {
+					gbit = append(gbit, r.GbitPerCPUSecond)
+				}
+			}
+			writeComparison(out, points, rr.ref, rp, gbit)
+			refPoints = append(refPoints, rp)
 		}
 	}
 	if o.Verbose {
 		bench.PrintLoad(out)
 	}
 	if o.JSON != "" {
-		if err := bench.WriteJSON(o.JSON, points); err != nil {
+		if err := bench.WriteJSON(o.JSON, append(points, refPoints...)); err != nil {
 			return err
 		}
 	}
 	if o.Plot != "" {
-		if err := drawPlot(o.Plot, points); err != nil {
+		if err := drawPlot(o.Plot, points, refPoints); err != nil {
 			return err
 		}
 	}

@@ -3,8 +3,10 @@ package iperf
 import (
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -20,9 +22,11 @@ import (
 // under load dashed) and, per direction, every component's CPU against the
 // throttle setting: one category per rx_irq_throttle value as given (adaptive among them),
 // labelled with its interval and the interrupt rate it allows; a line per direction and
-// tx_batch setting (CPU: per component, tx_batch=yes dashed). Each panel's legend stands to
-// its right, outside the data.
-func drawPlot(path string, points []point) error {
+// tx_batch setting (CPU: per component, tx_batch=yes dashed). The --compare references (refs)
+// are dotted level lines across the categories: their throughput, and the CPU of each of their
+// processes in their direction's panel. Each panel's legend stands to its right, outside the
+// data.
+func drawPlot(path string, points, refs []point) error {
 	var cats []string
 	index := map[string]int{}
 	for _, p := range points {
@@ -144,6 +148,25 @@ func drawPlot(path string, points []point) error {
 			}
 		}
 	}
+	level := func(v float64) plotter.XYs {
+		return plotter.XYs{{X: -0.4, Y: v}, {X: float64(len(cats)) - 0.6, Y: v}}
+	}
+	levels := 0 // the CPU levels drawn, for a colour each after the components'
+	for ri, r := range refs {
+		name := r.Reference + " " + r.Direction
+		if err := addLevel(thr, &thrLegend, name, level(r.Mbps), len(lines)+ri); err != nil {
+			return err
+		}
+		if cpu[r.Direction] == nil {
+			continue
+		}
+		for _, n := range slices.Sorted(maps.Keys(r.CPU)) {
+			if err := addLevel(cpu[r.Direction], cpuLegend[r.Direction], r.Reference+": "+n, level(r.CPU[n]), len(r.CPU)+levels); err != nil {
+				return err
+			}
+			levels++
+		}
+	}
 	plots := [][]*plot.Plot{{thr}}
 	legends := []*plot.Legend{&thrLegend}
 	if rtt != nil {
@@ -213,6 +236,20 @@ func addLine(p *plot.Plot, lg *plot.Legend, name string, xy plotter.XYs, color i
 	}
 	p.Add(l, s)
 	lg.Add(name, l, s)
+	return nil
+}
+
+// addLevel adds a reference's level: a dotted line without marks.
+func addLevel(p *plot.Plot, lg *plot.Legend, name string, xy plotter.XYs, color int) error {
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return err
+	}
+	l.Color = plotColors[color%len(plotColors)]
+	l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+	l.Width = vg.Points(1.5)
+	p.Add(l)
+	lg.Add(name, l)
 	return nil
 }
 
