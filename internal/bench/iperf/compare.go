@@ -129,14 +129,7 @@ func measureNamespaces(ctx context.Context, ref reference, d time.Duration, dir 
 		r.run("ip", "netns", "exec", rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 		argv = append([]string{"ip", "netns", "exec", vm}, append(client, "-c", "198.18.0.2")...)
 	case "pasta":
-		r.ns(srv)
-		r.ip("link", "add", p+"a", "type", "veth", "peer", "name", p+"b")
-		r.ip("link", "set", p+"a", "netns", srv)
-		r.ip("link", "set", p+"b", "netns", srv)
-		r.ip("-n", srv, "addr", "add", "198.18.0.2/24", "dev", p+"a")
-		r.ip("-n", srv, "link", "set", p+"a", "up")
-		r.ip("-n", srv, "link", "set", p+"b", "up")
-		r.ip("-n", srv, "route", "add", "default", "via", "198.18.0.1", "dev", p+"a", "onlink")
+		r.nsWithRoute(srv, p)
 		// pasta's guest reaches the namespace's own sockets through the gateway address.
 		argv = []string{"ip", "netns", "exec", srv, "pasta", "--runas", "0", "--config-net", "-q"}
 		if ref.mtu > 0 {
@@ -206,6 +199,20 @@ func (r *refRun) ns(names ...string) {
 		r.nss = append(r.nss, n)
 		r.ip("-n", n, "link", "set", "lo", "up")
 	}
+}
+
+// nsWithRoute makes namespace ns with a default route, as pasta and passt need to take their
+// guest's address and gateway from: 198.18.0.2/24 on veth PREFIXa, via 198.18.0.1; the veth's
+// peer PREFIXb stays in ns, so nothing leaves it.
+func (r *refRun) nsWithRoute(ns, prefix string) {
+	r.ns(ns)
+	r.ip("link", "add", prefix+"a", "type", "veth", "peer", "name", prefix+"b")
+	r.ip("link", "set", prefix+"a", "netns", ns)
+	r.ip("link", "set", prefix+"b", "netns", ns)
+	r.ip("-n", ns, "addr", "add", "198.18.0.2/24", "dev", prefix+"a")
+	r.ip("-n", ns, "link", "set", prefix+"a", "up")
+	r.ip("-n", ns, "link", "set", prefix+"b", "up")
+	r.ip("-n", ns, "route", "add", "default", "via", "198.18.0.1", "dev", prefix+"a", "onlink")
 }
 
 // cleanup kills what was started and deletes the namespaces (their veths go with them). It

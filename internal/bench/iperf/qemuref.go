@@ -113,16 +113,7 @@ func measureQEMU(ctx context.Context, ref reference, d time.Duration, dir string
 		defer os.RemoveAll(tmp)
 		p := fmt.Sprintf("nsbq%d", os.Getpid())
 		srv, sock := p+"p", filepath.Join(tmp, "passt.sock")
-		// passt takes the guest's address and gateway from the namespace's default route: a
-		// veth whose peer stays in the namespace, so nothing leaves it.
-		r.ns(srv)
-		r.ip("link", "add", p+"a", "type", "veth", "peer", "name", p+"b")
-		r.ip("link", "set", p+"a", "netns", srv)
-		r.ip("link", "set", p+"b", "netns", srv)
-		r.ip("-n", srv, "addr", "add", "198.18.0.2/24", "dev", p+"a")
-		r.ip("-n", srv, "link", "set", p+"a", "up")
-		r.ip("-n", srv, "link", "set", p+"b", "up")
-		r.ip("-n", srv, "route", "add", "default", "via", "198.18.0.1", "dev", p+"a", "onlink")
+		r.nsWithRoute(srv, p)
 		if r.err != nil {
 			return point{}, r.err
 		}
