@@ -88,6 +88,7 @@ func drawPlot(path string, points, refs []point) error {
 	var dirs []string
 	cpu := map[string]*plot.Plot{}
 	cpuLegend := map[string]*plot.Legend{}
+	comps := 0 // the most components a CPU panel has lines of
 	for li, l := range lines {
 		xy := make(plotter.XYs, len(l.pts))
 		for i, p := range l.pts {
@@ -133,6 +134,7 @@ func drawPlot(path string, points, refs []point) error {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		comps = max(comps, len(names))
 		batched := l.pts[0].TxBatch != nil && *l.pts[0].TxBatch
 		for ni, n := range names {
 			xy := make(plotter.XYs, len(l.pts))
@@ -151,7 +153,7 @@ func drawPlot(path string, points, refs []point) error {
 	level := func(v float64) plotter.XYs {
 		return plotter.XYs{{X: -0.4, Y: v}, {X: float64(len(cats)) - 0.6, Y: v}}
 	}
-	levels := 0 // the CPU levels drawn, for a colour each after the components'
+	levels := comps // the CPU levels drawn, each in a colour after the components'
 	for ri, r := range refs {
 		name := r.Reference + " " + r.Direction
 		if err := addLevel(thr, &thrLegend, name, level(r.Mbps), len(lines)+ri); err != nil {
@@ -161,7 +163,7 @@ func drawPlot(path string, points, refs []point) error {
 			continue
 		}
 		for _, n := range slices.Sorted(maps.Keys(r.CPU)) {
-			if err := addLevel(cpu[r.Direction], cpuLegend[r.Direction], r.Reference+": "+n, level(r.CPU[n]), len(r.CPU)+levels); err != nil {
+			if err := addLevel(cpu[r.Direction], cpuLegend[r.Direction], r.Reference+": "+n, level(r.CPU[n]), levels); err != nil {
 				return err
 			}
 			levels++
