@@ -26,14 +26,14 @@ type reference struct {
 func parseReference(s string) (reference, error) {
 	name, mtu, hasMTU := strings.Cut(s, "@")
 	r := reference{name: name}
-	if name == "qemu-user" || name == "qemu-tap" {
+	if name == "qemu-user" || name == "qemu-tap" || name == "passt" {
 		if hasMTU {
 			return r, fmt.Errorf("--compare %q: the QEMU references take no MTU", s)
 		}
 		return r, nil
 	}
 	if name != "kernel" && name != "pasta" {
-		return r, fmt.Errorf("--compare %q: expected kernel, pasta (optionally with @MTU: kernel@65000), qemu-user or qemu-tap", s)
+		return r, fmt.Errorf("--compare %q: expected kernel, pasta (optionally with @MTU: kernel@65000), qemu-user, qemu-tap or passt", s)
 	}
 	if hasMTU {
 		n, err := strconv.Atoi(mtu)
@@ -55,6 +55,8 @@ func (r reference) String() string {
 		return "qemu-user (QEMU's slirp)"
 	case r.name == "qemu-tap":
 		return "qemu-tap (TAP, kernel NAT)"
+	case r.name == "passt":
+		return "passt (QEMU's stream socket)"
 	case guestReferences[r.name].title != "":
 		return r.name + " (" + guestReferences[r.name].title + ")"
 	default:
@@ -64,23 +66,31 @@ func (r reference) String() string {
 
 // shape says what the reference runs.
 func (r reference) shape() string {
-	if strings.HasPrefix(r.name, "qemu-") || guestReferences[r.name].title != "" {
+	if r.isQEMU() || guestReferences[r.name].title != "" {
 		return "the same QEMU guest"
 	}
 	return "same topology in namespaces"
 }
 
+// isQEMU says whether the reference runs the QEMU guest.
+func (r reference) isQEMU() bool { return strings.HasPrefix(r.name, "qemu-") || r.name == "passt" }
+
 // measureReference measures the reference path with real iperf3 in namespaces made here (the
 // shape of /work/shared/baselines/run.sh, whose third argument is ref's MTU): "kernel" is server
 // <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
-// and Ctrl-C (ctx).
-func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (mbps, cpu float64, err error) {
-	mode := ref.name
-	if strings.HasPrefix(mode, "qemu-") {
-		mbps, err := measureQEMU(ctx, ref, d, dir) // no cost figure: QEMU is most of the path
-		return mbps, 0, err
+// and Ctrl-C (ctx). The point has the throughput, and the path's cost (kernel, pasta) or its
+// processes' CPU (the QEMU references).
+func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (point, error) {
+	if ref.isQEMU() {
+		return measureQEMU(ctx, ref, d, dir)
 	}
+	mbps, cpu, err := measureNamespaces(ctx, ref, d, dir)
+	return point{Mbps: mbps, GbitPerCPUSecond: gbitPerCPUSecond(mbps, cpu)}, err
+}
+
+func measureNamespaces(ctx context.Context, ref reference, d time.Duration, dir string) (mbps, cpu float64, err error) {
+	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, 0, errors.New("needs root (network namespaces)")
 	}
@@ -121,14 +131,7 @@ func measureReference(ctx context.Context, ref reference, d time.Duration, dir s
 		r.run("ip", "netns", "exec", rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 		argv = append([]string{"ip", "netns", "exec", vm}, append(client, "-c", "198.18.0.2")...)
 	case "pasta":
-		r.ns(srv)
-		r.ip("link", "add", p+"a", "type", "veth", "peer", "name", p+"b")
-		r.ip("link", "set", p+"a", "netns", srv)
-		r.ip("link", "set", p+"b", "netns", srv)
-		r.ip("-n", srv, "addr", "add", "198.18.0.2/24", "dev", p+"a")
-		r.ip("-n", srv, "link", "set", p+"a", "up")
-		r.ip("-n", srv, "link", "set", p+"b", "up")
-		r.ip("-n", srv, "route", "add", "default", "via", "198.18.0.1", "dev", p+"a", "onlink")
+		r.nsWithRoute(srv, p)
 		// pasta's guest reaches the namespace's own sockets through the gateway address.
 		argv = []string{"ip", "netns", "exec", srv, "pasta", "--runas", "0", "--config-net", "-q"}
 		if ref.mtu > 0 {
@@ -198,6 +201,20 @@ func (r *refRun) ns(names ...string) {
 		r.nss = append(r.nss, n)
 		r.ip("-n", n, "link", "set", "lo", "up")
 	}
+}
+
+// nsWithRoute makes namespace ns with a default route, as pasta and passt need to take their
+// guest's address and gateway from: 198.18.0.2/24 on veth PREFIXa, via 198.18.0.1; the veth's
+// peer PREFIXb stays in ns, so nothing leaves it.
+func (r *refRun) nsWithRoute(ns, prefix string) {
+	r.ns(ns)
+	r.ip("link", "add", prefix+"a", "type", "veth", "peer", "name", prefix+"b")
+	r.ip("link", "set", prefix+"a", "netns", ns)
+	r.ip("link", "set", prefix+"b", "netns", ns)
+	r.ip("-n", ns, "addr", "add", "198.18.0.2/24", "dev", prefix+"a")
+	r.ip("-n", ns, "link", "set", prefix+"a", "up")
+	r.ip("-n", ns, "link", "set", prefix+"b", "up")
+	r.ip("-n", ns, "route", "add", "default", "via", "198.18.0.1", "dev", prefix+"a", "onlink")
 }
 
 // cleanup kills what was started and deletes the namespaces (their veths go with them). It

@@ -42,16 +42,17 @@ const (
 // point is one point of the matrix in one direction, as printed and written by --json: the
 // medians of its runs. The driver's settings are null when the scenario has no ipxe_nic.
 type point struct {
-	RxIrqThrottle *throttle `json:"rx_irq_throttle"`
-	TxBatch       *bool     `json:"tx_batch"`
-	// Reference is a --compare that runs in a guest scenario's place (guestReferences).
-	Reference string             `json:"reference,omitempty"`
-	Direction string             `json:"direction"`
-	Runs      int                `json:"runs"`      // runs that measured; the figures are their medians
-	Mbps      float64            `json:"mbps"`      // receiver side, as iperf reports it
-	MbpsRuns  []float64          `json:"mbps_runs"` // each run's, in the order measured
-	CPU       map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
-	IrqsPerS  float64            `json:"irqs_per_s"`
+	// Reference names the --compare path a point measured (a guest scenario's, guestReferences,
+	// runs in the matrix); empty for the scenario's.
+	Reference     string             `json:"reference,omitempty"`
+	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
+	TxBatch       *bool              `json:"tx_batch"`
+	Direction     string             `json:"direction"`
+	Runs          int                `json:"runs"`      // runs that measured; the figures are their medians
+	Mbps          float64            `json:"mbps"`      // receiver side, as iperf reports it
+	MbpsRuns      []float64          `json:"mbps_runs"` // each run's, in the order measured
+	CPU           map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
+	IrqsPerS      float64            `json:"irqs_per_s"`
 	// per 1000 frames the NIC sent: interrupts with a TX cause (TXDW, TXQE), TDT doorbells
 	TxIrqsPerK    float64 `json:"tx_irqs_per_kframe"`
 	DoorbellsPerK float64 `json:"doorbells_per_kframe"`
@@ -150,8 +151,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	type refDir struct {
 		ref  reference
 		dir  string
-		mbps []float64
-		gbit []float64 // per CPU-second
+		runs []point
 		err  error
 	}
 	var refRuns []refDir
@@ -181,7 +181,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		for i := range refRuns {
 			rr := &refRuns[i]
 			prog.start(fmt.Sprintf("run %d of %d: %s, %s", round*perRound+len(matrix)+i+1, o.Runs*perRound, rr.ref, rr.dir))
-			mbps, cpu, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
+			p, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
 			prog.end()
 			if ctx.Err() != nil {
 				prog.finish()
@@ -191,10 +191,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 				rr.err = err
 				continue
 			}
-			rr.mbps = append(rr.mbps, mbps)
-			if g := gbitPerCPUSecond(mbps, cpu); g > 0 {
-				rr.gbit = append(rr.gbit, g)
-			}
+			rr.runs = append(rr.runs, p)
 		}
 	}
 	prog.finish()
@@ -206,27 +203,37 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	writeTables(out, points, sc, o)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
-			writeComparison(out, points, p.Direction, reference{name: p.Reference}, p.MbpsRuns, nil)
+			writeComparison(out, points, reference{name: p.Reference}, p, nil)
 		}
 	}
+	var refPoints []point
 	for _, rr := range refRuns {
 		if rr.err != nil {
-			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.mbps), o.Runs, rr.err)
+			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.runs), o.Runs, rr.err)
 		}
-		if len(rr.mbps) > 0 {
-			writeComparison(out, points, rr.dir, rr.ref, rr.mbps, rr.gbit)
+		if len(rr.runs) > 0 {
+			rp := medianPoint(rr.runs)
+			rp.Reference, rp.Direction = rr.ref.name, rr.dir
+			var gbit []float64
+			for _, r := range rr.runs {
+				if r.GbitPerCPUSecond > 0 {
+					gbit = append(gbit, r.GbitPerCPUSecond)
+				}
+			}
+			writeComparison(out, points, rr.ref, rp, gbit)
+			refPoints = append(refPoints, rp)
 		}
 	}
 	if o.Verbose {
 		bench.PrintLoad(out)
 	}
 	if o.JSON != "" {
-		if err := bench.WriteJSON(o.JSON, points); err != nil {
+		if err := bench.WriteJSON(o.JSON, append(points, refPoints...)); err != nil {
 			return err
 		}
 	}
 	if o.Plot != "" {
-		if err := drawPlot(o.Plot, points); err != nil {
+		if err := drawPlot(o.Plot, points, refPoints); err != nil {
 			return err
 		}
 	}

@@ -3,8 +3,10 @@ package iperf
 import (
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -20,14 +22,17 @@ import (
 // under load dashed) and, per direction, every component's CPU against the
 // throttle setting: one category per rx_irq_throttle value as given (adaptive among them),
 // labelled with its interval and the interrupt rate it allows; a line per direction and
-// tx_batch setting (CPU: per component, tx_batch=yes dashed). Each panel's legend stands to
-// its right, outside the data. A guest reference's points are not drawn: the tables compare
-// them.
-func drawPlot(path string, all []point) error {
+// tx_batch setting (CPU: per component, tx_batch=yes dashed). The --compare references (refs,
+// and a guest scenario's reference points among all) are dotted level lines across the
+// categories: their throughput, and the CPU of each of their processes in their direction's
+// panel. Each panel's legend stands to its right, outside the data.
+func drawPlot(path string, all, refs []point) error {
 	var points []point
 	for _, p := range all {
 		if p.Reference == "" {
 			points = append(points, p)
+		} else {
+			refs = append(refs, p)
 		}
 	}
 	var cats []string
@@ -91,6 +96,7 @@ func drawPlot(path string, all []point) error {
 	var dirs []string
 	cpu := map[string]*plot.Plot{}
 	cpuLegend := map[string]*plot.Legend{}
+	comps := 0 // the most components a CPU panel has lines of
 	for li, l := range lines {
 		xy := make(plotter.XYs, len(l.pts))
 		for i, p := range l.pts {
@@ -136,6 +142,7 @@ func drawPlot(path string, all []point) error {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		comps = max(comps, len(names))
 		batched := l.pts[0].TxBatch != nil && *l.pts[0].TxBatch
 		for ni, n := range names {
 			xy := make(plotter.XYs, len(l.pts))
@@ -149,6 +156,25 @@ func drawPlot(path string, all []point) error {
 			if err := addLine(cpu[dir], cpuLegend[dir], name, xy, ni, batched); err != nil {
 				return err
 			}
+		}
+	}
+	level := func(v float64) plotter.XYs {
+		return plotter.XYs{{X: -0.4, Y: v}, {X: float64(len(cats)) - 0.6, Y: v}}
+	}
+	levels := comps // the CPU levels drawn, each in a colour after the components'
+	for ri, r := range refs {
+		name := r.Reference + " " + r.Direction
+		if err := addLevel(thr, &thrLegend, name, level(r.Mbps), len(lines)+ri); err != nil {
+			return err
+		}
+		if cpu[r.Direction] == nil {
+			continue
+		}
+		for _, n := range slices.Sorted(maps.Keys(r.CPU)) {
+			if err := addLevel(cpu[r.Direction], cpuLegend[r.Direction], r.Reference+": "+n, level(r.CPU[n]), levels); err != nil {
+				return err
+			}
+			levels++
 		}
 	}
 	plots := [][]*plot.Plot{{thr}}
@@ -220,6 +246,20 @@ func addLine(p *plot.Plot, lg *plot.Legend, name string, xy plotter.XYs, color i
 	}
 	p.Add(l, s)
 	lg.Add(name, l, s)
+	return nil
+}
+
+// addLevel adds a reference's level: a dotted line without marks.
+func addLevel(p *plot.Plot, lg *plot.Legend, name string, xy plotter.XYs, color int) error {
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return err
+	}
+	l.Color = plotColors[color%len(plotColors)]
+	l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+	l.Width = vg.Points(1.5)
+	p.Add(l)
+	lg.Add(name, l)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package iperf
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -128,12 +129,13 @@ func (p point) setting() string {
 	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
 }
 
-// writeComparison prints a reference path's result in one direction, the median of its runs,
-// and the ratio of every point of that direction to it: of the medians, and the range of the
-// rounds' ratios when every round measured both. gbit are the reference's runs in Gbit per
-// CPU-second of its whole path; when there are some, the points' cost is compared too.
-func writeComparison(out io.Writer, points []point, dir string, ref reference, runs, gbit []float64) {
-	mbps := bench.Median(runs, func(v float64) float64 { return v })
+// writeComparison prints a reference path's result in one direction (rp, the median of its
+// runs), its processes' CPU, and the ratio of every point of that direction to it: of the
+// medians, and the range of the rounds' ratios when every round measured both. gbit are the
+// reference's runs in Gbit per CPU-second of its whole path; when there are some, the points'
+// cost is compared too.
+func writeComparison(out io.Writer, points []point, ref reference, rp point, gbit []float64) {
+	dir, runs, mbps := rp.Direction, rp.MbpsRuns, rp.Mbps
 	perCPU := bench.Median(gbit, func(v float64) float64 { return v })
 	fmt.Fprintf(out, "\n%s, %s, %s: %.0f Mbit/s", ref, ref.shape(), dir, mbps)
 	if len(runs) > 1 {
@@ -143,6 +145,14 @@ func writeComparison(out io.Writer, points []point, dir string, ref reference, r
 		fmt.Fprintf(out, ", %.1f Gbit per CPU-second", perCPU)
 	}
 	fmt.Fprintln(out)
+	if len(rp.CPU) > 0 {
+		names := slices.Sorted(maps.Keys(rp.CPU))
+		fmt.Fprint(out, "  CPU while the guest's iperf ran, % of one CPU (medians):")
+		for _, n := range names {
+			fmt.Fprintf(out, " %s %.0f", n, rp.CPU[n])
+		}
+		fmt.Fprintln(out)
+	}
 	for _, p := range points {
 		if p.Direction != dir || p.Runs == 0 || mbps <= 0 || p.Reference != "" {
 			continue

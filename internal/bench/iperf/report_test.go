@@ -66,14 +66,23 @@ func TestThrottleJSON(t *testing.T) {
 	}
 }
 
-// The plot draws a categorical throttle axis, adaptive included, with a CPU panel per direction.
+// The plot draws a categorical throttle axis, adaptive included, with a CPU panel per
+// direction, and the references' levels next to the scenario's lines.
 func TestPlot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "iperf.png")
-	if err := drawPlot(path, samplePoints()); err != nil {
+	if err := drawPlot(path, samplePoints(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Size() < 10000 {
-		t.Errorf("plot: %v, %v", fi, err)
+	alone, err := os.Stat(path)
+	if err != nil || alone.Size() < 10000 {
+		t.Fatalf("plot: %v, %v", alone, err)
+	}
+	refs := []point{{Reference: "passt", Direction: dirRX, Runs: 3, Mbps: 900, CPU: map[string]float64{"qemu": 99, "passt": 40, machine: 180}}}
+	if err := drawPlot(path, samplePoints(), refs); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() <= alone.Size() {
+		t.Errorf("plot with a reference: %v, %v; without: %d bytes", fi, err, alone.Size())
 	}
 	for itr, want := range map[string]string{"0": "0\noff", "651": "651\n166.7µs\n≤6000/s", "5580": "5580\n1.43ms\n≤700/s", "adaptive": "adaptive"} {
 		if got := throttleLabel(itr); got != want {
