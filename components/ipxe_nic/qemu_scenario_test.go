@@ -87,8 +87,11 @@ func TestQEMUe1000eThroughVFIO(t *testing.T) {
 	g := runGuest(t)
 	drv := componentIn(g.status(t, "status"), "nic_drv").Counters
 	t.Logf("nic_drv in the guest: %v", drv)
-	if g.server["iperf_tests"] != 1 || g.server["iperf_errors"] != 0 || drv["rx_bytes"] < 1<<20 || drv["tx_bytes"] < 1<<20 || drv["interrupts"] == 0 {
-		t.Errorf("remote_host's iperf counters %v, nic_drv's %v: want a test without errors and a MiB each way", g.server, drv)
+	// A quarter MiB each way: data, not just handshakes. More is a benchmark's question: under
+	// `make test`'s parallel packages a TCG guest on 2 cores once sent 776 KB in the 3 s while
+	// receiving 24 MB (its vm starved of vCPU), where a quiet run moves 10-30 MB each way.
+	if g.server["iperf_tests"] != 1 || g.server["iperf_errors"] != 0 || drv["rx_bytes"] < 1<<18 || drv["tx_bytes"] < 1<<18 || drv["interrupts"] == 0 {
+		t.Errorf("remote_host's iperf counters %v, nic_drv's %v: want a test without errors and a quarter MiB each way", g.server, drv)
 	}
 	for _, want := range []string{
 		`[guest] [nic_drv] level=INFO msg="link up" speed_mbit=1000`,
