@@ -2,7 +2,6 @@ package linuxref
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,39 +146,4 @@ func children() []string {
 		}
 	}
 	return out
-}
-
-// BenchmarkLinuxReference prints the reference of deploy/qemu_e1000e in both directions
-// (rx: remote_host sends to the vm, iperf -R; tx: the vm sends), 8 s each, three rounds
-// with the directions interleaved, and the medians: throughput, the whole guest's CPU in
-// percent of one of its two vCPUs, and the e1000e's interrupts per second. One invocation:
-//
-//	go test ./internal/bench/linuxref -run '^$' -bench LinuxReference -benchtime 1x
-func BenchmarkLinuxReference(b *testing.B) {
-	testutil.RequireRoot(b)
-	bins := binaries(b)
-	const rounds, seconds = 3, 8
-	bench.PrintLoad(os.Stdout)
-	fmt.Printf("%-6s %5s %8s %7s %8s   (Linux's e1000e, forwarding and NAT in the guest; iperf %d s; TCG unless KVM works)\n",
-		"dir", "round", "Mbit/s", "guest", "irq/s", seconds)
-	for range b.N {
-		runs := map[string][]Result{}
-		for round := 1; round <= rounds; round++ {
-			for _, dir := range []string{"rx", "tx"} {
-				r, err := Run(context.Background(), bench.Components{Bins: []string{bins}}, scenario, dir, seconds*time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				runs[dir] = append(runs[dir], r)
-				fmt.Printf("%-6s %5d %8.1f %6.0f%% %8.0f\n", dir, round, r.Mbps, r.GuestCPU, r.IRQPerSecond)
-			}
-		}
-		for _, dir := range []string{"rx", "tx"} {
-			fmt.Printf("%-6s %5s %8.1f %6.0f%% %8.0f\n", dir, "median",
-				bench.Median(runs[dir], func(r Result) float64 { return r.Mbps }),
-				bench.Median(runs[dir], func(r Result) float64 { return r.GuestCPU }),
-				bench.Median(runs[dir], func(r Result) float64 { return r.IRQPerSecond }))
-		}
-	}
-	bench.PrintLoad(os.Stdout)
 }
