@@ -124,7 +124,7 @@ func (p *params) check(client bool) error {
 		return &Error{Code: CodeNumStreams}
 	case p.Time < 0 || p.Time > maxTime:
 		return &Error{Code: CodeDuration}
-	case p.Omit < 0 || p.Omit > maxOmit:
+	case p.Omit < 0 || p.Omit > MaxOmit:
 		return &Error{Code: CodeOmit}
 	case (p.Time > 0 && client && (p.Num > 0 || p.BlockCount > 0)) || (p.Num > 0 && p.BlockCount > 0):
 		return &Error{Code: CodeEndConditions}

@@ -49,7 +49,7 @@ const (
 	maxMSS              = 9 * 1024
 	maxStreams          = 128
 	maxTime             = 86400
-	maxOmit             = 60
+	MaxOmit             = 60 // seconds of -O
 	maxBurst            = 1000
 	defaultPacingTimer  = 1000 // µs between checks of a rate-limited stream (--pacing-timer)
 	// --rcv-timeout in ms: DEFAULT_NO_MSG_RCVD_TIMEOUT and MIN_NO_MSG_RCVD_TIMEOUT; the most

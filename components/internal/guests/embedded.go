@@ -237,8 +237,9 @@ func (h *Host) run(ctx context.Context) {
 	default:
 		deadline := time.Now().Add(clientRetry)
 		for ctx.Err() == nil {
-			during := h.rrDuring(ctx, cmd.ClientConfig(h.st).Duration)
-			rep, err := iperf.RunClient(ctx, cmd.ClientConfig(h.st))
+			cfg := cmd.ClientConfig(h.st)
+			during := h.rrDuring(ctx, time.Duration(cfg.Omit)*time.Second, cfg.Duration)
+			rep, err := iperf.RunClient(ctx, cfg)
 			loaded := during()
 			var ie *iperf.Error
 			unreachable := errors.As(err, &ie) && (ie.Code == iperf.CodeConnect || ie.Code == iperf.CodeAccessDenied)
@@ -270,21 +271,22 @@ type rrResult struct {
 	err error
 }
 
-// rrDuring starts the rr client's test, if the config has one, during an iperf test of d that
-// starts now: after its first second (connection, slow start) each size for an equal share of
-// the rest, less a last second. The function returned waits for it (an iperf test that ended
-// early does not cut it short: a loaded machine may have started it late) and says what it
-// measured.
-func (h *Host) rrDuring(ctx context.Context, d time.Duration) func() []rrResult {
+// rrDuring starts the rr client's test, if the config has one, during an iperf test that
+// starts now and measures d after omit: from the end of omit, or of its first second
+// (connection, slow start), each size for an equal share of the rest, less a last second.
+// The function returned waits for it (an iperf test that ended early does not cut it short: a
+// loaded machine may have started it late) and says what it measured.
+func (h *Host) rrDuring(ctx context.Context, omit, d time.Duration) func() []rrResult {
 	c := h.cfg.RR
-	if c == nil || c.Server || d <= 2*time.Second {
+	lead := max(omit, time.Second)
+	if c == nil || c.Server || omit+d-time.Second-lead <= 0 {
 		return func() []rrResult { return nil }
 	}
 	done := make(chan []rrResult, 1)
 	go func() {
 		var out []rrResult
-		start := time.Now().Add(time.Second)
-		share := (d - 2*time.Second) / time.Duration(len(c.Sizes))
+		start := time.Now().Add(lead)
+		share := (omit + d - time.Second - lead) / time.Duration(len(c.Sizes))
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Until(start)):

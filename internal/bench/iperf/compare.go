@@ -81,15 +81,15 @@ func (r reference) isQEMU() bool { return strings.HasPrefix(r.name, "qemu-") || 
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
 // and Ctrl-C (ctx). The point has the throughput, and the path's cost (kernel, pasta) or its
 // processes' CPU (the QEMU references).
-func measureReference(ctx context.Context, ref reference, d time.Duration, dir string) (point, error) {
+func measureReference(ctx context.Context, ref reference, t testTime, dir string) (point, error) {
 	if ref.isQEMU() {
-		return measureQEMU(ctx, ref, d, dir)
+		return measureQEMU(ctx, ref, t, dir)
 	}
-	mbps, cpu, err := measureNamespaces(ctx, ref, d, dir)
+	mbps, cpu, err := measureNamespaces(ctx, ref, t, dir)
 	return point{Mbps: mbps, GbitPerCPUSecond: gbitPerCPUSecond(mbps, cpu)}, err
 }
 
-func measureNamespaces(ctx context.Context, ref reference, d time.Duration, dir string) (mbps, cpu float64, err error) {
+func measureNamespaces(ctx context.Context, ref reference, t testTime, dir string) (mbps, cpu float64, err error) {
 	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, 0, errors.New("needs root (network namespaces)")
@@ -106,7 +106,7 @@ func measureNamespaces(ctx context.Context, ref reference, d time.Duration, dir 
 	r := &refRun{ctx: ctx}
 	defer r.cleanup()
 	srv, rtr, vm := p+"s", p+"r", p+"v"
-	client := append([]string{"iperf3", "-J", "-t", strconv.Itoa(int(d.Seconds() + 0.5))},
+	client := append(append([]string{"iperf3", "-J"}, t.args()...),
 		directionArgs(&iperf.Command{Reverse: dir == dirRX, Bidir: dir == dirBidir})...)
 	var argv []string
 	switch mode {
@@ -168,7 +168,7 @@ func measureNamespaces(ctx context.Context, ref reference, d time.Duration, dir 
 		// pasta carries the traffic in its own process (iperf3's client is its child, counted
 		// in the report): its CPU time over the test is the path's too.
 		own := c.ProcessState.UserTime() + c.ProcessState.SystemTime()
-		cpu += 100 * own.Seconds() / d.Seconds()
+		cpu += 100 * own.Seconds() / t.total().Seconds()
 	}
 	return bothWays(&rep), cpu, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/internal/bench"
+	"github.com/nicstack/nicstack/iperf"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -94,17 +95,38 @@ type Options struct {
 	Batches    []string      // the driver's tx_batch values (yes, no)
 	Directions []string      // rx, tx, bidir
 	Runs       int           // runs per point, in rounds over the matrix; medians are reported
-	Time       time.Duration // iperf test time per run
-	JSON       string        // also write the points to this file
-	Plot       string        // draw throughput and CPU against the throttle value into this PNG
-	Compare    []string      // reference paths to measure as well: kernel, pasta, NAME@MTU
-	Latency    bool          // also time request/response round trips (rr), idle and during the test
+	Time       time.Duration // iperf test time per run, measured
+	// Omit is left out at each test's start, whole seconds (iperf3's -O): TCP's slow start,
+	// whose length follows the round trip (an ITR interval adds to it), counts in neither
+	// the throughput nor the components' CPU.
+	Omit    time.Duration
+	JSON    string   // also write the points to this file
+	Plot    string   // draw throughput and CPU against the throttle value into this PNG
+	Compare []string // reference paths to measure as well: kernel, pasta, NAME@MTU
+	Latency bool     // also time request/response round trips (rr), idle and during the test
 	// UDPRate, when not 0, makes the test a UDP stream of that many 64-byte datagrams per
 	// second instead of bulk TCP: a load that leaves the receiver time between frames, so that
 	// the interrupt rate follows the driver's throttle rather than the receiver's speed.
 	UDPRate int
 	bench.Components
 }
+
+// testTime is one iperf test's length: run measured after omit left out (iperf3's -t and -O).
+type testTime struct{ run, omit time.Duration }
+
+func (o Options) test() testTime { return testTime{o.Time, o.Omit} }
+
+// args are iperf3's options for it.
+func (t testTime) args() []string {
+	a := []string{"-t", strconv.Itoa(int(t.run.Seconds() + 0.5))}
+	if t.omit > 0 {
+		a = append(a, "-O", strconv.Itoa(int(t.omit.Seconds())))
+	}
+	return a
+}
+
+// total is how long the test runs.
+func (t testTime) total() time.Duration { return t.run + t.omit }
 
 // setting is one point of the matrix before it is measured.
 type setting struct {
@@ -124,6 +146,9 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	}
 	if errs := supervisor.Check(path, data, o.Bins, components.Table); len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	if o.Omit < 0 || o.Omit%time.Second != 0 || o.Omit > iperf.MaxOmit*time.Second {
+		return fmt.Errorf("--omit %v: iperf3 leaves out whole seconds, 0s to %ds", o.Omit, iperf.MaxOmit)
 	}
 	sc, err := loadScenario(path)
 	if err != nil {
@@ -161,7 +186,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		}
 	}
 	perRound := len(matrix) + len(refRuns)
-	prog := newProgress(o.Runs*perRound, o.Time, o.Verbose)
+	prog := newProgress(o.Runs*perRound, o.test().total(), o.Verbose)
 	runs := make([][]point, len(matrix))
 	for round := range o.Runs {
 		for i, m := range matrix {
@@ -181,7 +206,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		for i := range refRuns {
 			rr := &refRuns[i]
 			prog.start(fmt.Sprintf("run %d of %d: %s, %s", round*perRound+len(matrix)+i+1, o.Runs*perRound, rr.ref, rr.dir))
-			p, err := measureReference(ctx, rr.ref, o.Time, rr.dir)
+			p, err := measureReference(ctx, rr.ref, o.test(), rr.dir)
 			prog.end()
 			if ctx.Err() != nil {
 				prog.finish()

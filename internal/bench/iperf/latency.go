@@ -44,9 +44,10 @@ func rrCommand(host string) string {
 }
 
 // rrTests is how many rr tests a client runs: each size idle, and during the bulk test when
-// it lasts long enough for one (guests.Host.rrDuring).
-func rrTests(d time.Duration) uint64 {
-	if d > 2*time.Second {
+// it lasts long enough for one: beyond its omitted seconds, or its first, and a last second
+// (guests.Host.rrDuring).
+func rrTests(t testTime) uint64 {
+	if t.total()-time.Second > max(t.omit, time.Second) {
 		return uint64(2 * len(rrSizes))
 	}
 	return uint64(len(rrSizes))
@@ -57,12 +58,12 @@ const rrWait = 30 * time.Second
 
 // readRR waits until every client finished its rr tests and reads their figures (of several
 // clients, the worst percentiles).
-func (sc *scenario) readRR(ctx context.Context, s *supervisor.Supervisor, d time.Duration) ([]rrFigure, error) {
+func (sc *scenario) readRR(ctx context.Context, s *supervisor.Supervisor, t testTime) ([]rrFigure, error) {
 	deadline := time.Now().Add(rrWait)
 	for {
 		st, ok := s.Status()
 		if ok {
-			figs, done, err := sc.rrFigures(st, rrTests(d))
+			figs, done, err := sc.rrFigures(st, rrTests(t))
 			if err != nil || done {
 				return figs, err
 			}

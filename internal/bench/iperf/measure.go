@@ -58,8 +58,8 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps,
 	for ctx.Err() == nil {
 		path, ok := s.Netns(c.netns)
 		if ok {
-			argv := []string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
-				"-t", strconv.Itoa(int(c.cmd.Time + 0.5)), "-P", strconv.Itoa(c.cmd.Parallel)}
+			argv := append([]string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
+				"-P", strconv.Itoa(c.cmd.Parallel)}, testTime{time.Duration(c.cmd.Time * float64(time.Second)), time.Duration(c.cmd.Omit) * time.Second}.args()...)
 			if c.cmd.UDP {
 				argv = append(argv, "-u", "-b", strconv.FormatUint(c.cmd.Rate, 10), "-l", strconv.Itoa(c.cmd.Length))
 			}
@@ -95,6 +95,24 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps,
 // activeBytes is the traffic in an interval that counts it as measured (not start-up or DHCP).
 const activeBytes = 1 << 20
 
+// trafficWindow picks the intervals between two status samples that are measured: those that
+// carried traffic, from omit after the first one did (iperf's -O leaves those seconds out of
+// its result, and the components' CPU leaves them out too).
+type trafficWindow struct {
+	omit time.Duration
+	from time.Time // the traffic began, plus omit; zero before
+}
+
+func (w *trafficWindow) counts(prev, cur sample) bool {
+	if cur.traffic-prev.traffic < activeBytes || prev.status.Components == nil {
+		return false
+	}
+	if w.from.IsZero() {
+		w.from = prev.at.Add(w.omit)
+	}
+	return !prev.at.Before(w.from)
+}
+
 // measure runs the scenario once at setting m.
 func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *progress) (point, error) {
 	p := point{CPU: map[string]float64{}}
@@ -128,7 +146,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	for _, c := range sc.clients {
 		if c.netns != "" {
 			go func() {
-				ctx, cancel := context.WithTimeout(runCtx, o.Time+60*time.Second)
+				ctx, cancel := context.WithTimeout(runCtx, o.test().total()+60*time.Second)
 				defer cancel()
 				mbps, cpu, retr, err := runInNetns(ctx, s, c)
 				measured <- result{c.name, mbps, cpu, retr, err}
@@ -137,12 +155,13 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	}
 	var acc counterDeltas
 	var retransmits uint64
-	limit := o.Time + 60*time.Second
+	limit := o.test().total() + 60*time.Second
 	if sc.inGuest() {
 		limit += 3 * time.Minute // TCG boots the guest and its scenario slowly on a loaded machine
 	}
 	deadline := time.Now().Add(limit)
 	prev := sample{at: time.Now()}
+	win := trafficWindow{omit: o.Omit}
 	for {
 		select {
 		case <-ctx.Done():
@@ -164,9 +183,11 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 			continue
 		}
 		cur := sc.read(st, results)
-		if cur.traffic-prev.traffic >= activeBytes && prev.status.Components != nil {
+		if win.counts(prev, cur) {
 			acc.add(prev, cur)
-			prog.traffic(acc.seconds)
+		}
+		if !win.from.IsZero() {
+			prog.traffic(cur.at.Sub(win.from).Seconds() + o.Omit.Seconds())
 		}
 		prev = cur
 		if cur.finished == len(sc.clients) {
@@ -195,7 +216,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 		}
 	}
 	if o.Latency {
-		p.RR, err = sc.readRR(ctx, s, o.Time)
+		p.RR, err = sc.readRR(ctx, s, o.test())
 	}
 	return p, err
 }

@@ -38,7 +38,7 @@ const guestReport = "json "
 // guestStart is the marker the guest prints as its iperf starts.
 const guestStart = "iperf-start"
 
-func measureQEMU(ctx context.Context, ref reference, d time.Duration, dir string) (point, error) {
+func measureQEMU(ctx context.Context, ref reference, t testTime, dir string) (point, error) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		return point{}, err
 	}
@@ -46,7 +46,7 @@ func measureQEMU(ctx context.Context, ref reference, d time.Duration, dir string
 	if err != nil {
 		return point{}, err
 	}
-	client := []string{"-t", strconv.Itoa(int(d.Seconds() + 0.5)), "-J"}
+	client := append(t.args(), "-J")
 	client = append(client, directionArgs(&iperf.Command{Reverse: dir == dirRX, Bidir: dir == dirBidir})...)
 	cfg := qemu.Config{Image: im}
 	var server []string
@@ -149,7 +149,7 @@ func measureQEMU(ctx context.Context, ref reference, d time.Duration, dir string
 		return point{}, err
 	}
 	defer vm.Kill()
-	wait, cancel := context.WithTimeout(ctx, d+90*time.Second)
+	wait, cancel := context.WithTimeout(ctx, t.total()+90*time.Second)
 	defer cancel()
 	if _, err := vm.WaitMarker(wait, guestStart); err != nil {
 		return point{}, fmt.Errorf("%v\n%s", err, vm.Console())

@@ -49,7 +49,11 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 				pts = append(pts, p)
 			}
 		}
-		fmt.Fprintf(out, "\n%s; medians of %d runs of %v\n\n", directionTitle[dir], o.Runs, o.Time)
+		omitted := ""
+		if o.Omit > 0 {
+			omitted = fmt.Sprintf(" after %v left out", o.Omit)
+		}
+		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n\n", directionTitle[dir], o.Runs, o.Time, omitted)
 		fmt.Fprintln(out, "CPU in % of one core while traffic flowed")
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\tMbit/s\t")

@@ -1,7 +1,10 @@
 package iperf
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 func samplePoints() []point {
@@ -98,6 +102,43 @@ func TestClientCommandDirection(t *testing.T) {
 		back, err := iperf.ParseCommand(strings.Fields(clientCommand(c)))
 		if err != nil || back.Reverse != c.Reverse || back.Bidir != c.Bidir {
 			t.Errorf("%s: %q read back as %+v, %v", dir, clientCommand(c), back, err)
+		}
+	}
+}
+
+// --omit reaches every iperf client, and the seconds it leaves out count in no CPU figure.
+func TestOmit(t *testing.T) {
+	c := &iperf.Command{Client: "198.18.0.2", Port: 5201, Time: 5, Omit: 1, Parallel: 1, Length: 128 << 10}
+	if back, err := iperf.ParseCommand(strings.Fields(clientCommand(c))); err != nil || back.Omit != 1 || back.Time != 5 {
+		t.Errorf("%q read back as %+v, %v", clientCommand(c), back, err)
+	}
+	if got := strings.Join(testTime{5 * time.Second, time.Second}.args(), " "); got != "-t 5 -O 1" {
+		t.Errorf("args: %q", got)
+	}
+	if got := strings.Join(testTime{run: 5 * time.Second}.args(), " "); got != "-t 5" {
+		t.Errorf("args without omit: %q", got)
+	}
+	t0 := time.Now()
+	at := func(ms int, traffic uint64) sample {
+		return sample{at: t0.Add(time.Duration(ms) * time.Millisecond), traffic: traffic,
+			status: supervisor.Status{Components: []supervisor.ComponentStatus{{Name: "vm"}}}}
+	}
+	w := trafficWindow{omit: time.Second}
+	// DHCP's trickle, then traffic from 500 ms: measured from 1500 ms on.
+	samples := []sample{at(0, 0), at(500, 1000), at(1000, 5<<20), at(1500, 10<<20), at(2000, 15<<20), at(2500, 20<<20)}
+	var counted []int
+	for i := 1; i < len(samples); i++ {
+		if w.counts(samples[i-1], samples[i]) {
+			counted = append(counted, i)
+		}
+	}
+	if fmt.Sprint(counted) != "[4 5]" {
+		t.Errorf("intervals counted: %v, want those from 1500 ms on: [4 5]", counted)
+	}
+	for _, bad := range []time.Duration{-time.Second, 1500 * time.Millisecond, 61 * time.Second} {
+		err := Run(context.Background(), io.Discard, "../../../deploy/sculpt_iperf.hid", Options{Omit: bad, Runs: 1, Time: time.Second})
+		if err == nil || !strings.Contains(err.Error(), "--omit") {
+			t.Errorf("--omit %v: %v", bad, err)
 		}
 	}
 }

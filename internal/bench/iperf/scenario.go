@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/iperf"
@@ -203,7 +204,8 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 			}
 			continue
 		}
-		c.cmd.Time, c.cmd.Reverse, c.cmd.Bidir = d.Seconds(), m.dir == dirRX, m.dir == dirBidir
+		c.cmd.Time, c.cmd.Omit = d.Seconds(), int(o.Omit/time.Second)
+		c.cmd.Reverse, c.cmd.Bidir = m.dir == dirRX, m.dir == dirBidir
 		c.cmd.UDP = o.UDPRate > 0
 		if c.cmd.UDP {
 			c.cmd.Rate, c.cmd.Length = uint64(o.UDPRate)*udpPayload*8, udpPayload
@@ -243,6 +245,9 @@ const udpPayload = 64
 // clientCommand writes an iperf client command line back.
 func clientCommand(c *iperf.Command) string {
 	s := fmt.Sprintf("-c %s -p %d -t %g -P %d -l %d", c.Client, c.Port, c.Time, c.Parallel, c.Length)
+	if c.Omit > 0 {
+		s += fmt.Sprintf(" -O %d", c.Omit)
+	}
 	if c.UDP {
 		s += fmt.Sprintf(" -u -b %d", c.Rate)
 	}
