@@ -25,6 +25,7 @@ test:
 # Every benchmark, each with its reference in the same run; JSON lands in bench-results/.
 bench: deps build
 	@mkdir -p bench-results
+	@echo "make bench: commit $$(git rev-parse --short HEAD 2>/dev/null), started $$(date -u '+%F %T UTC') on $$(nproc) CPUs,$$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), kernel $$(uname -r), load average $$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(BIN)/nicstack bench stream --json bench-results/stream.json
 	$(BIN)/nicstack bench router --json bench-results/router.json
 	$(BIN)/nicstack bench driver --time 5s --json bench-results/driver.json
@@ -33,6 +34,7 @@ bench: deps build
 	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --compare kernel,pasta,kernel@65000 --json bench-results/linux_tap.json && \
 	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --compare kernel,pasta --json bench-results/linux_tap_1500.json; \
 	else echo "bench: linux_tap and its kernel and pasta references need root, skipped"; fi
+	@echo "make bench: ended $$(date -u '+%F %T UTC'), load average $$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Regenerates nic_router's profile for profile-guided optimisation (go build uses a main
 # package's default.pgo by itself): the CPU profile of the router's in-process benchmark, its
