@@ -27,8 +27,8 @@ import (
 //	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
 //
-// A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command);
-// rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
+// A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command),
+// its client tried again while the server is not reachable or busy, as an embedded guest's; rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
 // times round trips during the iperf test and then on the idle path (see guests.Host).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
@@ -133,7 +133,7 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
 	}
 	if a, ok := n.Attr("iperf"); ok && c.Guest == "netns" && c.Exec == "" {
-		c.Exec = "iperf3 " + a.Value // the real one, in the namespace
+		c.Exec = realIperf3(c.Iperf, strings.Join(strings.Fields(a.Value), " "))
 	}
 	return c, nil
 }

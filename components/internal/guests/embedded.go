@@ -184,10 +184,6 @@ func (h *Host) Close() {
 	h.done.Wait()
 }
 
-// clientRetry bounds how long a client tries to reach its server: it may start later, or still
-// run the test of a client that vanished (until its --snd-timeout or --rcv-timeout).
-const clientRetry = 60 * time.Second
-
 func (h *Host) run(ctx context.Context) {
 	if !h.cfg.Address.IsValid() {
 		lease, err := h.st.RunDHCP(ctx)
@@ -235,7 +231,7 @@ func (h *Host) run(ctx context.Context) {
 			h.env.Warn("iperf server", "err", err)
 		}
 	default:
-		deadline := time.Now().Add(clientRetry)
+		deadline := time.Now().Add(guest.ClientRetry)
 		for ctx.Err() == nil {
 			cfg := cmd.ClientConfig(h.st)
 			during := h.rrDuring(ctx, time.Duration(cfg.Omit)*time.Second, cfg.Duration)
@@ -256,7 +252,7 @@ func (h *Host) run(ctx context.Context) {
 			h.env.Info("iperf server not reachable or busy yet", "err", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(guest.RetryEvery):
 			}
 		}
 	}
@@ -312,7 +308,7 @@ func (h *Host) rrIdle(ctx context.Context, c *rr.Command) {
 		return
 	case <-time.After(rrIdleGap):
 	}
-	deadline := time.Now().Add(clientRetry)
+	deadline := time.Now().Add(guest.ClientRetry)
 	for _, size := range c.Sizes {
 		for ctx.Err() == nil {
 			r, err := rr.Run(ctx, h.st, c.Address(), size, time.Now().Add(c.Time))
@@ -322,7 +318,7 @@ func (h *Host) rrIdle(ctx context.Context, c *rr.Command) {
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(guest.RetryEvery):
 			}
 		}
 	}

@@ -105,8 +105,7 @@ func startBinary(st *config.Node) string {
 }
 
 // load reads the scenario and patches its iperf commands: clients run for length and give up
-// after timeout without data, servers too. A netns guest's client is run by its exec, with
-// the real iperf3.
+// after timeout without data, servers too. A netns guest runs its iperf with the real iperf3.
 func load(path string, timeout, length time.Duration) (*scenario, error) {
 	root, err := config.ParseFile(path)
 	if err != nil {
@@ -139,7 +138,6 @@ func load(path string, timeout, length time.Duration) (*scenario, error) {
 			}
 			a.Value = strings.Join(args, " ")
 			if a.Name == "iperf" && cfg.String("guest", "embedded") == "netns" {
-				a.Name, a.Value = "exec", "iperf3 "+strings.TrimPrefix(a.Value, "iperf3 ")
 				sc.netns[st.Name()] = !cmd.Server
 			}
 		}
@@ -210,7 +208,7 @@ func (sc *scenario) fault(ctx context.Context, name string, o Options) Result {
 		return st, ok
 	}
 	if !bench.WaitFor(30*time.Second, func() bool { status(); return tr.total > resumed }) {
-		r.Error = "no traffic before the kill"
+		r.Error, r.Errors = "no traffic before the kill", logs.list()
 		return r
 	}
 	time.Sleep(o.Settle)

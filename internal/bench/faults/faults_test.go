@@ -20,30 +20,20 @@ func suite(t *testing.T, name string, faults []string, binaries ...string) map[s
 	for _, b := range binaries {
 		dir = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+b))
 	}
-	run := func(faults []string) []Result {
-		var out bytes.Buffer
-		results, err := Run(context.Background(), &out, filepath.Join("..", "..", "..", "deploy", name), Options{
-			Components: bench.Components{Bins: []string{dir}}, Faults: faults,
-			// A timeout short enough for the watch to see a guest give up, long enough for
-			// TCP's retransmissions on a loaded machine (at load 30 a 1.5 s --snd-timeout cut
-			// flows that a driver's restart had paused for longer).
-			Settle: time.Second, Observe: 5 * time.Second, Timeout: 3 * time.Second,
-		})
-		t.Logf("%s\n%s", name, out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return results
+	var out bytes.Buffer
+	results, err := Run(context.Background(), &out, filepath.Join("..", "..", "..", "deploy", name), Options{
+		Components: bench.Components{Bins: []string{dir}}, Faults: faults,
+		// A timeout short enough for the watch to see a guest give up, long enough for TCP's
+		// retransmissions on a loaded machine (at load 30 a 1.5 s --snd-timeout cut flows
+		// that a driver's restart had paused for longer).
+		Settle: time.Second, Observe: 5 * time.Second, Timeout: 3 * time.Second,
+	})
+	t.Logf("%s\n%s", name, out.String())
+	if err != nil {
+		t.Fatal(err)
 	}
 	byFault := map[string]Result{}
-	for _, r := range run(faults) {
-		// A run whose traffic never started tells nothing of the kill it was for (it did not
-		// happen): it runs once more. Seen once in CI under make test's parallel packages
-		// (linux_tap, the vm's run; not diagnosed), never alone.
-		if r.Error == "no traffic before the kill" {
-			t.Logf("kill -9 %s: no traffic before the kill; its run again", r.Fault)
-			r = run([]string{r.Fault})[0]
-		}
+	for _, r := range results {
 		if r.Error != "" || r.RestartMs < 0 {
 			t.Errorf("kill -9 %s: %+v: want a restart", r.Fault, r)
 		}
