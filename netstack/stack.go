@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/link/qdisc/fifo"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -68,9 +67,7 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	// The FIFO discipline gathers what TCP sends into batches (up to 47 frames) on its own
-	// goroutine, so the Outbound sees batches and signals its peer once per batch.
-	if err := s.CreateNICWithOptions(nicID, l, stack.NICOptions{QDisc: fifo.New(l, 1, outQueueLen)}); err != nil {
+	if err := s.CreateNICWithOptions(nicID, l, stack.NICOptions{QDisc: newSendQueue(l, outQueueLen)}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("netstack: creating the interface: %s", err)
 	}
@@ -125,8 +122,35 @@ func (s *Stack) DeliverFrames(frames []Frame) { s.link.deliverBatch(frames) }
 // Stats returns the link's frame counters.
 func (s *Stack) Stats() *Stats { return &s.link.stats }
 
-// TCPRetransmits is how many TCP segments the stack has sent again (lost, or timed out).
-func (s *Stack) TCPRetransmits() uint64 { return s.s.Stats().TCP.Retransmits.Value() }
+// TCPStats says how often TCP sent segments again and why: which recovery started it, and
+// how often the receiver's D-SACKs or timestamps then showed the segments had arrived after all.
+type TCPStats struct {
+	Retransmits  uint64 // segments sent again, for any reason
+	Timeouts     uint64 // retransmission timer expiries (RTO)
+	FastRecovery uint64 // recoveries on three duplicate ACKs without SACK (NewReno)
+	SACKRecovery uint64 // recoveries on SACK blocks (RFC 6675)
+	// FastRetransmits: the first segment resent on entering a recovery, SlowStartRetransmits
+	// the ones resent after an RTO.
+	FastRetransmits, SlowStartRetransmits uint64
+	DSACKSegments                         uint64 // segments a D-SACK reported received twice
+	SpuriousRecovery, SpuriousRTO         uint64 // recoveries (of them, RTOs) found needless
+	// SendErrors: segments the interface's queue refused (closed, or its link took nothing
+	// for queueWait); gVisor drops the rest of a 64 KiB segment with each.
+	SendErrors uint64
+}
+
+// TCPStats reads the stack's TCP counters.
+func (s *Stack) TCPStats() TCPStats {
+	t := s.s.Stats().TCP
+	return TCPStats{
+		Retransmits: t.Retransmits.Value(), Timeouts: t.Timeouts.Value(),
+		FastRecovery: t.FastRecovery.Value(), SACKRecovery: t.SACKRecovery.Value(),
+		FastRetransmits: t.FastRetransmit.Value(), SlowStartRetransmits: t.SlowStartRetransmits.Value(),
+		DSACKSegments:    t.SegmentsAckedWithDSACK.Value(),
+		SpuriousRecovery: t.SpuriousRecovery.Value(), SpuriousRTO: t.SpuriousRTORecovery.Value(),
+		SendErrors: t.SegmentSendErrors.Value(),
+	}
+}
 
 // MAC returns the interface's Ethernet address.
 func (s *Stack) MAC() net.HardwareAddr { return net.HardwareAddr(s.link.mac) }

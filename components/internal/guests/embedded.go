@@ -36,6 +36,12 @@ type Counters struct {
 	// Copied from the stack every counterEvery: where a slow test lost its frames.
 	Retransmits          *atomic.Uint64 // TCP segments sent again
 	RxDropped, TxDropped *atomic.Uint64 // frames the link dropped (malformed in; no room out)
+	// Why TCP sent again (netstack.TCPStats): RTOs, SACK or NewReno recoveries, the segments
+	// each resent, and how many recoveries the far end's D-SACKs or timestamps showed needless.
+	RTOs, SACKRecovery, FastRecovery             *atomic.Uint64
+	FastRetransmits, SlowStartRetransmits        *atomic.Uint64
+	DSACKSegments, SpuriousRecovery, SpuriousRTO *atomic.Uint64
+	SendErrors                                   *atomic.Uint64
 
 	// RRTests counts finished request/response tests (each size of both phases), RRErrors
 	// failed ones; RecordRR's counters carry their figures.
@@ -52,7 +58,25 @@ func NewCounters(get func(string) *atomic.Uint64) *Counters {
 		Bps: get("iperf_bits_per_second"), Bytes: get("iperf_bytes"), Seconds: get("iperf_ms"),
 		BidirBps:    get("iperf_bidir_reverse_bits_per_second"),
 		Retransmits: get("tcp_retransmits"), RxDropped: get("link_rx_dropped"), TxDropped: get("link_tx_dropped"),
-		RRTests: get("rr_tests"), RRErrors: get("rr_errors"), get: get}
+		RTOs: get("tcp_rtos"), SACKRecovery: get("tcp_sack_recoveries"), FastRecovery: get("tcp_fast_recoveries"),
+		FastRetransmits: get("tcp_fast_retransmits"), SlowStartRetransmits: get("tcp_slow_start_retransmits"),
+		DSACKSegments: get("tcp_dsack_segments"), SpuriousRecovery: get("tcp_spurious_recoveries"), SpuriousRTO: get("tcp_spurious_rtos"),
+		SendErrors: get("tcp_send_errors"),
+		RRTests:    get("rr_tests"), RRErrors: get("rr_errors"), get: get}
+}
+
+// store copies the stack's TCP counters.
+func (c *Counters) store(t netstack.TCPStats) {
+	c.Retransmits.Store(t.Retransmits)
+	c.RTOs.Store(t.Timeouts)
+	c.SACKRecovery.Store(t.SACKRecovery)
+	c.FastRecovery.Store(t.FastRecovery)
+	c.FastRetransmits.Store(t.FastRetransmits)
+	c.SlowStartRetransmits.Store(t.SlowStartRetransmits)
+	c.DSACKSegments.Store(t.DSACKSegments)
+	c.SpuriousRecovery.Store(t.SpuriousRecovery)
+	c.SpuriousRTO.Store(t.SpuriousRTO)
+	c.SendErrors.Store(t.SendErrors)
 }
 
 // RecordRR counts a request/response test of phase ("idle", or "load" during the iperf
@@ -135,7 +159,7 @@ func (h *Host) copyCounters(ctx context.Context) {
 	t := time.NewTicker(counterEvery)
 	defer t.Stop()
 	for {
-		h.ctr.Retransmits.Store(h.st.TCPRetransmits())
+		h.ctr.store(h.st.TCPStats())
 		h.ctr.RxDropped.Store(h.st.Stats().RxDropped.Load())
 		h.ctr.TxDropped.Store(h.st.Stats().TxDropped.Load())
 		select {
