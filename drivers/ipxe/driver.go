@@ -548,7 +548,6 @@ func (d *Driver) Transmit() {
 	for {
 		if d.txFree() == 0 {
 			d.txStalled = true
-			d.work.TXFull = true
 			d.cnt.TXRingFull.Add(1)
 			break
 		}
