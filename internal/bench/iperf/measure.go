@@ -53,13 +53,13 @@ func (sc *scenario) read(st supervisor.Status, results map[string]float64) sampl
 
 // runInNetns runs the client's test with the real iperf3 inside its guest's namespace, once
 // the supervisor made it, retrying while the server is not up yet.
-func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client) (mbps, cpu float64, retransmits uint64, err error) {
+func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client, t testTime) (mbps, cpu float64, retransmits uint64, err error) {
 	var last error
 	for ctx.Err() == nil {
 		path, ok := s.Netns(c.netns)
 		if ok {
 			argv := append([]string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
-				"-P", strconv.Itoa(c.cmd.Parallel)}, testTime{time.Duration(c.cmd.Time * float64(time.Second)), time.Duration(c.cmd.Omit) * time.Second}.args()...)
+				"-P", strconv.Itoa(c.cmd.Parallel)}, t.args()...)
 			if c.cmd.UDP {
 				argv = append(argv, "-u", "-b", strconv.FormatUint(c.cmd.Rate, 10), "-l", strconv.Itoa(c.cmd.Length))
 			}
@@ -148,7 +148,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 			go func() {
 				ctx, cancel := context.WithTimeout(runCtx, o.test().total()+60*time.Second)
 				defer cancel()
-				mbps, cpu, retr, err := runInNetns(ctx, s, c)
+				mbps, cpu, retr, err := runInNetns(ctx, s, c, o.test())
 				measured <- result{c.name, mbps, cpu, retr, err}
 			}()
 		}
