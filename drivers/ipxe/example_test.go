@@ -24,11 +24,14 @@ func Example() {
 
 	cfg := ipxe.DefaultConfig() // or ipxe.ParseConfig(<config> node, start name)
 	var drv *ipxe.Driver
-	drv, _ = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: hw.Model.DeviceID}, cfg,
-		func(up bool, speed int) {
-			// open the Uplink session with drv.MAC() on up, close it on down
-			fmt.Println("link up:", up, speed, "Mbit/s, MAC", drv.MAC())
-		})
+	onLink := func(up bool, speed int) {
+		// open the Uplink session with drv.MAC() on up, close it on down
+		fmt.Println("link up:", up, speed, "Mbit/s, MAC", drv.MAC())
+	}
+	drv, _ = ipxe.Open(ipxe.Device{Regs: dev, DMA: dma, DeviceID: hw.Model.DeviceID}, cfg, onLink)
+	if up, speed := drv.Link(); up { // Open reads the link without calling back
+		onLink(up, speed)
+	}
 	for up, _ := drv.Link(); !up; up, _ = drv.Link() {
 		<-irq
 		drv.HandleInterrupt() // in the component: also drv.Transmit on the router's signal
