@@ -99,18 +99,18 @@ const activeBytes = 1 << 20
 // carried traffic, from omit after the first one did (iperf's -O leaves those seconds out of
 // its result, and the components' CPU leaves them out too).
 type trafficWindow struct {
-	omit time.Duration
-	from time.Time // the traffic began, plus omit; zero before
+	omit  time.Duration
+	start time.Time // the traffic began; zero before
 }
 
 func (w *trafficWindow) counts(prev, cur sample) bool {
 	if cur.traffic-prev.traffic < activeBytes || prev.status.Components == nil {
 		return false
 	}
-	if w.from.IsZero() {
-		w.from = prev.at.Add(w.omit)
+	if w.start.IsZero() {
+		w.start = prev.at
 	}
-	return !prev.at.Before(w.from)
+	return !prev.at.Before(w.start.Add(w.omit))
 }
 
 // measure runs the scenario once at setting m.
@@ -186,8 +186,8 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 		if win.counts(prev, cur) {
 			acc.add(prev, cur)
 		}
-		if !win.from.IsZero() {
-			prog.traffic(cur.at.Sub(win.from).Seconds() + o.Omit.Seconds())
+		if !win.start.IsZero() {
+			prog.traffic(cur.at.Sub(win.start).Seconds())
 		}
 		prev = cur
 		if cur.finished == len(sc.clients) {
