@@ -81,7 +81,7 @@ func (r reference) isQEMU() bool { return strings.HasPrefix(r.name, "qemu-") || 
 // sockets to the server's namespace. Everything it makes is deleted on return, also on error
 // and Ctrl-C (ctx). The point has the throughput, and the path's cost (kernel, pasta) or its
 // processes' CPU (the QEMU references).
-func measureReference(ctx context.Context, ref reference, t testTime, dir string) (point, error) {
+func measureReference(ctx context.Context, ref reference, t iperfTest, dir string) (point, error) {
 	if ref.isQEMU() {
 		return measureQEMU(ctx, ref, t, dir)
 	}
@@ -89,7 +89,7 @@ func measureReference(ctx context.Context, ref reference, t testTime, dir string
 	return point{Mbps: mbps, GbitPerCPUSecond: gbitPerCPUSecond(mbps, cpu)}, err
 }
 
-func measureNamespaces(ctx context.Context, ref reference, t testTime, dir string) (mbps, cpu float64, err error) {
+func measureNamespaces(ctx context.Context, ref reference, t iperfTest, dir string) (mbps, cpu float64, err error) {
 	mode := ref.name
 	if os.Geteuid() != 0 {
 		return 0, 0, errors.New("needs root (network namespaces)")

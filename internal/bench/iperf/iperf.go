@@ -46,6 +46,7 @@ type point struct {
 	// Reference names the --compare path a point measured (a guest scenario's, guestReferences,
 	// runs in the matrix); empty for the scenario's.
 	Reference     string             `json:"reference,omitempty"`
+	Congestion    string             `json:"congestion,omitempty"` // the Linux iperf3s' TCP congestion control
 	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
 	TxBatch       *bool              `json:"tx_batch"`
 	Direction     string             `json:"direction"`
@@ -108,25 +109,37 @@ type Options struct {
 	// second instead of bulk TCP: a load that leaves the receiver time between frames, so that
 	// the interrupt rate follows the driver's throttle rather than the receiver's speed.
 	UDPRate int
+	// Congestion, when set, is the TCP congestion control of every Linux iperf3 (iperf3 -C,
+	// which the server takes from the client): the netns guests' and the references'. Empty:
+	// each kernel's default. Pacing senders (BBR) and bursting ones (CUBIC) load a path of
+	// batching components differently, so a comparison names the one it used.
+	Congestion string
 	bench.Components
 }
 
-// testTime is one iperf test's length: run measured after omit left out (iperf3's -t and -O).
-type testTime struct{ run, omit time.Duration }
+// iperfTest is one real iperf3 test: run measured after omit left out (iperf3's -t and -O),
+// with TCP congestion control congestion (-C; empty: the kernel's default).
+type iperfTest struct {
+	run, omit  time.Duration
+	congestion string
+}
 
-func (o Options) test() testTime { return testTime{o.Time, o.Omit} }
+func (o Options) test() iperfTest { return iperfTest{o.Time, o.Omit, o.Congestion} }
 
 // args are iperf3's options for it.
-func (t testTime) args() []string {
+func (t iperfTest) args() []string {
 	a := []string{"-t", strconv.Itoa(int(t.run.Seconds() + 0.5))}
 	if t.omit > 0 {
 		a = append(a, "-O", strconv.Itoa(int(t.omit.Seconds())))
+	}
+	if t.congestion != "" {
+		a = append(a, "-C", t.congestion)
 	}
 	return a
 }
 
 // total is how long the test runs.
-func (t testTime) total() time.Duration { return t.run + t.omit }
+func (t iperfTest) total() time.Duration { return t.run + t.omit }
 
 // setting is one point of the matrix before it is measured.
 type setting struct {
@@ -152,6 +165,9 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	}
 	sc, err := loadScenario(path)
 	if err != nil {
+		return err
+	}
+	if err := o.checkCongestion(sc); err != nil {
 		return err
 	}
 	if o.Latency {
@@ -253,6 +269,15 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		bench.PrintLoad(out)
 	}
 	if o.JSON != "" {
+		cc := o.congestion()
+		for i := range points {
+			if sc.linuxTCP() {
+				points[i].Congestion = cc
+			}
+		}
+		for i := range refPoints {
+			refPoints[i].Congestion = cc
+		}
 		if err := bench.WriteJSON(o.JSON, append(points, refPoints...)); err != nil {
 			return err
 		}

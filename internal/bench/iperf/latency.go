@@ -48,7 +48,7 @@ func rrCommand(host string) string {
 // rrTests is how many rr tests a client runs: each size idle, and during the bulk test when
 // it lasts long enough for one: beyond its omitted seconds, or its first, and a last second
 // (guests.Host.rrDuring).
-func rrTests(t testTime) uint64 {
+func rrTests(t iperfTest) uint64 {
 	if t.total()-time.Second > max(t.omit, time.Second) {
 		return uint64(2 * len(rrSizes))
 	}
@@ -60,7 +60,7 @@ const rrWait = 30 * time.Second
 
 // readRR waits until every client finished its rr tests and reads their figures (of several
 // clients, the worst percentiles).
-func (sc *scenario) readRR(ctx context.Context, s *supervisor.Supervisor, t testTime) ([]rrFigure, error) {
+func (sc *scenario) readRR(ctx context.Context, s *supervisor.Supervisor, t iperfTest) ([]rrFigure, error) {
 	deadline := time.Now().Add(rrWait)
 	for {
 		st, ok := s.Status()

@@ -53,7 +53,7 @@ func (sc *scenario) read(st supervisor.Status, results map[string]float64) sampl
 
 // runInNetns runs the client's test with the real iperf3 inside its guest's namespace, once
 // the supervisor made it, retrying while the server is not up yet.
-func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client, t testTime) (mbps, cpu float64, retransmits uint64, err error) {
+func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client, t iperfTest) (mbps, cpu float64, retransmits uint64, err error) {
 	var last error
 	for ctx.Err() == nil {
 		path, ok := s.Netns(c.netns)

@@ -38,7 +38,7 @@ const guestReport = "json "
 // guestStart is the marker the guest prints as its iperf starts.
 const guestStart = "iperf-start"
 
-func measureQEMU(ctx context.Context, ref reference, t testTime, dir string) (point, error) {
+func measureQEMU(ctx context.Context, ref reference, t iperfTest, dir string) (point, error) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		return point{}, err
 	}

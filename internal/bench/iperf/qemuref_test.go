@@ -21,7 +21,7 @@ func TestPasstReference(t *testing.T) {
 	testutil.RequireCommand(t, "passt", "iperf3", qemu.Binary)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p, err := measureReference(ctx, reference{name: "passt"}, testTime{run: time.Second}, dirTX)
+	p, err := measureReference(ctx, reference{name: "passt"}, iperfTest{run: time.Second}, dirTX)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,11 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		if o.Omit > 0 {
 			omitted = fmt.Sprintf(" after %v left out", o.Omit)
 		}
-		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n\n", directionTitle[dir], o.Runs, o.Time, omitted)
+		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", directionTitle[dir], o.Runs, o.Time, omitted)
+		if sc.linuxTCP() || len(o.Compare) > 0 {
+			fmt.Fprintf(out, "%s in every Linux iperf3\n", o.congestionTitle())
+		}
+		fmt.Fprintln(out)
 		fmt.Fprintln(out, "CPU in % of one core while traffic flowed")
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\tMbit/s\t")

@@ -106,16 +106,36 @@ func TestClientCommandDirection(t *testing.T) {
 	}
 }
 
+// --congestion reaches every Linux iperf3 as -C, and only a name the kernel offers, for guests
+// that run Linux's TCP, is taken.
+func TestCongestion(t *testing.T) {
+	if got := strings.Join(iperfTest{run: 5 * time.Second, congestion: "cubic"}.args(), " "); got != "-t 5 -C cubic" {
+		t.Errorf("args: %q", got)
+	}
+	for _, c := range []struct{ scenario, congestion, want string }{
+		{"sculpt_iperf.hid", "cubic", "guest vm does not run Linux's TCP"},
+		{"linux_tap.hid", "no-such-algorithm", "this kernel offers"},
+	} {
+		err := Run(context.Background(), io.Discard, "../../../deploy/"+c.scenario, Options{Congestion: c.congestion, Runs: 1, Time: time.Second})
+		if err == nil || !strings.Contains(err.Error(), "--congestion "+c.congestion+": "+c.want) {
+			t.Errorf("%s --congestion %s: %v, want %q", c.scenario, c.congestion, err, c.want)
+		}
+	}
+	if (Options{Congestion: "cubic"}).congestionTitle() != "TCP congestion control cubic" {
+		t.Errorf("title: %q", (Options{Congestion: "cubic"}).congestionTitle())
+	}
+}
+
 // --omit reaches every iperf client, and the seconds it leaves out count in no CPU figure.
 func TestOmit(t *testing.T) {
 	c := &iperf.Command{Client: "198.18.0.2", Port: 5201, Time: 5, Omit: 1, Parallel: 1, Length: 128 << 10}
 	if back, err := iperf.ParseCommand(strings.Fields(clientCommand(c))); err != nil || back.Omit != 1 || back.Time != 5 {
 		t.Errorf("%q read back as %+v, %v", clientCommand(c), back, err)
 	}
-	if got := strings.Join(testTime{5 * time.Second, time.Second}.args(), " "); got != "-t 5 -O 1" {
+	if got := strings.Join(iperfTest{run: 5 * time.Second, omit: time.Second}.args(), " "); got != "-t 5 -O 1" {
 		t.Errorf("args: %q", got)
 	}
-	if got := strings.Join(testTime{run: 5 * time.Second}.args(), " "); got != "-t 5" {
+	if got := strings.Join(iperfTest{run: 5 * time.Second}.args(), " "); got != "-t 5" {
 		t.Errorf("args without omit: %q", got)
 	}
 	t0 := time.Now()
