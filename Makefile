@@ -29,7 +29,7 @@ bench: deps build
 	$(BIN)/nicstack bench stream --json bench-results/stream.json
 	$(BIN)/nicstack bench router --json bench-results/router.json
 	$(BIN)/nicstack bench driver --time 5s --json bench-results/driver.json
-	$(BIN)/nicstack bench iperf deploy/sculpt_iperf.hid --time 5s --runs 3 --rx-irq-throttle 0,651,5580,adaptive --direction rx,tx --latency --json bench-results/iperf.json --plot bench-results/iperf.png
+	$(BIN)/nicstack bench iperf deploy/sculpt_iperf.hid --time 5s --runs 5 --rx-irq-throttle 0,651,5580,adaptive --direction rx,tx --latency --json bench-results/iperf.json --plot bench-results/iperf.png
 	@if [ "$$(id -u)" = 0 ]; then \
 	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --compare kernel,pasta,kernel@65000 --json bench-results/linux_tap.json && \
 	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --compare kernel,pasta,pasta@1500 --json bench-results/linux_tap_1500.json && \
