@@ -269,6 +269,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		bench.PrintLoad(out)
 	}
 	if o.JSON != "" {
+		// A QEMU guest's kernel has a default of its own, which the host does not know.
 		cc := o.congestion()
 		for i := range points {
 			if sc.linuxTCP() {
@@ -276,7 +277,9 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 			}
 		}
 		for i := range refPoints {
-			refPoints[i].Congestion = cc
+			if o.Congestion != "" || !(reference{name: refPoints[i].Reference}).isQEMU() {
+				refPoints[i].Congestion = cc
+			}
 		}
 		if err := bench.WriteJSON(o.JSON, append(points, refPoints...)); err != nil {
 			return err
