@@ -38,8 +38,11 @@ func (sc *scenario) linuxTCP() bool {
 	return false
 }
 
-// availableCongestion lists the TCP congestion controls the kernel has loaded.
-const availableCongestion = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+// The TCP congestion controls the kernel has loaded, and its default.
+const (
+	availableCongestion = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+	defaultCongestion   = "/proc/sys/net/ipv4/tcp_congestion_control"
+)
 
 // congestion is the TCP congestion control the Linux iperf3s use: --congestion, else the
 // kernel's default ("" when unreadable).
@@ -47,7 +50,7 @@ func (o Options) congestion() string {
 	if o.Congestion != "" {
 		return o.Congestion
 	}
-	b, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	b, _ := os.ReadFile(defaultCongestion)
 	return strings.TrimSpace(string(b))
 }
 

@@ -271,8 +271,8 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	if o.JSON != "" {
 		// A QEMU guest's kernel has a default of its own, which the host does not know.
 		cc := o.congestion()
-		for i := range points {
-			if sc.linuxTCP() {
+		if sc.linuxTCP() {
+			for i := range points {
 				points[i].Congestion = cc
 			}
 		}
