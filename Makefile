@@ -31,10 +31,10 @@ bench: deps build
 	$(BIN)/nicstack bench driver --time 5s --json bench-results/driver.json
 	$(BIN)/nicstack bench iperf deploy/sculpt_iperf.hid --time 5s --runs 5 --rx-irq-throttle 0,651,5580,adaptive --direction rx,tx --latency --json bench-results/iperf.json --plot bench-results/iperf.png
 	@if [ "$$(id -u)" = 0 ]; then \
-	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --compare kernel,pasta,kernel@65000 --json bench-results/linux_tap.json && \
-	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --compare kernel,pasta,pasta@1500 --json bench-results/linux_tap_1500.json && \
-	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --congestion cubic --compare kernel,pasta,kernel@65000 --json bench-results/linux_tap_cubic.json && \
-	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --congestion cubic --compare kernel,pasta,pasta@1500 --json bench-results/linux_tap_1500_cubic.json; \
+	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --compare kernel,pasta,kernel@65000,relay@65000 --json bench-results/linux_tap.json && \
+	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --compare kernel,pasta,pasta@1500,relay --json bench-results/linux_tap_1500.json && \
+	  $(BIN)/nicstack bench iperf deploy/linux_tap.hid --time 5s --runs 3 --congestion cubic --compare kernel,pasta,kernel@65000,relay@65000 --json bench-results/linux_tap_cubic.json && \
+	  $(BIN)/nicstack bench iperf deploy/linux_tap_1500.hid --time 5s --runs 3 --congestion cubic --compare kernel,pasta,pasta@1500,relay --json bench-results/linux_tap_1500_cubic.json; \
 	else echo "bench: linux_tap and its kernel and pasta references need root, skipped"; fi
 	@echo "make bench: ended $$(date -u '+%F %T UTC'), load average $$(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -172,6 +172,8 @@ func benchIperfCmd() *cobra.Command {
 			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
 			"defaults: the kernel's veths at MTU 1500 with their offloads, pasta's TAP at its MTU 65520;\n" +
 			"NAME@MTU sets a reference's MTU (kernel@65000,pasta@1500), to compare like with like.\n" +
+			"--compare relay (root) joins the two namespaces through two TAPs that this process copies\n" +
+			"between, with our TAPs' offloads: the least any user-space path through TAPs costs.\n" +
 			"--congestion sets the TCP congestion control of every Linux iperf3 (netns guests, references):\n" +
 			"a pacing sender (bbr) hands a path of batching components one frame per wakeup, a bursting\n" +
 			"one (cubic) several, so a comparison says which it used; the default is the kernel's.\n" +
@@ -196,7 +198,7 @@ func benchIperfCmd() *cobra.Command {
 	f.DurationVar(&o.Omit, "omit", 3*time.Second, "whole seconds at each test's start left out of throughput and the components' CPU (iperf3's -O): TCP's slow start")
 	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")
 	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle setting into this PNG")
-	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, NAME@MTU, qemu-user, qemu-tap; linux for a guest scenario")
+	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, relay, NAME@MTU, qemu-user, qemu-tap, passt; linux for a guest scenario")
 	f.IntVar(&o.UDPRate, "udp-rate", 0, "a UDP stream of this many 64-byte datagrams per second instead of bulk TCP (0: TCP)")
 	f.StringVar(&o.Congestion, "congestion", "", "TCP congestion control of every Linux iperf3, the netns guests' and the references' (iperf3 -C): cubic, bbr, ...; default: the kernel's")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")

@@ -32,8 +32,8 @@ func parseReference(s string) (reference, error) {
 		}
 		return r, nil
 	}
-	if name != "kernel" && name != "pasta" {
-		return r, fmt.Errorf("--compare %q: expected kernel, pasta (optionally with @MTU: kernel@65000), qemu-user, qemu-tap or passt", s)
+	if name != "kernel" && name != "pasta" && name != "relay" {
+		return r, fmt.Errorf("--compare %q: expected kernel, pasta, relay (optionally with @MTU: kernel@65000), qemu-user, qemu-tap or passt", s)
 	}
 	if hasMTU {
 		n, err := strconv.Atoi(mtu)
@@ -51,6 +51,8 @@ func (r reference) String() string {
 		return fmt.Sprintf("%s@%d", r.name, r.mtu)
 	case r.name == "kernel":
 		return "kernel (veth MTU 1500)"
+	case r.name == "relay":
+		return "relay (one process, TAP to TAP, MTU 1500)"
 	case r.name == "qemu-user":
 		return "qemu-user (QEMU's slirp)"
 	case r.name == "qemu-tap":
@@ -78,7 +80,8 @@ func (r reference) isQEMU() bool { return strings.HasPrefix(r.name, "qemu-") || 
 // measureReference measures the reference path with real iperf3 in namespaces made here (the
 // shape of /work/shared/baselines/run.sh, whose third argument is ref's MTU): "kernel" is server
 // <-veth-> Linux forwarding <-veth-> guest; "pasta" gives the guest pasta's TAP, carried over
-// sockets to the server's namespace. Everything it makes is deleted on return, also on error
+// sockets to the server's namespace; "relay" joins a TAP in each namespace through this
+// process (tapRelay). Everything it makes is deleted on return, also on error
 // and Ctrl-C (ctx). The point has the throughput, and the path's cost (kernel, pasta) or its
 // processes' CPU (the QEMU references).
 func measureReference(ctx context.Context, ref reference, t iperfTest, dir string) (point, error) {
@@ -138,6 +141,24 @@ func measureNamespaces(ctx context.Context, ref reference, t iperfTest, dir stri
 			argv = append(argv, "--mtu", strconv.Itoa(ref.mtu))
 		}
 		argv = append(append(argv, "--"), append(client, "-c", "198.18.0.1")...)
+	case "relay":
+		r.ns(srv, vm)
+		if r.err != nil {
+			break
+		}
+		mtu := ref.mtu
+		if mtu == 0 {
+			mtu = 1500
+		}
+		relay, err := startRelay(srv, vm, p, mtu)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer relay.close()
+		r.ip("-n", srv, "addr", "add", "198.18.0.2/24", "dev", p+"a")
+		r.ip("-n", vm, "addr", "add", "198.18.0.3/24", "dev", p+"b")
+		defer func() { cpu += relay.cpu(t.total()) }()
+		argv = append([]string{"ip", "netns", "exec", vm}, append(client, "-c", "198.18.0.2")...)
 	default:
 		return 0, 0, fmt.Errorf("unknown reference %q", mode)
 	}

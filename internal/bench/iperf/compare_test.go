@@ -13,14 +13,15 @@ func TestCompareReference(t *testing.T) {
 		"kernel": "kernel (veth MTU 1500)", "pasta": "pasta (its MTU 65520)",
 		"kernel@65000": "kernel@65000", "pasta@1500": "pasta@1500",
 		"qemu-user": "qemu-user (QEMU's slirp)", "qemu-tap": "qemu-tap (TAP, kernel NAT)",
-		"passt": "passt (QEMU's stream socket)",
+		"passt": "passt (QEMU's stream socket)", "relay": "relay (one process, TAP to TAP, MTU 1500)",
+		"relay@65000": "relay@65000",
 	} {
 		r, err := parseReference(in)
 		if err != nil || r.String() != want {
 			t.Errorf("parseReference(%q) = %v, %v; want %s", in, r, err, want)
 		}
 	}
-	for _, in := range []string{"slirp", "kernel@", "kernel@jumbo", "pasta@100", "kernel@70000", "@1500", "qemu-user@1500", "passt@1500"} {
+	for _, in := range []string{"slirp", "kernel@", "kernel@jumbo", "pasta@100", "kernel@70000", "@1500", "qemu-user@1500", "passt@1500", "relay@9"} {
 		if _, err := parseReference(in); err == nil || !strings.Contains(err.Error(), in) {
 			t.Errorf("parseReference(%q): err %v, want one naming it", in, err)
 		}
