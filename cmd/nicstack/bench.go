@@ -173,7 +173,7 @@ func benchIperfCmd() *cobra.Command {
 			"defaults: the kernel's veths at MTU 1500 with their offloads, pasta's TAP at its MTU 65520;\n" +
 			"NAME@MTU sets a reference's MTU (kernel@65000,pasta@1500), to compare like with like.\n" +
 			"--compare relay (root) joins the two namespaces through two TAPs that this process copies\n" +
-			"between, with our TAPs' offloads: the least any user-space path through TAPs costs.\n" +
+			"between, with our TAPs' offloads: the simplest user-space path through TAPs.\n" +
 			"--congestion sets the TCP congestion control of every Linux iperf3 (netns guests, references):\n" +
 			"a pacing sender (bbr) hands a path of batching components one frame per wakeup, a bursting\n" +
 			"one (cubic) several, so a comparison says which it used; the default is the kernel's.\n" +
