@@ -7,15 +7,15 @@
 package components
 
 import (
+	"github.com/nicstack/nicstack/components/dynamic_rom/dynamicrom"
+	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/components/internal/hostnic"
 	"github.com/nicstack/nicstack/components/internal/testcomp"
+	"github.com/nicstack/nicstack/components/nic_dump/nicdump"
+	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
+	"github.com/nicstack/nicstack/components/report_rom/reportrom"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/ipxe"
-	"github.com/nicstack/nicstack/dynamicrom"
-	"github.com/nicstack/nicstack/guest"
-	"github.com/nicstack/nicstack/nicdump"
-	"github.com/nicstack/nicstack/nicperf"
-	"github.com/nicstack/nicstack/reportrom"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"

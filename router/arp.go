@@ -2,7 +2,7 @@ package router
 
 import (
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // maxARPEntries bounds a domain's ARP cache (a big subnet must not let peers grow it at will).

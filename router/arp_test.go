@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 func TestARPHoldUntilReply(t *testing.T) {

@@ -2,7 +2,7 @@ package router
 
 import (
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // arpWaiter is Genode's Arp_waiter: the frames waiting for the MAC of ip in domain dom. The

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 func TestInvalidDomainPropagates(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // dhcpClient configures a domain without interface attribute: DISCOVER on every interface

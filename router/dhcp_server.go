@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/model"
 )
 

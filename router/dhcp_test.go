@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 func dhcpRequest(mac header.MAC, typ uint8, xid uint32, requested [4]byte) []byte {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // upstream is a fake DHCP server on the far side of an uplink: it answers the router's

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"sort"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/router/nat"
 	"github.com/nicstack/nicstack/router/region"

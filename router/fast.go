@@ -2,7 +2,7 @@ package router
 
 import (
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // forwardLinked is handle's fast path for the frames most traffic consists of: TCP or UDP of

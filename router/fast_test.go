@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // pairedBench is the same config twice, one router with forwardLinked and one without, so

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // handle routes one frame from interface i (see Handle).

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // echoReply answers an ICMP echo request to the router's address, back out of interface i.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // icmpMessage builds an ICMP message of type and code with body and a valid checksum.

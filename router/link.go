@@ -1,7 +1,7 @@
 package router
 
 import (
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
 

@@ -3,8 +3,7 @@ package router
 import (
 	"net/netip"
 
-	"github.com/nicstack/nicstack/nicdump"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 func addrPort(a [4]byte, port uint16) string {
@@ -23,11 +22,11 @@ func (r *Router) logPacket(d *domain, dir string, frame []byte) {
 }
 
 // genodeFrame writes a frame's headers as Genode's net library prints them, with nic_dump's
-// printer (nicdump.NetPrint), so that logs of both routers compare line by line:
+// printer (header.NetPrint), so that logs of both routers compare line by line:
 //
 //	ETH 02:02:02:02:02:01 > 02:02:02:02:02:00 IPV4 10.0.1.2 > 1.2.3.4 TCP 4000 > 80 flags 's'
 func genodeFrame(frame []byte) string {
-	return string(nicdump.AppendFrame(make([]byte, 0, 160), frame, &nicdump.NetPrint))
+	return string(header.AppendFrame(make([]byte, 0, 160), frame, &header.NetPrint))
 }
 
 // isDHCPPort: Genode takes a UDP packet between ports 67 and 68 (either way) for DHCP.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 func TestEchoServer(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // TestQuickRewriteMatchesFieldByField checks the summed-up rewrite of a link side's plan

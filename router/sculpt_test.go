@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 )

@@ -9,18 +9,18 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nicstack/nicstack/internal/bench"
-	"github.com/nicstack/nicstack/internal/bench/driver"
-	"github.com/nicstack/nicstack/internal/bench/faults"
-	"github.com/nicstack/nicstack/internal/bench/iperf"
-	"github.com/nicstack/nicstack/internal/bench/router"
-	"github.com/nicstack/nicstack/internal/bench/stream"
+	"github.com/nicstack/nicstack/bench"
+	"github.com/nicstack/nicstack/bench/driver"
+	"github.com/nicstack/nicstack/bench/faults"
+	"github.com/nicstack/nicstack/bench/iperf"
+	"github.com/nicstack/nicstack/bench/router"
+	"github.com/nicstack/nicstack/bench/stream"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // benchCmd is the parent of the benchmarks (`nicstack bench stream`, `nicstack bench router`,
-// ...). Each subcommand parses its flags and calls its harness in internal/bench.
+// ...). Each subcommand parses its flags and calls its harness in bench/.
 var benchCmd = &cobra.Command{
 	Use:   "bench",
 	Short: "Run a benchmark and print its numbers",

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nicstack/nicstack/internal/pcap"
-	"github.com/nicstack/nicstack/nicdump"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/capture"
+	"github.com/nicstack/nicstack/runtime/pcap"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -69,8 +69,8 @@ type capturer struct {
 	pcap      io.Writer     // -w: the records go here
 	lines     *bufio.Writer // otherwise the frames print here
 	line      []byte
-	cfg       nicdump.LogConfig
-	timing    *nicdump.Timing
+	cfg       header.LogConfig
+	timing    *header.Timing
 	names     map[uint64][2]string // session -> the tapping component and its peer
 	frames    uint64
 	lost      map[[2]uint64]uint64 // by session and direction: the last count a message gave
@@ -89,8 +89,8 @@ func runCapture(ctx context.Context, socket, target, write string, count uint64,
 	}
 	defer conn.Close() // ends the capture at the component
 	c := &capturer{st: st, component: reply.Component, names: map[uint64][2]string{}, lost: map[[2]uint64]uint64{},
-		cfg: nicdump.LogConfig{Eth: nicdump.Default, ARP: nicdump.Default, IPv4: nicdump.Default, DHCP: nicdump.Default,
-			UDP: nicdump.Default, ICMP: nicdump.Default, TCP: nicdump.Default}}
+		cfg: header.LogConfig{Eth: header.StyleDefault, ARP: header.StyleDefault, IPv4: header.StyleDefault, DHCP: header.StyleDefault,
+			UDP: header.StyleDefault, ICMP: header.StyleDefault, TCP: header.StyleDefault}}
 	what := "every session of " + reply.Component
 	if len(reply.Sessions) == 1 {
 		what = fmt.Sprintf("session %d at %s", reply.Sessions[0], reply.Component)
@@ -119,7 +119,7 @@ func runCapture(ctx context.Context, socket, target, write string, count uint64,
 		ours.SetReadDeadline(time.Now()) // ends the read below
 	}()
 	start := time.Now()
-	c.timing = nicdump.NewTiming(start)
+	c.timing = header.NewTiming(start)
 	end, err := c.read(ours, count)
 	if ctx.Err() != nil && (end == "" || errors.Is(err, os.ErrDeadlineExceeded)) {
 		end, err = "stopped", nil
@@ -182,7 +182,7 @@ func (c *capturer) frame(m capture.Message, r pcap.Record, record []byte) error 
 	if m.Dir == capture.Out {
 		to, from = peer, self
 	}
-	c.line = nicdump.AppendLine(c.line[:0], to, from, r.Frame, &c.cfg, c.timing, r.Time)
+	c.line = header.AppendLine(c.line[:0], to, from, r.Frame, &c.cfg, c.timing, r.Time)
 	_, err := c.lines.Write(c.line)
 	return err
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/internal/iperf"
 )
 
 func init() {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/nicstack/nicstack/iperf"
+	"github.com/nicstack/nicstack/internal/iperf"
 )
 
 func TestIperfCommandJSON(t *testing.T) {

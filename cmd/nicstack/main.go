@@ -1,6 +1,6 @@
 // Command nicstack is the one command users type: run a scenario, check configs, show status,
 // and run the benchmarks. Each subcommand lives in its own file and registers itself on root;
-// the benchmarks' harness is a library (internal/bench/...), bench.go only parses their flags.
+// the benchmarks' harness is a library (bench/...), bench.go only parses their flags.
 package main
 
 import (

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nicstack/nicstack/iperf"
-	"github.com/nicstack/nicstack/rr"
+	"github.com/nicstack/nicstack/internal/iperf"
+	"github.com/nicstack/nicstack/internal/rr"
 )
 
 func init() {

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/internal/hostservice"
 	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/runtime/config"
-	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

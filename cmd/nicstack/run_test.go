@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/leftover"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/leftover"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/runtime/hostservice"
+	"github.com/nicstack/nicstack/internal/hostservice"
 	"github.com/nicstack/nicstack/runtime/pkgtest"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )

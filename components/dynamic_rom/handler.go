@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nicstack/nicstack/dynamicrom"
+	"github.com/nicstack/nicstack/components/dynamic_rom/dynamicrom"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/nicstack/nicstack/components/internal/intelhw"
+	"github.com/nicstack/nicstack/components/intel_nic_hw/intelhw"
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/tap"

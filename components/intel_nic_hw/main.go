@@ -3,7 +3,7 @@
 // driver (register page with posted writes, DMA memory, doorbell and interrupt eventfds), and
 // its cable is a "Nic" session to the far end or (<wire type="tap"|"packet">) a TAP or AF_PACKET
 // socket from the supervisor, clocking frames both ways at the link speed. The device and its
-// wire run in components/internal/intelhw (ipxe_nic's tests run them too); handler.go is the
+// wire run in components/intel_nic_hw/intelhw (ipxe_nic's tests run them too); handler.go is the
 // glue to the supervisor.
 package main
 

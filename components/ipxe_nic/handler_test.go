@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/components/internal/intelhw"
+	"github.com/nicstack/nicstack/components/intel_nic_hw/intelhw"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/components/internal/intelhw"
+	"github.com/nicstack/nicstack/components/intel_nic_hw/intelhw"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"

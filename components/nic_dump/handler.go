@@ -6,10 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/pcap"
-	"github.com/nicstack/nicstack/nicdump"
+	"github.com/nicstack/nicstack/components/nic_dump/nicdump"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 // Handler is the nic_dump component. As Genode's, it serves a single client: the session it
@@ -21,7 +22,7 @@ type Handler struct {
 	log        io.Writer // where the packet log goes: the process's stderr, which the supervisor prefixes
 	cfg        nicdump.Config
 	configured bool
-	timing     *nicdump.Timing // since the component started, over every wire
+	timing     *header.Timing // since the component started, over every wire
 
 	down, up *component.Session // nil while not open
 	upReq    uint64             // the uplink's request, 0 while there is no downlink
@@ -35,7 +36,7 @@ type Handler struct {
 
 // NewHandler returns the handler; it logs frames to log.
 func NewHandler(c *component.Component, log io.Writer) *Handler {
-	return &Handler{c: c, files: c, log: log, timing: nicdump.NewTiming(time.Now()),
+	return &Handler{c: c, files: c, log: log, timing: header.NewTiming(time.Now()),
 		toUplink: c.Counter("uplink_dropped"), toDownlink: c.Counter("downlink_dropped"), errs: c.Counter("write_errors")}
 }
 

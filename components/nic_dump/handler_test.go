@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/pcap"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/nicdump"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 // udpFrame is an Ethernet frame with an IPv4 UDP datagram from 10.0.1.2:port to 10.0.2.2:7.
@@ -226,7 +226,7 @@ func TestWirePassAllocatesNothing(t *testing.T) {
 	w := &wire{
 		down: side{name: "downlink", in: downSrv.TX, out: downSrv.RX, dropped: new(atomic.Uint64)},
 		up:   side{name: "uplink", in: upCl.RX, out: upCl.TX, dropped: new(atomic.Uint64)},
-		cfg:  allStyles, log: &log, capture: &capture, timing: nicdump.NewTiming(time.Now()),
+		cfg:  allStyles, log: &log, capture: &capture, timing: header.NewTiming(time.Now()),
 	}
 	f := udpFrame(1)
 	round := func() {
@@ -251,8 +251,8 @@ func TestWirePassAllocatesNothing(t *testing.T) {
 	}
 }
 
-var allStyles = nicdump.LogConfig{Eth: nicdump.All, ARP: nicdump.All, IPv4: nicdump.All, DHCP: nicdump.All,
-	UDP: nicdump.All, ICMP: nicdump.All, TCP: nicdump.All}
+var allStyles = header.LogConfig{Eth: header.StyleAll, ARP: header.StyleAll, IPv4: header.StyleAll, DHCP: header.StyleAll,
+	UDP: header.StyleAll, ICMP: header.StyleAll, TCP: header.StyleAll}
 
 // A changed config applies while frames flow: a new pcap path starts a new capture file, and
 // the frames before stay in the old one.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/internal/pcap"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/pcap"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/pcap"
-	"github.com/nicstack/nicstack/nicdump"
+	"github.com/nicstack/nicstack/netdev/header"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 // batch bounds the frames one pass takes from a side (Genode's routers handle up to 50 per
@@ -31,9 +31,9 @@ type side struct {
 // side has no room for (or no session) is dropped and counted, as the router does.
 type wire struct {
 	down, up side
-	cfg      nicdump.LogConfig
+	cfg      header.LogConfig
 	quiet    bool
-	timing   *nicdump.Timing // nil: no time in the lines
+	timing   *header.Timing // nil: no time in the lines
 	log      io.Writer
 	capture  io.Writer                    // nil: no capture file
 	onError  func(what string, err error) // a write failed; that output stops
@@ -94,7 +94,7 @@ func (w *wire) pass(from, to *side) int {
 			continue // a descriptor outside the buffer: the sink counted it, it is acknowledged below
 		}
 		if !w.quiet {
-			w.line = nicdump.AppendLine(w.line, to.name, from.name, f, &w.cfg, w.timing, now)
+			w.line = header.AppendLine(w.line, to.name, from.name, f, &w.cfg, w.timing, now)
 		}
 		if w.capture != nil {
 			w.rec = pcap.AppendRecord(w.rec, now, f, pcap.Snaplen)

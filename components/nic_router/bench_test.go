@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/nicperf"
+	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router"
-	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/nicperf"
+	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router"
-	"github.com/nicstack/nicstack/router/header"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nicstack/nicstack/reportrom"
+	"github.com/nicstack/nicstack/components/report_rom/reportrom"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 )

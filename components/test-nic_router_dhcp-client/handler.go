@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/nicstack/nicstack/nicperf"
+	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/internal/leftover"
 	"github.com/nicstack/nicstack/internal/qemu"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/leftover"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

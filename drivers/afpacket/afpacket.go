@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/drivers/tap/vnethdr"
-	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // MaxFrame is the largest frame (a 64 KiB GSO packet with Ethernet and VLAN headers, rounded

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nicstack/nicstack/internal/netns"
-	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/backendtest"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // setup makes namespaces "nic" (veth nsa0, no address: the socket's side) and "host" (veth

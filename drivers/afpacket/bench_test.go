@@ -3,8 +3,8 @@ package afpacket
 import (
 	"testing"
 
-	"github.com/nicstack/nicstack/internal/netns"
-	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/backendtest"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // go test -run '^$' -bench . ./drivers/afpacket (root): frames/s and Gbit/s of Write alone, and

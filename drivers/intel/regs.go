@@ -2,7 +2,7 @@
 // page, legacy descriptor rings in "DMA" memory shared with a driver, interrupt causes with the
 // ITR throttle, and a PHY that negotiates a link speed and paces the wire; the driver side uses
 // the register offsets and bits defined here. It is a model over memory and a Wire, not a
-// process: components/internal/intelhw runs it as intel_nic_hw on a device session
+// process: components/intel_nic_hw/intelhw runs it as intel_nic_hw on a device session
 // (drivers/intel/devsession) and plugs its wire into a session or a Linux interface.
 package intel
 

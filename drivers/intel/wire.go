@@ -13,7 +13,7 @@ import (
 //
 // tap asks the supervisor's parent service "Tap" for a TAP inside the run's namespace netns,
 // packet its service "Packet" for an AF_PACKET socket on a veth into it; address, gateway and
-// exec are the Linux side's (see runtime/hostservice). The model has no offloads and takes
+// exec are the Linux side's (see internal/hostservice). The model has no offloads and takes
 // frames up to 1518 bytes, so the Linux side gets MTU 1500 and a TAP no offloads: offload="no"
 // is the only value accepted.
 var WireSchema = &config.Schema{Type: "wire", Attrs: []string{"type", "netns", "address", "gateway", "exec", "offload"}}

@@ -3,8 +3,8 @@ package ipxe
 import (
 	"encoding/binary"
 
-	"github.com/nicstack/nicstack/internal/checksum"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // The emulated NIC, like iPXE's driver for it, offers neither checksum offload nor TSO, while
@@ -73,7 +73,7 @@ func completeChecksum(f []byte, start, off int) bool {
 	if start < 0 || off < 0 || start+off+2 > len(f) {
 		return false
 	}
-	c := ^checksum.Fold(checksum.Sum(f[start:], 0))
+	c := ^header.Fold64(header.Sum64(f[start:], 0))
 	if c == 0 {
 		c = 0xffff // as skb_checksum_help: 0 means "no checksum" to UDP
 	}
@@ -190,13 +190,13 @@ func (s *segmenter) cut(buf []byte) int {
 	var pseudo uint64
 	if s.v6 {
 		be.PutUint16(seg[l3+4:], uint16(n-l3-40))
-		pseudo = uint64(checksum.Fold(checksum.Sum(seg[l3+8:l3+40], 0))) // addresses, folded: more is added
+		pseudo = uint64(header.Fold64(header.Sum64(seg[l3+8:l3+40], 0))) // addresses, folded: more is added
 	} else {
 		be.PutUint16(seg[l3+2:], uint16(n-l3))
 		be.PutUint16(seg[l3+4:], s.id+uint16(s.n))
 		be.PutUint16(seg[l3+10:], 0)
-		be.PutUint16(seg[l3+10:], ^checksum.Fold(checksum.Sum(seg[l3:l4], 0)))
-		pseudo = uint64(checksum.Fold(checksum.Sum(seg[l3+12:l3+20], 0)))
+		be.PutUint16(seg[l3+10:], ^header.Fold64(header.Sum64(seg[l3:l4], 0)))
+		pseudo = uint64(header.Fold64(header.Sum64(seg[l3+12:l3+20], 0)))
 	}
 	be.PutUint32(seg[l4+4:], s.seq+uint32(s.next-s.hdr))
 	flags := s.flags
@@ -209,6 +209,6 @@ func (s *segmenter) cut(buf []byte) int {
 	seg[l4+13] = flags
 	be.PutUint16(seg[l4+16:], 0)
 	pseudo += 6 + uint64(n-l4)
-	be.PutUint16(seg[l4+16:], ^checksum.Fold(checksum.Sum(seg[l4:], pseudo)))
+	be.PutUint16(seg[l4+16:], ^header.Fold64(header.Sum64(seg[l4:], pseudo)))
 	return n
 }

@@ -3,7 +3,7 @@ package tap
 import (
 	"testing"
 
-	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/backendtest"
 )
 
 // go test -run '^$' -bench . ./drivers/tap (root): frames/s and Gbit/s of Write alone, and of

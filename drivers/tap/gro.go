@@ -3,13 +3,13 @@ package tap
 import (
 	"encoding/binary"
 
-	"github.com/nicstack/nicstack/internal/checksum"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // sum is the folded ones' complement sum of b and acc (0xffff: a checksum over its own field
 // verifies).
-func sum(b []byte, acc uint64) uint16 { return checksum.Fold(checksum.Sum(b, acc)) }
+func sum(b []byte, acc uint64) uint16 { return header.Fold64(header.Sum64(b, acc)) }
 
 // Writing TCP segments to a TAP costs a system call and a pass through the kernel's stack each.
 // Like the kernel's GRO on a NIC, Write joins consecutive full-size segments of one TCP/IPv4 flow
@@ -116,12 +116,12 @@ func superHeader(h, first []byte, a tcpSegment, payload int, psh bool) netdev.Of
 	tcpLen := a.hdrLen - ethLen - ipv4Len + payload
 	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+tcpLen))
 	binary.BigEndian.PutUint16(ip[10:], 0)
-	binary.BigEndian.PutUint16(ip[10:], checksum.Checksum(ip[:ipv4Len], 0))
+	binary.BigEndian.PutUint16(ip[10:], header.Checksum64(ip[:ipv4Len], 0))
 	if psh {
 		ip[ipv4Len+13] |= tcpPSH
 	}
 	// A partial checksum, as the kernel keeps it: the pseudo header's sum, not complemented.
-	binary.BigEndian.PutUint16(ip[ipv4Len+16:], checksum.Fold(pseudoSum(ip, tcpLen)))
+	binary.BigEndian.PutUint16(ip[ipv4Len+16:], header.Fold64(pseudoSum(ip, tcpLen)))
 	return netdev.Offload{Flags: netdev.OffloadNeedsCsum, GSOType: netdev.GSOTCPv4, HdrLen: uint16(a.hdrLen),
 		GSOSize: uint16(a.payload), CsumStart: ethLen + ipv4Len, CsumOffset: 16}
 }

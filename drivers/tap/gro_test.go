@@ -8,8 +8,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/nicstack/nicstack/internal/checksum"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // segment builds an Ethernet/IPv4/TCP frame of one flow with complete checksums.
@@ -53,8 +53,8 @@ func segmentLike(t fataler, hdr []byte, o netdev.Offload, payload []byte) [][]by
 		t.Fatal("super-frame IP header checksum wrong")
 	}
 	tcp := ip[ipv4Len:]
-	if got := binary.BigEndian.Uint16(tcp[16:]); got != checksum.Fold(pseudoSum(ip, len(tcp)+len(payload))) {
-		t.Fatalf("partial checksum %#x, want the pseudo header's %#x", got, checksum.Fold(pseudoSum(ip, len(tcp)+len(payload))))
+	if got := binary.BigEndian.Uint16(tcp[16:]); got != header.Fold64(pseudoSum(ip, len(tcp)+len(payload))) {
+		t.Fatalf("partial checksum %#x, want the pseudo header's %#x", got, header.Fold64(pseudoSum(ip, len(tcp)+len(payload))))
 	}
 	if o.GSOType != netdev.GSOTCPv4 || o.Flags != netdev.OffloadNeedsCsum || int(o.HdrLen) != len(hdr) ||
 		o.CsumStart != ethLen+ipv4Len || o.CsumOffset != 16 {

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/netns"
-	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/backendtest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // ourMAC is the host behind the TAP that the tests play.

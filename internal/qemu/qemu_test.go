@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/iperf"
 )
 
 // TestGuestUserNetwork boots the guest on QEMU's user networking (no root): it takes slirp's

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/internal/hostservice"
+	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/iperf"
-	"github.com/nicstack/nicstack/runtime/hostservice"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/leftover"
+	"github.com/nicstack/nicstack/runtime/leftover"
 )
 
 // InCI reports whether the tests run under CI (CI=true), where a skipped root test is a failure.

@@ -7,7 +7,7 @@ package tcpstate
 import (
 	"encoding/binary"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // State of a tracked connection.

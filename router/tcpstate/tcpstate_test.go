@@ -3,7 +3,7 @@ package tcpstate
 import (
 	"testing"
 
-	"github.com/nicstack/nicstack/router/header"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 func TestHandshakeAndClose(t *testing.T) {

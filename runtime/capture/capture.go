@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nicstack/nicstack/internal/pcap"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 // Message header, little-endian:

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nicstack/nicstack/internal/pcap"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 func pair(t *testing.T) (ours, theirs *os.File) {

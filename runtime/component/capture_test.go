@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/pcap"
 	"github.com/nicstack/nicstack/netdev"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/capture"
 	"github.com/nicstack/nicstack/runtime/packetstream"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 // serve opens session id at c as its server over new files (sent on the control socket ours)

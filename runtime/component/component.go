@@ -23,9 +23,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/fifo"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/fifo"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 

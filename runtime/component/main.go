@@ -12,7 +12,7 @@ import (
 
 	"github.com/nicstack/nicstack/runtime/sandbox"
 
-	"github.com/nicstack/nicstack/internal/logformat"
+	"github.com/nicstack/nicstack/runtime/logformat"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
-	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/backendtest"
 )
 
 // go test -run '^$' -bench . ./drivers/linuxnic (root): frames/s and Gbit/s through an Uplink

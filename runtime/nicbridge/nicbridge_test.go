@@ -10,9 +10,9 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
-	"github.com/nicstack/nicstack/internal/netns"
-	"github.com/nicstack/nicstack/internal/netns/backendtest"
+	"github.com/nicstack/nicstack/internal/backendtest"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/runtime/netns"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/fifo"
+	"github.com/nicstack/nicstack/runtime/fifo"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

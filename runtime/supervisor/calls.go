@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nicstack/nicstack/internal/fifo"
+	"github.com/nicstack/nicstack/runtime/fifo"
 )
 
 // call is one control call in a process's queue.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/fifo"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/fifo"
 )
 
 // TestCallQueue: one process's calls are made one at a time in the order queued, their

@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nicstack/nicstack/internal/leftover"
-	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/runtime/leftover"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // runDirPrefix names a run's folder, "nicstack-run-<pid>-<random>", so that the folder of a

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/fifo"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/fifo"
 )
 
 // launch starts c's process and hands it its config off the supervisor goroutine (that takes

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/logformat"
+	"github.com/nicstack/nicstack/runtime/logformat"
 )
 
 // Output is the terminal all components and the supervisor log to: one line at a time,

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nicstack/nicstack/internal/netns"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // The parent services are sessions the supervisor serves itself, routed with <parent/>: a
 // component gets a Linux interface inside a namespace of the run, without privileges. Which
 // services there are, and how each makes its interface, the caller hands in
-// (Options.ParentServices; package runtime/hostservice has Tap and Packet); the supervisor
+// (Options.ParentServices; package internal/hostservice has Tap and Packet); the supervisor
 // does the rest the same way for all: the namespace, the address, route and MTU of the Linux
 // side, the command run there, and deleting it all when the session closes.
 //

@@ -15,10 +15,10 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"golang.org/x/sys/unix"
 
-	"github.com/nicstack/nicstack/internal/fifo"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/runtime/fifo"
 )
 
 // process is one life of a component: the go-plugin client, its gRPC control client and the

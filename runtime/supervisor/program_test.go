@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/leftover"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/leftover"
 )
 
 // A program beside a component: it runs in the run folder, where the socket the component's

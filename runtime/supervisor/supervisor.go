@@ -2,7 +2,7 @@
 // each <start> as a component process pinned to its CPUs, routes the sessions components
 // request, hands them the session files, and keeps everything running. It makes no device
 // itself: the services it serves at <parent/> are handed in (Options.ParentServices; package
-// runtime/hostservice has Linux's Tap and Packet).
+// internal/hostservice has Linux's Tap and Packet).
 package supervisor
 
 import (
@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/leftover"
+	"github.com/nicstack/nicstack/runtime/leftover"
 
-	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // Options configure a supervisor run.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/guest"
-	"github.com/nicstack/nicstack/iperf"
-	"github.com/nicstack/nicstack/rr"
+	"github.com/nicstack/nicstack/components/internal/guest"
+	"github.com/nicstack/nicstack/internal/iperf"
+	"github.com/nicstack/nicstack/internal/rr"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )

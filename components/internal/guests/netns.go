@@ -3,8 +3,8 @@ package guests
 import (
 	"fmt"
 
+	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/drivers/tap"
-	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/nicbridge"

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nicstack/nicstack/components/internal/netstack"
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/netstack"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nicstack/nicstack/components/internal/guest"
+	"github.com/nicstack/nicstack/components/internal/netstack"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/drivers/qemustream"
-	"github.com/nicstack/nicstack/guest"
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/netstack"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 )

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/components/internal/netstack"
 	"github.com/nicstack/nicstack/drivers/qemustream"
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/netstack"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/internal/netns"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/netns"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 

@@ -1,0 +1,455 @@
+// Package iperf runs an iperf scenario once per point of the driver's matrix (rx_irq_throttle
+// x tx_batch) and direction, and reports the guests' throughput against every component's
+// CPU and the NIC's and streams' event rates, optionally against the same topology on Linux
+// forwarding and on pasta. It is the harness of `nicstack bench iperf`, not the iperf
+// implementation (github.com/nicstack/nicstack/iperf).
+package iperf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nicstack/nicstack/bench"
+	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/drivers/ipxe"
+	"github.com/nicstack/nicstack/internal/iperf"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// throttle is an rx_irq_throttle value as given: an ITR interval or "adaptive".
+type throttle string
+
+// MarshalJSON writes an interval as a number, "adaptive" as a string.
+func (t throttle) MarshalJSON() ([]byte, error) {
+	if _, err := strconv.ParseUint(string(t), 10, 16); err == nil {
+		return []byte(t), nil
+	}
+	return json.Marshal(string(t))
+}
+
+// Directions of the traffic, as --direction names them.
+const (
+	dirRX    = "rx"    // the far end sends, the guest receives (iperf3 -R): the seed's measurement
+	dirTX    = "tx"    // the guest sends: the driver's TX path and its batching
+	dirBidir = "bidir" // both at once (iperf3 --bidir); Mbit/s are both directions' sum
+)
+
+// point is one point of the matrix in one direction, as printed and written by --json: the
+// medians of its runs. The driver's settings are null when the scenario has no ipxe_nic.
+type point struct {
+	// Reference names the --compare path a point measured (a guest scenario's, guestReferences,
+	// runs in the matrix); empty for the scenario's.
+	Reference     string             `json:"reference,omitempty"`
+	Congestion    string             `json:"congestion,omitempty"` // the Linux iperf3s' TCP congestion control
+	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
+	TxBatch       *bool              `json:"tx_batch"`
+	Direction     string             `json:"direction"`
+	Runs          int                `json:"runs"`      // runs that measured; the figures are their medians
+	Mbps          float64            `json:"mbps"`      // receiver side, as iperf reports it
+	MbpsRuns      []float64          `json:"mbps_runs"` // each run's, in the order measured
+	CPU           map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
+	IrqsPerS      float64            `json:"irqs_per_s"`
+	// per 1000 frames the NIC sent: interrupts with a TX cause (TXDW, TXQE), TDT doorbells
+	TxIrqsPerK    float64 `json:"tx_irqs_per_kframe"`
+	DoorbellsPerK float64 `json:"doorbells_per_kframe"`
+	SignalsPerK   float64 `json:"signals_per_kframe"` // packet-stream signals per 1000 frames through sessions
+	RetransPerS   float64 `json:"retransmits_per_s"`  // TCP segments the senders sent again
+	// ITRPercent is the share of the traffic time adaptive moderation spent in each latency
+	// class (lowest, low, bulk); ITRChangesPerS how often it moved.
+	ITRPercent     map[string]float64 `json:"itr_percent,omitempty"`
+	ITRChangesPerS float64            `json:"itr_changes_per_s,omitempty"`
+	Seconds        float64            `json:"seconds"` // measured traffic time of a run
+	// EndsCPU is what the real iperf3s of netns guests used (both ends, as iperf3 reports it),
+	// in percent of one CPU; GbitPerCPUSecond the throughput per CPU-second of the whole path,
+	// components and ends: a cost a loaded machine's share of CPU does not move.
+	EndsCPU          float64 `json:"ends_cpu,omitempty"`
+	GbitPerCPUSecond float64 `json:"gbit_per_cpu_second,omitempty"`
+	// With --latency: 1-byte round trips on the idle path (the figures the targets compare),
+	// and every phase and size.
+	RRP50us  float64    `json:"rr_p50_us,omitempty"`
+	RRP99us  float64    `json:"rr_p99_us,omitempty"`
+	RRP999us float64    `json:"rr_p999_us,omitempty"`
+	RR       []rrFigure `json:"rr,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+// The components the bench recognizes by their binary.
+const (
+	driverBinary   = "ipxe_nic"
+	hardwareBinary = "intel_nic_hw"
+	routerBinary   = "nic_router"
+)
+
+// linuxDrivers are the drivers of Linux interfaces, shown in the driver's column; only the
+// ipxe_nic's config is patched.
+var linuxDrivers = map[string]bool{"linux_nic": true, "packet_nic": true}
+
+// Options are one invocation's settings.
+type Options struct {
+	Throttles  []string      // the driver's rx_irq_throttle values: ITR intervals or adaptive
+	Batches    []string      // the driver's tx_batch values (yes, no)
+	Directions []string      // rx, tx, bidir
+	Runs       int           // runs per point, in rounds over the matrix; medians are reported
+	Time       time.Duration // iperf test time per run, measured
+	// Omit is left out at each test's start, whole seconds (iperf3's -O): TCP's slow start,
+	// whose length follows the round trip (an ITR interval adds to it), counts in neither
+	// the throughput nor the components' CPU.
+	Omit    time.Duration
+	JSON    string   // also write the points to this file
+	Plot    string   // draw throughput and CPU against the throttle value into this PNG
+	Compare []string // reference paths to measure as well: kernel, pasta, NAME@MTU
+	Latency bool     // also time request/response round trips (rr), idle and during the test
+	// UDPRate, when not 0, makes the test a UDP stream of that many 64-byte datagrams per
+	// second instead of bulk TCP: a load that leaves the receiver time between frames, so that
+	// the interrupt rate follows the driver's throttle rather than the receiver's speed.
+	UDPRate int
+	// Congestion, when set, is the TCP congestion control of every Linux iperf3 (iperf3 -C,
+	// which the server takes from the client): the netns guests' and the references'. Empty:
+	// each kernel's default. Pacing senders (BBR) and bursting ones (CUBIC) load a path of
+	// batching components differently, so a comparison names the one it used.
+	Congestion string
+	bench.Components
+}
+
+// iperfTest is one real iperf3 test: run measured after omit left out (iperf3's -t and -O),
+// with TCP congestion control congestion (-C; empty: the kernel's default).
+type iperfTest struct {
+	run, omit  time.Duration
+	congestion string
+}
+
+func (o Options) test() iperfTest { return iperfTest{o.Time, o.Omit, o.Congestion} }
+
+// args are iperf3's options for it.
+func (t iperfTest) args() []string {
+	a := []string{"-t", strconv.Itoa(int(t.run.Seconds() + 0.5))}
+	if t.omit > 0 {
+		a = append(a, "-O", strconv.Itoa(int(t.omit.Seconds())))
+	}
+	if t.congestion != "" {
+		a = append(a, "-C", t.congestion)
+	}
+	return a
+}
+
+// total is how long the test runs.
+func (t iperfTest) total() time.Duration { return t.run + t.omit }
+
+// setting is one point of the matrix before it is measured.
+type setting struct {
+	itr   *throttle
+	batch *bool
+	dir   string
+	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
+}
+
+// Run runs the scenario at path --runs times per point of the matrix (once per direction if
+// it has no ipxe_nic), in rounds so that a drift of the machine's speed spreads over every
+// point, prints the tables and the references' ratios, and fails if a point failed.
+func Run(ctx context.Context, out io.Writer, path string, o Options) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if errs := supervisor.Check(path, data, o.Bins, components.Table); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if o.Omit < 0 || o.Omit%time.Second != 0 || o.Omit > iperf.MaxOmit*time.Second {
+		return fmt.Errorf("--omit %v: iperf3 leaves out whole seconds, 0s to %ds", o.Omit, iperf.MaxOmit)
+	}
+	sc, err := loadScenario(path)
+	if err != nil {
+		return err
+	}
+	if err := o.checkCongestion(sc); err != nil {
+		return err
+	}
+	if o.Latency {
+		for _, c := range sc.clients {
+			if c.netns != "" || c.guest != nil {
+				return fmt.Errorf("--latency: %s is a netns or QEMU guest; round trips are timed by embedded guests on the host only", c.name)
+			}
+		}
+	}
+	matrix, refs, err := o.matrix(sc, path, out)
+	if err != nil {
+		return err
+	}
+	if err := sc.prepareGuests(ctx); err != nil {
+		return err
+	}
+	if o.Verbose {
+		bench.PrintLoad(out)
+	}
+	// The references run in every round after the matrix, so that each ratio compares runs
+	// the machine's drift and load met alike.
+	type refDir struct {
+		ref  reference
+		dir  string
+		runs []point
+		err  error
+	}
+	var refRuns []refDir
+	for _, r := range refs {
+		for _, dir := range o.Directions {
+			refRuns = append(refRuns, refDir{ref: r, dir: dir})
+		}
+	}
+	perRound := len(matrix) + len(refRuns)
+	prog := newProgress(o.Runs*perRound, o.test().total(), o.Verbose)
+	runs := make([][]point, len(matrix))
+	for round := range o.Runs {
+		for i, m := range matrix {
+			prog.start(fmt.Sprintf("run %d of %d: %s", round*perRound+i+1, o.Runs*perRound, m))
+			p, err := measure(ctx, sc, m, o, prog)
+			prog.end()
+			if ctx.Err() != nil {
+				prog.finish()
+				return ctx.Err()
+			}
+			if err != nil {
+				p.Error = err.Error()
+				prog.note(fmt.Sprintf("%s: run failed: %v", m, err))
+			}
+			runs[i] = append(runs[i], p)
+		}
+		for i := range refRuns {
+			rr := &refRuns[i]
+			prog.start(fmt.Sprintf("run %d of %d: %s, %s", round*perRound+len(matrix)+i+1, o.Runs*perRound, rr.ref, rr.dir))
+			p, err := measureReference(ctx, rr.ref, o.test(), rr.dir)
+			prog.end()
+			if ctx.Err() != nil {
+				prog.finish()
+				return ctx.Err()
+			}
+			if err != nil {
+				rr.err = err
+				continue
+			}
+			rr.runs = append(rr.runs, p)
+		}
+	}
+	prog.finish()
+	points := make([]point, len(matrix))
+	for i, m := range matrix {
+		points[i] = medianPoint(runs[i])
+		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
+	}
+	writeTables(out, points, sc, o)
+	for _, p := range points {
+		if p.Reference != "" && p.Runs > 0 {
+			writeComparison(out, points, reference{name: p.Reference}, p, nil)
+		}
+	}
+	var refPoints []point
+	for _, rr := range refRuns {
+		if rr.err != nil {
+			fmt.Fprintf(out, "--compare %s (%s): %d of %d runs measured; %v\n", rr.ref, rr.dir, len(rr.runs), o.Runs, rr.err)
+		}
+		if len(rr.runs) > 0 {
+			rp := medianPoint(rr.runs)
+			rp.Reference, rp.Direction = rr.ref.name, rr.dir
+			var gbit []float64
+			for _, r := range rr.runs {
+				if r.GbitPerCPUSecond > 0 {
+					gbit = append(gbit, r.GbitPerCPUSecond)
+				}
+			}
+			writeComparison(out, points, rr.ref, rp, gbit)
+			refPoints = append(refPoints, rp)
+		}
+	}
+	if o.Verbose {
+		bench.PrintLoad(out)
+	}
+	if o.JSON != "" {
+		// A QEMU guest's kernel has a default of its own, which the host does not know.
+		cc := o.congestion()
+		if sc.linuxTCP() {
+			for i := range points {
+				points[i].Congestion = cc
+			}
+		}
+		for i := range refPoints {
+			if o.Congestion != "" || !(reference{name: refPoints[i].Reference}).isQEMU() {
+				refPoints[i].Congestion = cc
+			}
+		}
+		if err := bench.WriteJSON(o.JSON, append(points, refPoints...)); err != nil {
+			return err
+		}
+	}
+	if o.Plot != "" {
+		if err := drawPlot(o.Plot, points, refPoints); err != nil {
+			return err
+		}
+	}
+	for _, p := range points {
+		if p.Error != "" {
+			return errors.New("some points failed (see the table)")
+		}
+	}
+	return nil
+}
+
+// matrix checks the options and lists the points: per direction, every throttle with every
+// batch setting.
+func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, []reference, error) {
+	if o.Runs < 1 {
+		return nil, nil, fmt.Errorf("--runs %d: want at least 1", o.Runs)
+	}
+	if o.UDPRate < 0 {
+		return nil, nil, fmt.Errorf("--udp-rate %d: want datagrams per second, or 0 for TCP", o.UDPRate)
+	}
+	var refs []reference
+	var guestRefs []string
+	for _, c := range o.Compare {
+		if _, ok := guestReferences[c]; ok {
+			if !sc.inGuest() {
+				return nil, nil, fmt.Errorf("--compare %s: only for a scenario that runs inside a QEMU guest (%s)", c, guestScenarioCommand)
+			}
+			guestRefs = append(guestRefs, c)
+			continue
+		}
+		r, err := parseReference(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		refs = append(refs, r)
+	}
+	for _, d := range o.Directions {
+		switch d {
+		case dirRX, dirTX, dirBidir:
+		default:
+			return nil, nil, fmt.Errorf("--direction %q: expected rx (the far end sends), tx (the guest sends) or bidir", d)
+		}
+	}
+	itrs := make([]throttle, len(o.Throttles))
+	for i, t := range o.Throttles {
+		itr, adaptive, err := ipxe.ParseThrottle(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--rx-irq-throttle: %v", err)
+		}
+		itrs[i] = throttle(strconv.FormatUint(uint64(itr), 10))
+		if adaptive {
+			itrs[i] = "adaptive"
+		}
+	}
+	batches := make([]bool, len(o.Batches))
+	for i, b := range o.Batches {
+		switch b {
+		case "yes", "true":
+			batches[i] = true
+		case "no", "false":
+		default:
+			return nil, nil, fmt.Errorf("--tx-batch %q: expected yes or no", b)
+		}
+	}
+	var matrix []setting
+	for _, d := range o.Directions {
+		if sc.driver == nil {
+			matrix = append(matrix, setting{dir: d})
+			continue
+		}
+		for i := range itrs {
+			for j := range batches {
+				matrix = append(matrix, setting{&itrs[i], &batches[j], d, ""})
+			}
+		}
+		for _, r := range guestRefs {
+			matrix = append(matrix, setting{dir: d, ref: r})
+		}
+	}
+	if sc.driver == nil {
+		fmt.Fprintf(out, "%s has no %s: one run per direction, the driver matrix does not apply\n", path, driverBinary)
+	}
+	return matrix, refs, nil
+}
+
+func (s setting) String() string {
+	if s.ref != "" {
+		return s.dir + " --compare " + s.ref
+	}
+	if s.itr == nil {
+		return s.dir + " scenario as written"
+	}
+	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", s.dir, *s.itr, yesNo(*s.batch))
+}
+
+// pathCPU is the CPU of the whole path in percent of one CPU: every component and the ends.
+func (p point) pathCPU() float64 {
+	sum := p.EndsCPU
+	for _, c := range p.CPU {
+		sum += c
+	}
+	return sum
+}
+
+// gbitPerCPUSecond is mbps carried at cpu percent of one CPU, as Gbit per CPU-second.
+func gbitPerCPUSecond(mbps, cpu float64) float64 {
+	if cpu <= 0 {
+		return 0
+	}
+	return mbps / 1000 / (cpu / 100)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// medianPoint is the median of each figure over the runs that measured; the first error if
+// none did, or some did not.
+func medianPoint(runs []point) point {
+	var ok []point
+	p := point{CPU: map[string]float64{}}
+	for _, r := range runs {
+		if r.Error != "" {
+			if p.Error == "" {
+				p.Error = r.Error
+			}
+			continue
+		}
+		ok = append(ok, r)
+	}
+	p.Runs = len(ok)
+	if len(ok) == 0 {
+		return p
+	}
+	for _, r := range ok {
+		p.MbpsRuns = append(p.MbpsRuns, r.Mbps)
+	}
+	med := func(f func(point) float64) float64 { return bench.Median(ok, f) }
+	p.Mbps = med(func(r point) float64 { return r.Mbps })
+	p.IrqsPerS = med(func(r point) float64 { return r.IrqsPerS })
+	p.TxIrqsPerK = med(func(r point) float64 { return r.TxIrqsPerK })
+	p.DoorbellsPerK = med(func(r point) float64 { return r.DoorbellsPerK })
+	p.SignalsPerK = med(func(r point) float64 { return r.SignalsPerK })
+	p.RetransPerS = med(func(r point) float64 { return r.RetransPerS })
+	p.ITRChangesPerS = med(func(r point) float64 { return r.ITRChangesPerS })
+	p.Seconds = med(func(r point) float64 { return r.Seconds })
+	p.EndsCPU = med(func(r point) float64 { return r.EndsCPU })
+	p.GbitPerCPUSecond = med(func(r point) float64 { return r.GbitPerCPUSecond })
+	for name := range ok[0].CPU {
+		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
+	}
+	p.RR = medianRR(ok)
+	if f, ok := p.idleRR(); ok {
+		p.RRP50us, p.RRP99us, p.RRP999us = f.P50us, f.P99us, f.P999us
+	}
+	for class := range ok[0].ITRPercent {
+		if p.ITRPercent == nil {
+			p.ITRPercent = map[string]float64{}
+		}
+		p.ITRPercent[class] = med(func(r point) float64 { return r.ITRPercent[class] })
+	}
+	return p
+}

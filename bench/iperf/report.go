@@ -1,0 +1,260 @@
+package iperf
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/nicstack/nicstack/bench"
+)
+
+// directionTitle says what a direction measures.
+var directionTitle = map[string]string{
+	dirRX:    "rx: the far end sends, the guest receives (iperf -R)",
+	dirTX:    "tx: the guest sends, the far end receives",
+	dirBidir: "bidir: both send at once (iperf --bidir), Mbit/s of both",
+}
+
+// writeTables prints, per direction, the seed's table (throughput against each component's
+// CPU, the driver's, router's and hardware's first) and the table of event rates, then how
+// adaptive moderation spent its time, and what failed.
+func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
+	fixed := []string{sc.roles[driverBinary], sc.roles[routerBinary], sc.roles[hardwareBinary]}
+	names := []string{}
+	for _, n := range fixed {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	var others []string
+	seen := map[string]bool{}
+	for _, p := range points {
+		for name := range p.CPU {
+			if !seen[name] && name != fixed[0] && name != fixed[1] && name != fixed[2] {
+				seen[name] = true
+				others = append(others, name)
+			}
+		}
+	}
+	sort.Strings(others)
+	names = append(names, others...)
+	for _, dir := range o.Directions {
+		var pts []point
+		for _, p := range points {
+			if p.Direction == dir {
+				pts = append(pts, p)
+			}
+		}
+		omitted := ""
+		if o.Omit > 0 {
+			omitted = fmt.Sprintf(" after %v left out", o.Omit)
+		}
+		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", directionTitle[dir], o.Runs, o.Time, omitted)
+		if sc.linuxTCP() || len(o.Compare) > 0 {
+			fmt.Fprintf(out, "%s in every Linux iperf3\n", o.congestionTitle())
+		}
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "CPU in % of one core while traffic flowed")
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\tMbit/s\t")
+		for _, n := range names {
+			fmt.Fprintf(tw, "%s\t", n)
+		}
+		fmt.Fprintln(tw)
+		for _, p := range pts {
+			fmt.Fprintf(tw, "%s\t", p.settingColumns())
+			if p.Runs == 0 {
+				fmt.Fprintln(tw, "failed\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%.0f\t", p.Mbps)
+			for _, n := range names {
+				if v, ok := p.CPU[n]; ok {
+					fmt.Fprintf(tw, "%.0f\t", v)
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "rx_irq_throttle\ttx_batch\tirqs/s\tTX irqs/kframe\tdoorbells/kframe\tsignals/kframe\tretrans/s\t")
+		for _, p := range pts {
+			fmt.Fprintf(tw, "%s\t", p.settingColumns())
+			if p.Runs == 0 {
+				fmt.Fprintln(tw, "failed\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", p.IrqsPerS, p.TxIrqsPerK, p.DoorbellsPerK, p.SignalsPerK, p.RetransPerS)
+		}
+		tw.Flush()
+		writeRRTable(out, pts)
+		for _, p := range pts {
+			if p.ITRPercent != nil {
+				fmt.Fprintf(out, "%s: ITR lowest/low/bulk/stream %.0f/%.0f/%.0f/%.0f %%, %.1f changes/s\n",
+					p.setting(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRPercent["stream"], p.ITRChangesPerS)
+			}
+		}
+	}
+	writeAdaptive(out, points, sc.roles[driverBinary])
+	fmt.Fprintln(out, "\nirqs/s: the NIC's interrupts. Per 1000 frames the NIC sent: TX irqs, interrupts with a TX")
+	fmt.Fprintln(out, "cause (TXDW or TXQE); doorbells, TDT writes. signals/kframe: packet-stream signals per 1000")
+	fmt.Fprintln(out, "frames through the sessions. retrans/s: TCP segments sent again.")
+	if sc.inGuest() {
+		fmt.Fprintln(out, "In the QEMU guest: the components' CPU in % of one vCPU, guest the whole guest's (all vCPUs,")
+		fmt.Fprintln(out, "/proc/stat), qemu QEMU's on the host; irqs/s and doorbells as the driver counts them (a")
+		fmt.Fprintln(out, "reference: eth0's in /proc/interrupts); TX irqs are not told apart there.")
+	}
+	if o.Latency {
+		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) of the guest against the far")
+		fmt.Fprintf(out, "end, p50/p99/p99.9 in µs; idle: %v per size after the test, load: during it.\n", rrIdleTime)
+	}
+	for _, p := range points {
+		if p.Error != "" {
+			fmt.Fprintf(out, "%s: %d of %d runs measured; %s\n", p.setting(), p.Runs, o.Runs, p.Error)
+		}
+	}
+}
+
+// settingColumns are the first two columns of a row, tab-separated.
+func (p point) settingColumns() string {
+	if p.Reference != "" {
+		return p.Reference + "\t-"
+	}
+	if p.RxIrqThrottle == nil {
+		return "as written\t-"
+	}
+	return fmt.Sprintf("%s\t%s", *p.RxIrqThrottle, yesNo(*p.TxBatch))
+}
+
+func (p point) setting() string {
+	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
+}
+
+// writeComparison prints a reference path's result in one direction (rp, the median of its
+// runs), its processes' CPU, and the ratio of every point of that direction to it: of the
+// medians, and the range of the rounds' ratios when every round measured both. gbit are the
+// reference's runs in Gbit per CPU-second of its whole path; when there are some, the points'
+// cost is compared too.
+func writeComparison(out io.Writer, points []point, ref reference, rp point, gbit []float64) {
+	dir, runs, mbps := rp.Direction, rp.MbpsRuns, rp.Mbps
+	perCPU := bench.Median(gbit, func(v float64) float64 { return v })
+	fmt.Fprintf(out, "\n%s, %s, %s: %.0f Mbit/s", ref, ref.shape(), dir, mbps)
+	if len(runs) > 1 {
+		fmt.Fprintf(out, " (median of %d runs, %.0f-%.0f)", len(runs), slices.Min(runs), slices.Max(runs))
+	}
+	if perCPU > 0 {
+		fmt.Fprintf(out, ", %.1f Gbit per CPU-second", perCPU)
+	}
+	fmt.Fprintln(out)
+	if len(rp.CPU) > 0 {
+		names := slices.Sorted(maps.Keys(rp.CPU))
+		fmt.Fprint(out, "  CPU while the guest's iperf ran, % of one CPU (medians):")
+		for _, n := range names {
+			fmt.Fprintf(out, " %s %.0f", n, rp.CPU[n])
+		}
+		fmt.Fprintln(out)
+	}
+	for _, p := range points {
+		if p.Direction != dir || p.Runs == 0 || mbps <= 0 || p.Reference != "" {
+			continue
+		}
+		fmt.Fprintf(out, "  %-40s %6.0f Mbit/s = %.2f x %s", p.setting(), p.Mbps, p.Mbps/mbps, ref)
+		if len(runs) > 1 && len(p.MbpsRuns) == len(runs) {
+			lo, hi := math.Inf(1), 0.0
+			for i, v := range runs {
+				r := p.MbpsRuns[i] / v
+				lo, hi = min(lo, r), max(hi, r)
+			}
+			fmt.Fprintf(out, " (rounds %.2f-%.2f)", lo, hi)
+		}
+		if perCPU > 0 && p.GbitPerCPUSecond > 0 {
+			fmt.Fprintf(out, "; %.1f Gbit per CPU-second = %.2f x", p.GbitPerCPUSecond, p.GbitPerCPUSecond/perCPU)
+		}
+		fmt.Fprintln(out)
+	}
+}
+
+// writeRRTable prints the points' round trips, a column per phase and size, if they have any.
+func writeRRTable(out io.Writer, pts []point) {
+	if len(pts) == 0 || len(pts[0].RR) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nround trips in µs, p50/p99/p99.9")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\t")
+	for _, f := range pts[0].RR {
+		fmt.Fprintf(tw, "%s %s\t", f.Phase, sizeName(f.Bytes))
+	}
+	fmt.Fprintln(tw)
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%s\t", p.settingColumns())
+		if len(p.RR) == 0 {
+			fmt.Fprintln(tw, "-\t")
+			continue
+		}
+		for _, f := range p.RR {
+			fmt.Fprintf(tw, "%.0f/%.0f/%.0f\t", f.P50us, f.P99us, f.P999us)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func sizeName(b int) string {
+	if b >= 1024 && b%1024 == 0 {
+		return fmt.Sprintf("%d KiB", b/1024)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// writeAdaptive compares rx_irq_throttle=adaptive with the fixed settings of its direction and
+// tx_batch, in the terms of its targets: throughput against the best fixed setting's, the
+// driver's CPU against the lowest, 1-byte round trips on the idle path against ITR 0's.
+func writeAdaptive(out io.Writer, points []point, driver string) {
+	var tw *tabwriter.Writer
+	for _, a := range points {
+		if a.RxIrqThrottle == nil || *a.RxIrqThrottle != "adaptive" || a.Runs == 0 {
+			continue
+		}
+		var best, lowest, off *point
+		for i := range points {
+			f := &points[i]
+			if f.RxIrqThrottle == nil || *f.RxIrqThrottle == "adaptive" || f.Runs == 0 || f.Direction != a.Direction || *f.TxBatch != *a.TxBatch {
+				continue
+			}
+			if best == nil || f.Mbps > best.Mbps {
+				best = f
+			}
+			if lowest == nil || f.CPU[driver] < lowest.CPU[driver] {
+				lowest = f
+			}
+			if *f.RxIrqThrottle == "0" {
+				off = f
+			}
+		}
+		if best == nil {
+			continue
+		}
+		if tw == nil {
+			fmt.Fprintln(out, "\nadaptive against the fixed settings (targets: >= 0.97, <= 1.10, <= 1.10)")
+			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "direction\ttx_batch\tMbit/s / best\tdriver CPU / lowest\tidle 1 B p99 / ITR 0's\t")
+		}
+		p99 := "-"
+		if off != nil && off.RRP99us > 0 && a.RRP99us > 0 {
+			p99 = fmt.Sprintf("%.2f", a.RRP99us/off.RRP99us)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f (%s)\t%.2f (%s)\t%s\t\n", a.Direction, yesNo(*a.TxBatch),
+			a.Mbps/best.Mbps, *best.RxIrqThrottle, a.CPU[driver]/lowest.CPU[driver], *lowest.RxIrqThrottle, p99)
+	}
+	if tw != nil {
+		tw.Flush()
+	}
+}

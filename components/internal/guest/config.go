@@ -1,0 +1,166 @@
+// Package guest is the config of the vm and remote_host components: which guest runs behind
+// the session (an embedded TCP/IP stack or a Linux namespace), its addresses and its iperf
+// and request/response tests. It links no TCP/IP stack, so that the table of components (and `nicstack check`) can
+// hold it; the guests themselves are components/internal/guests.
+package guest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/nicstack/nicstack/internal/iperf"
+	"github.com/nicstack/nicstack/internal/rr"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// Schema is the <config> of the vm and remote_host components:
+//
+//	<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>          vm, DHCP
+//	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
+//	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
+//	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
+//	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
+//	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
+//	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
+//
+// A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command),
+// its client tried again while the server is not reachable or busy, as an embedded guest's; rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
+// times round trips during the iperf test and then on the idle path (see guests.Host).
+var Schema = &config.Schema{Type: "config", Attrs: []string{
+	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
+	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec", "socket",
+}}
+
+// Config is one guest.
+type Config struct {
+	Guest   string // "embedded", "netns", "stream" or "vhost-user"
+	MTU     int
+	Offload bool // embedded: send TSO super-frames; netns: the TAP's offloads
+	MAC     net.HardwareAddr
+	// Address is the embedded stack's static address; invalid: ask the session's DHCP server.
+	Address netip.Prefix
+	Gateway netip.Addr
+	Iperf   *iperf.Command // nil: no test
+	RR      *rr.Command    // nil: no request/response test
+	Report  string         // file the iperf report is written to as JSON
+	// Session is the service requested: "Nic", or "Uplink" to sit where a driver would, with
+	// UplinkMAC as the router's identity on that wire.
+	Session   string
+	Label     string
+	UplinkMAC net.HardwareAddr
+	// The netns guest: the namespace the supervisor makes, the TAP's Linux-side address and
+	// default route, and a command run in the namespace once the TAP is up.
+	Netns      string
+	TapAddress string
+	TapGateway string
+	Exec       string
+	// Socket is where a stream or vhost-user guest's QEMU connects: the supervisor listens there
+	// (relative: in the run folder) and hands the socket over; default START.sock.
+	Socket string
+}
+
+// ParseConfig reads a guest's <config>; start (the <start>'s name) seeds the default MAC.
+func ParseConfig(n *config.Node, start string) (Config, error) {
+	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
+		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
+		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", "")}
+	if c.Guest != "embedded" && c.Guest != "netns" && c.Guest != "stream" && c.Guest != "vhost-user" {
+		a, _ := n.Attr("guest")
+		return c, config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", c.Guest)
+	}
+	if c.Guest == "stream" || c.Guest == "vhost-user" {
+		c.Socket = n.String("socket", start+".sock")
+		if a, ok := n.Attr("socket"); ok && (c.Socket == "" || strings.ContainsRune(c.Socket, 0) || len(c.Socket) > 107) {
+			return c, config.Errorf(a.Pos, "socket=%q: want a path of 1 to 107 bytes", c.Socket)
+		}
+	}
+	if c.Session != "Nic" && c.Session != "Uplink" {
+		a, _ := n.Attr("session")
+		return c, config.Errorf(a.Pos, "session=%q: expected Nic or Uplink", c.Session)
+	}
+	mtu, err := n.Number("mtu", 1500)
+	if err != nil {
+		return c, err
+	}
+	if mtu < 576 || mtu > 65000 {
+		a, _ := n.Attr("mtu")
+		return c, config.Errorf(a.Pos, "mtu=%d is out of range (576..65000)", mtu)
+	}
+	c.MTU = int(mtu)
+	if c.Offload, err = n.Bool("offload", c.Guest == "netns"); err != nil {
+		return c, err
+	}
+	mac, ok, err := n.MAC("mac")
+	if err != nil {
+		return c, err
+	}
+	if !ok {
+		mac = defaultMAC(start)
+	}
+	c.MAC = mac
+	if c.Address, _, err = n.Prefix("address"); err != nil {
+		return c, err
+	}
+	if c.Gateway, _, err = n.IPv4("gateway"); err != nil {
+		return c, err
+	}
+	if c.Session == "Uplink" {
+		if c.UplinkMAC, ok, err = n.MAC("uplink_mac"); err != nil {
+			return c, err
+		}
+		if !ok {
+			return c, config.Errorf(n.Pos, "session=\"Uplink\" needs uplink_mac (the router's MAC on the wire)")
+		}
+	}
+	if a, ok := n.Attr("iperf"); ok {
+		if c.Iperf, err = iperf.ParseCommand(strings.Fields(a.Value)); err != nil {
+			return c, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
+		}
+	}
+	if a, ok := n.Attr("rr"); ok {
+		if c.Guest == "netns" {
+			return c, config.Errorf(a.Pos, "rr runs in an embedded guest only (guest=\"netns\")")
+		}
+		if c.RR, err = rr.ParseCommand(strings.Fields(a.Value)); err != nil {
+			return c, config.Errorf(a.Pos, "rr=%q: %v", a.Value, err)
+		}
+	}
+	if c.Guest == "netns" && c.TapAddress == "" {
+		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
+	}
+	if a, ok := n.Attr("iperf"); ok && c.Guest == "netns" && c.Exec == "" {
+		c.Exec = realIperf3(c.Iperf, strings.Join(strings.Fields(a.Value), " "))
+	}
+	return c, nil
+}
+
+// defaultMAC is a locally administered address from the component's name, so that guests of
+// one scenario differ without configuring one.
+func defaultMAC(name string) net.HardwareAddr {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	s := h.Sum32()
+	return net.HardwareAddr{0x02, 0x4e, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
+}
+
+// TapArgs are the arguments of the Tap session (the contract's netns, address, gateway, mtu,
+// offload, exec).
+func (cfg Config) TapArgs() map[string]string {
+	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
+		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
+	if cfg.TapGateway != "" {
+		args["gateway"] = cfg.TapGateway
+	}
+	if cfg.Exec != "" {
+		args["exec"] = cfg.Exec
+	}
+	return args
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("guest=%s mac=%s mtu=%d offload=%v", c.Guest, c.MAC, c.MTU, c.Offload)
+}
