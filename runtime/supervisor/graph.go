@@ -59,7 +59,8 @@ func Graph(sc *Scenario, opts GraphOptions) string {
 	if len(sc.ParentProvides) == 0 {
 		provides = "provides nothing"
 	}
-	fmt.Fprintf(&b, "\t%s [label=%s, shape=house];\n", quote(parentNode), quote("parent (nicstack)\n"+provides))
+	// At the bottom, under its children, as Genode draws init.
+	fmt.Fprintf(&b, "\t%s [label=%s, shape=house];\n\t{ rank=sink; %[1]s; }\n", quote(parentNode), quote("parent (nicstack)\n"+provides))
 
 	starts := slices.Clone(sc.Starts)
 	slices.SortFunc(starts, func(a, b *Start) int { return strings.Compare(a.Name, b.Name) })
