@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PROTOC_GEN := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run test bench pgo proto lint deps clean
+.PHONY: all build run test bench pgo proto graph lint deps clean
 
 all: build
 
@@ -55,6 +55,13 @@ proto: deps
 	  --go_out=proto --go_opt=paths=source_relative \
 	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 	  proto/*.proto
+
+# README's picture: the seed scenario drawn on 2 CPUs (fixed, so that the files do not depend
+# on the machine). cmd/nicstack's TestSeedGraphCurrent fails when docs/seed.dot is stale. The
+# SVG needs Graphviz's dot (Debian: graphviz).
+graph:
+	$(GO) run ./cmd/nicstack graph deploy/sculpt_iperf.hid --cpus 2 > docs/seed.dot
+	$(GO) run ./cmd/nicstack graph deploy/sculpt_iperf.hid --cpus 2 --svg docs/seed.svg
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$bad" ] || { echo "gofmt: $$bad"; exit 1; }

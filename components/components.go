@@ -33,7 +33,8 @@ var Table = component.Table{
 			_, problems := model.Parse(n)
 			return problems
 		},
-		Files: func(n *config.Node, _ string) []string { return nonEmpty(model.ReportFile(n)) },
+		Files:    func(n *config.Node, _ string) []string { return nonEmpty(model.ReportFile(n)) },
+		Sessions: routerSessions,
 		// 1 MiB: 8191 entries of 128 bytes (router/region): link states, ARP entries and
 		// DHCP leases beyond them are served but do not survive a crash. Pages are touched
 		// only as far as used.
@@ -44,24 +45,34 @@ var Table = component.Table{
 		Summary:  "the emulated Intel 82574L / i217-LM NIC, its wire a session, a TAP or AF_PACKET",
 		Schema:   intel.ConfigSchema,
 		Validate: validate(intel.ParseConfig),
+		Sessions: func(n *config.Node, start string) []component.SessionRequest {
+			cfg, err := intel.ParseConfig(n, start)
+			if err != nil || cfg.Wire.Service == "" {
+				return nil
+			}
+			return []component.SessionRequest{{Service: cfg.Wire.Service}}
+		},
 	},
 	{
 		Binary:   "ipxe_nic",
 		Summary:  "the ipxe-style Intel NIC driver: RX interrupt throttling, TX batching",
 		Schema:   ipxe.ConfigSchema,
 		Validate: validate(ipxe.ParseConfig),
+		Sessions: fixedSessions(component.SessionRequest{Service: "Platform"}, component.SessionRequest{Service: "Uplink", Label: "uplink"}),
 	},
 	{
 		Binary:   "linux_nic",
 		Summary:  "an Uplink driver on a Linux TAP with IFF_VNET_HDR offloads",
 		Schema:   hostnic.TapNIC.Schema,
 		Validate: validate(hostnic.TapNIC.ParseConfig),
+		Sessions: hostNICSessions(hostnic.TapNIC),
 	},
 	{
 		Binary:   "packet_nic",
 		Summary:  "an Uplink driver on AF_PACKET TPACKET_V3 rings",
 		Schema:   hostnic.PacketNIC.Schema,
 		Validate: validate(hostnic.PacketNIC.ParseConfig),
+		Sessions: hostNICSessions(hostnic.PacketNIC),
 	},
 	{
 		Binary:   "vm",
@@ -70,6 +81,7 @@ var Table = component.Table{
 		Validate: validate(guest.ParseConfig),
 		Files:    guestFiles,
 		Sockets:  guestSockets,
+		Sessions: guestSessions,
 	},
 	{
 		Binary:   "remote_host",
@@ -77,18 +89,27 @@ var Table = component.Table{
 		Schema:   guest.Schema,
 		Validate: validate(guest.ParseConfig),
 		Files:    guestFiles,
+		Sessions: guestSessions,
 	},
 	{
 		Binary:   "nic_perf",
 		Summary:  "Genode's packet-stream test tool: UDP generator and sink",
 		Schema:   nicperf.Schema,
 		Validate: validate(nicperf.ParseConfig),
+		Sessions: func(n *config.Node, start string) []component.SessionRequest {
+			cfg, err := nicperf.ParseConfig(n, start)
+			if err != nil || !cfg.Client {
+				return nil
+			}
+			return []component.SessionRequest{{Service: cfg.Session, Label: cfg.Label}}
+		},
 	},
 	{
 		Binary:   "nic_dump",
 		Summary:  "Genode's bump in the wire: passes a Nic session's frames both ways and logs each (and pcap)",
 		Schema:   nicdump.Schema,
 		Validate: validate(nicdump.ParseConfig),
+		Sessions: fixedSessions(component.SessionRequest{Service: "Nic"}),
 		Files: func(n *config.Node, start string) []string {
 			cfg, err := nicdump.ParseConfig(n, start)
 			if err != nil {
@@ -110,14 +131,17 @@ var Table = component.Table{
 		Validate: validate(reportrom.ParseConfig),
 	},
 	{
-		Binary:  "test-nic_router_dhcp-client",
-		Summary: "Genode's test component: a DHCP client that starts over at each link up and logs each lease",
-		Schema:  &config.Schema{Type: "config", Attrs: []string{"verbose"}},
+		Binary:   "test-nic_router_dhcp-client",
+		Summary:  "Genode's test component: a DHCP client that starts over at each link up and logs each lease",
+		Schema:   &config.Schema{Type: "config", Attrs: []string{"verbose"}},
+		Sessions: fixedSessions(component.SessionRequest{Service: "Nic"}),
 	},
 	{
 		Binary:  "test-nic_router_dhcp-manager",
 		Summary: "Genode's test component: writes nic_router_2's config with the DNS config of its uplink's lease",
 		Schema:  &config.Schema{Type: "config"},
+		Sessions: fixedSessions(component.SessionRequest{Service: "ROM", Label: "router_state"},
+			component.SessionRequest{Service: "Report", Label: "router_config"}),
 	},
 	{
 		Binary:  "test_echo",
@@ -128,6 +152,9 @@ var Table = component.Table{
 		Binary:  "test_client",
 		Summary: "test component: sends numbered frames and checks the replies",
 		Schema:  testcomp.ClientSchema,
+		Sessions: func(n *config.Node, _ string) []component.SessionRequest {
+			return []component.SessionRequest{{Service: n.String("service", "Nic"), Label: n.String("label", "")}}
+		},
 	},
 }
 
@@ -156,6 +183,50 @@ func guestSockets(n *config.Node, start string) []string {
 		return nil
 	}
 	return nonEmpty(cfg.Socket)
+}
+
+// routerSessions are the router's <nic-client> sessions and, when its <report> names no
+// file, its Report session.
+func routerSessions(n *config.Node, _ string) []component.SessionRequest {
+	var out []component.SessionRequest
+	if n.Sub("report") != nil && model.ReportFile(n) == "" {
+		out = append(out, component.SessionRequest{Service: "Report", Label: "state"})
+	}
+	cfg, _ := model.Parse(n)
+	for _, nc := range cfg.NicClients {
+		out = append(out, component.SessionRequest{Service: "Nic", Label: nc.Label})
+	}
+	return out
+}
+
+// hostNICSessions are a host NIC driver's device session and the Uplink it serves the
+// router with.
+func hostNICSessions(k *hostnic.Kind) func(*config.Node, string) []component.SessionRequest {
+	return func(n *config.Node, start string) []component.SessionRequest {
+		cfg, err := k.ParseConfig(n, start)
+		if err != nil {
+			return nil
+		}
+		return []component.SessionRequest{{Service: k.Service}, {Service: "Uplink", Label: cfg.Label}}
+	}
+}
+
+// guestSessions are a guest's Nic (or Uplink) session and, of a netns guest, its Tap.
+func guestSessions(n *config.Node, start string) []component.SessionRequest {
+	cfg, err := guest.ParseConfig(n, start)
+	if err != nil {
+		return nil
+	}
+	out := []component.SessionRequest{{Service: cfg.Session, Label: cfg.Label}}
+	if cfg.Guest == "netns" {
+		out = append(out, component.SessionRequest{Service: "Tap"})
+	}
+	return out
+}
+
+// fixedSessions is the Sessions of a component that requests the same whatever its config.
+func fixedSessions(reqs ...component.SessionRequest) func(*config.Node, string) []component.SessionRequest {
+	return func(*config.Node, string) []component.SessionRequest { return reqs }
 }
 
 func nonEmpty(path string) []string {

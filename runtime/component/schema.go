@@ -40,6 +40,16 @@ type Spec struct {
 	// any child and hands each life of the component the listening descriptors (Listener).
 	// Nil: none.
 	Sockets func(n *config.Node, start string) []string
+	// Sessions lists the sessions n has the component request, as it asks for them (init
+	// puts the client's name before the label): what `nicstack graph` draws. Some it holds
+	// only at times (ipxe_nic's Uplink while the link is up, nic_dump's upstream Nic while
+	// a client is there). Nil: none.
+	Sessions func(n *config.Node, start string) []SessionRequest
+}
+
+// SessionRequest is a session a component requests: its service and the label it gives.
+type SessionRequest struct {
+	Service, Label string
 }
 
 // Check checks n as the <config> of start: warnings are what the schema does not know and what

@@ -215,23 +215,44 @@ func walk(n *Node, fn func(*Node)) {
 
 // Equal reports whether two trees are the same, positions aside: types, disabled marks,
 // attributes in order, content and sub-nodes.
-func (n *Node) Equal(o *Node) bool {
-	if n == nil || o == nil {
-		return n == o
+func (n *Node) Equal(o *Node) bool { return n.Diff(o) == "" }
+
+// Diff describes the first difference Equal finds, in document order, with the position of
+// each side; "" when the trees are the same.
+func (n *Node) Diff(o *Node) string {
+	switch {
+	case n == nil || o == nil:
+		if n == o {
+			return ""
+		}
+		return "one tree is empty"
+	case n.Type != o.Type:
+		return fmt.Sprintf("%s: <%s>, but %s: <%s>", n.Pos, n.Type, o.Pos, o.Type)
+	case n.Disabled != o.Disabled:
+		return fmt.Sprintf("%s: <%s> disabled=%t, but %s: disabled=%t", n.Pos, n.Type, n.Disabled, o.Pos, o.Disabled)
+	case n.Content != o.Content:
+		return fmt.Sprintf("%s: <%s> content %q, but %s: %q", n.Pos, n.Type, n.Content, o.Pos, o.Content)
 	}
-	if n.Type != o.Type || n.Disabled != o.Disabled || n.Content != o.Content ||
-		len(n.Attrs) != len(o.Attrs) || len(n.Nodes) != len(o.Nodes) {
-		return false
-	}
-	for i, a := range n.Attrs {
-		if a.Name != o.Attrs[i].Name || a.Value != o.Attrs[i].Value {
-			return false
+	for i := range max(len(n.Attrs), len(o.Attrs)) {
+		switch {
+		case i >= len(o.Attrs):
+			return fmt.Sprintf("%s: %s=%q of <%s>, but %s: no more attributes", n.Attrs[i].Pos, n.Attrs[i].Name, n.Attrs[i].Value, n.Type, o.Pos)
+		case i >= len(n.Attrs):
+			return fmt.Sprintf("%s: no more attributes of <%s>, but %s: %s=%q", n.Pos, n.Type, o.Attrs[i].Pos, o.Attrs[i].Name, o.Attrs[i].Value)
+		case n.Attrs[i].Name != o.Attrs[i].Name || n.Attrs[i].Value != o.Attrs[i].Value:
+			return fmt.Sprintf("%s: %s=%q of <%s>, but %s: %s=%q", n.Attrs[i].Pos, n.Attrs[i].Name, n.Attrs[i].Value, n.Type, o.Attrs[i].Pos, o.Attrs[i].Name, o.Attrs[i].Value)
 		}
 	}
-	for i, c := range n.Nodes {
-		if !c.Equal(o.Nodes[i]) {
-			return false
+	for i := range max(len(n.Nodes), len(o.Nodes)) {
+		switch {
+		case i >= len(o.Nodes):
+			return fmt.Sprintf("%s: <%s> in <%s>, but %s: no more sub-nodes", n.Nodes[i].Pos, n.Nodes[i].Type, n.Type, o.Pos)
+		case i >= len(n.Nodes):
+			return fmt.Sprintf("%s: no more sub-nodes of <%s>, but %s: <%s>", n.Pos, n.Type, o.Nodes[i].Pos, o.Nodes[i].Type)
+		}
+		if d := n.Nodes[i].Diff(o.Nodes[i]); d != "" {
+			return d
 		}
 	}
-	return true
+	return ""
 }

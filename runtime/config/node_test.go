@@ -66,3 +66,20 @@ func TestAccessors(t *testing.T) {
 		}
 	}
 }
+
+// Diff names the first difference with both positions, and nothing for the same tree in the
+// other syntax.
+func TestDiff(t *testing.T) {
+	x := mustParse(t, "a.xml", []byte(`<config> <a n="1"/> <b> <c/> </b> </config>`))
+	for _, c := range []struct{ hid, want string }{
+		{"config\n+ a | n: 1\n+ b\n  + c\n-\n", ""},
+		{"config\n+ a | n: 2\n+ b\n  + c\n-\n", `a.xml:1:13: n="1" of <a>, but b.hid:2:7: n="2"`},
+		{"config\n+ a | n: 1 | m: 3\n+ b\n  + c\n-\n", `a.xml:1:11: no more attributes of <a>, but b.hid:2:14: m="3"`},
+		{"config\n+ a | n: 1\n+ b\n  + d\n-\n", `a.xml:1:26: <c>, but b.hid:4:5: <d>`},
+		{"config\n+ a | n: 1\n+ b\n-\n", `a.xml:1:26: <c> in <b>, but b.hid:3:3: no more sub-nodes`},
+	} {
+		if got := x.Diff(mustParse(t, "b.hid", []byte(c.hid))); got != c.want {
+			t.Errorf("%q:\n got %s\nwant %s", c.hid, got, c.want)
+		}
+	}
+}

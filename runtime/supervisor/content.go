@@ -65,11 +65,8 @@ func (s *Supervisor) handContent(to *child, r *request) {
 // <config>, and its route sends ROM "config" to a child), made and opened on first use; nil
 // otherwise, when c's config is its <config> (or none).
 func (s *Supervisor) configROM(c *child) *request {
-	if c.start.Config != nil {
-		return nil
-	}
-	d, err := s.sc.Resolve(c.start, "ROM", "config")
-	if err != nil || d.Parent {
+	d := s.sc.ConfigROM(c.start)
+	if d == nil {
 		return nil
 	}
 	key := reqKey{c.start.Name, configRequestID}
@@ -81,6 +78,19 @@ func (s *Supervisor) configROM(c *child) *request {
 		s.open(r)
 	}
 	return r
+}
+
+// ConfigROM is where st's config ROM is routed when st takes its config from a child's ROM
+// (it has no <config>, and its route sends ROM "config" to a child); nil otherwise.
+func (sc *Scenario) ConfigROM(st *Start) *Decision {
+	if st.Config != nil {
+		return nil
+	}
+	d, err := sc.Resolve(st, "ROM", "config")
+	if err != nil || d.Parent {
+		return nil
+	}
+	return d
 }
 
 // configContent takes what c's config ROM now holds as c's config: c starts with the first,

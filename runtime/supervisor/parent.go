@@ -58,10 +58,11 @@ type parentSession struct {
 	mtu     int
 }
 
-// noParentService is the denial of a session routed to the parent for a service it lacks.
-func (s *Supervisor) noParentService(service string) error {
+// noParentService is the denial of a session routed to the parent for a service it lacks
+// (served: the services it has).
+func noParentService(service string, served map[string]ParentService) error {
 	names := []string{}
-	for n := range s.opts.ParentServices {
+	for n := range served {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -76,7 +77,7 @@ var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64) (*parentSession, error) {
 	open, ok := s.opts.ParentServices[service]
 	if !ok {
-		return nil, s.noParentService(service)
+		return nil, noParentService(service, s.opts.ParentServices)
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("the supervisor serves %s sessions only when run as root", service)

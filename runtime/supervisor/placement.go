@@ -102,6 +102,36 @@ func (t *Topology) Set(l Location) affinity.Set {
 	return s
 }
 
+// NewTopology is cores x threads CPUs numbered as Linux numbers hyperthreads: the second
+// thread of core c is CPU c+cores. It stands for a machine other than this one (`nicstack
+// graph --cpus`, tests).
+func NewTopology(cores, threads int) *Topology {
+	t := &Topology{}
+	for c := range cores {
+		var cpus []int
+		for h := range threads {
+			cpus = append(cpus, c+h*cores)
+		}
+		t.CPUs = append(t.CPUs, cpus)
+	}
+	return t
+}
+
+// ParseTopology reads a machine as "N" (N cores of one thread each) or "CxT" (C cores of T
+// hardware threads, as an affinity space's width x height).
+func ParseTopology(s string) (*Topology, error) {
+	c, t, both := strings.Cut(s, "x")
+	cores, err := strconv.Atoi(c)
+	threads := 1
+	if err == nil && both {
+		threads, err = strconv.Atoi(t)
+	}
+	if err != nil || cores < 1 || threads < 1 || cores*threads > 1024 {
+		return nil, fmt.Errorf("CPUs %q: want N or CORESxTHREADS, 1 to 1024 CPUs in all", s)
+	}
+	return NewTopology(cores, threads), nil
+}
+
 // ReadTopology reads the cores and hardware threads of the CPUs this process may run on, from
 // sysfs (CPUs without topology information count as cores of their own).
 func ReadTopology() (*Topology, error) {

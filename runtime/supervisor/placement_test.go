@@ -5,20 +5,6 @@ import (
 	"testing"
 )
 
-// fakeTopology is cores x threads with CPU numbers as Linux numbers hyperthreads: the second
-// thread of core c is CPU c+cores.
-func fakeTopology(cores, threads int) *Topology {
-	t := &Topology{}
-	for c := 0; c < cores; c++ {
-		var cpus []int
-		for h := 0; h < threads; h++ {
-			cpus = append(cpus, c+h*cores)
-		}
-		t.CPUs = append(t.CPUs, cpus)
-	}
-	return t
-}
-
 func TestPlace(t *testing.T) {
 	for _, tc := range []struct {
 		space    string // affinity-space attributes
@@ -28,21 +14,21 @@ func TestPlace(t *testing.T) {
 		warn     bool
 	}{
 		// The reference PC: 4 cores x 2 threads, the space as large.
-		{`width="4" height="2"`, `xpos="0" ypos="0"`, fakeTopology(4, 2), "0", false},
-		{`width="4" height="2"`, `xpos="1" ypos="0"`, fakeTopology(4, 2), "1", false},
-		{`width="4" height="2"`, `xpos="3" ypos="0" height="2"`, fakeTopology(4, 2), "3,7", false},
-		{`width="4" height="2"`, ``, fakeTopology(4, 2), "0-7", false},
-		{`width="4" height="2"`, `xpos="2"`, fakeTopology(4, 2), "2,6", false}, // absent ypos: the whole column
+		{`width="4" height="2"`, `xpos="0" ypos="0"`, NewTopology(4, 2), "0", false},
+		{`width="4" height="2"`, `xpos="1" ypos="0"`, NewTopology(4, 2), "1", false},
+		{`width="4" height="2"`, `xpos="3" ypos="0" height="2"`, NewTopology(4, 2), "3,7", false},
+		{`width="4" height="2"`, ``, NewTopology(4, 2), "0-7", false},
+		{`width="4" height="2"`, `xpos="2"`, NewTopology(4, 2), "2,6", false}, // absent ypos: the whole column
 		// The same scenario on this kind of machine: 2 cores, 1 thread.
-		{`width="4" height="2"`, `xpos="0" ypos="0"`, fakeTopology(2, 1), "0", false},
-		{`width="4" height="2"`, `xpos="1" ypos="0"`, fakeTopology(2, 1), "0", false},
-		{`width="4" height="2"`, `xpos="3" ypos="0" height="2"`, fakeTopology(2, 1), "1", false},
-		{`width="4" height="2"`, `xpos="2" width="2"`, fakeTopology(2, 1), "1", false},
+		{`width="4" height="2"`, `xpos="0" ypos="0"`, NewTopology(2, 1), "0", false},
+		{`width="4" height="2"`, `xpos="1" ypos="0"`, NewTopology(2, 1), "0", false},
+		{`width="4" height="2"`, `xpos="3" ypos="0" height="2"`, NewTopology(2, 1), "1", false},
+		{`width="4" height="2"`, `xpos="2" width="2"`, NewTopology(2, 1), "1", false},
 		// A small space stretched over a big machine.
-		{`width="2" height="1"`, `xpos="1"`, fakeTopology(4, 2), "2-3,6-7", false},
-		{``, ``, fakeTopology(4, 2), "0-7", false},
+		{`width="2" height="1"`, `xpos="1"`, NewTopology(4, 2), "2-3,6-7", false},
+		{``, ``, NewTopology(4, 2), "0-7", false},
 		// Outside the space: warned and given the whole space.
-		{`width="2" height="1"`, `xpos="2"`, fakeTopology(2, 1), "0-1", true},
+		{`width="2" height="1"`, `xpos="2"`, NewTopology(2, 1), "0-1", true},
 	} {
 		aff := ""
 		if tc.affinity != "" {
@@ -62,10 +48,25 @@ func TestPlace(t *testing.T) {
 }
 
 func TestScaleNote(t *testing.T) {
-	if n := ScaleNote(Space{4, 2}, fakeTopology(2, 1)); n == "" {
+	if n := ScaleNote(Space{4, 2}, NewTopology(2, 1)); n == "" {
 		t.Error("no note for a 4x2 scenario on a 2x1 machine")
 	}
-	if n := ScaleNote(Space{2, 1}, fakeTopology(2, 1)); n != "" {
+	if n := ScaleNote(Space{2, 1}, NewTopology(2, 1)); n != "" {
 		t.Errorf("note for matching spaces: %s", n)
+	}
+}
+
+// --cpus: N cores, or cores x threads numbered as Linux numbers them.
+func TestParseTopology(t *testing.T) {
+	for in, want := range map[string]string{"2": "[[0] [1]]", "4x2": "[[0 4] [1 5] [2 6] [3 7]]", "1x1": "[[0]]"} {
+		topo, err := ParseTopology(in)
+		if err != nil || fmt.Sprint(topo.CPUs) != want {
+			t.Errorf("%s: %v %v, want %s", in, topo, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "x2", "2x", "2x0", "-1", "1025", "two"} {
+		if _, err := ParseTopology(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
 	}
 }

@@ -21,6 +21,13 @@ type Rule struct {
 	Pos     config.Pos
 }
 
+func (r *Rule) String() string {
+	if r.Service == "" {
+		return "<any-service>"
+	}
+	return fmt.Sprintf("<service name=%q%s>", r.Service, r.Match)
+}
+
 // LabelMatch is the label condition of a rule, as Genode's init reads it: label,
 // label_prefix and label_suffix (all that are present must hold, label.Selector) are matched
 // against the label the client asked for, without its own name ("scoped"); label_last against
@@ -147,6 +154,11 @@ type Decision struct {
 	Parent bool   // the parent (the supervisor) serves it
 	Server string // otherwise the child that serves it
 	Label  string // the label the server sees
+	// Route names the route that decided ("default-route" or "route of CLIENT"), Rule and
+	// Target the rule and target in it.
+	Route  string
+	Rule   *Rule
+	Target *Target
 	// Trace lists each rule and target tried, for denials and -v.
 	Trace []string
 }
@@ -187,16 +199,13 @@ func (sc *Scenario) Resolve(client *Start, service, sessionLabel string) (*Decis
 	var trace []string
 	reason := "no rule matches"
 	for _, rule := range r.Rules {
-		name := "<any-service>"
-		if rule.Service != "" {
-			name = fmt.Sprintf("<service name=%q%s>", rule.Service, rule.Match)
-		}
+		name := rule.String()
 		if rule.Service != "" && rule.Service != service || !rule.Match.Matches(client.Name, sessionLabel) {
 			trace = append(trace, fmt.Sprintf("%s: %s at %s does not match", which, name, rule.Pos))
 			continue
 		}
 		for _, t := range rule.Targets {
-			d := &Decision{Label: label.Prefixed(client.Name, sessionLabel)}
+			d := &Decision{Label: label.Prefixed(client.Name, sessionLabel), Route: which, Rule: rule, Target: t}
 			if t.HasLabel {
 				d.Label = t.Label
 			}

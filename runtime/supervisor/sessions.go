@@ -150,7 +150,7 @@ func (s *Supervisor) request(c *child, req *controlpb.SessionRequest) {
 		return
 	}
 	if _, ok := s.opts.ParentServices[r.service]; d.Parent && !ok {
-		s.deny(r, s.noParentService(r.service).Error())
+		s.deny(r, noParentService(r.service, s.opts.ParentServices).Error())
 		return
 	}
 	r.decision = d
