@@ -29,11 +29,13 @@ var Table = component.Table{
 		Schema:  model.Schema(),
 		// The router refuses no config: a rule it cannot use disables its domain, with a log
 		// line, as Genode's does. model.Parse checks the schema too.
-		Warn: func(n *config.Node, _ string) []error {
-			_, problems := model.Parse(n)
-			return problems
+		Warn: func(n *config.Node, _ string) []error { return model.Parse(n).Problems },
+		Files: func(n *config.Node, _ string) []string {
+			if r := model.Parse(n).Report; r != nil {
+				return nonEmpty(r.File)
+			}
+			return nil
 		},
-		Files: func(n *config.Node, _ string) []string { return nonEmpty(model.ReportFile(n)) },
 		// 1 MiB: 8191 entries of 128 bytes (router/region): link states, ARP entries and
 		// DHCP leases beyond them are served but do not survive a crash. Pages are touched
 		// only as far as used.
