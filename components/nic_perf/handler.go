@@ -63,7 +63,7 @@ func (h *Handler) Configure(n *config.Node) error {
 	h.cfg, h.configured = cfg, true
 	if !first {
 		if cfg.Genode {
-			h.registry.Retime(nicperf.Retime(n))
+			h.registry.Retime(cfg.Retime)
 			h.reapply()
 		}
 		return nil
