@@ -50,11 +50,14 @@ func NewHandler(c *component.Component) (*Handler, error) {
 	return h, nil
 }
 
-// Configure applies a new config. It never fails: the router logs the config's problems and
-// runs with what is valid (as Genode's does); `nicstack check` reports the same problems
-// through the table's Warn.
-func (h *Handler) Configure(n *config.Node) error {
-	cfg := model.Parse(n)
+// Configure applies a new config, as the table's Parse (model.Parse) read it. It never fails:
+// the router logs the config's problems and runs with what is valid (as Genode's does);
+// `nicstack check` reports the same problems as the Parse's warnings.
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[*model.Config](typed)
+	if err != nil {
+		return err
+	}
 	var file string
 	if cfg.Report != nil {
 		file = cfg.Report.File
