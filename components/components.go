@@ -1,5 +1,5 @@
 // Package components is the one table of nicstack's components: for each binary its config
-// schema and the full validation its parse makes. `nicstack check`, the supervisor, the
+// schema and the parse that makes its typed config. `nicstack check`, the supervisor, the
 // benches and each component process (through component.Main) read it; a component's home is
 // components/<binary>/, its main and its glue, and its entry here is how nicstack knows it.
 //
@@ -29,11 +29,17 @@ var Table = component.Table{
 		Schema:  model.Schema(),
 		// The router refuses no config: a rule it cannot use disables its domain, with a log
 		// line, as Genode's does. model.Parse checks the schema too.
-		Warn: func(n *config.Node, _ string) []error {
-			_, problems := model.Parse(n)
-			return problems
+		Parse: func(n *config.Node, _ string) (any, []error, error) {
+			cfg := model.Parse(n)
+			return cfg, cfg.Problems, nil
 		},
-		Files:    func(n *config.Node, _ string) []string { return nonEmpty(model.ReportFile(n)) },
+		LogsWarnings: true,
+		Files: path(func(cfg *model.Config) string {
+			if cfg.Report == nil {
+				return ""
+			}
+			return cfg.Report.File
+		}),
 		Sessions: routerSessions,
 		// 1 MiB: 8191 entries of 128 bytes (router/region): link states, ARP entries and
 		// DHCP leases beyond them are served but do not survive a crash. Pages are touched
@@ -41,94 +47,87 @@ var Table = component.Table{
 		State: 1 << 20,
 	},
 	{
-		Binary:   "intel_nic_hw",
-		Summary:  "the emulated Intel 82574L / i217-LM NIC, its wire a session, a TAP or AF_PACKET",
-		Schema:   intel.ConfigSchema,
-		Validate: validate(intel.ParseConfig),
-		Sessions: func(n *config.Node, start string) []component.SessionRequest {
-			cfg, err := intel.ParseConfig(n, start)
-			if err != nil || cfg.Wire.Service == "" {
+		Binary:  "intel_nic_hw",
+		Summary: "the emulated Intel 82574L / i217-LM NIC, its wire a session, a TAP or AF_PACKET",
+		Schema:  intel.ConfigSchema,
+		Parse:   component.Parser(intel.ParseConfig),
+		Sessions: typed(func(cfg intel.Config) []component.SessionRequest {
+			if cfg.Wire.Service == "" {
 				return nil
 			}
 			return []component.SessionRequest{{Service: cfg.Wire.Service}}
-		},
+		}),
 	},
 	{
 		Binary:   "ipxe_nic",
 		Summary:  "the ipxe-style Intel NIC driver: RX interrupt throttling, TX batching",
 		Schema:   ipxe.ConfigSchema,
-		Validate: validate(ipxe.ParseConfig),
+		Parse:    component.Parser(ipxe.ParseConfig),
 		Sessions: fixedSessions(component.SessionRequest{Service: "Platform"}, component.SessionRequest{Service: "Uplink", Label: "uplink"}),
 	},
 	{
 		Binary:   "linux_nic",
 		Summary:  "an Uplink driver on a Linux TAP with IFF_VNET_HDR offloads",
 		Schema:   hostnic.TapNIC.Schema,
-		Validate: validate(hostnic.TapNIC.ParseConfig),
+		Parse:    component.Parser(hostnic.TapNIC.ParseConfig),
 		Sessions: hostNICSessions(hostnic.TapNIC),
 	},
 	{
 		Binary:   "packet_nic",
 		Summary:  "an Uplink driver on AF_PACKET TPACKET_V3 rings",
 		Schema:   hostnic.PacketNIC.Schema,
-		Validate: validate(hostnic.PacketNIC.ParseConfig),
+		Parse:    component.Parser(hostnic.PacketNIC.ParseConfig),
 		Sessions: hostNICSessions(hostnic.PacketNIC),
 	},
 	{
-		Binary:   "vm",
-		Summary:  "the VM side: an embedded TCP/IP stack, a TAP into a network namespace, or a QEMU over a stream socket or vhost-user",
-		Schema:   guest.Schema,
-		Validate: validate(guest.ParseConfig),
-		Files:    guestFiles,
-		Sockets:  guestSockets,
+		Binary:  "vm",
+		Summary: "the VM side: an embedded TCP/IP stack, a TAP into a network namespace, or a QEMU over a stream socket or vhost-user",
+		Schema:  guest.Schema,
+		Parse:   component.Parser(guest.ParseConfig),
+		Files:   guestFiles,
+		// the socket a stream or vhost-user guest's QEMU connects to
+		Sockets:  path(func(cfg guest.Config) string { return cfg.Socket }),
 		Sessions: guestSessions,
 	},
 	{
 		Binary:   "remote_host",
 		Summary:  "the far end of a wire: an embedded stack with a static address and iperf server",
 		Schema:   guest.Schema,
-		Validate: validate(guest.ParseConfig),
+		Parse:    component.Parser(guest.ParseConfig),
 		Files:    guestFiles,
 		Sessions: guestSessions,
 	},
 	{
-		Binary:   "nic_perf",
-		Summary:  "Genode's packet-stream test tool: UDP generator and sink",
-		Schema:   nicperf.Schema,
-		Validate: validate(nicperf.ParseConfig),
-		Sessions: func(n *config.Node, start string) []component.SessionRequest {
-			cfg, err := nicperf.ParseConfig(n, start)
-			if err != nil || !cfg.Client {
+		Binary:  "nic_perf",
+		Summary: "Genode's packet-stream test tool: UDP generator and sink",
+		Schema:  nicperf.Schema,
+		Parse:   component.Parser(nicperf.ParseConfig),
+		Sessions: typed(func(cfg nicperf.Config) []component.SessionRequest {
+			if !cfg.Client {
 				return nil
 			}
 			return []component.SessionRequest{{Service: cfg.Session, Label: cfg.Label}}
-		},
+		}),
 	},
 	{
 		Binary:   "nic_dump",
 		Summary:  "Genode's bump in the wire: passes a Nic session's frames both ways and logs each (and pcap)",
 		Schema:   nicdump.Schema,
-		Validate: validate(nicdump.ParseConfig),
+		Parse:    component.Parser(nicdump.ParseConfig),
+		Files:    path(func(cfg nicdump.Config) string { return cfg.Pcap }),
 		Sessions: fixedSessions(component.SessionRequest{Service: "Nic"}),
-		Files: func(n *config.Node, start string) []string {
-			cfg, err := nicdump.ParseConfig(n, start)
-			if err != nil {
-				return nil
-			}
-			return nonEmpty(cfg.Pcap)
-		},
 	},
 	{
-		Binary:   "dynamic_rom",
-		Summary:  "Genode's ROM server whose modules change by a timeline: configs that change at run time",
-		Schema:   dynamicrom.Schema,
-		Validate: validate(dynamicrom.ParseConfig),
+		Binary:  "dynamic_rom",
+		Summary: "Genode's ROM server whose modules change by a timeline: configs that change at run time",
+		Schema:  dynamicrom.Schema,
+		Parse:   component.Parser(dynamicrom.ParseConfig),
 	},
 	{
-		Binary:   "report_rom",
-		Summary:  "Genode's report_rom: keeps the reports of Report sessions, serves them as ROMs by policy",
-		Schema:   reportrom.Schema,
-		Validate: validate(reportrom.ParseConfig),
+		Binary:  "report_rom",
+		Summary: "Genode's report_rom: keeps the reports of Report sessions, serves them as ROMs by policy",
+		Schema:  reportrom.Schema,
+		Parse:   component.Parser(reportrom.ParseConfig),
 	},
 	{
 		Binary:   "test-nic_router_dhcp-client",
@@ -152,88 +151,69 @@ var Table = component.Table{
 		Binary:  "test_client",
 		Summary: "test component: sends numbered frames and checks the replies",
 		Schema:  testcomp.ClientSchema,
-		Sessions: func(n *config.Node, _ string) []component.SessionRequest {
+		Sessions: typed(func(n *config.Node) []component.SessionRequest {
 			return []component.SessionRequest{{Service: n.String("service", "Nic"), Label: n.String("label", "")}}
-		},
+		}),
 	},
 }
 
-// validate makes a Spec's Validate of a component's ParseConfig: the config is refused
-// exactly when the component's own parse refuses it.
-func validate[C any](parse func(n *config.Node, start string) (C, error)) func(*config.Node, string) error {
-	return func(n *config.Node, start string) error {
-		_, err := parse(n, start)
-		return err
-	}
-}
-
 // guestFiles is the iperf report file a guest's config names.
-func guestFiles(n *config.Node, start string) []string {
-	cfg, err := guest.ParseConfig(n, start)
-	if err != nil {
+var guestFiles = path(func(cfg guest.Config) string { return cfg.Report })
+
+// path makes a Spec's Files or Sockets of the one path ("": none) a component's typed config
+// names.
+func path[C any](of func(C) string) func(any) []string {
+	return func(cfg any) []string {
+		if c, ok := cfg.(C); ok && of(c) != "" {
+			return []string{of(c)}
+		}
 		return nil
 	}
-	return nonEmpty(cfg.Report)
 }
 
-// guestSockets is the socket a stream or vhost-user guest's QEMU connects to.
-func guestSockets(n *config.Node, start string) []string {
-	cfg, err := guest.ParseConfig(n, start)
-	if err != nil {
+// typed makes a Spec's Sessions of a function of a component's typed config.
+func typed[C any](of func(C) []component.SessionRequest) func(any) []component.SessionRequest {
+	return func(cfg any) []component.SessionRequest {
+		if c, ok := cfg.(C); ok {
+			return of(c)
+		}
 		return nil
 	}
-	return nonEmpty(cfg.Socket)
 }
 
 // routerSessions are the router's <nic-client> sessions and, when its <report> names no
 // file, its Report session.
-func routerSessions(n *config.Node, _ string) []component.SessionRequest {
+var routerSessions = typed(func(cfg *model.Config) []component.SessionRequest {
 	var out []component.SessionRequest
-	if n.Sub("report") != nil && model.ReportFile(n) == "" {
+	if cfg.Report != nil && cfg.Report.File == "" {
 		out = append(out, component.SessionRequest{Service: "Report", Label: "state"})
 	}
-	cfg, _ := model.Parse(n)
 	for _, nc := range cfg.NicClients {
 		out = append(out, component.SessionRequest{Service: "Nic", Label: nc.Label})
 	}
 	return out
-}
+})
 
 // hostNICSessions are a host NIC driver's device session and the Uplink it serves the
 // router with.
-func hostNICSessions(k *hostnic.Kind) func(*config.Node, string) []component.SessionRequest {
-	return func(n *config.Node, start string) []component.SessionRequest {
-		cfg, err := k.ParseConfig(n, start)
-		if err != nil {
-			return nil
-		}
+func hostNICSessions(k *hostnic.Kind) func(any) []component.SessionRequest {
+	return typed(func(cfg hostnic.Config) []component.SessionRequest {
 		return []component.SessionRequest{{Service: k.Service}, {Service: "Uplink", Label: cfg.Label}}
-	}
+	})
 }
 
 // guestSessions are a guest's Nic (or Uplink) session and, of a netns guest, its Tap.
-func guestSessions(n *config.Node, start string) []component.SessionRequest {
-	cfg, err := guest.ParseConfig(n, start)
-	if err != nil {
-		return nil
-	}
+var guestSessions = typed(func(cfg guest.Config) []component.SessionRequest {
 	out := []component.SessionRequest{{Service: cfg.Session, Label: cfg.Label}}
 	if cfg.Guest == "netns" {
 		out = append(out, component.SessionRequest{Service: "Tap"})
 	}
 	return out
-}
+})
 
 // fixedSessions is the Sessions of a component that requests the same whatever its config.
-func fixedSessions(reqs ...component.SessionRequest) func(*config.Node, string) []component.SessionRequest {
-	return func(*config.Node, string) []component.SessionRequest { return reqs }
-}
-
-func nonEmpty(path string) []string {
-	if path == "" {
-		return nil
-	}
-	return []string{path}
+func fixedSessions(reqs ...component.SessionRequest) func(any) []component.SessionRequest {
+	return func(any) []component.SessionRequest { return reqs }
 }
 
 // Lookup returns the spec of binary; it panics on a binary the table lacks, for the mains,

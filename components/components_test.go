@@ -1,6 +1,7 @@
 package components
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestRouterCheckNamesInvalidDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warnings, err := Lookup("nic_router").Check(n, "nic_router")
+	_, warnings, err := Lookup("nic_router").Check(n, "nic_router")
 	if err != nil {
 		t.Fatalf("the router refused the config: %v", err)
 	}
@@ -53,7 +54,7 @@ func TestRouterCheckRejectsBadAddresses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		warnings, _ := Lookup("nic_router").Check(n, "nic_router")
+		_, warnings, _ := Lookup("nic_router").Check(n, "nic_router")
 		if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), c.want) {
 			t.Errorf("%s: problems %v, want %q", c.domain, warnings, c.want)
 		}
@@ -74,7 +75,7 @@ func TestRouterCheckNamesDNSConfigProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warnings, err := Lookup("nic_router").Check(n, "nic_router")
+	_, warnings, err := Lookup("nic_router").Check(n, "nic_router")
 	if err != nil || len(warnings) != 2 {
 		t.Fatalf("warnings %v, error %v; want two problems", warnings, err)
 	}
@@ -88,7 +89,7 @@ func TestRouterCheckNamesDNSConfigProblems(t *testing.T) {
 	}
 }
 
-// The drivers' Validate is their ParseConfig, <wire> included: check refuses what
+// The drivers' Parse is their ParseConfig, <wire> included: check refuses what
 // intel_nic_hw and ipxe_nic would refuse when configured, at the attribute's position.
 func TestDriverCheckRefusesWhatTheComponentRefuses(t *testing.T) {
 	for _, c := range []struct{ binary, config, at string }{
@@ -101,9 +102,42 @@ func TestDriverCheckRefusesWhatTheComponentRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		warnings, err := Lookup(c.binary).Check(n, c.binary)
+		_, warnings, err := Lookup(c.binary).Check(n, c.binary)
 		if len(warnings) != 0 || err == nil || !strings.HasPrefix(err.Error(), c.at) {
 			t.Errorf("%s %q: warnings %v, error %v; want an error at %s", c.binary, c.config, warnings, err, c.at)
+		}
+	}
+}
+
+// Files and Sockets read the typed config Check parsed: the paths each component's config
+// names, none for a config its component refuses.
+func TestFilesAndSocketsOfTheParsedConfig(t *testing.T) {
+	for _, c := range []struct {
+		binary, config string
+		files, sockets string
+	}{
+		{"nic_router", `<config><report file="state.xml"/></config>`, "[state.xml]", "[]"},
+		{"nic_router", `<config><report/></config>`, "[]", "[]"},
+		{"nic_dump", `<config pcap="dump.pcap"/>`, "[dump.pcap]", "[]"},
+		{"vm", `<config guest="stream" report="iperf.json"/>`, "[iperf.json]", "[vm.sock]"},
+		{"vm", `<config guest="stream" mtu="1"/>`, "[]", "[]"},
+		{"remote_host", `<config report="far.json"/>`, "[far.json]", "[]"},
+	} {
+		n, err := config.ParseXML("c.xml", []byte(c.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := Lookup(c.binary)
+		cfg, _, _ := spec.Check(n, c.binary)
+		var files, sockets []string
+		if spec.Files != nil {
+			files = spec.Files(cfg)
+		}
+		if spec.Sockets != nil {
+			sockets = spec.Sockets(cfg)
+		}
+		if fmt.Sprint(files) != c.files || fmt.Sprint(sockets) != c.sockets {
+			t.Errorf("%s %s: files %v, sockets %v; want %s and %s", c.binary, c.config, files, sockets, c.files, c.sockets)
 		}
 	}
 }

@@ -60,9 +60,11 @@ func BenchmarkForward(b *testing.B) {
 		for _, size := range []int{64, 1500} {
 			b.Run(fmt.Sprintf("%s/%d", mode, size), func(b *testing.B) {
 				r := New(Options{Clock: &fakeClock{t: time.Unix(1, 0)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-				if errs := r.Configure(xmlNode(b, cfg)); len(errs) > 0 {
-					b.Fatal(errs)
+				m := modelOf(b, cfg)
+				if len(m.Problems) > 0 {
+					b.Fatal(m.Problems)
 				}
+				r.Configure(m)
 				cp, sp := &benchPort{buf: make([]byte, 2048)}, &benchPort{buf: make([]byte, 2048)}
 				client := r.Attach(Session{Label: "client", Kind: Nic, Port: cp})
 				server := r.Attach(Session{Label: "server", Kind: Nic, Port: sp})
@@ -121,7 +123,7 @@ func BenchmarkForward(b *testing.B) {
 // state with NAT both ways, an <ip> rule and domain-local traffic.
 func TestForwardingDoesNotAllocate(t *testing.T) {
 	b, vm, _, up, _ := natBench(t)
-	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<icmp dst="0.0.0.0/0" domain="uplink"/>`,
+	b.r.Configure(modelOf(t, strings.Replace(natConfig, `<icmp dst="0.0.0.0/0" domain="uplink"/>`,
 		`<icmp dst="0.0.0.0/0" domain="uplink"/><ip dst="198.18.9.0/24" domain="uplink"/>`, 1)))
 	bp := &benchPort{buf: make([]byte, 2048)}
 	up.port, vm.port = bp, bp

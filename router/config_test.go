@@ -85,11 +85,12 @@ func TestReconfigureKeepsAllowedLinks(t *testing.T) {
 		t.Fatal("echo not routed")
 	}
 	// New config: UDP still allowed, TCP no longer.
-	errs := b.r.Configure(xmlNode(t, strings.Replace(natConfig,
-		`<tcp dst="0.0.0.0/0"><permit-any domain="uplink"/></tcp>`, `<tcp dst="0.0.0.0/0"><permit port="22" domain="uplink"/></tcp>`, 1)))
-	if len(errs) != 0 {
-		t.Fatal(errs)
+	m := modelOf(t, strings.Replace(natConfig,
+		`<tcp dst="0.0.0.0/0"><permit-any domain="uplink"/></tcp>`, `<tcp dst="0.0.0.0/0"><permit port="22" domain="uplink"/></tcp>`, 1))
+	if len(m.Problems) != 0 {
+		t.Fatal(m.Problems)
 	}
+	b.r.Configure(m)
 	if len(b.r.links) != 2 {
 		t.Fatalf("%d links after reconfiguration, want the UDP and the ICMP one", len(b.r.links))
 	}
@@ -117,7 +118,7 @@ func TestReconfigureKeepsAllowedLinks(t *testing.T) {
 		t.Fatal("NAT quota accounting wrong after reconfiguration")
 	}
 	// Removing NAT changes the flow's translation: the link goes.
-	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<nat domain="default" tcp-ports="2" udp-ports="2" icmp-ids="2"/>`, ``, 1)))
+	b.r.Configure(modelOf(t, strings.Replace(natConfig, `<nat domain="default" tcp-ports="2" udp-ports="2" icmp-ids="2"/>`, ``, 1)))
 	if len(b.r.links) != 0 {
 		t.Fatal("links with NAT kept although the new config has no NAT")
 	}

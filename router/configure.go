@@ -4,22 +4,20 @@ import (
 	"net/netip"
 
 	"github.com/nicstack/nicstack/router/model"
-	"github.com/nicstack/nicstack/runtime/config"
 )
 
-// Configure applies a new <config>. Problems (unknown attributes, invalid domains and why) are
-// logged and returned; the router runs with what is valid. Interfaces are put into domains
+// Configure applies a new <config>, as model.Parse read it. Its problems (unknown attributes,
+// invalid domains and why) are logged; the router runs with what is valid. Interfaces are put into domains
 // again by the new policies; link states survive when the new rules still route their first
 // packet the same way (same destination domain, address, port and NAT); ARP caches and
 // DHCP-client configs of domains that kept their name and addressing are kept, and DHCP
 // leases as inheritLeases says. A Nic session whose DHCP config became outdated (it moved to
 // another domain, or its lease went) sees its link go down and up, so that its client asks
 // again.
-func (r *Router) Configure(n *config.Node) []error {
+func (r *Router) Configure(cfg *model.Config) {
 	r.setNow()
 	r.gen++
-	cfg, problems := model.Parse(n)
-	for _, p := range problems { // invalid domains among them, each with its reason
+	for _, p := range cfg.Problems { // invalid domains among them, each with its reason
 		r.log.Warn("config", "problem", p.Error())
 	}
 	old := r.domains
@@ -94,7 +92,6 @@ func (r *Router) Configure(n *config.Node) []error {
 	// Held frames are routed again under the new rules.
 	r.rehandleWaiters()
 	r.Flush()
-	return problems
 }
 
 // inherit keeps state of the same domain in the previous config where it is still right.

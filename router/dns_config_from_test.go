@@ -224,18 +224,18 @@ func TestDNSConfigFromUplinkDetached(t *testing.T) {
 	up, upp := b.attach("uplink", Uplink, macUplink)
 	u := &upstream{addr: ip4("10.2.3.2"), mask: ip4("255.255.255.0"), gw: ip4("10.2.3.1"), lease: 600, dns: [][4]byte{ip4("1.2.3.4")}}
 	u.serve(b, up, upp)
-	b.r.Configure(xmlNode(t, strings.Replace(linkConfig, `<policy label="uplink" domain="uplink"/>`,
+	b.r.Configure(modelOf(t, strings.Replace(linkConfig, `<policy label="uplink" domain="uplink"/>`,
 		`<policy label="uplink" domain="elsewhere"/> <domain name="elsewhere" interface="10.9.9.1/24"/>`, 1)))
 	if !slices.Equal(vmp.link, []bool{false, true, false}) {
 		t.Fatalf("link state calls %v after the uplink session moved away", vmp.link)
 	}
-	b.r.Configure(xmlNode(t, linkConfig))
+	b.r.Configure(modelOf(t, linkConfig))
 	u.serve(b, up, upp)
 	b.r.Detach(up)
 	if !slices.Equal(vmp.link, []bool{false, true, false, true, false}) {
 		t.Fatalf("link state calls %v after the uplink session came back and ended", vmp.link)
 	}
-	b.r.Configure(xmlNode(t, strings.Replace(linkConfig, `dns_config_from="uplink"/>`,
+	b.r.Configure(modelOf(t, strings.Replace(linkConfig, `dns_config_from="uplink"/>`,
 		`dns_config_from="uplink"><dns-server ip="9.9.9.9"/></dhcp-server>`, 1)))
 	if !vm.LinkUp() {
 		t.Fatal("a static DNS server beside dns_config_from still binds the link")
@@ -271,12 +271,12 @@ func TestDHCPServerReconfigurationResetsLeases(t *testing.T) {
 	}
 	allocs := func() int { return len(b.r.domains["a"].dhcpServer.allocs) }
 
-	b.r.Configure(xmlNode(t, dhcpRangeConfig))
+	b.r.Configure(modelOf(t, dhcpRangeConfig))
 	if allocs() != 2 || !slices.Equal(p1.link, []bool{true}) || !slices.Equal(p2.link, []bool{true}) {
 		t.Fatalf("the same config: %d leases, links %v %v", allocs(), p1.link, p2.link)
 	}
 
-	b.r.Configure(xmlNode(t, strings.Replace(dhcpRangeConfig, `ip_first="10.0.1.2"`, `ip_first="10.0.1.3"`, 1)))
+	b.r.Configure(modelOf(t, strings.Replace(dhcpRangeConfig, `ip_first="10.0.1.2"`, `ip_first="10.0.1.3"`, 1)))
 	if allocs() != 1 || b.r.domains["a"].dhcpServer.allocs[vm2.MAC()] == nil {
 		t.Fatal("the new range did not keep exactly vm2's lease")
 	}
@@ -294,13 +294,13 @@ func TestDHCPServerReconfigurationResetsLeases(t *testing.T) {
 		t.Fatalf("vm1 got %v in the new range", a)
 	}
 
-	b.r.Configure(xmlNode(t, strings.Replace(dhcpRangeConfig, `1.1.1.1`, `8.8.8.8`, 1)))
+	b.r.Configure(modelOf(t, strings.Replace(dhcpRangeConfig, `1.1.1.1`, `8.8.8.8`, 1)))
 	if allocs() != 0 || len(p1.link) != 5 || len(p2.link) != 3 || !vm1.LinkUp() || !vm2.LinkUp() {
 		t.Fatalf("other DNS servers: %d leases, links %v %v", allocs(), p1.link, p2.link)
 	}
 	dhcpLease(t, b, vm2, p2, 7)
 
-	b.r.Configure(xmlNode(t, strings.Replace(strings.Replace(dhcpRangeConfig, `1.1.1.1`, `8.8.8.8`, 1),
+	b.r.Configure(modelOf(t, strings.Replace(strings.Replace(dhcpRangeConfig, `1.1.1.1`, `8.8.8.8`, 1),
 		`<default-policy domain="a"/>`, `<policy label="vm2" domain="b"/> <default-policy domain="a"/>`, 1)))
 	if allocs() != 0 || len(p2.link) != 5 || !vm2.LinkUp() || vm2.Domain() != "b" || len(p1.link) != 5 {
 		t.Fatalf("vm2 moved: %d leases, links %v %v", allocs(), p1.link, p2.link)
@@ -336,12 +336,12 @@ func TestDNSConfigFromSourceReconfigured(t *testing.T) {
 	up, upp := b.attach("uplink", Uplink, macUplink)
 	u := &upstream{addr: ip4("10.2.3.2"), mask: ip4("255.255.255.0"), gw: ip4("10.2.3.1"), lease: 600, dns: [][4]byte{ip4("1.2.3.4")}}
 	u.serve(b, up, upp)
-	b.r.Configure(xmlNode(t, linkConfig))
+	b.r.Configure(modelOf(t, linkConfig))
 	if !slices.Equal(vmp.link, []bool{false, true}) {
 		t.Fatalf("link state calls %v after the same config", vmp.link)
 	}
 	static := strings.Replace(linkConfig, `<domain name="uplink">`, `<domain name="uplink" interface="10.2.3.50/24" gateway="10.2.3.1">`, 1)
-	b.r.Configure(xmlNode(t, static))
+	b.r.Configure(modelOf(t, static))
 	if !slices.Equal(vmp.link, []bool{false, true, false, true}) {
 		t.Fatalf("link state calls %v after the uplink became static", vmp.link)
 	}

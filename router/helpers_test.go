@@ -9,6 +9,7 @@ import (
 
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -21,6 +22,9 @@ func xmlNode(t testing.TB, s string) *config.Node {
 	}
 	return n
 }
+
+// modelOf is the router's config of a test's XML text.
+func modelOf(t testing.TB, s string) *model.Config { return model.Parse(xmlNode(t, s)) }
 
 type fakeClock struct{ t time.Time }
 
@@ -64,17 +68,14 @@ type bench struct {
 
 func newBench(t testing.TB, cfg string) *bench {
 	t.Helper()
-	b, errs := newBenchNode(t, xmlNode(t, cfg))
-	if len(errs) > 0 && !strings.Contains(cfg, "<!-- problems expected -->") {
-		t.Fatalf("config problems: %v", errs)
+	m := modelOf(t, cfg)
+	if len(m.Problems) > 0 && !strings.Contains(cfg, "<!-- problems expected -->") {
+		t.Fatalf("config problems: %v", m.Problems)
 	}
-	return b
-}
-
-func newBenchNode(t testing.TB, cfg *config.Node) (*bench, []error) {
 	b := &bench{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, log: &strings.Builder{}}
 	b.r = New(Options{Clock: b.clock, Log: slog.New(slog.NewTextHandler(b.log, nil))})
-	return b, b.r.Configure(cfg)
+	b.r.Configure(m)
+	return b
 }
 
 func (b *bench) attach(label string, kind Kind, mac header.MAC) (*Interface, *fakePort) {

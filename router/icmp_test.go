@@ -63,7 +63,7 @@ func TestICMPAsGenodeRoutesIt(t *testing.T) {
 		"bad checksum in IP packet embedded in ICMP error")
 
 	// Without the <ip> rule the echo is unroutable: host unreachable back, quoting it.
-	b.r.Configure(xmlNode(t, `<config verbose_packet_drop="yes">
+	b.r.Configure(modelOf(t, `<config verbose_packet_drop="yes">
   <policy label="vm" domain="lan"/>
   <domain name="lan" interface="10.0.1.1/24"/>
 </config>`))

@@ -22,9 +22,11 @@ func keptBench(t *testing.T, cfg string, mem []byte, clock *fakeClock) *bench {
 		b.clock = newBench(t, "<config/>").clock
 	}
 	b.r = New(Options{Clock: b.clock, Log: slog.New(slog.NewTextHandler(b.log, nil)), State: mem})
-	if errs := b.r.Configure(xmlNode(t, cfg)); len(errs) > 0 {
-		t.Fatalf("config problems: %v", errs)
+	m := modelOf(t, cfg)
+	if len(m.Problems) > 0 {
+		t.Fatalf("config problems: %v", m.Problems)
 	}
+	b.r.Configure(m)
 	return b
 }
 
@@ -164,7 +166,7 @@ func TestRestartDropsWhatTheConfigNoLongerCovers(t *testing.T) {
 	if n := f.b.r.keep.InUse(); n != 3 {
 		t.Fatalf("%d slots in use, want 3 (two ARP entries, a lease)", n)
 	}
-	f.b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<dhcp-server ip_first="10.0.1.2"`, `<dhcp-server ip_first="10.0.1.3"`, 1)))
+	f.b.r.Configure(modelOf(t, strings.Replace(natConfig, `<dhcp-server ip_first="10.0.1.2"`, `<dhcp-server ip_first="10.0.1.3"`, 1)))
 	if n := f.b.r.keep.InUse(); n != 2 {
 		t.Fatalf("%d slots in use after the lease's address left the range, want 2", n)
 	}

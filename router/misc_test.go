@@ -22,7 +22,7 @@ func TestEchoServer(t *testing.T) {
 		t.Fatal("bad echo reply")
 	}
 	// Switched off per domain.
-	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<domain name="default" interface="10.0.1.1/24">`,
+	b.r.Configure(modelOf(t, strings.Replace(natConfig, `<domain name="default" interface="10.0.1.1/24">`,
 		`<domain name="default" interface="10.0.1.1/24" icmp_echo_server="no">`, 1)))
 	b.send(vm, icmpEcho(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), header.ICMPEchoRequest, 9, 4))
 	if len(vmp.take()) != 0 {
@@ -41,7 +41,7 @@ func TestFragmentsDroppedOrAnswered(t *testing.T) {
 	if len(upp.take())+len(vmp.take()) != 0 || b.r.Stats().FragmentsSeen.Load() != 1 {
 		t.Fatal("fragment not dropped quietly")
 	}
-	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<config `, `<config icmp_type_3_code_on_fragm_ipv4="4" `, 1)))
+	b.r.Configure(modelOf(t, strings.Replace(natConfig, `<config `, `<config icmp_type_3_code_on_fragm_ipv4="4" `, 1)))
 	b.send(vm, f)
 	out := vmp.take()
 	if len(out) != 1 {
@@ -98,7 +98,7 @@ func TestOffloadSuperFrame(t *testing.T) {
 
 func TestVerboseLogging(t *testing.T) {
 	b, vm, _, _, _ := natBench(t)
-	b.r.Configure(xmlNode(t, strings.Replace(natConfig, `<config `, `<config verbose="yes" verbose_packets="yes" `, 1)))
+	b.r.Configure(modelOf(t, strings.Replace(natConfig, `<config `, `<config verbose="yes" verbose_packets="yes" `, 1)))
 	b.send(vm, tcpFrame(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 4000, 80, header.TCPSyn, 1, 0, nil))
 	log := b.log.String()
 	for _, want := range []string{`msg="[default] rcv ETH 02:02:02:02:02:01 > 02:02:02:02:02:00 IPV4 10.0.1.2 > 198.18.1.1 TCP 4000 > 80 flags 's' "`,

@@ -62,7 +62,7 @@ func reportBench(t *testing.T) *bench {
 	b.r.Detach(vm2)
 
 	b.r.Handle(up, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 53, nil), nil, 1) // unroutable
-	b.r.Configure(xmlNode(t, reportConfig))                                                                      // keeps what the config still allows
+	b.r.Configure(modelOf(t, reportConfig))                                                                      // keeps what the config still allows
 	b.r.Handle(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.0.99"), 5002, 53, []byte("held")), nil, 2)
 	attach("vm3", Nic, header.MAC{}, 1<<20)
 	b.r.Flush()
@@ -152,7 +152,7 @@ func TestReportOptions(t *testing.T) {
 </state>
 `},
 	} {
-		b.r.Configure(xmlNode(t, strings.Replace(reportConfig,
+		b.r.Configure(modelOf(t, strings.Replace(reportConfig,
 			`<report bytes="yes" stats="yes" quota="yes" config="yes" link_state="yes" dropped_fragm_ipv4="yes"/>`, c.report, 1)))
 		if got := string(b.r.Report().XML()); got != c.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", c.report, got, c.want)

@@ -113,7 +113,7 @@ func New(opt Options) *Router {
 		xid:     0x6e696300,
 		gen:     1,
 	}
-	r.Configure(&config.Node{Type: "config"})
+	r.Configure(model.Parse(&config.Node{Type: "config"}))
 	if opt.State != nil {
 		r.openRegion(opt.State)
 	}

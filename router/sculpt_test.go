@@ -16,7 +16,6 @@ import (
 // VM behind it reaches the outside through NAT.
 func TestSculptConfigBothSyntaxes(t *testing.T) {
 	var models []*model.Config
-	var nodes []*config.Node
 	for _, f := range []string{"nic_router.xml", "nic_router.hid"} {
 		n, err := config.ParseFile("../runtime/config/testdata/" + f)
 		if os.IsNotExist(err) {
@@ -25,12 +24,11 @@ func TestSculptConfigBothSyntaxes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, problems := model.Parse(n)
-		if len(problems) != 0 {
-			t.Fatalf("%s: %v", f, problems)
+		m := model.Parse(n)
+		if len(m.Problems) != 0 {
+			t.Fatalf("%s: %v", f, m.Problems)
 		}
 		models = append(models, m)
-		nodes = append(nodes, n)
 	}
 	if !reflect.DeepEqual(models[0], models[1]) {
 		t.Fatal("XML and HID give different models")
@@ -39,7 +37,7 @@ func TestSculptConfigBothSyntaxes(t *testing.T) {
 		t.Fatalf("domains %d, invalid %v", len(models[0].Domains), models[0].Invalid)
 	}
 	b := newBench(t, "<config/>")
-	b.r.Configure(nodes[1])
+	b.r.Configure(models[1])
 	vm, vmp := b.attach("vm_1 -> nic", Nic, header.MAC{})
 	up, upp := b.attach("nic_drv -> uplink", Uplink, macUplink)
 	if vm.Domain() != "default" || up.Domain() != "uplink" {

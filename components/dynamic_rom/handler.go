@@ -6,7 +6,6 @@ import (
 
 	"github.com/nicstack/nicstack/components/dynamic_rom/dynamicrom"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 )
 
 // Handler is the dynamic_rom component: each ROM session runs its module's timeline on a
@@ -25,8 +24,8 @@ func NewHandler(c *component.Component) *Handler {
 
 // Configure takes the modules; sessions open already keep the timeline they run, as
 // Genode's dynamic_rom reads its config once.
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := dynamicrom.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[dynamicrom.Config](typed)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 )
 
 // Handler is the intel_nic_hw component: it serves the device session "Platform" to one
@@ -32,8 +31,8 @@ func NewHandler(c *component.Component) *Handler {
 	return &Handler{c: c}
 }
 
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := intel.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[intel.Config](typed)
 	if err != nil {
 		return err
 	}

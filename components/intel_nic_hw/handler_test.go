@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/component"
@@ -16,7 +17,11 @@ import (
 // still hold their sessions, and returns once they are gone.
 func TestStopEndsDeviceAndWire(t *testing.T) {
 	h := NewHandler(component.New(components.Lookup("intel_nic_hw"), slog.New(slog.DiscardHandler), nil))
-	if err := h.Configure(nil); err != nil {
+	nicCfg, err := intel.ParseConfig(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Configure(nicCfg); err != nil {
 		t.Fatal(err)
 	}
 	files, err := devsession.NewFiles(1 << 20)

@@ -10,7 +10,6 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -39,8 +38,8 @@ func NewHandler(c *component.Component) *Handler {
 	return h
 }
 
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := ipxe.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[ipxe.Config](typed)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,11 @@ func TestStopEndsLoops(t *testing.T) {
 
 	before := runtime.NumGoroutine()
 	h := NewHandler(component.New(components.Lookup("ipxe_nic"), slog.New(slog.DiscardHandler), nil))
-	if err := h.Configure(nil); err != nil {
+	nicCfg, err := ipxe.ParseConfig(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Configure(nicCfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Open(&component.Session{ID: 1, Service: "Platform", Files: files, Role: component.Client}); err != nil {

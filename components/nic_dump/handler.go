@@ -9,7 +9,6 @@ import (
 	"github.com/nicstack/nicstack/components/nic_dump/nicdump"
 	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
@@ -42,8 +41,8 @@ func NewHandler(c *component.Component, log io.Writer) *Handler {
 
 // Configure applies a config, also a changed one: the wire restarts with the new styles and
 // labels, and a changed pcap path starts a new capture file.
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := nicdump.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[nicdump.Config](typed)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/components/nic_dump/nicdump"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
@@ -105,7 +106,7 @@ func start(t *testing.T, cfg string) *dump {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.h.Configure(n); err != nil {
+	if err := d.h.Configure(nicdumpConfig(t, n)); err != nil {
 		t.Fatal(err)
 	}
 	var srv *ps.Server
@@ -266,7 +267,7 @@ func TestReconfigureStartsANewCaptureFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.h.Configure(n); err != nil {
+	if err := d.h.Configure(nicdumpConfig(t, n)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -283,4 +284,14 @@ func TestReconfigureStartsANewCaptureFile(t *testing.T) {
 			t.Errorf("%s: %d records (%v), want %d", filepath.Base(path), len(recs), err, want)
 		}
 	}
+}
+
+// nicdumpConfig is n as the table's Parse reads it.
+func nicdumpConfig(t *testing.T, n *config.Node) nicdump.Config {
+	t.Helper()
+	cfg, err := nicdump.ParseConfig(n, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -54,8 +53,8 @@ func NewHandler(c *component.Component, out io.Writer) *Handler {
 		out: out, stop: make(chan struct{}), opened: c.Counter("sessions_opened"), closed: c.Counter("sessions_closed")}
 }
 
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := nicperf.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[nicperf.Config](typed)
 	if err != nil {
 		return err
 	}
@@ -63,7 +62,7 @@ func (h *Handler) Configure(n *config.Node) error {
 	h.cfg, h.configured = cfg, true
 	if !first {
 		if cfg.Genode {
-			h.registry.Retime(nicperf.Retime(n))
+			h.registry.Retime(cfg.Retime)
 			h.reapply()
 		}
 		return nil

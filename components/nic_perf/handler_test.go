@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -21,7 +22,7 @@ func TestStopEndsRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Configure(n); err != nil {
+	if err := h.Configure(perfConfig(t, n)); err != nil {
 		t.Fatal(err)
 	}
 	cl, srv, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
@@ -55,7 +56,7 @@ func TestCountPeriodsEndWithExitValueZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Configure(n); err != nil {
+	if err := h.Configure(perfConfig(t, n)); err != nil {
 		t.Fatal(err)
 	}
 	cl, srv, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
@@ -89,7 +90,7 @@ func TestSessionWithoutPolicyRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Configure(n); err != nil {
+	if err := h.Configure(perfConfig(t, n)); err != nil {
 		t.Fatal(err)
 	}
 	defer h.Stop()
@@ -106,4 +107,14 @@ func TestSessionWithoutPolicyRefused(t *testing.T) {
 	if err := h.Open(&component.Session{ID: 2, Service: "Nic", Label: "vm -> ", Server: srv, Role: component.Server}); err != nil {
 		t.Errorf("the session its policy selects: %v", err)
 	}
+}
+
+// perfConfig is n as the table's Parse reads it.
+func perfConfig(t *testing.T, n *config.Node) nicperf.Config {
+	t.Helper()
+	cfg, err := nicperf.ParseConfig(n, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -42,9 +43,11 @@ func benchRound(b *testing.B, mode string, size int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if errs := l.Configure(n); len(errs) > 0 {
-		b.Fatal(errs)
+	m := model.Parse(n)
+	if len(m.Problems) > 0 {
+		b.Fatal(m.Problems)
 	}
+	l.Configure(m)
 	stream := packetstream.DefaultConfig()
 	type end struct {
 		cl   *packetstream.Client

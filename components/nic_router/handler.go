@@ -50,13 +50,20 @@ func NewHandler(c *component.Component) (*Handler, error) {
 	return h, nil
 }
 
-// Configure applies a new config. It never fails: the router logs the config's problems and
-// runs with what is valid (as Genode's does); `nicstack check` reports the same problems
-// through the table's Warn.
-func (h *Handler) Configure(n *config.Node) error {
-	file := model.ReportFile(n)
+// Configure applies a new config, as the table's Parse (model.Parse) read it. It never fails:
+// the router logs the config's problems and runs with what is valid (as Genode's does);
+// `nicstack check` reports the same problems as the Parse's warnings.
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[*model.Config](typed)
+	if err != nil {
+		return err
+	}
+	var file string
+	if cfg.Report != nil {
+		file = cfg.Report.File
+	}
 	h.reportFile.Store(&file)
-	switch session := n.Sub("report") != nil && file == ""; {
+	switch session := cfg.Report != nil && file == ""; {
 	case session && h.reportReq == 0:
 		h.reportReq = h.c.RequestContent("Report", "state")
 	case !session && h.reportReq != 0:
@@ -64,7 +71,7 @@ func (h *Handler) Configure(n *config.Node) error {
 		h.reportReq = 0
 		h.report.Store(nil)
 	}
-	h.loop.Configure(n)
+	h.loop.Configure(cfg)
 	want := map[string]bool{}
 	for _, nc := range h.loop.NicClients() {
 		want[nc.Label] = true

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/netdev/header"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -31,7 +32,7 @@ func TestNicClientMACsUnique(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.Configure(n); err != nil {
+		if err := h.Configure(model.Parse(n)); err != nil {
 			t.Fatal(err)
 		}
 		seen := map[header.MAC]uint64{}

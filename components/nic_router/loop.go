@@ -155,10 +155,10 @@ func (l *Loop) runOps() {
 	}
 }
 
-// Configure applies a <config> and returns its problems (the router runs with what is valid).
-func (l *Loop) Configure(n *config.Node) (errs []error) {
-	l.do(func() { errs = l.r.Configure(n) })
-	return errs
+// Configure applies a <config>, as model.Parse read it; the router logs its problems and runs
+// with what is valid.
+func (l *Loop) Configure(cfg *model.Config) {
+	l.do(func() { l.r.Configure(cfg) })
 }
 
 // NicClients is the <nic-client> list of the current config.

@@ -12,6 +12,7 @@ import (
 	"github.com/nicstack/nicstack/components/nic_perf/nicperf"
 	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router"
+	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -37,9 +38,11 @@ func startLoop(t *testing.T, cfg string) *Loop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := l.Configure(n); len(errs) > 0 {
-		t.Fatal(errs)
+	m := model.Parse(n)
+	if len(m.Problems) > 0 {
+		t.Fatal(m.Problems)
 	}
+	l.Configure(m)
 	go l.Run()
 	t.Cleanup(func() { l.Stop(); l.Close() })
 	return l

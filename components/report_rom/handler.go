@@ -6,7 +6,6 @@ import (
 
 	"github.com/nicstack/nicstack/components/report_rom/reportrom"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 )
 
 // Handler is the report_rom component.
@@ -24,8 +23,8 @@ func NewHandler(c *component.Component) *Handler {
 }
 
 // Configure takes the policies; a ROM session open already reads what it read.
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := reportrom.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[reportrom.Config](typed)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ type Handler struct {
 func NewHandler(c *component.Component) *Handler { return &Handler{c: c, outdated: true} }
 
 // Configure asks for the two sessions; the manager's config holds nothing.
-func (h *Handler) Configure(*config.Node) error {
+func (h *Handler) Configure(any) error {
 	if !h.configured {
 		h.configured = true
 		h.c.Log.Info("Initialized")

@@ -30,7 +30,7 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// <wire> is part of ParseConfig, so what it refuses check reports (the table's Validate).
+// <wire> is part of ParseConfig, so what it refuses check reports (the table's Parse).
 func TestParseWire(t *testing.T) {
 	parse := func(s string) *config.Node {
 		n, err := config.Parse("hw.xml", []byte(s))

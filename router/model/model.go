@@ -40,10 +40,16 @@ type Config struct {
 	NicClients    []NicClient
 	Domains       map[string]*Domain // the valid domains
 	Invalid       []InvalidDomain    // in the order they were found invalid
+	// Problems is what Parse found wrong, each with its position: the router logs them when
+	// it applies the config (and runs with what is valid), `nicstack check` reports them.
+	Problems []error
 }
 
 // Report is <report>.
 type Report struct {
+	// File is where the report goes (nicstack's one addition to Genode's <report>); "": to a
+	// Report session.
+	File              string
 	Interval          time.Duration
 	Bytes, Stats      bool
 	Quota, Config     bool

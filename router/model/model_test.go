@@ -16,8 +16,14 @@ func parseXML(t *testing.T, s string) *config.Node {
 	return n
 }
 
+// parsed is Parse of a test's XML text, with its problems.
+func parsed(t *testing.T, text string) (*Config, []error) {
+	c := Parse(parseXML(t, text))
+	return c, c.Problems
+}
+
 func TestParseDefaultsAndSchema(t *testing.T) {
-	c, errs := Parse(parseXML(t, `<config><domain name="x" interface="10.0.0.1/24"><nat domain="x" tcp-ports="3"/></domain></config>`))
+	c, errs := parsed(t, `<config><domain name="x" interface="10.0.0.1/24"><nat domain="x" tcp-ports="3"/></domain></config>`)
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -46,7 +52,7 @@ func TestParseDefaultsAndSchema(t *testing.T) {
 	if _, ok := dom.Node("tcp-forward").Attr("to_port"); !ok {
 		t.Error("schema lacks to_port")
 	}
-	_, errs = Parse(parseXML(t, `<config tcp_idle="1"><domian name="x"/><domain name="y" interface="10.0.0.1/24" use_arp="perhaps"/></config>`))
+	_, errs = parsed(t, `<config tcp_idle="1"><domian name="x"/><domain name="y" interface="10.0.0.1/24" use_arp="perhaps"/></config>`)
 	if len(errs) != 3 {
 		t.Fatalf("want 3 problems (unknown attribute, unknown node, bad boolean), got %v", errs)
 	}
@@ -55,12 +61,12 @@ func TestParseDefaultsAndSchema(t *testing.T) {
 // The router picks a session's domain with the one matcher (runtime/label), so a Genode
 // config's policies select as they do in Genode; label_last is init's, not a policy's.
 func TestPolicySelection(t *testing.T) {
-	c, errs := Parse(parseXML(t, `<config>
+	c, errs := parsed(t, `<config>
 		<policy label_prefix="vm" domain="short"/> <policy label_prefix="vm_1" domain="long"/>
 		<policy label="vm_1 -> " domain="exact"/> <policy label_suffix=" -> uplink" domain="uplink"/>
 		<default-policy domain="def"/>
 		<domain name="short"/> <domain name="long"/> <domain name="exact"/> <domain name="uplink"/> <domain name="def"/>
-	</config>`))
+	</config>`)
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -72,7 +78,7 @@ func TestPolicySelection(t *testing.T) {
 			t.Errorf("%q: %q, want %q", label, got, want)
 		}
 	}
-	if _, errs := Parse(parseXML(t, `<config><policy label_last="x" domain="d"/></config>`)); len(errs) != 1 {
+	if _, errs := parsed(t, `<config><policy label_last="x" domain="d"/></config>`); len(errs) != 1 {
 		t.Errorf("label_last on a <policy>: want one problem (not an attribute of Genode's policies), got %v", errs)
 	}
 }
@@ -82,12 +88,12 @@ func TestPolicySelection(t *testing.T) {
 // invalidates the domain, a bad <dns-domain> only itself; each problem names file and line.
 func TestDHCPServerDNSConfig(t *testing.T) {
 	parse := func(server string) (*Config, []error) {
-		return Parse(parseXML(t, `<config>
+		return parsed(t, `<config>
 <domain name="up"/>
 <domain name="lan" interface="10.0.1.1/24">
   `+server+`
 </domain>
-</config>`))
+</config>`)
 	}
 	c, errs := parse(`<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.9" ip_lease_time_sec="0" dns_config_from="up"/>`)
 	if len(errs) != 0 {

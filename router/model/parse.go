@@ -11,11 +11,11 @@ import (
 	"github.com/nicstack/nicstack/runtime/label"
 )
 
-// Parse reads a <config> node. It always returns a usable Config; problems lists what is
+// Parse reads a <config> node. It always returns a usable Config; its Problems list what is
 // wrong, each with the file position: unknown nodes and attributes, malformed values (the
 // default is used instead) and invalid domains (dropped, with the reason). The router logs
-// problems as warnings; `nicstack check` rejects a config that has any.
-func Parse(n *config.Node) (*Config, []error) {
+// them as warnings; `nicstack check` rejects a config that has any.
+func Parse(n *config.Node) *Config {
 	p := &parser{dnsFrom: map[string]config.Pos{}}
 	for _, e := range config.Check(n, Schema()) {
 		p.errs = append(p.errs, e)
@@ -47,6 +47,7 @@ func Parse(n *config.Node) (*Config, []error) {
 	}
 	if r := n.Sub("report"); r != nil {
 		c.Report = &Report{
+			File:              r.String("file", ""),
 			Interval:          p.seconds(r, "interval_sec", 5),
 			Bytes:             p.boolean(r, "bytes", true),
 			Stats:             p.boolean(r, "stats", true),
@@ -107,7 +108,8 @@ func Parse(n *config.Node) (*Config, []error) {
 			}
 		}
 	}
-	return c, p.errs
+	c.Problems = p.errs
+	return c
 }
 
 // references checks that every domain d names exists and is valid; the position is where
@@ -454,13 +456,4 @@ func (p *parser) dhcpServer(n *config.Node, d *Domain) (*DHCPServer, string) {
 		p.dnsFrom[d.Name] = a.Pos
 	}
 	return s, ""
-}
-
-// ReportFile is the file <report file> names for the state report, or "" (nicstack's one
-// addition to Genode's <report>: where the report goes).
-func ReportFile(n *config.Node) string {
-	if rep := n.Sub("report"); rep != nil {
-		return rep.String("file", "")
-	}
-	return ""
 }

@@ -31,9 +31,11 @@ import (
 
 // Handler is a component's logic as the supervisor drives it. Its calls never overlap.
 type Handler interface {
-	// Configure gets the <config> of the component's <start> node: once before any session,
-	// then again whenever the scenario changes it. An error keeps the previous config.
-	Configure(cfg *config.Node) error
+	// Configure gets the <config> of the component's <start> node as its Spec's Parse made
+	// it (ConfigOf asserts its type; a Spec without Parse gives the *config.Node): once before
+	// any session, then again whenever the scenario changes it. An error keeps the previous
+	// config.
+	Configure(cfg any) error
 	// Open hands a session that is up: one routed to this component (s.Server is set) or one
 	// it requested (s.Client is set). For a client, Open is "link up".
 	Open(s *Session) error
@@ -78,7 +80,7 @@ type Component struct {
 	Name string
 	CPUs string // the CPU set the supervisor pinned this process to
 	Log  *slog.Logger
-	Spec Spec // what the table says of this component; its Check guards every config
+	Spec Spec // what the table says of this component; its Check guards and parses every config
 
 	newHandler func(*Component) (Handler, error)
 	inbox      *fileInbox
@@ -216,25 +218,27 @@ func (c *Component) Start(_ context.Context, req *controlpb.StartRequest) (*cont
 		return nil, fmt.Errorf("component %s already started", c.Name)
 	}
 	c.Name, c.CPUs = req.GetName(), req.GetCpus()
-	if err := c.check(cfg); err != nil {
+	typed, err := c.parse(cfg)
+	if err != nil {
 		return nil, err
 	}
 	h, err := c.newHandler(c)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.Configure(cfg); err != nil {
+	if err := h.Configure(typed); err != nil {
 		return nil, err
 	}
 	c.h = h
 	return &controlpb.StartReply{}, nil
 }
 
-// check holds cfg to the component's Spec, as `nicstack check` does: what Validate refuses is
-// refused. (The supervisor logs the warnings, with the same table, before it hands a config.)
-func (c *Component) check(cfg *config.Node) error {
-	_, err := c.Spec.Check(cfg, c.Name)
-	return err
+// parse makes the typed config of n with the component's Spec, as `nicstack check` does:
+// what Parse refuses is refused. (The supervisor logs the warnings, with the same table,
+// before it hands a config.)
+func (c *Component) parse(n *config.Node) (any, error) {
+	cfg, _, err := c.Spec.Check(n, c.Name)
+	return cfg, err
 }
 
 func (c *Component) started() error {
@@ -254,10 +258,11 @@ func (c *Component) UpdateConfig(_ context.Context, req *controlpb.Config) (*con
 	if err := c.started(); err != nil {
 		return nil, err
 	}
-	if err := c.check(cfg); err != nil {
+	typed, err := c.parse(cfg)
+	if err != nil {
 		return nil, err
 	}
-	return &controlpb.Empty{}, c.h.Configure(cfg)
+	return &controlpb.Empty{}, c.h.Configure(typed)
 }
 
 func (c *Component) Events(_ *controlpb.EventsRequest, stream controlpb.Component_EventsServer) error {

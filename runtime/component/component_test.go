@@ -22,8 +22,12 @@ type recorder struct {
 	stopped bool // Stop came, after every session was closed
 }
 
-func (r *recorder) Configure(cfg *config.Node) error {
-	r.configs = append(r.configs, cfg.String("tag", ""))
+func (r *recorder) Configure(cfg any) error {
+	n, err := ConfigOf[*config.Node](cfg)
+	if err != nil {
+		return err
+	}
+	r.configs = append(r.configs, n.String("tag", ""))
 	return nil
 }
 func (r *recorder) Open(s *Session) error { r.opened = append(r.opened, s); return nil }

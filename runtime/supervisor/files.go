@@ -37,16 +37,16 @@ func (s *Supervisor) writeFile(c *child, path string, data []byte, add bool) {
 	}
 }
 
-// filesOf lists the files c's config names for it to write.
+// filesOf lists the files c's config names for it to write, as its Spec parsed the config.
 func (s *Supervisor) filesOf(c *child) []string {
-	if s.opts.Components == nil || c.start.Config == nil {
+	if s.opts.Components == nil || c.start.Config == nil || c.start.parsed == nil {
 		return nil
 	}
 	spec, err := s.opts.Components.Lookup(c.start.Binary)
 	if err != nil || spec.Files == nil {
 		return nil
 	}
-	return spec.Files(c.start.Config, c.start.Name)
+	return spec.Files(c.start.parsed)
 }
 
 func appendFile(path string, data []byte) error {

@@ -100,7 +100,8 @@ func Graph(sc *Scenario, opts GraphOptions) string {
 			if n == nil {
 				n = &config.Node{Type: "config", Pos: st.Node.Pos}
 			}
-			for _, r := range spec.Sessions(n, st.Name) {
+			cfg, _, _ := spec.Check(n, st.Name) // nil when refused: nothing to draw
+			for _, r := range spec.Sessions(cfg) {
 				edges = append(edges, sessionEdge(sc, st, r, opts.ParentServices))
 			}
 		}

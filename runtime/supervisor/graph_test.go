@@ -36,10 +36,11 @@ const graphScenario = `<config>
 // graphTable: rtr requests nothing, drv its Uplink and a Tap, vm the sessions its config lists.
 var graphTable = component.Table{
 	{Binary: "rtr"},
-	{Binary: "drv", Sessions: func(*config.Node, string) []component.SessionRequest {
+	{Binary: "drv", Sessions: func(any) []component.SessionRequest {
 		return []component.SessionRequest{{Service: "Uplink", Label: "uplink"}, {Service: "Tap"}}
 	}},
-	{Binary: "vm", Sessions: func(n *config.Node, _ string) (out []component.SessionRequest) {
+	{Binary: "vm", Sessions: func(cfg any) (out []component.SessionRequest) {
+		n := cfg.(*config.Node) // no Parse: the typed config is the node
 		for _, s := range n.Subs("session") {
 			out = append(out, component.SessionRequest{Service: s.String("service", ""), Label: s.String("label", "")})
 		}

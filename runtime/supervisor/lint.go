@@ -63,7 +63,8 @@ func Check(file string, data []byte, binDirs []string, table component.Table) []
 		if len(binDirs) > 0 && !findBinary(st.Binary, binDirs) {
 			out = append(out, config.Errorf(binaryPos(st), "binary %q of %q not found in %s", st.Binary, st.Name, strings.Join(binDirs, ", ")))
 		}
-		out = append(out, checkStartConfig(spec, st)...)
+		_, errs := checkStartConfig(spec, st)
+		out = append(out, errs...)
 	}
 	return sortErrs(out)
 }
@@ -139,11 +140,12 @@ func CheckComponent(table component.Table, binary, file string, data []byte) []e
 	if err != nil {
 		return flatten(err)
 	}
-	return checkConfig(spec, root, binary)
+	_, errs := checkConfig(spec, root, binary)
+	return errs
 }
 
 // checkStartConfig checks a start's <config> (an absent one as empty) against its Spec.
-func checkStartConfig(spec component.Spec, st *Start) []error {
+func checkStartConfig(spec component.Spec, st *Start) (cfg any, errs []error) {
 	n := st.Config
 	if n == nil {
 		n = &config.Node{Type: "config", Pos: st.Node.Pos}
@@ -151,13 +153,14 @@ func checkStartConfig(spec component.Spec, st *Start) []error {
 	return checkConfig(spec, n, st.Name)
 }
 
-// checkConfig lists everything spec.Check finds in n, warnings and error alike.
-func checkConfig(spec component.Spec, n *config.Node, start string) []error {
-	warnings, err := spec.Check(n, start)
+// checkConfig lists everything spec.Check finds in n, warnings and error alike, with the
+// typed config it parsed (nil when refused).
+func checkConfig(spec component.Spec, n *config.Node, start string) (cfg any, errs []error) {
+	cfg, errs, err := spec.Check(n, start)
 	if err != nil {
-		warnings = append(warnings, err)
+		errs = append(errs, err)
 	}
-	return warnings
+	return cfg, errs
 }
 
 // flatten splits joined errors (a parser's list, FromNode's lines) into one error each.

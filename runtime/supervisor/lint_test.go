@@ -160,21 +160,21 @@ func TestCheckComponent(t *testing.T) {
 	}
 }
 
-// A component's registered parse runs after its schema holds: its positioned errors come as
-// they are, one without a position gets the <config>'s.
+// A component's registered parse runs beside its schema: its positioned errors come as they
+// are, one without a position gets the <config>'s.
 func TestCheckComponentParse(t *testing.T) {
 	table := component.Table{{
 		Binary: "lint_parse_test",
 		Schema: &config.Schema{Type: "config", Attrs: []string{"mtu", "peer"}},
-		Validate: func(n *config.Node, name string) error {
+		Parse: component.Parser(func(n *config.Node, name string) (*config.Node, error) {
 			if a, ok := n.Attr("mtu"); ok && a.Value != "1500" {
-				return config.Errorf(a.Pos, "mtu=%s of %s is out of range", a.Value, name)
+				return nil, config.Errorf(a.Pos, "mtu=%s of %s is out of range", a.Value, name)
 			}
 			if _, ok := n.Attr("peer"); ok {
-				return errors.New("peer needs an address")
+				return nil, errors.New("peer needs an address")
 			}
-			return nil
-		},
+			return n, nil
+		}),
 	}}
 	for in, want := range map[string]string{
 		"config | mtu: 9\n-\n":    `c.hid:1:10: mtu=9 of lint_parse_test is out of range`,

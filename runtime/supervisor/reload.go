@@ -24,6 +24,7 @@ func (s *Supervisor) reload() {
 	old := s.sc
 	s.sc = sc
 	s.warnUnknown(sc)
+	s.checkConfigs(sc)
 	for name, c := range s.children {
 		if sc.Start(name) == nil {
 			s.log.Info(fmt.Sprintf("%s removed from the scenario; stopping it", name))

@@ -40,6 +40,10 @@ type Start struct {
 	Provides []string
 	Route    *Route // nil: the scenario's <default-route>
 	Config   *config.Node
+	// parsed is Config as its component's Spec parsed it, in the supervisor's one check of
+	// each scenario (checkConfigs): what it reads of the config (files, sockets). Nil for a
+	// program, a config the component refuses, or before the check.
+	parsed any
 	// Heartbeat: init counts the heartbeats the component skips (<heartbeat/>) and restarts
 	// it once it skipped more than RestartAfterSkipped (0: never), as Genode's init does.
 	Heartbeat           bool

@@ -24,7 +24,7 @@ type boundSocket struct {
 
 // socketsOf binds the sockets st's config names, once for the run, and returns them.
 func (s *Supervisor) socketsOf(st *Start) ([]*boundSocket, error) {
-	if s.opts.Components == nil || st.Config == nil {
+	if s.opts.Components == nil || st.Config == nil || st.parsed == nil {
 		return nil, nil
 	}
 	spec, err := s.opts.Components.Lookup(st.Binary)
@@ -32,7 +32,7 @@ func (s *Supervisor) socketsOf(st *Start) ([]*boundSocket, error) {
 		return nil, nil
 	}
 	var out []*boundSocket
-	for _, name := range spec.Sockets(st.Config, st.Name) {
+	for _, name := range spec.Sockets(st.parsed) {
 		key := st.Name + "\x00" + name
 		b := s.sockets[key]
 		if b == nil {

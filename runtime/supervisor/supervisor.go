@@ -135,13 +135,13 @@ func New(path string, opts Options) (*Supervisor, error) {
 		}
 	}
 	s.warnUnknown(sc)
+	s.checkConfigs(sc)
 	return s, nil
 }
 
-// warnUnknown logs the nodes and attributes init does not know, Genode's warnings, and what a
-// component's registered config check refuses: errors for `nicstack check`, warnings at run
-// time, as in Genode (the file may be fixed while the run goes on). What nicstack accepts and
-// ignores shows with -v.
+// warnUnknown logs the nodes and attributes init does not know, Genode's warnings: errors for
+// `nicstack check`, warnings at run time, as in Genode (the file may be fixed while the run
+// goes on). What nicstack accepts and ignores shows with -v.
 func (s *Supervisor) warnUnknown(sc *Scenario) {
 	for _, e := range config.Check(sc.Root, Schema) {
 		s.log.Warn(e.Error())
@@ -152,6 +152,14 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 	for _, e := range Ignored(sc) {
 		s.log.Debug(e.Error())
 	}
+}
+
+// checkConfigs checks each start's <config> against its component's Spec, once per scenario
+// (the first and each reload), and keeps the typed config that Check parsed for what the
+// supervisor reads of it (files, sockets). What the Spec warns of or refuses is logged as a
+// warning, as warnUnknown's are, unless the component logs its problems itself when it is
+// configured.
+func (s *Supervisor) checkConfigs(sc *Scenario) {
 	for _, st := range sc.Starts {
 		if s.opts.Components == nil {
 			break
@@ -164,10 +172,12 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 			s.log.Warn(err.Error(), "child", st.Name)
 			continue
 		}
-		if spec.Warn != nil {
-			continue // the component logs its config's problems itself when it is configured
+		var errs []error
+		st.parsed, errs = checkStartConfig(spec, st)
+		if spec.LogsWarnings {
+			continue
 		}
-		for _, e := range checkStartConfig(spec, st) {
+		for _, e := range errs {
 			s.log.Warn(e.Error(), "child", st.Name)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/rr"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -399,12 +398,12 @@ type Embedded struct {
 // NewEmbedded returns the handler.
 func NewEmbedded(c *component.Component) *Embedded { return &Embedded{c: c} }
 
-func (e *Embedded) Configure(n *config.Node) error {
+func (e *Embedded) Configure(typed any) error {
 	if e.host != nil {
 		e.c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, err := guest.ParseConfig(n, e.c.Name)
+	cfg, err := component.ConfigOf[guest.Config](typed)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/nicbridge"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -37,12 +36,12 @@ func NewNetns(c *component.Component) *Netns {
 	return &Netns{c: c, stats: nicbridge.NewStats(c.Counter)}
 }
 
-func (g *Netns) Configure(n *config.Node) error {
+func (g *Netns) Configure(typed any) error {
 	if g.tapReq != 0 {
 		g.c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, err := guest.ParseConfig(n, g.c.Name)
+	cfg, err := component.ConfigOf[guest.Config](typed)
 	if err != nil {
 		return err
 	}

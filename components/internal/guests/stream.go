@@ -14,7 +14,6 @@ import (
 	"github.com/nicstack/nicstack/drivers/qemustream"
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 )
 
 // Stream is the stream guest: a real VM, a QEMU with `-netdev stream` (passt's protocol) on
@@ -49,20 +48,20 @@ func NewStream(c *component.Component, listen func(string) (*net.UnixListener, e
 		rxFrames: c.Counter("stream_rx_frames"), txFrames: c.Counter("stream_tx_frames"), txDropped: c.Counter("stream_tx_dropped")}
 }
 
-func (g *Stream) Configure(n *config.Node) error {
-	return configureSocketGuest(g.c, n, g.listen, &g.ln, &g.served, g.accept)
+func (g *Stream) Configure(typed any) error {
+	return configureSocketGuest(g.c, typed, g.listen, &g.ln, &g.served, g.accept)
 }
 
 // configureSocketGuest configures a guest on a socket (stream, vhost-user) once: it takes
 // the socket its config names into *ln, requests the Nic session and starts accept, which
 // calls served.Done when the socket closes. A later config is kept for the next life.
-func configureSocketGuest(c *component.Component, n *config.Node, listen func(string) (*net.UnixListener, error),
+func configureSocketGuest(c *component.Component, typed any, listen func(string) (*net.UnixListener, error),
 	ln **net.UnixListener, served *sync.WaitGroup, accept func()) error {
 	if *ln != nil {
 		c.Log.Warn("config changed: the guest keeps its config until it restarts")
 		return nil
 	}
-	cfg, err := guest.ParseConfig(n, c.Name)
+	cfg, err := component.ConfigOf[guest.Config](typed)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/components/internal/netstack"
 	"github.com/nicstack/nicstack/drivers/qemustream"
 	"github.com/nicstack/nicstack/internal/testutil"
@@ -74,7 +75,11 @@ func TestStreamGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Configure(n); err != nil {
+	cfg, err := guest.ParseConfig(n, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
 	client, server, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())

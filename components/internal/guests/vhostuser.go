@@ -7,7 +7,6 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/vhostuser"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/nicbridge"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -39,8 +38,8 @@ func NewVhostUser(c *component.Component, listen func(string) (*net.UnixListener
 	return &VhostUser{c: c, listen: listen, stats: nicbridge.NewStats(c.Counter), vstats: vhostuser.NewStats(c.Counter)}
 }
 
-func (g *VhostUser) Configure(n *config.Node) error {
-	return configureSocketGuest(g.c, n, g.listen, &g.ln, &g.served, g.accept)
+func (g *VhostUser) Configure(typed any) error {
+	return configureSocketGuest(g.c, typed, g.listen, &g.ln, &g.served, g.accept)
 }
 
 // accept serves front ends until the socket is closed; a new one ends the one before.

@@ -1,8 +1,10 @@
 package guests
 
 import (
+	"fmt"
+
+	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/runtime/component"
-	"github.com/nicstack/nicstack/runtime/config"
 )
 
 // VM is the vm component's handler: its first config's guest attribute picks the guest,
@@ -15,9 +17,13 @@ type VM struct {
 // NewVM returns the handler.
 func NewVM(c *component.Component) *VM { return &VM{c: c} }
 
-func (v *VM) Configure(n *config.Node) error {
+func (v *VM) Configure(typed any) error {
 	if v.Handler == nil {
-		switch g := n.String("guest", "embedded"); g {
+		cfg, err := component.ConfigOf[guest.Config](typed)
+		if err != nil {
+			return err
+		}
+		switch cfg.Guest {
 		case "embedded":
 			v.Handler = NewEmbedded(v.c)
 		case "netns":
@@ -26,12 +32,11 @@ func (v *VM) Configure(n *config.Node) error {
 			v.Handler = NewStream(v.c, component.Listener)
 		case "vhost-user":
 			v.Handler = NewVhostUser(v.c, component.Listener)
-		default:
-			a, _ := n.Attr("guest")
-			return config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", g)
+		default: // guest.ParseConfig refused it
+			return fmt.Errorf("guest=%q: expected embedded, netns, stream or vhost-user", cfg.Guest)
 		}
 	}
-	return v.Handler.Configure(n)
+	return v.Handler.Configure(typed)
 }
 
 // Stop stops the guest, if a config picked one.

@@ -72,8 +72,8 @@ func NewHandler(c *component.Component, k *Kind) *Handler {
 	return &Handler{c: c, kind: k, stats: nicbridge.NewStats(c.Counter)}
 }
 
-func (h *Handler) Configure(n *config.Node) error {
-	cfg, err := h.kind.ParseConfig(n, h.c.Name)
+func (h *Handler) Configure(typed any) error {
+	cfg, err := component.ConfigOf[Config](typed)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,11 @@ func NewClient(c *component.Component) *Client {
 	}
 }
 
-func (cl *Client) Configure(cfg *config.Node) error {
+func (cl *Client) Configure(typed any) error {
+	cfg, err := component.ConfigOf[*config.Node](typed)
+	if err != nil {
+		return err
+	}
 	if errs := config.Check(cfg, ClientSchema); len(errs) > 0 {
 		cl.c.Log.Warn("config", "err", errs[0])
 	}
@@ -59,7 +63,6 @@ func (cl *Client) Configure(cfg *config.Node) error {
 		return int(v), err
 	}
 	var cc clientConfig
-	var err error
 	if cc.window, err = num("window", 8); err != nil {
 		return err
 	}

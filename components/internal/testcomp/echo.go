@@ -49,7 +49,11 @@ func NewEcho(c *component.Component) *Echo {
 	return &Echo{log: c.Log, tag: c.Counter("tag"), configs: c.Counter("configs"), drops: c.Counter("echo_drops"), loops: map[uint64]*loop{}, devices: map[uint64]*device{}, c: c}
 }
 
-func (e *Echo) Configure(cfg *config.Node) error {
+func (e *Echo) Configure(typed any) error {
+	cfg, err := component.ConfigOf[*config.Node](typed)
+	if err != nil {
+		return err
+	}
 	if errs := config.Check(cfg, EchoSchema); len(errs) > 0 {
 		e.log.Warn("config", "err", errs[0])
 	}

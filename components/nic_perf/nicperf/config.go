@@ -99,6 +99,8 @@ type Component struct {
 	// (churn="N"), without traffic: each is released as soon as it is up, and the next
 	// requested. The counters sessions_opened and sessions_closed follow it.
 	Churn int
+	// periodSet and countSet: the config gave period_ms and count (Retime).
+	periodSet, countSet bool
 }
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
@@ -205,18 +207,17 @@ func (r *numbers) get(name string, def, lo, hi uint64) uint64 {
 // form's count 0).
 const Forever = -1
 
-// Retime is how a later config of Genode's form changes a running schedule, as Genode's
-// nic_perf reads it: period_ms and count default to the running period and to the periods
-// still left. (ParseConfig has refused what is out of range.)
-func Retime(n *config.Node) func(period time.Duration, left int) (time.Duration, int) {
-	return func(period time.Duration, left int) (time.Duration, int) {
-		num := numbers{n: n}
-		p := time.Duration(num.get("period_ms", uint64(period/time.Millisecond), 0, 1<<32)) * time.Millisecond
-		if left < 0 {
-			left = 0
-		}
-		return p, int(num.get("count", uint64(left), 0, 1<<32))
+// Retime is how c, from a later config of Genode's form, changes a running schedule, as
+// Genode's nic_perf reads it: without period_ms or count, the running period and the periods
+// still left stay.
+func (c Component) Retime(period time.Duration, left int) (time.Duration, int) {
+	if c.periodSet {
+		period = c.Period
 	}
+	if c.countSet {
+		left = c.Count
+	}
+	return period, max(left, 0)
 }
 
 // component reads what both forms share: period and count (with the form's defaults) and
@@ -224,6 +225,8 @@ func Retime(n *config.Node) func(period time.Duration, left int) (time.Duration,
 func (r *numbers) component(cfg *Component, period time.Duration, count uint64) {
 	cfg.Period = time.Duration(r.get("period_ms", uint64(period/time.Millisecond), 0, 1<<32)) * time.Millisecond
 	cfg.Count = int(r.get("count", count, 0, 1<<32))
+	_, cfg.periodSet = r.n.Attr("period_ms")
+	_, cfg.countSet = r.n.Attr("count")
 	cfg.QueueSize = int(r.get("queue_size", 1024, 2, 1<<16))
 	cfg.BulkSize = int(r.get("bulk_size", 1024*1600, 1600, 1<<30))
 	cfg.Spin = int(r.get("spin", packetstream.DefaultSpin, 0, 1<<24))

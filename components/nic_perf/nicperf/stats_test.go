@@ -108,7 +108,11 @@ func TestRetimeAsGenode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Retime(n)
+		cfg, err := parseGenode(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Retime
 	}
 	for _, c := range []struct {
 		config     string
