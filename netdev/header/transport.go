@@ -51,14 +51,17 @@ func L4Header(ip IPv4) (seg []byte, ok bool) {
 }
 
 // PutUDP writes the UDP header of datagram seg (header and the payload already in place) from
-// sport to dport, its length and its checksum over the pseudo header of src and dst. A sum that
-// comes out 0 is written as 0, as nic_perf and the guests' DHCP client always wrote it.
+// sport to dport, its length and its checksum over the pseudo header of src and dst.
 func PutUDP(seg []byte, src, dst [4]byte, sport, dport uint16) {
 	Ports(seg).SetSrc(sport)
 	Ports(seg).SetDst(dport)
 	binary.BigEndian.PutUint16(seg[4:], uint16(len(seg)))
 	binary.BigEndian.PutUint16(seg[UDPChecksumOff:], 0)
-	binary.BigEndian.PutUint16(seg[UDPChecksumOff:], Checksum(seg, PseudoSum(src, dst, ProtoUDP, len(seg))))
+	c := Checksum(seg, PseudoSum(src, dst, ProtoUDP, len(seg)))
+	if c == 0 {
+		c = 0xffff // 0 would say the datagram has no checksum (RFC 768)
+	}
+	binary.BigEndian.PutUint16(seg[UDPChecksumOff:], c)
 }
 
 // TCPFlags returns the flag byte of a TCP segment.
