@@ -123,7 +123,7 @@ var errTail = errors.New("bytes after the record")
 type ARP struct {
 	Domain Name
 	IP     [4]byte
-	MAC    [6]byte
+	MAC    header.MAC
 	Slot   int32
 }
 
@@ -150,7 +150,7 @@ func (a *ARP) decode(b []byte) error {
 type Lease struct {
 	Domain   Name
 	Owner    Name
-	MAC      [6]byte
+	MAC      header.MAC
 	IP       [4]byte
 	Bound    bool
 	Deadline int64
