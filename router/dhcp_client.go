@@ -82,7 +82,7 @@ func (c *dhcpClient) tick(r *Router, d *domain) {
 
 // receive handles a reply to the router's DHCP client in domain d.
 func (c *dhcpClient) receive(r *Router, d *domain, i *Interface, ip header.IPv4) {
-	msg, ok := header.NewDHCP(ip.Payload()[8:])
+	msg, ok := header.NewDHCP(ip.Payload()[header.UDPLen:])
 	if !ok || msg.Op() != 2 || msg.XID() != c.xid || msg.ClientMAC() != i.routerMAC {
 		r.drop(d, "DHCP reply not for this client")
 		return

@@ -86,7 +86,7 @@ func (s *dhcpServer) dns() ([]netip.Addr, string, bool) {
 // DECLINE.
 func (r *Router) serveDHCP(i *Interface, d *domain, ip header.IPv4) {
 	s := d.dhcpServer
-	msg, ok := header.NewDHCP(ip.Payload()[8:])
+	msg, ok := header.NewDHCP(ip.Payload()[header.UDPLen:])
 	if !ok || msg.Op() != 1 {
 		r.drop(d, "bad DHCP request")
 		return
@@ -171,22 +171,15 @@ func (r *Router) dhcpReply(i *Interface, d *domain, req header.DHCP, typ uint8, 
 
 // udpFrame builds an Ethernet frame with a UDP datagram (checksum filled in).
 func udpFrame(srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16, payload []byte) []byte {
-	n := 20 + 8 + len(payload)
+	n := header.IPv4Len + header.UDPLen + len(payload)
 	b := make([]byte, header.EthLen+n)
 	e := header.Eth(b)
 	e.SetSrc(srcMAC)
 	e.SetDst(dstMAC)
 	e.SetType(header.EtherTypeIPv4)
-	header.PutIPv4(b[header.EthLen:], n, header.ProtoUDP, src, dst)
-	u := b[header.EthLen+20:]
-	header.Ports(u).SetSrc(sport)
-	header.Ports(u).SetDst(dport)
-	u[4], u[5] = byte((8+len(payload))>>8), byte(8+len(payload))
-	copy(u[8:], payload)
-	c := header.Checksum(u, header.PseudoSum(src, dst, header.ProtoUDP, len(u)))
-	if c == 0 {
-		c = 0xffff
-	}
-	u[6], u[7] = byte(c>>8), byte(c)
+	header.PutIPv4(e.Payload(), n, header.ProtoUDP, src, dst)
+	u := e.Payload()[header.IPv4Len:]
+	copy(u[header.UDPLen:], payload)
+	header.PutUDP(u, src, dst, sport, dport)
 	return b
 }

@@ -41,7 +41,7 @@ func (r *Router) handleIPv4(i *Interface, d *domain, frame []byte, off *netdev.O
 	if !ok {
 		return r.drop(d, "bad IPv4 header")
 	}
-	if ip.Protocol() == header.ProtoUDP && len(ip.Payload()) >= 8 {
+	if ip.Protocol() == header.ProtoUDP && len(ip.Payload()) >= header.UDPLen {
 		ports := header.Ports(ip.Payload())
 		toRouter := ip.Dst() == [4]byte{255, 255, 255, 255} || (d.ip.valid && ip.Dst() == d.ip.addr)
 		if ports.Dst() == header.DHCPServerPort && d.dhcpServer != nil && toRouter {
@@ -136,8 +136,8 @@ func (r *Router) unroutable(i *Interface, d *domain, frame []byte) Verdict {
 // its client took, with Genode's reason for its BOOTP operation.
 func (r *Router) dropDHCP(d *domain, seg []byte) Verdict {
 	op := byte(0)
-	if len(seg) > 8 {
-		op = seg[8]
+	if len(seg) > header.UDPLen {
+		op = header.DHCP(seg[header.UDPLen:]).Op()
 	}
 	switch op {
 	case 1:
@@ -261,7 +261,7 @@ type rewrite struct {
 // side's tuple is to: they leave as packets arriving there would be answered.
 func newRewrite(from, to flowKey) rewrite {
 	rw := rewrite{src: to.dst, dst: to.src, sport: to.dport, dport: to.sport, from: from}
-	ip := sum4(from.src, rw.src) + sum4(from.dst, rw.dst)
+	ip := header.Diff4(from.src, rw.src) + header.Diff4(from.dst, rw.dst)
 	rw.ipSum = header.Fold(ip)
 	if from.proto == header.ProtoICMP {
 		rw.l4Sum = header.Fold(uint32(^from.sport) + uint32(rw.sport))
@@ -269,12 +269,6 @@ func newRewrite(from, to flowKey) rewrite {
 		rw.l4Sum = header.Fold(ip + uint32(^from.sport) + uint32(rw.sport) + uint32(^from.dport) + uint32(rw.dport))
 	}
 	return rw
-}
-
-// sum4 is the one's complement change of a 4-byte field from old to new, unfolded.
-func sum4(old, new [4]byte) uint32 {
-	return uint32(^binary.BigEndian.Uint16(old[0:])) + uint32(binary.BigEndian.Uint16(new[0:])) +
-		uint32(^binary.BigEndian.Uint16(old[2:])) + uint32(binary.BigEndian.Uint16(new[2:]))
 }
 
 // adjustSum applies a change summed by newRewrite to checksum c.

@@ -32,14 +32,14 @@ func (r *Router) sendICMPError(i *Interface, d *domain, frame []byte, ip header.
 	if quote > ip.TotalLen() {
 		quote = ip.TotalLen()
 	}
-	n := 20 + header.ICMPLen + quote
+	n := header.IPv4Len + header.ICMPLen + quote
 	b := make([]byte, header.EthLen+n)
 	e := header.Eth(b)
 	e.SetDst(header.Eth(frame).Src())
 	e.SetSrc(i.routerMAC)
 	e.SetType(header.EtherTypeIPv4)
 	header.PutIPv4(b[header.EthLen:], n, header.ProtoICMP, d.ip.addr, ip.Src())
-	m := header.ICMP(b[header.EthLen+20:])
+	m := header.ICMP(b[header.EthLen+header.IPv4Len:])
 	m[0], m[1] = header.ICMPDestUnreach, code
 	copy(m.Body(), ip[:quote])
 	m.UpdateChecksum()
@@ -51,12 +51,13 @@ func (r *Router) sendICMPError(i *Interface, d *domain, frame []byte, ip header.
 // translates. An error no link state knows is dropped, as Genode drops it (no <ip> rule
 // applies).
 func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64, m header.ICMP) Verdict {
+	// The quoted packet is cut after 8 bytes of payload: its total length says nothing.
 	inner := m.Body()
-	if len(inner) < 28 || inner[0]>>4 != 4 || int(inner[0]&15)*4 < 20 || len(inner) < int(inner[0]&15)*4+8 {
+	in := header.IPv4(inner)
+	if len(in) < header.IPv4Len+8 || in[0]>>4 != 4 || in.HeaderLen() < header.IPv4Len || len(in) < in.HeaderLen()+8 {
 		return r.drop(d, "packet size-guard exceeded")
 	}
-	ihl := int(inner[0]&15) * 4
-	in := header.IPv4(inner)
+	ihl := in.HeaderLen()
 	if header.Checksum(in.Header(), 0) != 0 {
 		return r.drop(d, "bad checksum in IP packet embedded in ICMP error")
 	}
@@ -68,8 +69,8 @@ func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Of
 	case header.ProtoTCP, header.ProtoUDP:
 		key.sport, key.dport = header.Ports(l4).Dst(), header.Ports(l4).Src()
 	case header.ProtoICMP:
-		idv := binary.BigEndian.Uint16(l4[4:])
-		key.sport, key.dport = idv, idv
+		echoID := header.ICMP(l4).ID()
+		key.sport, key.dport = echoID, echoID
 	}
 	s := r.lookup(d, &key)
 	if s == nil {

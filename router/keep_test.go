@@ -302,10 +302,10 @@ func FuzzRestore(f *testing.F) {
 		for len(data) > 0 {
 			switch next() % 3 {
 			case 0:
-				l := &region.Link{Proto: []uint8{region.ProtoTCP, region.ProtoUDP, region.ProtoICMP}[next()%3],
+				l := &region.Link{Proto: []uint8{header.ProtoTCP, header.ProtoUDP, header.ProtoICMP}[next()%3],
 					Client: name(), Server: name(), Owner: name(), ClientTuple: region.Tuple{Src: ip(), Dst: ip(), Sport: port(), Dport: port()},
 					ServerTuple: region.Tuple{Src: ip(), Dst: ip(), Sport: port(), Dport: port()}, NATPort: port()}
-				if l.Proto == region.ProtoICMP {
+				if l.Proto == header.ProtoICMP {
 					l.ClientTuple.Dport, l.ServerTuple.Dport = l.ClientTuple.Sport, l.ServerTuple.Sport
 				}
 				if l.NATPort < 49152 {

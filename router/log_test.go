@@ -37,7 +37,7 @@ func TestGenodeFramePrint(t *testing.T) {
 			"ETH 02:02:02:02:02:01 > ff:ff:ff:ff:ff:ff IPV4 0.0.0.0 > 255.255.255.255 UDP 67 > 68 DHCP REQUEST 02:02:02:02:02:01 > 0.0.0.0"},
 		{"icmp", icmpEcho(vm, routerMACNic, ip4("10.0.1.2"), ip4("10.0.1.1"), header.ICMPEchoRequest, 1, 1),
 			"ETH 02:02:02:02:02:01 > 02:02:02:02:02:00 IPV4 10.0.1.2 > 10.0.1.1 ICMP 8 0"},
-		{"other ethertype", ethFrame(vm, header.Broadcast, 0x86dd, make([]byte, 40)),
+		{"other ethertype", ethFrame(vm, header.Broadcast, header.EtherTypeIPv6, make([]byte, 40)),
 			"ETH 02:02:02:02:02:01 > ff:ff:ff:ff:ff:ff "},
 		{"truncated udp", short[:header.EthLen+20+4],
 			"ETH 02:02:02:02:02:01 > 02:02:02:02:02:00 IPV4 10.0.1.2 > 10.0.1.1 UDP truncated (4 bytes)"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/netns"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -129,7 +130,7 @@ func echo(t *testing.T, fd int, seq uint16, size int) bool {
 	for i := range size {
 		msg[8+i] = byte(i*7 + int(seq))
 	}
-	binary.BigEndian.PutUint16(msg[2:], checksum(msg))
+	binary.BigEndian.PutUint16(msg[2:], header.Checksum(msg, 0))
 	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrInet4{Addr: [4]byte{198, 18, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,23 +148,9 @@ func echo(t *testing.T, fd int, seq uint16, size int) bool {
 		if len(icmp) < 8 || icmp[0] != 0 || binary.BigEndian.Uint16(icmp[4:]) != id || binary.BigEndian.Uint16(icmp[6:]) != seq {
 			continue
 		}
-		if checksum(icmp) != 0 || !bytes.Equal(icmp[8:], msg[8:]) {
+		if header.Checksum(icmp, 0) != 0 || !bytes.Equal(icmp[8:], msg[8:]) {
 			t.Errorf("echo reply %d (%d bytes) damaged", seq, size)
 		}
 		return true
 	}
-}
-
-func checksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 var le = binary.LittleEndian
@@ -172,7 +174,7 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 	}
 	var causes uint32
 	for _, f := range frames {
-		if len(f) < 14 || len(f) > maxLen || !d.accepts(rctl, f) {
+		if len(f) < header.EthLen || len(f) > maxLen || !d.accepts(rctl, f) {
 			d.cnt.RXDropped.Add(1)
 			continue
 		}

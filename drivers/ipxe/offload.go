@@ -98,13 +98,6 @@ type segmenter struct {
 	flags  uint8
 }
 
-// TCP flags that belong to the last segment only (FIN, PSH) and to the first only (CWR).
-const (
-	tcpFIN = 0x01
-	tcpPSH = 0x08
-	tcpCWR = 0x80
-)
-
 // start takes a super-frame; false when it is not a TCP frame the segmenter can cut (its
 // headers or the offload metadata do not fit it).
 func (s *segmenter) start(f []byte, o netdev.Offload) bool {
@@ -114,12 +107,12 @@ func (s *segmenter) start(f []byte, o netdev.Offload) bool {
 	}
 	s.frame = append(s.frame[:0], f...)
 	f = s.frame
-	l3 := 14
+	l3 := header.EthLen
 	if len(f) < l3 {
 		return false
 	}
-	etype := be.Uint16(f[12:])
-	for etype == 0x8100 || etype == 0x88a8 { // VLAN tags
+	etype := header.Eth(f).Type()
+	for etype == header.EtherTypeVLAN || etype == header.EtherTypeQinQ {
 		if len(f) < l3+4 {
 			return false
 		}
@@ -129,18 +122,16 @@ func (s *segmenter) start(f []byte, o netdev.Offload) bool {
 	s.v6 = gso == netdev.GSOTCPv6
 	var l4, end int
 	switch {
-	case !s.v6 && etype == 0x0800:
-		if len(f) < l3+20 || f[l3]>>4 != 4 || f[l3+9] != 6 {
+	case !s.v6 && etype == header.EtherTypeIPv4:
+		ip := header.IPv4(f[l3:])
+		if len(ip) < header.IPv4Len || ip[0]>>4 != 4 || ip.Protocol() != header.ProtoTCP ||
+			ip.HeaderLen() < header.IPv4Len || ip.Fragmented() {
 			return false
 		}
-		ihl := int(f[l3]&0xf) * 4
-		if ihl < 20 || be.Uint16(f[l3+6:])&0x3fff != 0 { // no fragments
-			return false
-		}
-		l4, end = l3+ihl, l3+int(be.Uint16(f[l3+2:]))
-	case s.v6 && etype == 0x86dd:
+		l4, end = l3+ip.HeaderLen(), l3+int(be.Uint16(ip[2:]))
+	case s.v6 && etype == header.EtherTypeIPv6:
 		// TCP right after the IPv6 header: no extension headers
-		if len(f) < l3+40 || f[l3]>>4 != 6 || f[l3+6] != 6 {
+		if len(f) < l3+40 || f[l3]>>4 != 6 || f[l3+6] != header.ProtoTCP {
 			return false
 		}
 		l4, end = l3+40, l3+40+int(be.Uint16(f[l3+4:]))
@@ -152,11 +143,11 @@ func (s *segmenter) start(f []byte, o netdev.Offload) bool {
 	}
 	f = f[:end] // without Ethernet padding
 	s.frame = f
-	if int(o.CsumStart) != l4 || len(f) < l4+20 {
+	if int(o.CsumStart) != l4 || len(f) < l4+header.TCPLen {
 		return false
 	}
 	doff := int(f[l4+12]>>4) * 4
-	if doff < 20 || l4+doff > len(f) {
+	if doff < header.TCPLen || l4+doff > len(f) {
 		return false
 	}
 	s.l3, s.l4, s.hdr, s.mss = l3, l4, l4+doff, int(o.GSOSize)
@@ -199,16 +190,16 @@ func (s *segmenter) cut(buf []byte) int {
 		pseudo = uint64(header.Fold64(header.Sum64(seg[l3+12:l3+20], 0)))
 	}
 	be.PutUint32(seg[l4+4:], s.seq+uint32(s.next-s.hdr))
-	flags := s.flags
+	flags := s.flags // FIN and PSH belong to the last segment only, CWR to the first
 	if !last {
-		flags &^= tcpFIN | tcpPSH
+		flags &^= header.TCPFin | header.TCPPsh
 	}
 	if !first {
-		flags &^= tcpCWR
+		flags &^= header.TCPCwr
 	}
 	seg[l4+13] = flags
-	be.PutUint16(seg[l4+16:], 0)
-	pseudo += 6 + uint64(n-l4)
-	be.PutUint16(seg[l4+16:], ^header.Fold64(header.Sum64(seg[l4:], pseudo)))
+	be.PutUint16(seg[l4+header.TCPChecksumOff:], 0)
+	pseudo += header.ProtoTCP + uint64(n-l4)
+	be.PutUint16(seg[l4+header.TCPChecksumOff:], ^header.Fold64(header.Sum64(seg[l4:], pseudo)))
 	return n
 }

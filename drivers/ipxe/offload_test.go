@@ -7,6 +7,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 var be = binary.BigEndian
@@ -28,9 +29,9 @@ func onesSum(b []byte, acc uint32) uint32 {
 // holding the pseudo header's sum as CHECKSUM_PARTIAL leaves it.
 func superFrame(v6 bool, payload int, flags uint8) []byte {
 	l3, ipLen := 14, 20
-	etype := uint16(0x0800)
+	etype := uint16(header.EtherTypeIPv4)
 	if v6 {
-		ipLen, etype = 40, 0x86dd
+		ipLen, etype = 40, header.EtherTypeIPv6
 	}
 	l4 := l3 + ipLen
 	f := make([]byte, l4+32+payload) // TCP header with 12 bytes of options

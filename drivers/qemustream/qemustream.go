@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // MaxFrame is the longest frame accepted: QEMU's own receive buffer (NET_BUFSIZE, 4 KiB plus
@@ -16,7 +18,7 @@ import (
 const MaxFrame = 4096 + 65536
 
 // minFrame is an Ethernet header: a shorter length is no frame.
-const minFrame = 14
+const minFrame = header.EthLen
 
 // MalformedError is a length no frame has; the stream cannot be resynchronised after it.
 type MalformedError struct {

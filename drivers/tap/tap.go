@@ -21,6 +21,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/tap/vnethdr"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -76,8 +77,8 @@ type Device struct {
 	wn      int
 	werr    error
 	whdr    [vnethdr.Len]byte
-	wiov    [2 + maxJoin]unix.Iovec     // vnet header, frame or super-frame header and payloads
-	wsuper  [ethLen + ipv4Len + 60]byte // a joined super-frame's headers
+	wiov    [2 + maxJoin]unix.Iovec                   // vnet header, frame or super-frame header and payloads
+	wsuper  [header.EthLen + header.IPv4Len + 60]byte // a joined super-frame's headers
 }
 
 // Create creates the TAP cfg.Name (or attaches to an existing persistent one of that name)
@@ -405,7 +406,7 @@ func (d *Device) prepare() (n, iovs int, bytes uint64) {
 			payload += len(p)
 			bytes += uint64(len(f))
 		}
-		o := superHeader(hdr, frame, seg, payload, last[ethLen+ipv4Len+13]&tcpPSH != 0)
+		o := superHeader(hdr, frame, seg, payload, last[header.EthLen+header.IPv4Len+13]&header.TCPPsh != 0)
 		vnethdr.Encode(d.whdr[:], &o)
 		d.wiov[1].Base = unsafe.SliceData(hdr)
 		d.wiov[1].SetLen(len(hdr))

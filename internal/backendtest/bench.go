@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -45,7 +46,7 @@ type BenchFrame struct {
 var BenchFrames = []BenchFrame{
 	{"mtu1500", func(p Path) ([]byte, netdev.Offload) { return p.UDP(9000, 9001, make([]byte, 1472), false) }},
 	{"super64k", func(p Path) ([]byte, netdev.Offload) {
-		return p.TCP(9000, 9001, 1, 1, FlagACK, nil, make([]byte, 64000), 1448)
+		return p.TCP(9000, 9001, 1, 1, header.TCPAck, nil, make([]byte, 64000), 1448)
 	}},
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -93,12 +94,12 @@ func Echo(t *testing.T, dev netdev.Device, maxFrame int) {
 		}
 		// Parse completes a partial checksum in place; swapping both ends keeps the sums valid.
 		p, ok := Parse(bufs[0][:sizes[0]], offs[0])
-		if n != 1 || !ok || p.Proto != ProtoUDP || p.DPort != EchoPort {
+		if n != 1 || !ok || p.Proto != header.ProtoUDP || p.DPort != EchoPort {
 			continue
 		}
 		f := p.Frame
 		swap(f[0:6], f[6:12])
-		swap(f[ethLen+12:ethLen+16], f[ethLen+16:ethLen+20])
+		swap(f[header.EthLen+12:header.EthLen+16], f[header.EthLen+16:header.EthLen+20])
 		swap(f[l4Start:l4Start+2], f[l4Start+2:l4Start+4])
 		if _, err := dev.Write([][]byte{f}, nil); err != nil {
 			t.Fatal(err)

@@ -2,7 +2,6 @@ package backendtest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"io"
 	"net"
 	"net/netip"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -132,11 +132,11 @@ func (e Env) icmpFromKernel(t *testing.T, rx <-chan Packet) {
 	}
 	defer c.Close()
 	msg := []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1, 'n', 'i', 'c', 's', 't', 'a', 'c', 'k'}
-	binary.BigEndian.PutUint16(msg[2:], ^fold(sum(msg, 0)))
+	header.ICMP(msg).UpdateChecksum()
 	if _, err := c.WriteTo(msg, &net.IPAddr{IP: e.Path.Src.IP.AsSlice()}); err != nil {
 		t.Fatal(err)
 	}
-	p := expect(t, rx, "ICMP echo request", func(p Packet) bool { return p.Proto == ProtoICMP && p.Type == 8 })
+	p := expect(t, rx, "ICMP echo request", func(p Packet) bool { return p.Proto == header.ProtoICMP && p.Type == header.ICMPEchoRequest })
 	if !p.ChecksumOK || p.Off != (netdev.Offload{}) || !bytes.Equal(p.Payload, msg[8:]) {
 		t.Fatalf("echo request: checksum ok %v, offload %+v, payload %q", p.ChecksumOK, p.Off, p.Payload)
 	}
@@ -157,7 +157,7 @@ func (e Env) udpFromKernel(t *testing.T, rx <-chan Packet) {
 		if _, err := c.Write(msg); err != nil {
 			t.Fatal(err)
 		}
-		p := expect(t, rx, "UDP datagram", func(p Packet) bool { return p.Proto == ProtoUDP && p.DPort == 7001 })
+		p := expect(t, rx, "UDP datagram", func(p Packet) bool { return p.Proto == header.ProtoUDP && p.DPort == 7001 })
 		if !bytes.Equal(p.Payload, msg) || !p.ChecksumOK {
 			t.Fatalf("%d-byte datagram: got %d bytes, checksum ok %v", size, len(p.Payload), p.ChecksumOK)
 		}
@@ -233,12 +233,12 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 		}
 		close(accepted)
 	}()
-	fromUs := func(p Packet) bool { return p.Proto == ProtoTCP && p.SPort == port && p.DPort == ours }
+	fromUs := func(p Packet) bool { return p.Proto == header.ProtoTCP && p.SPort == port && p.DPort == ours }
 	seq := uint32(1000)
-	f, o := e.Path.TCP(ours, port, seq, 0, FlagSYN, MSSOption(mss), nil, 0)
+	f, o := e.Path.TCP(ours, port, seq, 0, header.TCPSyn, MSSOption(mss), nil, 0)
 	e.write(t, [][]byte{f}, []netdev.Offload{o})
 	synack := expect(t, rx, "SYN-ACK", fromUs)
-	if synack.Flags&(FlagSYN|FlagACK) != FlagSYN|FlagACK || synack.Ack != seq+1 || !synack.ChecksumOK {
+	if synack.Flags&(header.TCPSyn|header.TCPAck) != header.TCPSyn|header.TCPAck || synack.Ack != seq+1 || !synack.ChecksumOK {
 		t.Fatalf("SYN-ACK: flags %#x ack %d checksum ok %v", synack.Flags, synack.Ack, synack.ChecksumOK)
 	}
 	seq++
@@ -249,8 +249,8 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	ack, _ := e.Path.TCP(ours, port, seq, peer, FlagACK, nil, nil, 0)
-	super, so := e.Path.TCP(ours, port, seq, peer, FlagACK|FlagPSH, nil, data, mss)
+	ack, _ := e.Path.TCP(ours, port, seq, peer, header.TCPAck, nil, nil, 0)
+	super, so := e.Path.TCP(ours, port, seq, peer, header.TCPAck|header.TCPPsh, nil, data, mss)
 	e.write(t, [][]byte{ack, super}, []netdev.Offload{{}, so})
 	seq += uint32(len(data))
 	conn, ok := <-accepted
@@ -272,15 +272,15 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 		if i == 29 {
 			n = 100
 		}
-		flags := byte(FlagACK)
+		flags := byte(header.TCPAck)
 		if i == 29 {
-			flags |= FlagPSH
+			flags |= header.TCPPsh
 		}
 		f, _ := e.Path.TCP(ours, port, seq, peer, flags, nil, data[:n], 0)
 		burst = append(burst, f)
 		seq += uint32(n)
 	}
-	bad, _ := e.Path.TCP(ours, port, seq, peer, FlagACK, nil, data[:mss], 0)
+	bad, _ := e.Path.TCP(ours, port, seq, peer, header.TCPAck, nil, data[:mss], 0)
 	bad[len(bad)-1]++
 	e.write(t, append(burst, bad), nil)
 	want := 29*mss + 100
@@ -321,7 +321,7 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 			recv = append(recv, p.Payload...)
 			peer += uint32(len(p.Payload))
 		}
-		a, _ := e.Path.TCP(ours, port, seq, peer, FlagACK, nil, nil, 0)
+		a, _ := e.Path.TCP(ours, port, seq, peer, header.TCPAck, nil, nil, 0)
 		e.write(t, [][]byte{a}, nil)
 	}
 	if !bytes.Equal(recv, out) {
@@ -331,6 +331,6 @@ func (e Env) tcpBothWays(t *testing.T, rx <-chan Packet) {
 		t.Fatal("no super-frame from the kernel: TSO did not reach the back end")
 	}
 	t.Logf("from the kernel: %d bytes, %d super-frames", len(recv), supers)
-	rst, _ := e.Path.TCP(ours, port, seq, peer, FlagRST|FlagACK, nil, nil, 0)
+	rst, _ := e.Path.TCP(ours, port, seq, peer, header.TCPRst|header.TCPAck, nil, nil, 0)
 	e.write(t, [][]byte{rst}, nil)
 }

@@ -29,6 +29,7 @@ func NewARP(b []byte) (ARP, bool) {
 func (a ARP) Op() uint16             { return binary.BigEndian.Uint16(a[6:]) }
 func (a ARP) SenderMAC() (m MAC)     { copy(m[:], a[8:14]); return }
 func (a ARP) SenderIP() (ip [4]byte) { copy(ip[:], a[14:18]); return }
+func (a ARP) TargetMAC() (m MAC)     { copy(m[:], a[18:24]); return }
 func (a ARP) TargetIP() (ip [4]byte) { copy(ip[:], a[24:28]); return }
 
 // PutARP writes a whole ARP packet into b (at least ARPLen bytes).

@@ -33,11 +33,13 @@ func Adjust(hc, m, m2 uint16) uint16 {
 }
 
 // Adjust4 is Adjust for a 4-byte field such as an IPv4 address.
-func Adjust4(hc uint16, m, m2 [4]byte) uint16 {
-	acc := uint32(^hc)
-	acc += uint32(^binary.BigEndian.Uint16(m[0:])) + uint32(binary.BigEndian.Uint16(m2[0:]))
-	acc += uint32(^binary.BigEndian.Uint16(m[2:])) + uint32(binary.BigEndian.Uint16(m2[2:]))
-	return ^Fold(acc)
+func Adjust4(hc uint16, m, m2 [4]byte) uint16 { return ^Fold(uint32(^hc) + Diff4(m, m2)) }
+
+// Diff4 is the ones' complement change of a 4-byte field from m to m2, unfolded (~m + m' of
+// RFC 1624 for both words): changes summed once and applied to many checksums.
+func Diff4(m, m2 [4]byte) uint32 {
+	return uint32(^binary.BigEndian.Uint16(m[0:])) + uint32(binary.BigEndian.Uint16(m2[0:])) +
+		uint32(^binary.BigEndian.Uint16(m[2:])) + uint32(binary.BigEndian.Uint16(m2[2:]))
 }
 
 // Sum64 adds b as big-endian 16-bit words (an odd last byte padded with zero) to the ones'

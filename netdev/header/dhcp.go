@@ -2,8 +2,8 @@ package header
 
 import "encoding/binary"
 
-// DHCP ports, message types and the options the router's server and client and the guests'
-// client read or write.
+// DHCP ports, message types and the options the router's server and client, nic_perf's
+// server and client and the guests' client read or write.
 const (
 	DHCPServerPort = 67
 	DHCPClientPort = 68
@@ -17,19 +17,30 @@ const (
 	DHCPRelease  = 7
 	DHCPInform   = 8
 
-	OptSubnetMask   = 1
-	OptRouter       = 3
-	OptDNSServer    = 6
-	OptDomainName   = 15
-	OptBroadcast    = 28
-	OptRequestedIP  = 50
-	OptLeaseTime    = 51
-	OptMessageType  = 53
-	OptServerID     = 54
-	OptParamList    = 55
-	OptClientID     = 61
-	OptEnd          = 255
-	OptPad          = 0
+	OptSubnetMask     = 1
+	OptRouter         = 3
+	OptDNSServer      = 6
+	OptDomainName     = 15
+	OptBroadcast      = 28
+	OptRequestedIP    = 50
+	OptLeaseTime      = 51
+	OptMessageType    = 53
+	OptServerID       = 54
+	OptParamList      = 55
+	OptMaxMessageSize = 57
+	OptClientID       = 61
+	OptEnd            = 255
+	OptPad            = 0
+)
+
+// BOOTP's fixed part (RFC 2131): op, htype, hlen, hops, xid, secs, flags, four addresses, the
+// 16-byte chaddr, sname (64) and file (128), then the magic cookie and the options.
+const (
+	dhcpSiaddr      = 20
+	dhcpChaddr      = 28
+	dhcpSname       = 44
+	dhcpFile        = 108
+	dhcpMagicAt     = 236
 	dhcpOptionsFrom = 240
 )
 
@@ -40,7 +51,7 @@ type DHCP []byte
 
 // NewDHCP returns the view of the UDP payload b, or false when it is no DHCP message.
 func NewDHCP(b []byte) (DHCP, bool) {
-	if len(b) < dhcpOptionsFrom || [4]byte(b[236:240]) != dhcpMagic {
+	if len(b) < dhcpOptionsFrom || [4]byte(b[dhcpMagicAt:dhcpOptionsFrom]) != dhcpMagic {
 		return nil, false
 	}
 	return DHCP(b), true
@@ -50,8 +61,8 @@ func (d DHCP) Op() uint8           { return d[0] }
 func (d DHCP) XID() uint32         { return binary.BigEndian.Uint32(d[4:]) }
 func (d DHCP) CIAddr() (a [4]byte) { copy(a[:], d[12:16]); return }
 func (d DHCP) YIAddr() (a [4]byte) { copy(a[:], d[16:20]); return }
-func (d DHCP) SIAddr() (a [4]byte) { copy(a[:], d[20:24]); return }
-func (d DHCP) ClientMAC() (m MAC)  { copy(m[:], d[28:34]); return }
+func (d DHCP) SIAddr() (a [4]byte) { copy(a[:], d[dhcpSiaddr:]); return }
+func (d DHCP) ClientMAC() (m MAC)  { copy(m[:], d[dhcpChaddr:]); return }
 
 // Option returns the value of the first option code, or false. A malformed option list ends
 // the search.
@@ -124,9 +135,9 @@ func NewDHCPMessage(op uint8, xid uint32, ciaddr, yiaddr, siaddr [4]byte, chaddr
 	}
 	copy(b[12:], ciaddr[:])
 	copy(b[16:], yiaddr[:])
-	copy(b[20:], siaddr[:])
-	copy(b[28:], chaddr[:])
-	copy(b[236:], dhcpMagic[:])
+	copy(b[dhcpSiaddr:], siaddr[:])
+	copy(b[dhcpChaddr:], chaddr[:])
+	copy(b[dhcpMagicAt:], dhcpMagic[:])
 	return &DHCPBuilder{B: b}
 }
 

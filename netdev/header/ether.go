@@ -14,22 +14,17 @@ type MAC [6]byte
 // Broadcast is ff:ff:ff:ff:ff:ff.
 var Broadcast = MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
-func (m MAC) String() string {
-	const hex = "0123456789abcdef"
-	b := make([]byte, 0, 17)
-	for i, x := range m {
-		if i > 0 {
-			b = append(b, ':')
-		}
-		b = append(b, hex[x>>4], hex[x&15])
-	}
-	return string(b)
-}
+// String is the address as Genode prints it: lower-case hex pairs joined by colons.
+func (m MAC) String() string { return string(appendMAC(make([]byte, 0, 17), m)) }
 
-// EtherTypes the router knows.
+// EtherTypes: the two the router handles, IPv6, and the VLAN tags (802.1Q, 802.1ad) a
+// segmenter steps over.
 const (
 	EtherTypeIPv4 = 0x0800
 	EtherTypeARP  = 0x0806
+	EtherTypeIPv6 = 0x86dd
+	EtherTypeVLAN = 0x8100
+	EtherTypeQinQ = 0x88a8
 )
 
 // EthLen is the length of an Ethernet header without VLAN tag.

@@ -9,6 +9,9 @@ const (
 	ProtoUDP  = 17
 )
 
+// IPv4Len is the length of an IPv4 header without options.
+const IPv4Len = 20
+
 // IPv4 is an IPv4 header view; it spans the whole IP packet (header and payload).
 type IPv4 []byte
 
@@ -16,7 +19,7 @@ type IPv4 []byte
 // or false when b holds no valid IPv4 header. A total length of 0 is accepted for TSO
 // super-frames whose length the stack left to the segmenter; the packet then spans all of b.
 func NewIPv4(b []byte) (IPv4, bool) {
-	if len(b) < 20 || b[0]>>4 != 4 {
+	if len(b) < IPv4Len || b[0]>>4 != 4 {
 		return nil, false
 	}
 	hl := int(b[0]&15) * 4
@@ -24,7 +27,7 @@ func NewIPv4(b []byte) (IPv4, bool) {
 	if tl == 0 {
 		tl = len(b)
 	}
-	if hl < 20 || tl < hl || tl > len(b) {
+	if hl < IPv4Len || tl < hl || tl > len(b) {
 		return nil, false
 	}
 	return IPv4(b[:tl]), true
@@ -54,7 +57,7 @@ func (p IPv4) SetDst(a [4]byte) {
 	copy(p[16:20], a[:])
 }
 
-// PutIPv4 writes a 20-byte header without options into b, checksum included.
+// PutIPv4 writes a header without options (IPv4Len bytes) into b, checksum included.
 func PutIPv4(b []byte, totalLen int, protocol uint8, src, dst [4]byte) {
 	b[0], b[1] = 0x45, 0
 	binary.BigEndian.PutUint16(b[2:], uint16(totalLen))
@@ -62,6 +65,7 @@ func PutIPv4(b []byte, totalLen int, protocol uint8, src, dst [4]byte) {
 	b[8], b[9] = 64, protocol
 	copy(b[12:16], src[:])
 	copy(b[16:20], dst[:])
-	IPv4(b[:20]).SetChecksum(0)
-	IPv4(b[:20]).SetChecksum(IPv4(b[:20]).ComputeChecksum())
+	h := IPv4(b[:IPv4Len])
+	h.SetChecksum(0)
+	h.SetChecksum(h.ComputeChecksum())
 }

@@ -59,56 +59,43 @@ func (c *LogConfig) inner(b []byte) []byte {
 // Quiet reports whether c prints no protocol at all.
 func (c *LogConfig) Quiet() bool { return *c == LogConfig{} }
 
-// Header sizes a layer needs before it can be printed.
-const (
-	ethLen  = 14
-	arpLen  = 28
-	ipv4Len = 20
-	tcpLen  = 20
-	udpLen  = 8
-	icmpLen = 8
-)
-
-const (
-	etherTypeIPv4 = 0x0800
-	etherTypeARP  = 0x0806
-	protoICMP     = 1
-	protoTCP      = 6
-	protoUDP      = 17
-)
-
 var be = binary.BigEndian
+
+// The printer reads each layer through the views of this package once the layer's header
+// fits, not through New*: a header whose fields say it is malformed still prints, field by
+// field, as Genode prints it.
 
 // AppendFrame appends the log of frame as Genode's nic_dump prints it after the "(to <-
 // from) " prefix, from Ethernet up, without a newline (with NetPrint: as Genode's net
 // library prints it). It allocates nothing when b has room.
 func AppendFrame(b []byte, frame []byte, c *LogConfig) []byte {
-	if len(frame) < ethLen {
+	e, ok := NewEth(frame)
+	if !ok {
 		return truncated(b, "ETH", frame)
 	}
 	switch c.Eth {
 	case StyleAll:
 		b = append(b, "ETH src "...)
-		b = appendMAC(b, frame[6:12])
+		b = appendMAC(b, e.Src())
 		b = append(b, " dst "...)
-		b = appendMAC(b, frame[0:6])
+		b = appendMAC(b, e.Dst())
 		b = append(b, " typ "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(frame[12:])), 10)
+		b = strconv.AppendUint(b, uint64(e.Type()), 10)
 	case StyleDefault:
 		b = append(b, "ETH "...)
-		b = appendMAC(b, frame[6:12])
+		b = appendMAC(b, e.Src())
 		b = append(b, " > "...)
-		b = appendMAC(b, frame[0:6])
+		b = appendMAC(b, e.Dst())
 		b = append(b, ' ')
 	case StyleName:
 		b = append(b, "ETH"...)
 	}
 	// As in Genode, a space separates each layer from the one inside, whatever either printed.
-	switch be.Uint16(frame[12:]) {
-	case etherTypeARP:
-		b = appendARP(c.inner(b), frame[ethLen:], c)
-	case etherTypeIPv4:
-		b = appendIPv4(c.inner(b), frame[ethLen:], c)
+	switch e.Type() {
+	case EtherTypeARP:
+		b = appendARP(c.inner(b), e.Payload(), c)
+	case EtherTypeIPv4:
+		b = appendIPv4(c.inner(b), e.Payload(), c)
 	}
 	return b
 }
@@ -123,9 +110,10 @@ func truncated(b []byte, name string, p []byte) []byte {
 }
 
 func appendARP(b []byte, p []byte, c *LogConfig) []byte {
-	if len(p) < arpLen {
+	if len(p) < ARPLen {
 		return truncated(b, "ARP", p)
 	}
+	a := ARP(p[:ARPLen])
 	switch c.ARP {
 	case StyleAll:
 		b = append(b, "ARP hw "...)
@@ -137,31 +125,31 @@ func appendARP(b []byte, p []byte, c *LogConfig) []byte {
 		b = append(b, " protsz "...)
 		b = strconv.AppendUint(b, uint64(p[5]), 10)
 		b = append(b, " op "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[6:])), 10)
+		b = strconv.AppendUint(b, uint64(a.Op()), 10)
 		// The addresses are where Ethernet and IPv4 put them only for that pair.
-		if be.Uint16(p[0:]) == 1 && be.Uint16(p[2:]) == etherTypeIPv4 && p[4] == 6 && p[5] == 4 {
+		if _, ok := NewARP(p); ok {
 			b = append(b, " srcmac "...)
-			b = appendMAC(b, p[8:14])
+			b = appendMAC(b, a.SenderMAC())
 			b = append(b, " srcip "...)
-			b = appendIP(b, p[14:18])
+			b = appendIP(b, a.SenderIP())
 			b = append(b, " dstmac "...)
-			b = appendMAC(b, p[18:24])
+			b = appendMAC(b, a.TargetMAC())
 			b = append(b, " dstip "...)
-			b = appendIP(b, p[24:28])
+			b = appendIP(b, a.TargetIP())
 		} else {
 			b = append(b, " ..."...)
 		}
 	case StyleDefault:
 		b = append(b, "ARP "...)
-		b = appendMAC(b, p[8:14])
+		b = appendMAC(b, a.SenderMAC())
 		b = append(b, ' ')
-		b = appendIP(b, p[14:18])
+		b = appendIP(b, a.SenderIP())
 		b = append(b, " > "...)
-		b = appendMAC(b, p[18:24])
+		b = appendMAC(b, a.TargetMAC())
 		b = append(b, ' ')
-		b = appendIP(b, p[24:28])
+		b = appendIP(b, a.TargetIP())
 		b = append(b, " cmd "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[6:])), 10)
+		b = strconv.AppendUint(b, uint64(a.Op()), 10)
 	case StyleName:
 		b = append(b, "ARP"...)
 	}
@@ -169,9 +157,10 @@ func appendARP(b []byte, p []byte, c *LogConfig) []byte {
 }
 
 func appendIPv4(b []byte, p []byte, c *LogConfig) []byte {
-	if len(p) < ipv4Len {
+	if len(p) < IPv4Len {
 		return truncated(b, "IPV4", p)
 	}
+	ip := IPv4(p)
 	ihl := int(p[0] & 0x0f)
 	switch c.IPv4 {
 	case StyleAll:
@@ -194,18 +183,18 @@ func appendIPv4(b []byte, p []byte, c *LogConfig) []byte {
 		b = append(b, " ttl  "...) // two spaces: Genode's
 		b = strconv.AppendUint(b, uint64(p[8]), 10)
 		b = append(b, " prot "...)
-		b = strconv.AppendUint(b, uint64(p[9]), 10)
+		b = strconv.AppendUint(b, uint64(ip.Protocol()), 10)
 		b = append(b, " crc "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[10:])), 10)
+		b = strconv.AppendUint(b, uint64(ip.Checksum()), 10)
 		b = append(b, " src "...)
-		b = appendIP(b, p[12:16])
+		b = appendIP(b, ip.Src())
 		b = append(b, " dst "...)
-		b = appendIP(b, p[16:20])
+		b = appendIP(b, ip.Dst())
 	case StyleDefault:
 		b = append(b, "IPV4 "...)
-		b = appendIP(b, p[12:16])
+		b = appendIP(b, ip.Src())
 		b = append(b, " > "...)
-		b = appendIP(b, p[16:20])
+		b = appendIP(b, ip.Dst())
 		b = append(b, ' ')
 	case StyleName:
 		b = append(b, "IPV4"...)
@@ -216,12 +205,12 @@ func appendIPv4(b []byte, p []byte, c *LogConfig) []byte {
 		return b
 	}
 	data := p[ihl*4:]
-	switch p[9] {
-	case protoTCP:
+	switch ip.Protocol() {
+	case ProtoTCP:
 		b = appendTCP(c.inner(b), data, c)
-	case protoUDP:
+	case ProtoUDP:
 		b = appendUDP(c.inner(b), data, c)
-	case protoICMP:
+	case ProtoICMP:
 		b = appendICMP(c.inner(b), data, c)
 	}
 	return b
@@ -230,7 +219,7 @@ func appendIPv4(b []byte, p []byte, c *LogConfig) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendMAC writes a MAC address as Genode does: lower-case hex pairs joined by colons.
-func appendMAC(b []byte, m []byte) []byte {
+func appendMAC(b []byte, m MAC) []byte {
 	for i, x := range m {
 		if i > 0 {
 			b = append(b, ':')
@@ -240,7 +229,7 @@ func appendMAC(b []byte, m []byte) []byte {
 	return b
 }
 
-func appendIP(b []byte, a []byte) []byte {
+func appendIP(b []byte, a [4]byte) []byte {
 	for i, x := range a {
 		if i > 0 {
 			b = append(b, '.')

@@ -2,26 +2,17 @@ package header
 
 import "strconv"
 
-// BOOTP's fixed part (RFC 2131): op, htype, hlen, hops, xid, secs, flags, four addresses, the
-// 16-byte chaddr, sname (64) and file (128), then the magic cookie and the options.
-const (
-	dhcpSiaddr  = 20
-	dhcpChaddr  = 28
-	dhcpSname   = 44
-	dhcpFile    = 108
-	dhcpMagicAt = 236
-)
-
 func appendDHCP(b []byte, p []byte, c *LogConfig) []byte {
 	if len(p) < dhcpOptionsFrom {
 		return truncated(b, "DHCP", p)
 	}
+	d := DHCP(p) // with or without the magic cookie: Genode prints either
 	switch {
 	case c.netPrint:
-		return appendDHCPPrint(b, p)
+		return appendDHCPPrint(b, d)
 	case c.DHCP == StyleAll:
 		b = append(b, "DHCP op "...)
-		b = strconv.AppendUint(b, uint64(p[0]), 10)
+		b = strconv.AppendUint(b, uint64(d.Op()), 10)
 		b = append(b, " htyp "...)
 		b = strconv.AppendUint(b, uint64(p[1]), 10)
 		b = append(b, " hlen "...)
@@ -29,17 +20,17 @@ func appendDHCP(b []byte, p []byte, c *LogConfig) []byte {
 		b = append(b, " hps "...)
 		b = strconv.AppendUint(b, uint64(p[3]), 10)
 		b = append(b, " xid "...)
-		b = strconv.AppendUint(b, uint64(be.Uint32(p[4:])), 10)
+		b = strconv.AppendUint(b, uint64(d.XID()), 10)
 		b = append(b, " sec "...)
 		b = strconv.AppendUint(b, uint64(be.Uint16(p[8:])), 10)
 		b = append(b, " flg 0x"...)
 		b = strconv.AppendUint(b, uint64(be.Uint16(p[10:])), 16)
 		for i, name := range []string{" ci ", " yi ", " si ", " gi "} {
 			b = append(b, name...)
-			b = appendIP(b, p[12+4*i:16+4*i])
+			b = appendIP(b, [4]byte(p[12+4*i:]))
 		}
 		b = append(b, " ch "...)
-		b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
+		b = appendMAC(b, d.ClientMAC())
 		b = append(b, " srv "...)
 		b = appendCString(b, p[dhcpSname:dhcpFile])
 		b = append(b, " file "...)
@@ -50,54 +41,51 @@ func appendDHCP(b []byte, p []byte, c *LogConfig) []byte {
 		b = appendDHCPOptions(b, p[dhcpOptionsFrom:])
 	case c.DHCP == StyleDefault:
 		b = append(b, "DHCP "...)
-		b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
+		b = appendMAC(b, d.ClientMAC())
 		b = append(b, " > "...)
-		b = appendIP(b, p[dhcpSiaddr:dhcpSiaddr+4])
+		b = appendIP(b, d.SIAddr())
 		b = append(b, " cmd "...)
-		b = strconv.AppendUint(b, uint64(p[0]), 10)
+		b = strconv.AppendUint(b, uint64(d.Op()), 10)
 	case c.DHCP == StyleName:
 		b = append(b, "DHCP"...)
 	}
 	return b
 }
 
-var dhcpMessageTypes = [...]string{1: "DISCOVER", 2: "OFFER", 3: "REQUEST", 4: "DECLINE", 5: "ACK", 6: "NAK", 7: "RELEASE", 8: "INFORM"}
-
-// dhcpOptionMessageType is option 53.
-const dhcpOptionMessageType = 53
+var dhcpMessageTypes = [...]string{DHCPDiscover: "DISCOVER", DHCPOffer: "OFFER", DHCPRequest: "REQUEST", DHCPDecline: "DECLINE", DHCPAck: "ACK", DHCPNak: "NAK", DHCPRelease: "RELEASE", DHCPInform: "INFORM"}
 
 // appendDHCPPrint writes "DHCP <message type> <client MAC> > <siaddr>" as Genode's
 // Dhcp_packet::print does; without a message type option, the BOOTP operation takes its
 // place, named as Genode names it (1 "REPLY", 2 "REQUEST": its names, swapped).
-func appendDHCPPrint(b []byte, p []byte) []byte {
+func appendDHCPPrint(b []byte, d DHCP) []byte {
 	b = append(b, "DHCP "...)
-	switch t := dhcpMessageType(p[dhcpOptionsFrom:]); {
+	switch t := dhcpMessageType(d[dhcpOptionsFrom:]); {
 	case t != 0 && int(t) < len(dhcpMessageTypes):
 		b = append(b, dhcpMessageTypes[t]...)
 	case t != 0:
 		b = append(b, '?')
-	case p[0] == 1:
+	case d.Op() == 1:
 		b = append(b, "REPLY"...)
-	case p[0] == 2:
+	case d.Op() == 2:
 		b = append(b, "REQUEST"...)
 	default:
 		b = append(b, '?')
 	}
 	b = append(b, ' ')
-	b = appendMAC(b, p[dhcpChaddr:dhcpChaddr+6])
+	b = appendMAC(b, d.ClientMAC())
 	b = append(b, " > "...)
-	return appendIP(b, p[dhcpSiaddr:dhcpSiaddr+4])
+	return appendIP(b, d.SIAddr())
 }
 
-// dhcpMessageType is the value of option 53 in opts, 0 when there is none.
+// dhcpMessageType is the value of option 53 in opts, 0 when there is none. It is not
+// DHCP.MessageType: Genode's print ends the options at a pad, as at the end option.
 func dhcpMessageType(opts []byte) uint8 {
-	// Genode ends the options at a pad, as at the end option.
 	for len(opts) >= 2 && opts[0] != OptPad && opts[0] != OptEnd {
 		n := 2 + int(opts[1])
 		if n > len(opts) {
 			break
 		}
-		if opts[0] == dhcpOptionMessageType && opts[1] == 1 {
+		if opts[0] == OptMessageType && opts[1] == 1 {
 			return opts[2]
 		}
 		opts = opts[n:]

@@ -3,20 +3,21 @@ package header
 import "strconv"
 
 func appendTCP(b []byte, p []byte, c *LogConfig) []byte {
-	if len(p) < tcpLen {
+	if len(p) < TCPLen {
 		return truncated(b, "TCP", p)
 	}
+	ports := Ports(p)
 	flags := be.Uint16(p[12:]) // data offset, reserved bits and flags, as Genode reads them
 	switch c.TCP {
 	case StyleAll:
 		b = append(b, "TCP src "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[0:])), 10)
+		b = strconv.AppendUint(b, uint64(ports.Src()), 10)
 		b = append(b, " dst "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[2:])), 10)
+		b = strconv.AppendUint(b, uint64(ports.Dst()), 10)
 		b = append(b, " seqn "...)
-		b = strconv.AppendUint(b, uint64(be.Uint32(p[4:])), 10)
+		b = strconv.AppendUint(b, uint64(TCPSeq(p)), 10)
 		b = append(b, " ackn "...)
-		b = strconv.AppendUint(b, uint64(be.Uint32(p[8:])), 10)
+		b = strconv.AppendUint(b, uint64(TCPAckNum(p)), 10)
 		b = append(b, " doff "...)
 		b = strconv.AppendUint(b, uint64(flags>>12), 10)
 		b = append(b, " flg "...)
@@ -24,14 +25,14 @@ func appendTCP(b []byte, p []byte, c *LogConfig) []byte {
 		b = append(b, " winsz "...)
 		b = strconv.AppendUint(b, uint64(be.Uint16(p[14:])), 10)
 		b = append(b, " crc "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[16:])), 10)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[TCPChecksumOff:])), 10)
 		b = append(b, " urgp "...)
 		b = strconv.AppendUint(b, uint64(be.Uint16(p[18:])), 10)
 	case StyleDefault:
 		b = append(b, "TCP "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[0:])), 10)
+		b = strconv.AppendUint(b, uint64(ports.Src()), 10)
 		b = append(b, " > "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[2:])), 10)
+		b = strconv.AppendUint(b, uint64(ports.Dst()), 10)
 		// Genode's nic_dump stops after "flags '" (its print lost the letters that
 		// Tcp_packet::print writes); the letters and the closing quote are Tcp_packet's.
 		b = append(b, " flags '"...)
@@ -50,16 +51,11 @@ func appendTCP(b []byte, p []byte, c *LogConfig) []byte {
 // tcpFlagLetters name the flag bits from bit 0 up: FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, NS.
 const tcpFlagLetters = "fsrpauecn"
 
-const (
-	bootps = 67
-	bootpc = 68
-)
-
 func appendUDP(b []byte, p []byte, c *LogConfig) []byte {
-	if len(p) < udpLen {
+	if len(p) < UDPLen {
 		return truncated(b, "UDP", p)
 	}
-	src, dst := be.Uint16(p[0:]), be.Uint16(p[2:])
+	src, dst := Ports(p).Src(), Ports(p).Dst()
 	switch c.UDP {
 	case StyleAll:
 		b = append(b, "UDP src "...)
@@ -69,7 +65,7 @@ func appendUDP(b []byte, p []byte, c *LogConfig) []byte {
 		b = append(b, " len "...)
 		b = strconv.AppendUint(b, uint64(be.Uint16(p[4:])), 10)
 		b = append(b, " crc "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[6:])), 10)
+		b = strconv.AppendUint(b, uint64(be.Uint16(p[UDPChecksumOff:])), 10)
 	case StyleDefault:
 		b = append(b, "UDP "...)
 		b = strconv.AppendUint(b, uint64(src), 10)
@@ -80,31 +76,32 @@ func appendUDP(b []byte, p []byte, c *LogConfig) []byte {
 		b = append(b, "UDP"...)
 	}
 	// DHCP is whatever goes between the BOOTP ports (Genode's Dhcp_packet::is_dhcp).
-	if (src == bootpc || src == bootps) && (dst == bootpc || dst == bootps) {
-		b = appendDHCP(c.inner(b), p[udpLen:], c)
+	if (src == DHCPClientPort || src == DHCPServerPort) && (dst == DHCPClientPort || dst == DHCPServerPort) {
+		b = appendDHCP(c.inner(b), p[UDPLen:], c)
 	}
 	return b
 }
 
 func appendICMP(b []byte, p []byte, c *LogConfig) []byte {
-	if len(p) < icmpLen {
+	if len(p) < ICMPLen {
 		return truncated(b, "ICMP", p)
 	}
+	m := ICMP(p)
 	switch c.ICMP {
 	case StyleAll:
 		b = append(b, "ICMP typ "...)
-		b = strconv.AppendUint(b, uint64(p[0]), 10)
+		b = strconv.AppendUint(b, uint64(m.Type()), 10)
 		b = append(b, " cod "...)
-		b = strconv.AppendUint(b, uint64(p[1]), 10)
+		b = strconv.AppendUint(b, uint64(m.Code()), 10)
 		b = append(b, " crc "...)
-		b = strconv.AppendUint(b, uint64(be.Uint16(p[2:])), 10)
+		b = strconv.AppendUint(b, uint64(m.Checksum()), 10)
 		b = append(b, " roh "...)
 		b = strconv.AppendUint(b, uint64(be.Uint32(p[4:])), 10)
 	case StyleDefault:
 		b = append(b, "ICMP "...)
-		b = strconv.AppendUint(b, uint64(p[0]), 10)
+		b = strconv.AppendUint(b, uint64(m.Type()), 10)
 		b = append(b, ' ')
-		b = strconv.AppendUint(b, uint64(p[1]), 10)
+		b = strconv.AppendUint(b, uint64(m.Code()), 10)
 	case StyleName:
 		b = append(b, "ICMP"...)
 	}

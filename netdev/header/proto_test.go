@@ -88,3 +88,16 @@ func TestDHCPOptions(t *testing.T) {
 		t.Fatal("option found behind a truncated one")
 	}
 }
+
+func TestPutUDPChecksumVerifies(t *testing.T) {
+	src, dst := [4]byte{10, 0, 0, 1}, [4]byte{255, 255, 255, 255}
+	seg := append(make([]byte, UDPLen), "payload of odd length"...)
+	PutUDP(seg, src, dst, DHCPClientPort, DHCPServerPort)
+	p := Ports(seg)
+	if p.Src() != DHCPClientPort || p.Dst() != DHCPServerPort || int(binary.BigEndian.Uint16(seg[4:])) != len(seg) {
+		t.Fatalf("UDP header % x", seg[:UDPLen])
+	}
+	if Checksum(seg, PseudoSum(src, dst, ProtoUDP, len(seg))) != 0 {
+		t.Fatal("UDP checksum does not verify")
+	}
+}

@@ -7,7 +7,15 @@ const (
 	TCPFin = 0x01
 	TCPSyn = 0x02
 	TCPRst = 0x04
+	TCPPsh = 0x08
 	TCPAck = 0x10
+	TCPCwr = 0x80
+)
+
+// Header lengths: TCP without options, UDP.
+const (
+	TCPLen = 20
+	UDPLen = 8
 )
 
 // Ports is a view of the first 4 bytes of a TCP or UDP header.
@@ -29,17 +37,31 @@ func L4Header(ip IPv4) (seg []byte, ok bool) {
 	seg = ip.Payload()
 	switch ip.Protocol() {
 	case ProtoTCP:
-		if len(seg) < 20 || int(seg[12]>>4)*4 < 20 || int(seg[12]>>4)*4 > len(seg) {
+		if len(seg) < TCPLen || int(seg[12]>>4)*4 < TCPLen || int(seg[12]>>4)*4 > len(seg) {
 			return nil, false
 		}
 		return seg, true
 	case ProtoUDP:
-		if len(seg) < 8 {
+		if len(seg) < UDPLen {
 			return nil, false
 		}
 		return seg, true
 	}
 	return nil, false
+}
+
+// PutUDP writes the UDP header of datagram seg (header and the payload already in place) from
+// sport to dport, its length and its checksum over the pseudo header of src and dst.
+func PutUDP(seg []byte, src, dst [4]byte, sport, dport uint16) {
+	Ports(seg).SetSrc(sport)
+	Ports(seg).SetDst(dport)
+	binary.BigEndian.PutUint16(seg[4:], uint16(len(seg)))
+	binary.BigEndian.PutUint16(seg[UDPChecksumOff:], 0)
+	c := Checksum(seg, PseudoSum(src, dst, ProtoUDP, len(seg)))
+	if c == 0 {
+		c = 0xffff // 0 would say the datagram has no checksum (RFC 768)
+	}
+	binary.BigEndian.PutUint16(seg[UDPChecksumOff:], c)
 }
 
 // TCPFlags returns the flag byte of a TCP segment.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
 
@@ -43,13 +44,6 @@ func (t *Tuple) get(b []byte) {
 	t.Dport = binary.LittleEndian.Uint16(b[10:])
 }
 
-// IP protocol numbers a link state can have.
-const (
-	ProtoICMP = 1
-	ProtoTCP  = 6
-	ProtoUDP  = 17
-)
-
 // Link is a link state: its protocol and TCP state, the client side's domain and tuple, the
 // server side's, the session that opened it and the NAT port it holds at the server side (0:
 // none). ClosedAt (Unix nanoseconds) is when a TCP link closed, for its 2 MSL.
@@ -69,7 +63,7 @@ const linkLen = 1 + tcpstate.BinaryLen + 3*8 + 2*tupleLen + 2 + 8
 
 func (l *Link) encode(b []byte) {
 	b[0] = l.Proto
-	if l.Proto == ProtoTCP {
+	if l.Proto == header.ProtoTCP {
 		l.TCP.PutBinary(b[1:])
 	} else {
 		b[1] = byte(l.TCP.State) // opening until the server side answered, then open
@@ -90,7 +84,7 @@ func (l *Link) decode(b []byte) error {
 		return errTail
 	}
 	l.Proto = b[0]
-	if l.Proto == ProtoTCP {
+	if l.Proto == header.ProtoTCP {
 		var ok bool
 		if l.TCP, ok = tcpstate.FromBinary(b[1:]); !ok {
 			return errors.New("TCP state no connection has")
@@ -111,13 +105,13 @@ func (l *Link) decode(b []byte) error {
 	l.NATPort = binary.LittleEndian.Uint16(b[o:])
 	l.ClosedAt = int64(binary.LittleEndian.Uint64(b[o+2:]))
 	switch {
-	case l.Proto != ProtoTCP && l.Proto != ProtoUDP && l.Proto != ProtoICMP:
+	case l.Proto != header.ProtoTCP && l.Proto != header.ProtoUDP && l.Proto != header.ProtoICMP:
 		return fmt.Errorf("protocol %d", l.Proto)
 	case l.NATPort != 0 && l.NATPort < 49152:
 		return fmt.Errorf("NAT port %d outside the dynamic range", l.NATPort)
 	case l.ClosedAt < 0 || l.ClosedAt != 0 && l.TCP.State != tcpstate.Closed:
 		return errors.New("closing time of a link that is not closed")
-	case l.Proto == ProtoICMP && (l.ClientTuple.Sport != l.ClientTuple.Dport || l.ServerTuple.Sport != l.ServerTuple.Dport):
+	case l.Proto == header.ProtoICMP && (l.ClientTuple.Sport != l.ClientTuple.Dport || l.ServerTuple.Sport != l.ServerTuple.Dport):
 		return errors.New("ICMP echo tuple with two IDs")
 	}
 	return nil
@@ -129,7 +123,7 @@ var errTail = errors.New("bytes after the record")
 type ARP struct {
 	Domain Name
 	IP     [4]byte
-	MAC    [6]byte
+	MAC    header.MAC
 	Slot   int32
 }
 
@@ -156,7 +150,7 @@ func (a *ARP) decode(b []byte) error {
 type Lease struct {
 	Domain   Name
 	Owner    Name
-	MAC      [6]byte
+	MAC      header.MAC
 	IP       [4]byte
 	Bound    bool
 	Deadline int64

@@ -67,19 +67,19 @@ func tupleGen(t *rapid.T, label string) Tuple {
 func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
 	switch rapid.IntRange(0, 3).Draw(t, "kind") {
 	case 0:
-		l := &Link{Proto: rapid.SampledFrom([]uint8{ProtoTCP, ProtoUDP, ProtoICMP}).Draw(t, "proto"),
+		l := &Link{Proto: rapid.SampledFrom([]uint8{header.ProtoTCP, header.ProtoUDP, header.ProtoICMP}).Draw(t, "proto"),
 			Client: Name(rapid.Uint64().Draw(t, "client")), Server: Name(rapid.Uint64().Draw(t, "server")),
 			Owner: Name(rapid.Uint64().Draw(t, "owner")), ClientTuple: tupleGen(t, "c"), ServerTuple: tupleGen(t, "s")}
 		if rapid.Bool().Draw(t, "nat") {
 			l.NATPort = rapid.Uint16Range(49152, 65535).Draw(t, "port")
 		}
 		switch l.Proto {
-		case ProtoTCP:
+		case header.ProtoTCP:
 			l.TCP = conn(t)
 			if l.TCP.State == tcpstate.Closed {
 				l.ClosedAt = rapid.Int64Min(0).Draw(t, "closed")
 			}
-		case ProtoICMP:
+		case header.ProtoICMP:
 			l.ClientTuple.Dport, l.ServerTuple.Dport = l.ClientTuple.Sport, l.ServerTuple.Sport
 			fallthrough
 		default:
@@ -242,7 +242,7 @@ func TestFlippedBytesDiscarded(t *testing.T) {
 func FuzzOpen(f *testing.F) {
 	mem := make([]byte, Size(4))
 	r, _, _ := Open(mem)
-	r.Put(None, &Link{Proto: ProtoTCP, NATPort: 50000, ClientTuple: Tuple{Sport: 1, Dport: 2}})
+	r.Put(None, &Link{Proto: header.ProtoTCP, NATPort: 50000, ClientTuple: Tuple{Sport: 1, Dport: 2}})
 	r.Put(None, &ARP{Domain: 7, IP: [4]byte{10, 0, 0, 1}})
 	r.Put(None, &Lease{Domain: 7, Bound: true, Deadline: 5})
 	r.Put(None, &Client{Domain: 7, State: 3, PrefixBits: 24, DNS: [][4]byte{{1, 1, 1, 1}}, DNSDomain: "example.org"})

@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	gheader "gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/nicstack/nicstack/netdev/header"
 )
 
 // The DHCP client works on frames, below the stack: before it has an address the stack cannot
 // send from 0.0.0.0 nor take broadcast replies, and a dozen lines of header building are simpler
-// than convincing it to. Replies are taken out of DeliverFrames while the client waits.
+// than convincing it to. Replies are taken out of DeliverFrames while the client waits. The
+// frames are netdev/header's codec, as everywhere in nicstack; gVisor's stays inside the stack.
 
 // Lease is what a DHCP server granted.
 type Lease struct {
@@ -168,17 +167,16 @@ func (s *Stack) dhcpFrame(xid uint32, msgType byte, requested, server netip.Addr
 	m.Add(header.OptParamList, header.OptSubnetMask, header.OptRouter, header.OptDNSServer, header.OptLeaseTime)
 	msg := m.End()
 
-	frame := make([]byte, gheader.EthernetMinimumSize+gheader.IPv4MinimumSize+gheader.UDPMinimumSize+len(msg))
-	gheader.Ethernet(frame).Encode(&gheader.EthernetFields{SrcAddr: s.link.mac, DstAddr: gheader.EthernetBroadcastAddress, Type: gheader.IPv4ProtocolNumber})
-	ip := gheader.IPv4(frame[gheader.EthernetMinimumSize:])
-	src, dst := tcpip.AddrFrom4([4]byte{}), tcpip.AddrFrom4([4]byte{255, 255, 255, 255})
-	ip.Encode(&gheader.IPv4Fields{TotalLength: uint16(len(ip)), TTL: 64, Protocol: uint8(gheader.UDPProtocolNumber), SrcAddr: src, DstAddr: dst})
-	ip.SetChecksum(^ip.CalculateChecksum())
-	udp := gheader.UDP(ip[gheader.IPv4MinimumSize:])
-	udp.Encode(&gheader.UDPFields{SrcPort: header.DHCPClientPort, DstPort: header.DHCPServerPort, Length: uint16(len(udp))})
-	copy(udp[gheader.UDPMinimumSize:], msg)
-	sum := gheader.PseudoHeaderChecksum(gheader.UDPProtocolNumber, src, dst, uint16(len(udp)))
-	udp.SetChecksum(^checksum.Checksum(udp, sum))
+	frame := make([]byte, header.EthLen+header.IPv4Len+header.UDPLen+len(msg))
+	e := header.Eth(frame)
+	e.SetDst(header.Broadcast)
+	e.SetSrc(mac)
+	e.SetType(header.EtherTypeIPv4)
+	src, dst := [4]byte{}, [4]byte{255, 255, 255, 255}
+	header.PutIPv4(e.Payload(), len(e.Payload()), header.ProtoUDP, src, dst)
+	udp := e.Payload()[header.IPv4Len:]
+	copy(udp[header.UDPLen:], msg)
+	header.PutUDP(udp, src, dst, header.DHCPClientPort, header.DHCPServerPort)
 	return frame
 }
 
@@ -196,12 +194,21 @@ func (l *link) writeRaw(frame []byte) {
 
 // isDHCPReply reports whether an IPv4 packet is UDP from port 67 to port 68.
 func isDHCPReply(b []byte) bool {
-	ip := gheader.IPv4(b)
-	if !ip.IsValid(len(b)) || ip.TransportProtocol() != gheader.UDPProtocolNumber || ip.FragmentOffset() != 0 {
-		return false
+	_, ok := dhcpPayload(b)
+	return ok
+}
+
+// dhcpPayload is the UDP payload of an unfragmented IPv4 packet from port 67 to port 68.
+func dhcpPayload(b []byte) ([]byte, bool) {
+	ip, ok := header.NewIPv4(b)
+	if !ok || ip.Protocol() != header.ProtoUDP || ip.Fragmented() {
+		return nil, false
 	}
-	udp := gheader.UDP(b[ip.HeaderLength():])
-	return len(udp) >= gheader.UDPMinimumSize && udp.SourcePort() == header.DHCPServerPort && udp.DestinationPort() == header.DHCPClientPort
+	udp, ok := header.L4Header(ip)
+	if !ok || header.Ports(udp).Src() != header.DHCPServerPort || header.Ports(udp).Dst() != header.DHCPClientPort {
+		return nil, false
+	}
+	return udp[header.UDPLen:], true
 }
 
 // dhcpMsg is a server's reply to us.
@@ -213,12 +220,11 @@ type dhcpMsg struct {
 
 // parseDHCP reads a server's reply to us (matching xid and hardware address) from an IPv4 packet.
 func parseDHCP(b []byte, xid uint32, mac tcpip.LinkAddress) (*dhcpMsg, bool) {
-	ip := gheader.IPv4(b)
-	start, end := int(ip.HeaderLength())+gheader.UDPMinimumSize, min(int(ip.TotalLength()), len(b))
-	if start > end {
+	payload, ok := dhcpPayload(b)
+	if !ok {
 		return nil, false
 	}
-	d, ok := header.NewDHCP(b[start:end])
+	d, ok := header.NewDHCP(payload)
 	if !ok || d.Op() != 2 || d.XID() != xid {
 		return nil, false
 	}

@@ -55,6 +55,12 @@ func (d *dhcpServer) handle(frame []byte) {
 	if udp.DestinationPort() != 67 {
 		return
 	}
+	if !ipv4ChecksumsValid(ip) { // gVisor's checks of the client's netdev/header frames
+		d.t.Errorf("DHCP frame with a bad IPv4 or UDP checksum: % x", frame)
+	}
+	if dst := gheader.Ethernet(frame).DestinationAddress(); dst != gheader.EthernetBroadcastAddress {
+		d.t.Errorf("DHCP frame to %v, want broadcast", dst)
+	}
 	msg, ok := header.NewDHCP(udp.Payload())
 	if !ok {
 		d.t.Errorf("not a DHCP message: % x", udp.Payload())

@@ -8,6 +8,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/drivers/tap"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
@@ -69,24 +70,31 @@ func (w *wire) reflect(frames, reflected *atomic.Uint64) {
 }
 
 // swapUDP turns an Ethernet/IPv4/UDP frame around in place: MACs, addresses and ports
-// swapped. The IP and UDP checksums stay right, as both are sums over the swapped fields.
+// swapped. The UDP checksum stays right, as it sums over the swapped fields; the IP header's
+// is adjusted for each address and comes out the same.
 func swapUDP(f []byte) bool {
-	if len(f) < 14+20+8 || f[12] != 0x08 || f[13] != 0x00 || f[14]>>4 != 4 || f[14+9] != 17 {
+	e, ok := header.NewEth(f)
+	if !ok || e.Type() != header.EtherTypeIPv4 {
 		return false
 	}
-	ihl := int(f[14]&0xf) * 4
-	if ihl < 20 || len(f) < 14+ihl+8 {
+	ip, ok := header.NewIPv4(e.Payload())
+	if !ok || ip.Protocol() != header.ProtoUDP {
 		return false
 	}
-	swap := func(a, b []byte) {
-		for i := range a {
-			a[i], b[i] = b[i], a[i]
-		}
+	udp, ok := header.L4Header(ip)
+	if !ok {
+		return false
 	}
-	swap(f[0:6], f[6:12])
-	swap(f[14+12:14+16], f[14+16:14+20])
-	u := f[14+ihl:]
-	swap(u[0:2], u[2:4])
+	src, dst := e.Src(), e.Dst()
+	e.SetSrc(dst)
+	e.SetDst(src)
+	srcIP, dstIP := ip.Src(), ip.Dst()
+	ip.SetSrc(dstIP)
+	ip.SetDst(srcIP)
+	p := header.Ports(udp)
+	sport, dport := p.Src(), p.Dst()
+	p.SetSrc(dport)
+	p.SetDst(sport)
 	return true
 }
 

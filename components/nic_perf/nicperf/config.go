@@ -104,10 +104,10 @@ type Component struct {
 }
 
 // minSize is the smallest frame that carries an IPv4 header and a UDP or ICMP echo header.
-const minSize = header.EthLen + 20 + 8
+const minSize = header.EthLen + header.IPv4Len + header.UDPLen
 
 // tcpMinSize is the smallest TCP frame with one byte of data.
-const tcpMinSize = header.EthLen + 20 + 20 + 1
+const tcpMinSize = header.EthLen + header.IPv4Len + header.TCPLen + 1
 
 // ParseConfig reads the <config> of nic_perf; an error makes cfg unusable. (What the schema
 // does not know is component.Spec.Check's to report.) start, the <start>'s name, is unused.

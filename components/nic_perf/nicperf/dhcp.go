@@ -75,11 +75,12 @@ func (p *Perf) serveDHCP(out *packetstream.Source, e header.Eth, req header.DHCP
 
 // sendDHCP sends a DHCP message in a UDP datagram; false when the stream is full.
 func (p *Perf) sendDHCP(out *packetstream.Source, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16, msg []byte) bool {
-	b := p.alloc(out, header.EthLen+20+8+len(msg))
+	const hdrs = header.EthLen + header.IPv4Len + header.UDPLen
+	b := p.alloc(out, hdrs+len(msg))
 	if b == nil {
 		return false
 	}
-	copy(b[header.EthLen+20+8:], msg)
+	copy(b[hdrs:], msg)
 	putUDP(b, p.cfg.MAC, dstMAC, src, dst, sport, dport)
 	p.submit(out)
 	return true

@@ -36,10 +36,6 @@ const (
 // dhcpTimeout is how long DISCOVER and REQUEST wait for their answer, Genode's 2 s.
 const dhcpTimeout = 2 * time.Second
 
-// optMaxMessageSize is DHCP option 57, which Genode's client sends (netdev/header does not
-// name it: nothing else writes it).
-const optMaxMessageSize = 57
-
 // step sends what is due at now and returns when the client wants to go on.
 func (c *dhcpClient) step(p *Perf, out *packetstream.Source, now time.Time) time.Time {
 	if c.state != dhcpInit && now.Before(c.deadline) {
@@ -78,8 +74,8 @@ func (c *dhcpClient) send(p *Perf, out *packetstream.Source, typ uint8, client, 
 		header.OptDNSServer, header.OptSubnetMask, header.OptRouter)
 	w.Add(header.OptClientID, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
 	var max [2]byte
-	binary.BigEndian.PutUint16(max[:], 1024-(header.EthLen+20+8)) // Genode's, of its 1024-byte frame
-	w.Add(optMaxMessageSize, max[:]...)
+	binary.BigEndian.PutUint16(max[:], 1024-(header.EthLen+header.IPv4Len+header.UDPLen)) // Genode's, of its 1024-byte frame
+	w.Add(header.OptMaxMessageSize, max[:]...)
 	if requested != ([4]byte{}) {
 		w.AddIPv4s(header.OptRequestedIP, requested)
 		w.AddIPv4s(header.OptServerID, server)

@@ -105,20 +105,15 @@ func (p *Perf) Stats() *Stats { return &p.stats }
 func (p *Perf) frame() []byte {
 	c := p.cfg
 	b := make([]byte, c.Size)
-	ip := b[header.EthLen:]
-	l4 := ip[20:]
+	l4 := b[header.EthLen+header.IPv4Len:]
 	for i := 8; i < len(l4); i++ {
 		l4[i] = byte(i)
 	}
 	if c.ICMP {
-		e := header.Eth(b)
-		e.SetDst(p.dstMAC)
-		e.SetSrc(c.MAC)
-		e.SetType(header.EtherTypeIPv4)
-		header.PutIPv4(ip, len(ip), header.ProtoICMP, p.ip, c.DstIP)
-		l4[0] = header.ICMPEchoRequest
-		binary.BigEndian.PutUint16(l4[4:], c.SrcPort)
-		header.ICMP(l4).UpdateChecksum()
+		m := header.ICMP(putIPv4(b, c.MAC, p.dstMAC, header.ProtoICMP, p.ip, c.DstIP))
+		m[0] = header.ICMPEchoRequest
+		binary.BigEndian.PutUint16(m[4:], c.SrcPort)
+		m.UpdateChecksum()
 		return b
 	}
 	putUDP(b, c.MAC, p.dstMAC, p.ip, c.DstIP, c.SrcPort, c.DstPort)
@@ -134,18 +129,13 @@ func putIPv4(b []byte, srcMAC, dstMAC header.MAC, proto uint8, src, dst [4]byte)
 	e.SetType(header.EtherTypeIPv4)
 	ip := b[header.EthLen:]
 	header.PutIPv4(ip, len(ip), proto, src, dst)
-	return ip[20:]
+	return ip[header.IPv4Len:]
 }
 
 // putUDP writes the Ethernet, IPv4 and UDP headers of a frame b whose UDP payload is in
 // place, the checksums included.
 func putUDP(b []byte, srcMAC, dstMAC header.MAC, src, dst [4]byte, sport, dport uint16) {
-	l4 := putIPv4(b, srcMAC, dstMAC, header.ProtoUDP, src, dst)
-	header.Ports(l4).SetSrc(sport)
-	header.Ports(l4).SetDst(dport)
-	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
-	binary.BigEndian.PutUint16(l4[6:], 0)
-	binary.BigEndian.PutUint16(l4[6:], header.Checksum(l4, header.PseudoSum(src, dst, header.ProtoUDP, len(l4))))
+	header.PutUDP(putIPv4(b, srcMAC, dstMAC, header.ProtoUDP, src, dst), src, dst, sport, dport)
 }
 
 // batch bounds the frames received or generated per round, as max_packets_per_signal does.
@@ -284,7 +274,7 @@ func (p *Perf) send(out *packetstream.Source, want uint64) uint64 {
 			continue
 		}
 		copy(b, p.template)
-		l4 := b[header.EthLen+20:]
+		l4 := b[header.EthLen+header.IPv4Len:]
 		if p.cfg.ICMP {
 			p.seq++
 			m := header.ICMP(l4)
@@ -309,8 +299,8 @@ func (p *Perf) setFlow(l4 []byte) {
 		header.ICMP(l4).SetID(port)
 		return
 	}
-	sum := binary.BigEndian.Uint16(l4[6:])
-	binary.BigEndian.PutUint16(l4[6:], header.Adjust(sum, p.cfg.SrcPort, port))
+	sum := binary.BigEndian.Uint16(l4[header.UDPChecksumOff:])
+	binary.BigEndian.PutUint16(l4[header.UDPChecksumOff:], header.Adjust(sum, p.cfg.SrcPort, port))
 	header.Ports(l4).SetSrc(port)
 }
 

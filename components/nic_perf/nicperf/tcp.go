@@ -15,7 +15,6 @@ import (
 const (
 	clientISN = 1000
 	serverISN = 5000
-	tcpPSH    = 0x08
 )
 
 // tcpLen is the frame length of the next generated segment: only the data segment carries
@@ -24,7 +23,7 @@ func (p *Perf) tcpLen() int {
 	if p.tcpStep == 1 {
 		return p.cfg.Size
 	}
-	return header.EthLen + 20 + 20
+	return header.EthLen + header.IPv4Len + header.TCPLen
 }
 
 // nextTCP writes the next generated segment into b (of tcpLen bytes).
@@ -38,7 +37,7 @@ func (p *Perf) nextTCP(b []byte) {
 	case 0:
 		flags, seq = header.TCPSyn, clientISN
 	case 1:
-		flags, seq, ack = header.TCPAck|tcpPSH, clientISN+1, serverISN+1
+		flags, seq, ack = header.TCPAck|header.TCPPsh, clientISN+1, serverISN+1
 	case 2:
 		flags, seq, ack = header.TCPFin|header.TCPAck, clientISN+1+data, serverISN+1
 	case 3:
@@ -55,19 +54,19 @@ func (p *Perf) nextTCP(b []byte) {
 // putTCP writes a whole frame: Ethernet, IPv4, a 20-byte TCP header and, to len(b), data.
 func putTCP(b []byte, src, dst header.MAC, srcIP, dstIP [4]byte, sport, dport uint16, flags uint8, seq, ack uint32) {
 	seg := putIPv4(b, src, dst, header.ProtoTCP, srcIP, dstIP)
-	for i := 20; i < len(seg); i++ {
+	for i := header.TCPLen; i < len(seg); i++ {
 		seg[i] = byte(i)
 	}
 	header.Ports(seg).SetSrc(sport)
 	header.Ports(seg).SetDst(dport)
 	binary.BigEndian.PutUint32(seg[4:], seq)
 	binary.BigEndian.PutUint32(seg[8:], ack)
-	seg[12] = 5 << 4
+	seg[12] = (header.TCPLen / 4) << 4 // data offset in words
 	seg[13] = flags
 	binary.BigEndian.PutUint16(seg[14:], 65535)
-	binary.BigEndian.PutUint16(seg[16:], 0)
+	binary.BigEndian.PutUint16(seg[header.TCPChecksumOff:], 0)
 	binary.BigEndian.PutUint16(seg[18:], 0)
-	binary.BigEndian.PutUint16(seg[16:], header.Checksum(seg, header.PseudoSum(srcIP, dstIP, header.ProtoTCP, len(seg))))
+	binary.BigEndian.PutUint16(seg[header.TCPChecksumOff:], header.Checksum(seg, header.PseudoSum(srcIP, dstIP, header.ProtoTCP, len(seg))))
 }
 
 // answerTCP answers a SYN with SYN|ACK and a FIN with FIN|ACK (acknowledging it and closing
@@ -85,7 +84,7 @@ func (p *Perf) answerTCP(out *packetstream.Source, in header.Eth, ip header.IPv4
 	default:
 		return
 	}
-	buf := p.alloc(out, header.EthLen+20+20)
+	buf := p.alloc(out, header.EthLen+header.IPv4Len+header.TCPLen)
 	if buf == nil {
 		return
 	}

@@ -33,7 +33,7 @@ func TestTCPExchange(t *testing.T) {
 		seq   uint32
 		data  int
 	}{
-		{40000, header.TCPSyn, 1000, 0}, {40000, header.TCPAck | tcpPSH, 1001, 46}, {40000, header.TCPFin | header.TCPAck, 1047, 0}, {40000, header.TCPAck, 1048, 0},
+		{40000, header.TCPSyn, 1000, 0}, {40000, header.TCPAck | header.TCPPsh, 1001, 46}, {40000, header.TCPFin | header.TCPAck, 1047, 0}, {40000, header.TCPAck, 1048, 0},
 		{40001, header.TCPSyn, 1000, 0},
 	}
 	var got int
