@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/drivers/vfio"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -101,12 +101,12 @@ func (p *Port) OpenDevice(files []*os.File) error {
 		mem.Close()
 		return fmt.Errorf("ipxe_nic: device session has %d bytes of DMA memory, the driver needs %d", len(mem.DMA), ipxe.DMASize)
 	}
-	regs, err := intel.NewPostedRegisters(mem.Regs, mem.Queue, mem.Doorbell.Raise)
+	mmio, err := regs.NewPostedRegisters(mem.Regs, mem.Queue, mem.Doorbell.Raise)
 	if err != nil {
 		mem.Close()
 		return err
 	}
-	return p.open(backend{dev: ipxe.Device{Regs: regs, DMA: mem.DMA, DeviceID: device}, irq: mem.IRQ, close: mem.Close})
+	return p.open(backend{dev: ipxe.Device{Regs: mmio, DMA: mem.DMA, DeviceID: device}, irq: mem.IRQ, close: mem.Close})
 }
 
 // OpenPCI opens the PCI device at pci through VFIO, from the container and group the

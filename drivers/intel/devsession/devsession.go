@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 )
 
 const (
@@ -23,7 +23,7 @@ const (
 	// device ID at 2, written by the device's process, read by the driver to pick its quirks.
 	ConfigSpaceSize = 4096
 	// MMIOSize is the first memfd's size.
-	MMIOSize = intel.RegisterPageSize + intel.WriteQueueSize + ConfigSpaceSize
+	MMIOSize = regs.RegisterPageSize + regs.WriteQueueSize + ConfigSpaceSize
 	// Eventfds is the number of eventfds: interrupt, doorbell.
 	Eventfds = 2
 	// VendorIntel is the PCI vendor ID the model reports.
@@ -36,7 +36,7 @@ func Mems(dmaSize int) []int { return []int{MMIOSize, dmaSize} }
 // Mem is one side's mapping of a device session.
 type Mem struct {
 	Regs   []byte // the register page
-	Queue  *intel.WriteQueue
+	Queue  *regs.WriteQueue
 	Config []byte // the PCI config space
 	DMA    []byte
 	// IRQ and Doorbell are this side's duplicates of the eventfds, closed by Close.
@@ -60,9 +60,9 @@ func Map(files []*os.File) (*Mem, error) {
 		m.Close()
 		return nil, err
 	}
-	m.Regs = m.mmio[:intel.RegisterPageSize]
-	m.Config = m.mmio[intel.RegisterPageSize+intel.WriteQueueSize:]
-	if m.Queue, err = intel.NewWriteQueue(m.mmio[intel.RegisterPageSize : intel.RegisterPageSize+intel.WriteQueueSize]); err != nil {
+	m.Regs = m.mmio[:regs.RegisterPageSize]
+	m.Config = m.mmio[regs.RegisterPageSize+regs.WriteQueueSize:]
+	if m.Queue, err = regs.NewWriteQueue(m.mmio[regs.RegisterPageSize : regs.RegisterPageSize+regs.WriteQueueSize]); err != nil {
 		m.Close()
 		return nil, err
 	}
