@@ -24,11 +24,8 @@ import (
 )
 
 // Burst bounds the frames taken per read and per write. A read buffer holds the largest frame,
-// so the read side keeps Burst x MaxFrame bytes (2 MiB).
+// so the read side keeps Burst x netdev.MaxFrame bytes (2 MiB).
 const Burst = 32
-
-// MaxFrame is the largest frame the back ends hand out (a 64 KiB GSO packet with its headers).
-const MaxFrame = 65536 + 256
 
 // Stats are the driver's own counters (the device counts what it read and wrote). They point to
 // storage the caller may own: a component's named counters.
@@ -84,26 +81,27 @@ func New(dev netdev.Device, st *Stats) *NIC {
 	}
 	n := &NIC{Stats: st, dev: dev, bufs: make([][]byte, k), sizes: make([]int, k), offs: make([]netdev.Offload, k)}
 	for i := range n.bufs {
-		n.bufs[i] = make([]byte, MaxFrame)
+		n.bufs[i] = make([]byte, netdev.MaxFrame)
 	}
-	n.rx.n, n.rx.limit = n, MaxFrame
+	n.rx.n, n.rx.limit = n, netdev.MaxFrame
 	return n
 }
 
-// TapFrameLimit is the largest frame a TAP hands out: MaxFrame with offloads (super-frames),
-// else its MTU plus an Ethernet and a VLAN header.
+// TapFrameLimit is the largest frame a TAP hands out: netdev.MaxFrame with offloads
+// (super-frames), else its MTU plus an Ethernet and a VLAN header.
 func TapFrameLimit(offload bool, mtu int) int {
 	if offload {
-		return MaxFrame
+		return netdev.MaxFrame
 	}
 	return mtu + 18
 }
 
 // LimitFrames tells the NIC that its device hands out frames of at most max bytes (see
 // TapFrameLimit), before Run. A DirectReader's frames are then read into allocations of that
-// size rather than of MaxFrame: single-block ones, which take the blocks freed last instead of
-// cycling through the stream's buffer (MTU 1500 without offloads ran 10-20 % slower that way).
-func (n *NIC) LimitFrames(max int) { n.rx.limit = min(max, MaxFrame) }
+// size rather than of netdev.MaxFrame: single-block ones, which take the blocks freed last
+// instead of cycling through the stream's buffer (MTU 1500 without offloads ran 10-20 % slower
+// that way).
+func (n *NIC) LimitFrames(max int) { n.rx.limit = min(max, netdev.MaxFrame) }
 
 // Run reads bursts from the wire until Read fails, and returns that error (closing the device
 // ends it). An error transient says may pass (the interface went down) is reported to it and
