@@ -134,7 +134,7 @@ func (n *NIC) deliver(k int) {
 		n.Stats.RxNoLink.Add(uint64(k))
 		return
 	}
-	reclaim(out)
+	out.ReleaseAcked()
 	var frames, bytes, dropped uint64
 	for i := 0; i < k; i++ {
 		if !submitCopy(out, n.bufs[i][:n.sizes[i]], &n.offs[i]) {
@@ -184,7 +184,7 @@ func (t *rxTarget) Begin() {
 	t.n.mu.Lock()
 	t.out = t.n.out
 	if t.out != nil {
-		reclaim(t.out)
+		t.out.ReleaseAcked()
 		t.size = min(t.limit, t.out.Config().MaxFrame())
 	}
 }
@@ -268,23 +268,10 @@ func submit(out *ps.Source, p ps.Packet, off *netdev.Offload) bool {
 // alloc allocates size bytes in out, taking back what the router acknowledged when it has to.
 func alloc(out *ps.Source, size int) (ps.Packet, error) {
 	p, err := out.Alloc(size)
-	if errors.Is(err, ps.ErrExhausted) && reclaim(out) {
+	if errors.Is(err, ps.ErrExhausted) && out.ReleaseAcked() > 0 {
 		p, err = out.Alloc(size)
 	}
 	return p, err
-}
-
-// reclaim frees what the router acknowledged and reports whether there was any.
-func reclaim(out *ps.Source) bool {
-	any := false
-	for {
-		p, ok := out.GetAcked()
-		if !ok {
-			return any
-		}
-		out.Release(p)
-		any = true
-	}
 }
 
 // Attach binds the NIC to an opened Uplink session (its client end): "link up". A NIC serves
@@ -327,17 +314,12 @@ type txLoop struct {
 }
 
 func startTX(n *NIC, in *ps.Sink) (*txLoop, error) {
-	w, err := ps.NewWaiter(in)
-	if err != nil {
-		return nil, err
-	}
 	// Sleep at once instead of spinning, as a driver waits for its interrupt: on a component's
 	// one or two CPUs a spin keeps the wire reader and the kernel from running (measured: the
 	// spin cut throughput 5-10x). It sleeps in the netpoller, as the wire reader does, so
 	// the two share a thread (linux_tap: 3-5 % more throughput than a thread of its own).
-	w.Spin = 0
-	if err := w.UseNetpoll(); err != nil {
-		w.Close()
+	w, err := ps.NewSignalWaiter(in)
+	if err != nil {
 		return nil, err
 	}
 	t := &txLoop{n: n, in: in, w: w, done: make(chan struct{}),

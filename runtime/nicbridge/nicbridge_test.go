@@ -68,7 +68,7 @@ func (r *router) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	out := r.srv.RX
 	defer out.Wakeup()
 	for i, f := range bufs {
-		reclaim(out)
+		out.ReleaseAcked()
 		p, err := out.Alloc(len(f))
 		for errors.Is(err, ps.ErrExhausted) {
 			out.Wakeup()
