@@ -40,7 +40,7 @@ type Port struct {
 	cfg      ipxe.Config
 	drv      *ipxe.Driver
 	closeDev func() error // the back end's
-	irq      *loop
+	stopIRQ  func()       // ends the interrupt loop
 	wd       *loop
 	up       *SessionUplink
 	upLoop   *loop
@@ -154,8 +154,7 @@ func (p *Port) open(b backend) error {
 		drv.SetUplink(p.up)
 	}
 	p.drv, p.closeDev = drv, b.close
-	p.irq = &loop{wake: b.irq.Raise}
-	p.irq.done.Go(func() { p.interruptLoop(drv, b.irq, b.unmask, p.irq) })
+	p.stopIRQ = b.irq.Serve(func() { p.interrupt(drv, b.unmask) })
 	stop := make(chan struct{})
 	p.wd = &loop{wake: func() { close(stop) }}
 	p.wd.done.Go(func() { p.watchdogLoop(drv, stop) })
@@ -169,19 +168,19 @@ func (p *Port) open(b backend) error {
 // registers are not touched any more. The link counts as down.
 func (p *Port) CloseDevice() {
 	p.mu.Lock()
-	irq, wd, closeDev, drv := p.irq, p.wd, p.closeDev, p.drv
+	stopIRQ, wd, closeDev, drv := p.stopIRQ, p.wd, p.closeDev, p.drv
 	p.mu.Unlock()
 	if drv == nil {
 		return
 	}
-	irq.end() // they take the driver's turn: not under mu
+	stopIRQ() // they take the driver's turn: not under mu
 	wd.end()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if up, _ := drv.Link(); up {
 		p.linkChanged(false, 0)
 	}
-	p.drv, p.closeDev, p.irq, p.wd = nil, nil, nil, nil
+	p.drv, p.closeDev, p.stopIRQ, p.wd = nil, nil, nil, nil
 	closeDev()
 }
 
@@ -199,22 +198,20 @@ func (p *Port) linkChanged(up bool, speed int) {
 	}
 }
 
-// interruptLoop waits on the interrupt eventfd and runs the handler; when the handler made
-// room for a TX backlog it tells the uplink loop.
-func (p *Port) interruptLoop(drv *ipxe.Driver, irq *devsession.Eventfd, unmask func(), l *loop) {
-	for irq.Wait() == nil && !l.stop.Load() {
-		p.mu.Lock()
-		drv.HandleInterrupt()
-		stalled := drv.TXStalled()
-		p.mu.Unlock()
-		if unmask != nil {
-			unmask()
-		}
-		if !stalled {
-			select {
-			case p.resume <- struct{}{}:
-			default:
-			}
+// interrupt runs the handler for one interrupt (the interrupt eventfd's Serve calls it); when
+// the handler made room for a TX backlog it tells the uplink loop.
+func (p *Port) interrupt(drv *ipxe.Driver, unmask func()) {
+	p.mu.Lock()
+	drv.HandleInterrupt()
+	stalled := drv.TXStalled()
+	p.mu.Unlock()
+	if unmask != nil {
+		unmask()
+	}
+	if !stalled {
+		select {
+		case p.resume <- struct{}{}:
+		default:
 		}
 	}
 }

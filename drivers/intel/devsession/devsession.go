@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -135,6 +136,24 @@ func (e *Eventfd) Wait() error {
 		return err
 	}
 	return rerr
+}
+
+// Serve calls fn on a goroutine of its own each time the eventfd is raised: the device's
+// doorbell reader, the driver's interrupt loop. stop ends it, raising the eventfd to end the
+// wait, and returns once fn has returned for the last time.
+func (e *Eventfd) Serve(fn func()) (stop func()) {
+	var stopped atomic.Bool
+	var done sync.WaitGroup
+	done.Go(func() {
+		for e.Wait() == nil && !stopped.Load() {
+			fn()
+		}
+	})
+	return func() {
+		stopped.Store(true)
+		e.Raise()
+		done.Wait()
+	}
 }
 
 // NewEventfd duplicates an eventfd (of a session, or VFIO's interrupt), non-blocking so that
