@@ -16,6 +16,11 @@ type Offload struct {
 	CsumOffset uint16
 }
 
+// MaxFrame bounds every frame a device hands out and the router forwards: a 64 KiB super-frame
+// (a GSO packet) with its Ethernet and a VLAN header, rounded up. A read buffer of this size
+// never truncates.
+const MaxFrame = 65536 + 256
+
 // Values as in Linux's virtio_net.h, so a vnet header converts field by field.
 const (
 	OffloadNeedsCsum = 1

@@ -55,7 +55,7 @@ func (r *tapRelay) copyFrames(dst, src netdev.Device) {
 	defer r.wg.Done()
 	bufs, frames := make([][]byte, relayBatch), make([][]byte, relayBatch)
 	for i := range bufs {
-		bufs[i] = make([]byte, tap.MaxFrame)
+		bufs[i] = make([]byte, netdev.MaxFrame)
 	}
 	sizes, offs := make([]int, relayBatch), make([]netdev.Offload, relayBatch)
 	for {

@@ -14,6 +14,7 @@ import (
 	"github.com/nicstack/nicstack/components/intel_nic_hw/intelhw"
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -328,9 +329,9 @@ func TestConfigureLive(t *testing.T) {
 	if err := r.port.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); r.nic.Device().Read32(intel.ITR) != 5580; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); r.nic.Device().Read32(regs.ITR) != 5580; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("ITR is %d, want 5580", r.nic.Device().Read32(intel.ITR))
+			t.Fatalf("ITR is %d, want 5580", r.nic.Device().Read32(regs.ITR))
 		}
 	}
 	cfg.RxIrqThrottle = 1 << 16

@@ -26,22 +26,11 @@ func NewSessionUplink(c *packetstream.Client, cnt *ipxe.Counters) *SessionUplink
 	return &SessionUplink{c: c, soft: ipxe.NewSoftOffload(cnt), refused: cnt.RXRefused}
 }
 
-// releaseAcked frees what the router has acknowledged.
-func (u *SessionUplink) releaseAcked() {
-	for {
-		p, ok := u.c.TX.GetAcked()
-		if !ok {
-			return
-		}
-		u.c.TX.Release(p)
-	}
-}
-
 // Deliver copies a received frame into the bulk buffer and submits it.
 func (u *SessionUplink) Deliver(frame []byte) bool {
 	p, err := u.c.TX.Alloc(len(frame))
 	if errors.Is(err, packetstream.ErrExhausted) {
-		u.releaseAcked()
+		u.c.TX.ReleaseAcked()
 		p, err = u.c.TX.Alloc(len(frame))
 	}
 	if err != nil {
@@ -60,7 +49,7 @@ func (u *SessionUplink) Deliver(frame []byte) bool {
 // DeliverDone publishes the burst with at most one signal and frees what was acknowledged.
 func (u *SessionUplink) DeliverDone() {
 	u.c.TX.Wakeup()
-	u.releaseAcked()
+	u.c.TX.ReleaseAcked()
 }
 
 // Fetch copies the router's next frame into buf and acknowledges it. The NIC has no offloads,

@@ -99,19 +99,14 @@ func NewLoop(opt LoopOptions) (*Loop, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	w, err := packetstream.NewWaiter()
-	if err != nil {
-		return nil, err
-	}
 	// The loop sleeps at once, as Genode's nic_router waits for its signals: polling bought
 	// nothing measurable in bench router (64 and 1500 B) or behind linux_nic, and cost
 	// 24-26 % against 14-17 % of a CPU in the seed scenario (47 % against 23 % on the
 	// linux_tap fast path) at the same throughput. It sleeps in the netpoller, so its
 	// goroutines share a thread and a wakeup is no thread switch (linux_tap: 15.6-17.6
 	// against 13.8-15.1 Gbit/s).
-	w.Spin = 0
-	if err := w.UseNetpoll(); err != nil {
-		w.Close()
+	w, err := packetstream.NewSignalWaiter()
+	if err != nil {
 		return nil, err
 	}
 	l := &Loop{w: w, log: opt.Log, report: opt.Report, done: make(chan struct{})}

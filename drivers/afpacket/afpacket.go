@@ -26,10 +26,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
-// MaxFrame is the largest frame (a 64 KiB GSO packet with Ethernet and VLAN headers, rounded
-// up); a read buffer of this size never truncates and the default TX slot holds it.
-const MaxFrame = 65536 + 256
-
 const (
 	hdr3Len   = unix.SizeofTpacket3Hdr                               // tpacket3_hdr, already TPACKET_ALIGNed
 	txDataOff = hdr3Len                                              // TPACKET3_HDRLEN - sizeof(sockaddr_ll): where TX data starts in a slot
@@ -48,7 +44,7 @@ type Config struct {
 	RetireTimeout time.Duration // RX block retire timeout, the RX throttle; whole ms, at least 1 (default 1 ms)
 	RxMinInterval time.Duration // least time between two wakeups of Read (as a NIC's ITR); 0: none
 	TxFrames      int           // TX ring slots (default 128)
-	TxFrameSize   int           // largest frame a TX slot holds (default MaxFrame); larger ones are dropped
+	TxFrameSize   int           // largest frame a TX slot holds (default netdev.MaxFrame); larger ones are dropped
 }
 
 func (c *Config) defaults() {
@@ -65,7 +61,7 @@ func (c *Config) defaults() {
 		c.TxFrames = 128
 	}
 	if c.TxFrameSize == 0 {
-		c.TxFrameSize = MaxFrame
+		c.TxFrameSize = netdev.MaxFrame
 	}
 }
 
@@ -160,7 +156,7 @@ func Open(cfg Config) (*Socket, error) {
 func FromFile(f *os.File, cfg Config) (*Socket, error) {
 	cfg.defaults()
 	page := os.Getpagesize()
-	if cfg.BlockSize%page != 0 || cfg.BlockSize < MaxFrame+page || cfg.Blocks < 2 || cfg.TxFrames < 1 {
+	if cfg.BlockSize%page != 0 || cfg.BlockSize < netdev.MaxFrame+page || cfg.Blocks < 2 || cfg.TxFrames < 1 {
 		return nil, fmt.Errorf("afpacket: ring geometry %d x %d B, %d TX slots", cfg.Blocks, cfg.BlockSize, cfg.TxFrames)
 	}
 	rc, err := f.SyscallConn()
@@ -312,8 +308,8 @@ func (s *Socket) KernelDrops() (uint64, error) {
 // Read waits until the kernel hands over an RX block, then copies frames out of ready blocks
 // until none is left or bufs are full (the rest of a block waits for the next call). Frame i
 // lands in bufs[i][:sizes[i]] with its offload metadata in offs[i]; sizes and offs must be at
-// least as long as bufs, and a buffer of MaxFrame bytes holds any frame. Malformed frames are
-// counted in RxDropped and skipped. It returns at least one frame unless err is set.
+// least as long as bufs, and a buffer of netdev.MaxFrame bytes holds any frame. Malformed
+// frames are counted in RxDropped and skipped. It returns at least one frame unless err is set.
 //
 // With RxMinInterval, Read first sleeps out what is left of that interval since the last
 // wakeup (unless a block is half read), while frames gather in the ring. When the link goes

@@ -45,7 +45,7 @@ func setup(t testing.TB, cfg Config) (nic, host *netns.NS, s *Socket, path backe
 func TestAFPacketAgainstKernel(t *testing.T) {
 	_, host, s, path := setup(t, Config{})
 	backendtest.Run(t, backendtest.Env{
-		Dev: s, MaxFrame: MaxFrame, Kernel: host, Path: path,
+		Dev: s, MaxFrame: netdev.MaxFrame, Kernel: host, Path: path,
 		TxDropped: s.Stats.TxDropped.Load,
 	})
 	t.Logf("rx %d frames in %d blocks, %d bursts; tx %d frames in %d kicks",
@@ -135,7 +135,7 @@ func TestAFPacketClose(t *testing.T) {
 	_, _, s, _ := setup(t, Config{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
+		_, err := s.Read([][]byte{make([]byte, netdev.MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -153,7 +153,7 @@ func TestAFPacketClose(t *testing.T) {
 // Link down wakes a waiting Read with ENETDOWN; after link up, frames arrive again.
 func TestAFPacketLinkDownAndUp(t *testing.T) {
 	nic, host, s, path := setup(t, Config{})
-	bufs, sizes, offs := [][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1)
+	bufs, sizes, offs := [][]byte{make([]byte, netdev.MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1)
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Read(bufs, sizes, offs)
@@ -207,7 +207,7 @@ func TestAFPacketUnprivilegedFromFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		backendtest.Echo(t, s, MaxFrame)
+		backendtest.Echo(t, s, netdev.MaxFrame)
 		return
 	}
 	nic, host, _, path := setup(t, Config{})

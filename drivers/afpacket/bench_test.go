@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/backendtest"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -32,5 +33,5 @@ func BenchmarkAFPacket(b *testing.B) {
 
 func env(b *testing.B) (*netns.NS, *Socket, backendtest.Env) {
 	_, host, s, path := setup(b, Config{})
-	return host, s, backendtest.Env{Dev: s, MaxFrame: MaxFrame, Kernel: host, Path: path, TxDropped: s.Stats.TxDropped.Load}
+	return host, s, backendtest.Env{Dev: s, MaxFrame: netdev.MaxFrame, Kernel: host, Path: path, TxDropped: s.Stats.TxDropped.Load}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/runtime/affinity"
 )
 
@@ -39,7 +40,7 @@ type Wire interface{ Transmit(frames [][]byte) }
 type DeviceConfig struct {
 	Model        Model
 	MAC          net.HardwareAddr // the permanent address, loaded into RAL/RAH at reset
-	Clock        Clock            // nil: the real monotonic clock
+	Clock        regs.Clock       // nil: the real monotonic clock
 	IRQ          IRQ              // nil: interrupts are counted only
 	Wire         Wire             // nil: transmitted frames are counted only
 	Autoneg      time.Duration    // how long auto-negotiation takes; 0: DefaultAutoneg
@@ -52,7 +53,7 @@ type DeviceConfig struct {
 	// Posted is the queue of register writes from a driver in another process (nil: the
 	// driver calls Write32 directly). Poll applies them; whoever reads the doorbell eventfd
 	// calls Kick.
-	Posted *WriteQueue
+	Posted *regs.WriteQueue
 	// Counters: nil, the device's own (NewCounters(nil)).
 	Counters *Counters
 }
@@ -63,7 +64,7 @@ const DefaultAutoneg = 20 * time.Millisecond
 
 // Reset values (82574L; CTRL as QEMU's e1000e model has it).
 const (
-	ctrlReset = CtrlFD | CtrlSLU | CtrlSpd1000 | 1<<18 | 1<<20
+	ctrlReset = regs.CtrlFD | regs.CtrlSLU | regs.CtrlSpd1000 | 1<<18 | 1<<20
 	maxFrame  = 16384 // the longest frame the model assembles or receives (RCTL.LPE)
 	txArena   = 1 << 20
 )
@@ -75,7 +76,7 @@ type Device struct {
 	model Model
 	regs  []byte
 	dma   []byte
-	clock Clock
+	clock regs.Clock
 	irq   IRQ
 	wire  Wire
 	mac   [6]byte
@@ -83,7 +84,7 @@ type Device struct {
 	kick  chan struct{}
 	// posted register writes and the function that applies them (made once: no allocation
 	// per poll)
-	posted   *WriteQueue
+	posted   *regs.WriteQueue
 	apply    func(off, v uint32)
 	drainMu  sync.Mutex // the queue has one consumer: Poll, or a spinning receive path
 	spinWait time.Duration
@@ -121,11 +122,11 @@ type Device struct {
 // New makes a device over a register page of RegisterPageSize bytes and DMA memory (both
 // 16-byte aligned; heap in tests, shared memory between processes). The device comes out of
 // power-on reset with its PHY negotiating.
-func New(regs, dma []byte, cfg DeviceConfig) (*Device, error) {
-	if len(regs) < RegisterPageSize {
-		return nil, fmt.Errorf("intel: register page is %d bytes, needs %d", len(regs), RegisterPageSize)
+func New(page, dma []byte, cfg DeviceConfig) (*Device, error) {
+	if len(page) < regs.RegisterPageSize {
+		return nil, fmt.Errorf("intel: register page is %d bytes, needs %d", len(page), regs.RegisterPageSize)
 	}
-	if len(regs) > 0 && uintptr(unsafe.Pointer(&regs[0]))%16 != 0 ||
+	if len(page) > 0 && uintptr(unsafe.Pointer(&page[0]))%16 != 0 ||
 		len(dma) > 0 && uintptr(unsafe.Pointer(&dma[0]))%16 != 0 {
 		return nil, errors.New("intel: register page and DMA memory must be 16-byte aligned")
 	}
@@ -136,7 +137,7 @@ func New(regs, dma []byte, cfg DeviceConfig) (*Device, error) {
 		return nil, fmt.Errorf("intel: MAC address %v is not 6 bytes", cfg.MAC)
 	}
 	d := &Device{
-		model: cfg.Model, regs: regs[:RegisterPageSize], dma: dma, clock: cfg.Clock,
+		model: cfg.Model, regs: page[:regs.RegisterPageSize], dma: dma, clock: cfg.Clock,
 		irq: cfg.IRQ, wire: cfg.Wire, kick: make(chan struct{}, 1),
 		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, carrier: !cfg.NoCarrier,
 		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame), cnt: cfg.Counters,
@@ -147,7 +148,7 @@ func New(regs, dma []byte, cfg DeviceConfig) (*Device, error) {
 	copy(d.mac[:], cfg.MAC)
 	d.posted, d.apply, d.spinWait = cfg.Posted, d.Write32, cfg.SpinWait
 	if d.clock == nil {
-		d.clock = monotonic{start: time.Now()}
+		d.clock = regs.Monotonic()
 	}
 	if d.autoneg <= 0 {
 		d.autoneg = DefaultAutoneg
@@ -175,26 +176,26 @@ func (d *Device) reg(off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&d.re
 func (d *Device) load(off uint32) uint32     { return atomic.LoadUint32(d.reg(off)) }
 func (d *Device) store(off uint32, v uint32) { atomic.StoreUint32(d.reg(off), v) }
 
-// validOff reports whether off names a 32-bit register inside the page.
-func validOff(off uint32) bool { return off%4 == 0 && off < RegisterPageSize }
+// causesKnown are the interrupt causes the model raises; ICS and IMS ignore the rest.
+const causesKnown = regs.IntTXDW | regs.IntTXQE | regs.IntLSC | regs.IntRXO | regs.IntRXT0
 
 // Read32 is an MMIO read. ICR clears on read.
 func (d *Device) Read32(off uint32) uint32 {
 	if d.gone.Load() {
 		return ^uint32(0)
 	}
-	if !validOff(off) {
+	if !regs.InPage(off) {
 		return 0
 	}
-	if off == ICR {
-		return atomic.SwapUint32(d.reg(ICR), 0)
+	if off == regs.ICR {
+		return atomic.SwapUint32(d.reg(regs.ICR), 0)
 	}
 	return d.load(off)
 }
 
 // Write32 is an MMIO write with the register's side effects.
 func (d *Device) Write32(off, v uint32) {
-	if !validOff(off) {
+	if !regs.InPage(off) {
 		return
 	}
 	d.mu.Lock()
@@ -204,40 +205,40 @@ func (d *Device) Write32(off, v uint32) {
 	}
 	now := d.clock.Now()
 	switch off {
-	case CTRL:
+	case regs.CTRL:
 		d.writeCtrl(now, v)
-	case STATUS: // read only
-	case ICR:
+	case regs.STATUS: // read only
+	case regs.ICR:
 		d.cnt.Doorbells.Add(1)
 		d.clearCauses(v)
-	case ICS:
-		d.cause(now, v&intCausesKnown)
-	case IMS:
+	case regs.ICS:
+		d.cause(now, v&causesKnown)
+	case regs.IMS:
 		d.cnt.Doorbells.Add(1)
-		d.store(IMS, d.load(IMS)|v&intCausesKnown)
+		d.store(regs.IMS, d.load(regs.IMS)|v&causesKnown)
 		d.evaluate(now)
-	case IMC:
-		d.store(IMS, d.load(IMS)&^v)
-	case ITR:
-		d.store(ITR, v&0xffff)
+	case regs.IMC:
+		d.store(regs.IMS, d.load(regs.IMS)&^v)
+	case regs.ITR:
+		d.store(regs.ITR, v&0xffff)
 		if d.irqPending { // a new interval applies at once
 			d.irqPending = false
 			d.evaluate(now)
 		}
-	case RDLEN, TDLEN:
+	case regs.RDLEN, regs.TDLEN:
 		d.store(off, v&0xfff80)
-	case RDT:
+	case regs.RDT:
 		d.cnt.Doorbells.Add(1)
 		d.cnt.RDTWrites.Add(1)
 		d.store(off, v&0xffff)
-	case TDT:
+	case regs.TDT:
 		d.cnt.Doorbells.Add(1)
 		d.cnt.TDTWrites.Add(1)
 		d.store(off, v&0xffff)
 		d.wake()
-	case RDH, TDH:
+	case regs.RDH, regs.TDH:
 		d.store(off, v&0xffff)
-	case TCTL:
+	case regs.TCTL:
 		d.store(off, v)
 		d.wake()
 	default:
@@ -259,13 +260,13 @@ func (d *Device) Kick() { d.wake() }
 // writeCtrl handles CTRL: RST resets the MAC and clears itself; PHY_RST holds the PHY in reset
 // for as long as it is set.
 func (d *Device) writeCtrl(now time.Duration, v uint32) {
-	wasPHYReset := d.load(CTRL)&CtrlPHYRST != 0
-	if v&CtrlRST != 0 {
+	wasPHYReset := d.load(regs.CTRL)&regs.CtrlPHYRST != 0
+	if v&regs.CtrlRST != 0 {
 		d.resetMAC()
-		v = ctrlReset | v&CtrlPHYRST
+		v = ctrlReset | v&regs.CtrlPHYRST
 	}
-	d.store(CTRL, v)
-	switch isPHYReset := v&CtrlPHYRST != 0; {
+	d.store(regs.CTRL, v)
+	switch isPHYReset := v&regs.CtrlPHYRST != 0; {
 	case isPHYReset && !wasPHYReset:
 		d.phyInReset = true
 		d.negotiating = false
@@ -283,9 +284,9 @@ func (d *Device) writeCtrl(now time.Duration, v uint32) {
 // resetMAC puts every MAC register back to its reset value; the PHY and its link stay.
 func (d *Device) resetMAC() {
 	clear(d.regs)
-	d.store(CTRL, ctrlReset)
-	d.store(RAL, uint32(d.mac[0])|uint32(d.mac[1])<<8|uint32(d.mac[2])<<16|uint32(d.mac[3])<<24)
-	d.store(RAH, uint32(d.mac[4])|uint32(d.mac[5])<<8|RahAV)
+	d.store(regs.CTRL, ctrlReset)
+	d.store(regs.RAL, uint32(d.mac[0])|uint32(d.mac[1])<<8|uint32(d.mac[2])<<16|uint32(d.mac[3])<<24)
+	d.store(regs.RAH, uint32(d.mac[4])|uint32(d.mac[5])<<8|regs.RahAV)
 	d.updateStatus()
 	d.irqPending, d.txBusy, d.asmBad = false, false, false
 	d.asm = d.asm[:0]
@@ -298,18 +299,18 @@ func (d *Device) updateStatus() {
 	}
 	var s uint32
 	if d.linkUp {
-		s = StatusLU | StatusFD
+		s = regs.StatusLU | regs.StatusFD
 		switch d.speed {
 		case 1000:
-			s |= StatusSpeed1000
+			s |= regs.StatusSpeed1000
 		case 100:
-			s |= StatusSpeed100
+			s |= regs.StatusSpeed100
 		}
 	}
 	if d.phyInReset {
-		s |= StatusPHYRA
+		s |= regs.StatusPHYRA
 	}
-	d.store(STATUS, s)
+	d.store(regs.STATUS, s)
 }
 
 // cause latches interrupt causes and raises the line if they are unmasked. An unmasked cause
@@ -320,11 +321,11 @@ func (d *Device) cause(now time.Duration, bits uint32) {
 		return
 	}
 	for {
-		old := d.load(ICR)
-		if atomic.CompareAndSwapUint32(d.reg(ICR), old, old|bits) {
-			if old&IntAsserted != 0 {
-				d.countCauses(bits &^ old & d.load(IMS))
-				if bits&d.load(IMS) != 0 {
+		old := d.load(regs.ICR)
+		if atomic.CompareAndSwapUint32(d.reg(regs.ICR), old, old|bits) {
+			if old&regs.IntAsserted != 0 {
+				d.countCauses(bits &^ old & d.load(regs.IMS))
+				if bits&d.load(regs.IMS) != 0 {
 					d.cnt.CausesAsserted.Add(1)
 				}
 			}
@@ -337,12 +338,12 @@ func (d *Device) cause(now time.Duration, bits uint32) {
 // clearCauses is ICR's write-1-to-clear; clearing every pending cause deasserts the line.
 func (d *Device) clearCauses(bits uint32) {
 	for {
-		old := d.load(ICR)
+		old := d.load(regs.ICR)
 		v := old &^ bits
-		if v&^IntAsserted == 0 {
+		if v&^regs.IntAsserted == 0 {
 			v = 0
 		}
-		if atomic.CompareAndSwapUint32(d.reg(ICR), old, v) {
+		if atomic.CompareAndSwapUint32(d.reg(regs.ICR), old, v) {
 			return
 		}
 	}
@@ -350,7 +351,7 @@ func (d *Device) clearCauses(bits uint32) {
 
 // itrInterval is the ITR's minimum interval between interrupts.
 func (d *Device) itrInterval() time.Duration {
-	return time.Duration(d.load(ITR)&0xffff) * 256 * time.Nanosecond
+	return time.Duration(d.load(regs.ITR)&0xffff) * 256 * time.Nanosecond
 }
 
 // evaluate raises the line when an unmasked cause is pending, the line is not already asserted
@@ -362,8 +363,8 @@ func (d *Device) evaluate(now time.Duration) {
 		return
 	}
 	for {
-		icr, ims := d.load(ICR), d.load(IMS)
-		if icr&IntAsserted != 0 || icr&ims == 0 {
+		icr, ims := d.load(regs.ICR), d.load(regs.IMS)
+		if icr&regs.IntAsserted != 0 || icr&ims == 0 {
 			d.irqPending = false
 			return
 		}
@@ -377,7 +378,7 @@ func (d *Device) evaluate(now time.Duration) {
 			}
 			return
 		}
-		if !atomic.CompareAndSwapUint32(d.reg(ICR), icr, icr|IntAsserted) {
+		if !atomic.CompareAndSwapUint32(d.reg(regs.ICR), icr, icr|regs.IntAsserted) {
 			continue // the driver read ICR meanwhile
 		}
 		d.irqPending = false
@@ -395,8 +396,8 @@ func (d *Device) countCauses(causes uint32) {
 	for _, c := range [...]struct {
 		bit uint32
 		n   *atomic.Uint64
-	}{{IntTXDW, d.cnt.IntTXDW}, {IntTXQE, d.cnt.IntTXQE}, {IntLSC, d.cnt.IntLSC},
-		{IntRXT0, d.cnt.IntRXT0}, {IntRXO, d.cnt.IntRXO}} {
+	}{{regs.IntTXDW, d.cnt.IntTXDW}, {regs.IntTXQE, d.cnt.IntTXQE}, {regs.IntLSC, d.cnt.IntLSC},
+		{regs.IntRXT0, d.cnt.IntRXT0}, {regs.IntRXO, d.cnt.IntRXO}} {
 		if causes&c.bit != 0 {
 			c.n.Add(1)
 		}
@@ -447,7 +448,7 @@ func (d *Device) Poll() (next time.Duration, ok bool) {
 // whether there were any. Poll does it; a goroutine that spins in the device's process (the
 // wire's receive path) calls it too, so that writes land while nobody sleeps on the doorbell.
 func (d *Device) DrainPosted() bool {
-	if d.posted == nil || d.posted.empty() {
+	if d.posted == nil || d.posted.Empty() {
 		return false
 	}
 	d.drainMu.Lock()

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 )
 
 var testMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0xaa, 0xbb, 0xcc}
@@ -20,7 +22,7 @@ func (w *captureWire) Transmit(frames [][]byte) {
 
 type rig struct {
 	d     *Device
-	clock *ManualClock
+	clock *regs.ManualClock
 	irq   ChanIRQ
 	wire  *captureWire
 	dma   []byte
@@ -32,8 +34,8 @@ func newRig(t *testing.T, model string, partner int) *rig {
 	if !ok {
 		t.Fatalf("no model %q", model)
 	}
-	r := &rig{clock: &ManualClock{}, irq: NewChanIRQ(), wire: &captureWire{}, dma: make([]byte, 1<<20)}
-	d, err := New(make([]byte, RegisterPageSize), r.dma, DeviceConfig{
+	r := &rig{clock: &regs.ManualClock{}, irq: NewChanIRQ(), wire: &captureWire{}, dma: make([]byte, 1<<20)}
+	d, err := New(make([]byte, regs.RegisterPageSize), r.dma, DeviceConfig{
 		Model: m, MAC: testMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond,
 		PartnerSpeed: partner,
 	})
@@ -56,7 +58,7 @@ func (r *rig) linkUp(t *testing.T) {
 	if up, _ := r.d.Link(); !up {
 		t.Fatal("link did not come up")
 	}
-	r.d.Read32(ICR)
+	r.d.Read32(regs.ICR)
 	r.takeIRQ()
 }
 
@@ -79,25 +81,25 @@ const (
 // setupRings points 8-entry rings at DMA memory; RX descriptors get 2048-byte buffers.
 func (r *rig) setupRings() {
 	d := r.d
-	d.Write32(TDBAL, txRing)
-	d.Write32(TDLEN, 8*DescSize)
-	d.Write32(RDBAL, rxRing)
-	d.Write32(RDLEN, 8*DescSize)
+	d.Write32(regs.TDBAL, txRing)
+	d.Write32(regs.TDLEN, 8*regs.DescSize)
+	d.Write32(regs.RDBAL, rxRing)
+	d.Write32(regs.RDLEN, 8*regs.DescSize)
 	for i := range 8 {
-		le.PutUint64(r.dma[rxRing+i*DescSize:], uint64(rxBufs+i*2048))
+		le.PutUint64(r.dma[rxRing+i*regs.DescSize:], uint64(rxBufs+i*2048))
 	}
-	d.Write32(RDT, 7)
-	d.Write32(RCTL, RctlEN|RctlBAM|RctlSECRC)
-	d.Write32(TCTL, TctlEN|TctlPSP)
+	d.Write32(regs.RDT, 7)
+	d.Write32(regs.RCTL, regs.RctlEN|regs.RctlBAM|regs.RctlSECRC)
+	d.Write32(regs.TCTL, regs.TctlEN|regs.TctlPSP)
 }
 
 // queueTX writes a frame into TX descriptor i.
 func (r *rig) queueTX(i int, frame []byte, cmd uint32) {
 	buf := txBufs + i*2048
 	copy(r.dma[buf:], frame)
-	desc := txRing + i*DescSize
+	desc := txRing + i*regs.DescSize
 	le.PutUint64(r.dma[desc:], uint64(buf))
-	le.PutUint32(r.dma[desc+8:], uint32(len(frame))|cmd<<TxCmdShift)
+	le.PutUint32(r.dma[desc+8:], uint32(len(frame))|cmd<<regs.TxCmdShift)
 	le.PutUint32(r.dma[desc+12:], 0)
 }
 
@@ -115,32 +117,32 @@ func frameTo(dst net.HardwareAddr, n int, seq byte) []byte {
 func TestResetValues(t *testing.T) {
 	r := newRig(t, "82574L", 0)
 	d := r.d
-	if got := d.Read32(CTRL); got != ctrlReset {
+	if got := d.Read32(regs.CTRL); got != ctrlReset {
 		t.Errorf("CTRL = %#x, want %#x", got, ctrlReset)
 	}
-	if got := d.Read32(STATUS); got&StatusLU != 0 {
+	if got := d.Read32(regs.STATUS); got&regs.StatusLU != 0 {
 		t.Errorf("STATUS = %#x: link up before auto-negotiation finished", got)
 	}
-	for _, off := range []uint32{ICR, ITR, IMS, RCTL, TCTL, RDH, RDT, TDH, TDT, RDLEN, TDLEN} {
+	for _, off := range []uint32{regs.ICR, regs.ITR, regs.IMS, regs.RCTL, regs.TCTL, regs.RDH, regs.RDT, regs.TDH, regs.TDT, regs.RDLEN, regs.TDLEN} {
 		if got := d.Read32(off); got != 0 {
 			t.Errorf("register %#x = %#x after reset, want 0", off, got)
 		}
 	}
-	if ral, rah := d.Read32(RAL), d.Read32(RAH); ral != 0xaa000002 || rah != RahAV|0xccbb {
+	if ral, rah := d.Read32(regs.RAL), d.Read32(regs.RAH); ral != 0xaa000002 || rah != regs.RahAV|0xccbb {
 		t.Errorf("RAL/RAH = %#x/%#x, want the permanent MAC", ral, rah)
 	}
 	r.step(2 * time.Millisecond)
-	if got := d.Read32(STATUS); got&(StatusLU|StatusFD|StatusSpeedMask) != StatusLU|StatusFD|StatusSpeed1000 {
+	if got := d.Read32(regs.STATUS); got&(regs.StatusLU|regs.StatusFD|regs.StatusSpeedMask) != regs.StatusLU|regs.StatusFD|regs.StatusSpeed1000 {
 		t.Errorf("STATUS = %#x after auto-negotiation, want link up, full duplex, 1000", got)
 	}
 	// A MAC reset keeps the link and restores the registers.
-	d.Write32(IMS, IntRXT0)
-	d.Write32(ITR, 651)
-	d.Write32(CTRL, ctrlReset|CtrlRST)
-	if d.Read32(CTRL)&CtrlRST != 0 || d.Read32(IMS) != 0 || d.Read32(ITR) != 0 {
-		t.Errorf("after CTRL.RST: CTRL %#x IMS %#x ITR %#x", d.Read32(CTRL), d.Read32(IMS), d.Read32(ITR))
+	d.Write32(regs.IMS, regs.IntRXT0)
+	d.Write32(regs.ITR, 651)
+	d.Write32(regs.CTRL, ctrlReset|regs.CtrlRST)
+	if d.Read32(regs.CTRL)&regs.CtrlRST != 0 || d.Read32(regs.IMS) != 0 || d.Read32(regs.ITR) != 0 {
+		t.Errorf("after CTRL.RST: CTRL %#x IMS %#x ITR %#x", d.Read32(regs.CTRL), d.Read32(regs.IMS), d.Read32(regs.ITR))
 	}
-	if d.Read32(STATUS)&StatusLU == 0 {
+	if d.Read32(regs.STATUS)&regs.StatusLU == 0 {
 		t.Error("a MAC reset took the link down")
 	}
 }
@@ -148,16 +150,16 @@ func TestResetValues(t *testing.T) {
 func TestICRReadToClear(t *testing.T) {
 	r := newRig(t, "82574L", 0)
 	d := r.d
-	d.Write32(ICS, IntTXDW|IntRXT0)
-	if got := d.Read32(ICR); got != IntTXDW|IntRXT0 && got != IntTXDW|IntRXT0|IntLSC {
+	d.Write32(regs.ICS, regs.IntTXDW|regs.IntRXT0)
+	if got := d.Read32(regs.ICR); got != regs.IntTXDW|regs.IntRXT0 && got != regs.IntTXDW|regs.IntRXT0|regs.IntLSC {
 		t.Errorf("ICR = %#x, want TXDW|RXT0", got)
 	}
-	if got := d.Read32(ICR); got != 0 {
+	if got := d.Read32(regs.ICR); got != 0 {
 		t.Errorf("second ICR read = %#x, want 0", got)
 	}
-	d.Write32(ICS, IntTXDW|IntRXT0)
-	d.Write32(ICR, IntTXDW) // write-1-to-clear
-	if got := d.Read32(ICR); got != IntRXT0 {
+	d.Write32(regs.ICS, regs.IntTXDW|regs.IntRXT0)
+	d.Write32(regs.ICR, regs.IntTXDW) // write-1-to-clear
+	if got := d.Read32(regs.ICR); got != regs.IntRXT0 {
 		t.Errorf("ICR after clearing TXDW = %#x, want RXT0", got)
 	}
 }
@@ -165,30 +167,30 @@ func TestICRReadToClear(t *testing.T) {
 func TestIMSMasking(t *testing.T) {
 	r := newRig(t, "82574L", 0)
 	d := r.d
-	d.Write32(ICS, IntTXDW)
+	d.Write32(regs.ICS, regs.IntTXDW)
 	if r.takeIRQ() || d.Counters().Interrupts.Load() != 0 {
 		t.Fatal("a masked cause raised an interrupt")
 	}
-	d.Write32(IMS, IntTXQE)
+	d.Write32(regs.IMS, regs.IntTXQE)
 	if r.takeIRQ() {
 		t.Fatal("TXDW raised an interrupt with only TXQE unmasked")
 	}
-	d.Write32(IMS, IntTXDW) // the pending cause fires once it is unmasked
+	d.Write32(regs.IMS, regs.IntTXDW) // the pending cause fires once it is unmasked
 	if !r.takeIRQ() {
 		t.Fatal("unmasking a pending cause raised no interrupt")
 	}
-	if got := d.Read32(ICR); got&IntAsserted == 0 || got&IntTXDW == 0 {
+	if got := d.Read32(regs.ICR); got&regs.IntAsserted == 0 || got&regs.IntTXDW == 0 {
 		t.Errorf("ICR = %#x, want INT_ASSERTED|TXDW", got)
 	}
-	if got := d.Read32(IMS); got != IntTXDW|IntTXQE {
+	if got := d.Read32(regs.IMS); got != regs.IntTXDW|regs.IntTXQE {
 		t.Errorf("IMS = %#x", got)
 	}
-	d.Write32(IMC, IntTXDW)
-	d.Write32(ICS, IntTXDW)
+	d.Write32(regs.IMC, regs.IntTXDW)
+	d.Write32(regs.ICS, regs.IntTXDW)
 	if r.takeIRQ() {
 		t.Error("IMC did not mask TXDW")
 	}
-	d.Write32(ICS, IntTXQE)
+	d.Write32(regs.ICS, regs.IntTXQE)
 	if !r.takeIRQ() {
 		t.Error("TXQE still unmasked but raised no interrupt")
 	}
@@ -205,18 +207,18 @@ func TestITRSpacing(t *testing.T) {
 	for _, itr := range []uint32{0, 651, 5580} {
 		r := newRig(t, "82574L", 0)
 		d := r.d
-		d.Write32(IMS, IntRXT0)
-		d.Write32(ITR, itr)
+		d.Write32(regs.IMS, regs.IntRXT0)
+		d.Write32(regs.ITR, itr)
 		var fired []time.Duration
 		const steps = 20000
 		service := func() {
 			if r.takeIRQ() {
 				fired = append(fired, r.clock.Now())
-				d.Read32(ICR)
+				d.Read32(regs.ICR)
 			}
 		}
 		for range steps {
-			d.Write32(ICS, IntRXT0)
+			d.Write32(regs.ICS, regs.IntRXT0)
 			service()
 			r.step(time.Microsecond)
 			service()
@@ -246,23 +248,23 @@ func TestITRSpacing(t *testing.T) {
 func TestWhyNoInterrupt(t *testing.T) {
 	r := newRig(t, "82574L", 0)
 	d := r.d
-	d.Write32(IMS, IntRXT0)
+	d.Write32(regs.IMS, regs.IntRXT0)
 	c := d.Counters()
-	d.Write32(ICS, IntRXT0) // fires
-	d.Write32(ICS, IntRXT0) // the driver has not read ICR: rides on it
-	d.Write32(ICS, IntRXT0)
+	d.Write32(regs.ICS, regs.IntRXT0) // fires
+	d.Write32(regs.ICS, regs.IntRXT0) // the driver has not read ICR: rides on it
+	d.Write32(regs.ICS, regs.IntRXT0)
 	if c.Interrupts.Load() != 1 || c.CausesAsserted.Load() != 2 || !r.takeIRQ() {
 		t.Fatalf("%d interrupts, %d causes while asserted; want 1 and 2", c.Interrupts.Load(), c.CausesAsserted.Load())
 	}
-	d.Read32(ICR)
-	d.Write32(ICS, IntRXT0) // fires at once: ITR 0
+	d.Read32(regs.ICR)
+	d.Write32(regs.ICS, regs.IntRXT0) // fires at once: ITR 0
 	if c.Interrupts.Load() != 2 || c.ITRHeld.Load() != 0 {
 		t.Fatalf("%d interrupts, %d held by ITR; want 2 and 0", c.Interrupts.Load(), c.ITRHeld.Load())
 	}
-	d.Read32(ICR)
-	d.Write32(ITR, 651)
-	d.Write32(ICS, IntRXT0) // within 166 µs of the last: held
-	d.Write32(ICS, IntRXT0)
+	d.Read32(regs.ICR)
+	d.Write32(regs.ITR, 651)
+	d.Write32(regs.ICS, regs.IntRXT0) // within 166 µs of the last: held
+	d.Write32(regs.ICS, regs.IntRXT0)
 	if c.Interrupts.Load() != 2 || c.ITRHeld.Load() != 1 {
 		t.Fatalf("%d interrupts, %d held by ITR; want 2 and 1", c.Interrupts.Load(), c.ITRHeld.Load())
 	}
@@ -280,12 +282,12 @@ func TestDescriptorWriteBack(t *testing.T) {
 
 	// TX: three frames, the second split over two descriptors; RS on all but the first.
 	f0, f1, f2 := frameTo(testMAC, 60, 1), frameTo(testMAC, 1514, 2), frameTo(testMAC, 100, 3)
-	r.queueTX(0, f0, TxCmdEOP|TxCmdIFCS)
-	r.queueTX(1, f1[:700], TxCmdIFCS|TxCmdRS)
-	r.queueTX(2, f1[700:], TxCmdEOP|TxCmdIFCS|TxCmdRS)
-	r.queueTX(3, f2, TxCmdEOP|TxCmdIFCS|TxCmdRS)
-	d.Write32(IMS, IntTXDW|IntTXQE)
-	d.Write32(TDT, 4)
+	r.queueTX(0, f0, regs.TxCmdEOP|regs.TxCmdIFCS)
+	r.queueTX(1, f1[:700], regs.TxCmdIFCS|regs.TxCmdRS)
+	r.queueTX(2, f1[700:], regs.TxCmdEOP|regs.TxCmdIFCS|regs.TxCmdRS)
+	r.queueTX(3, f2, regs.TxCmdEOP|regs.TxCmdIFCS|regs.TxCmdRS)
+	d.Write32(regs.IMS, regs.IntTXDW|regs.IntTXQE)
+	d.Write32(regs.TDT, 4)
 	for range 10 {
 		r.step(10 * time.Microsecond)
 	}
@@ -293,18 +295,18 @@ func TestDescriptorWriteBack(t *testing.T) {
 		!bytes.Equal(r.wire.frames[1], f1) || !bytes.Equal(r.wire.frames[2], f2) {
 		t.Fatalf("wire got %d frames, not the three sent intact", len(r.wire.frames))
 	}
-	for i, want := range []byte{0, TxStaDD, TxStaDD, TxStaDD} {
-		if got := r.dma[txRing+i*DescSize+12] & TxStaDD; got != want {
+	for i, want := range []byte{0, regs.TxStaDD, regs.TxStaDD, regs.TxStaDD} {
+		if got := r.dma[txRing+i*regs.DescSize+12] & regs.TxStaDD; got != want {
 			t.Errorf("TX descriptor %d: DD = %d, want %d", i, got, want)
 		}
 	}
-	if got := d.Read32(TDH); got != 4 {
+	if got := d.Read32(regs.TDH); got != 4 {
 		t.Errorf("TDH = %d, want 4", got)
 	}
 	if !r.takeIRQ() {
 		t.Error("no TX interrupt")
 	}
-	if got := d.Read32(ICR); got&(IntTXDW|IntTXQE) != IntTXDW|IntTXQE {
+	if got := d.Read32(regs.ICR); got&(regs.IntTXDW|regs.IntTXQE) != regs.IntTXDW|regs.IntTXQE {
 		t.Errorf("ICR = %#x, want TXDW and TXQE", got)
 	}
 
@@ -314,16 +316,16 @@ func TestDescriptorWriteBack(t *testing.T) {
 		t.Fatalf("Receive accepted %d", n)
 	}
 	desc := r.dma[rxRing:]
-	if st := desc[12]; st != RxStatusDD|RxStatusEOP {
+	if st := desc[12]; st != regs.RxStatusDD|regs.RxStatusEOP {
 		t.Errorf("RX status = %#x, want DD|EOP", st)
 	}
 	if n := le.Uint16(desc[8:]); n != 1000 || !bytes.Equal(r.dma[rxBufs:rxBufs+1000], in) {
 		t.Errorf("RX length %d or bytes wrong", n)
 	}
-	if got := d.Read32(RDH); got != 1 {
+	if got := d.Read32(regs.RDH); got != 1 {
 		t.Errorf("RDH = %d, want 1", got)
 	}
-	if d.Read32(ICR)&IntRXT0 == 0 {
+	if d.Read32(regs.ICR)&regs.IntRXT0 == 0 {
 		t.Error("no RXT0 cause")
 	}
 	// A frame for another unicast address is filtered.
@@ -350,12 +352,12 @@ func TestRXNoDescriptor(t *testing.T) {
 		t.Errorf("no-descriptor drops %d, frames %d; want 3, 7", c.RXNoDescriptor.Load(), c.RXFrames.Load())
 	}
 	for i := range 7 {
-		n := int(le.Uint16(r.dma[rxRing+i*DescSize+8:]))
+		n := int(le.Uint16(r.dma[rxRing+i*regs.DescSize+8:]))
 		if !bytes.Equal(r.dma[rxBufs+i*2048:rxBufs+i*2048+n], frames[i]) {
 			t.Errorf("descriptor %d does not hold frame %d intact", i, i)
 		}
 	}
-	if r.dma[rxRing+7*DescSize+12] != 0 {
+	if r.dma[rxRing+7*regs.DescSize+12] != 0 {
 		t.Error("the descriptor at RDT was written")
 	}
 }
@@ -364,7 +366,7 @@ func TestPHYNegotiation(t *testing.T) {
 	for _, partner := range []int{1000, 100, 10} {
 		r := newRig(t, "82574L", partner)
 		d := r.d
-		d.Write32(IMS, IntLSC)
+		d.Write32(regs.IMS, regs.IntLSC)
 		r.step(500 * time.Microsecond)
 		if up, _ := d.Link(); up {
 			t.Fatal("link up before auto-negotiation took its time")
@@ -374,15 +376,15 @@ func TestPHYNegotiation(t *testing.T) {
 		if !up || speed != partner {
 			t.Errorf("partner %d: link %v at %d", partner, up, speed)
 		}
-		want := map[int]uint32{1000: StatusSpeed1000, 100: StatusSpeed100, 10: StatusSpeed10}[partner]
-		if got := d.Read32(STATUS) & StatusSpeedMask; got != want {
+		want := map[int]uint32{1000: regs.StatusSpeed1000, 100: regs.StatusSpeed100, 10: regs.StatusSpeed10}[partner]
+		if got := d.Read32(regs.STATUS) & regs.StatusSpeedMask; got != want {
 			t.Errorf("partner %d: STATUS speed bits %#x, want %#x", partner, got, want)
 		}
-		if !r.takeIRQ() || d.Read32(ICR)&IntLSC == 0 {
+		if !r.takeIRQ() || d.Read32(regs.ICR)&regs.IntLSC == 0 {
 			t.Error("no LSC interrupt on link up")
 		}
 		d.SetCarrier(false)
-		if up, _ := d.Link(); up || !r.takeIRQ() || d.Read32(ICR)&IntLSC == 0 {
+		if up, _ := d.Link(); up || !r.takeIRQ() || d.Read32(regs.ICR)&regs.IntLSC == 0 {
 			t.Error("pulling the cable did not take the link down with LSC")
 		}
 		d.SetCarrier(true)
@@ -400,15 +402,15 @@ func TestPHYResetQuirk(t *testing.T) {
 		r := newRig(t, model, 0)
 		d := r.d
 		r.linkUp(t)
-		d.Write32(CTRL, d.Read32(CTRL)|CtrlRST|CtrlPHYRST)
-		if up, _ := d.Link(); up || d.Read32(STATUS)&StatusPHYRA == 0 {
+		d.Write32(regs.CTRL, d.Read32(regs.CTRL)|regs.CtrlRST|regs.CtrlPHYRST)
+		if up, _ := d.Link(); up || d.Read32(regs.STATUS)&regs.StatusPHYRA == 0 {
 			t.Errorf("%s: link up or PHYRA clear while the PHY is held in reset", model)
 		}
 		r.step(5 * time.Millisecond)
 		if up, _ := d.Link(); up {
 			t.Errorf("%s: PHY negotiated while held in reset", model)
 		}
-		d.Write32(CTRL, d.Read32(CTRL)&^CtrlPHYRST)
+		d.Write32(regs.CTRL, d.Read32(regs.CTRL)&^regs.CtrlPHYRST)
 		r.step(2 * time.Millisecond)
 		if up, speed := d.Link(); !up || speed != want {
 			t.Errorf("%s after PHY reset: link %v at %d, want up at %d", model, up, speed, want)
@@ -423,9 +425,9 @@ func TestWirePacing(t *testing.T) {
 	r.linkUp(t)
 	r.setupRings()
 	for i := range 7 {
-		r.queueTX(i, frameTo(testMAC, 1514, byte(i)), TxCmdEOP|TxCmdRS)
+		r.queueTX(i, frameTo(testMAC, 1514, byte(i)), regs.TxCmdEOP|regs.TxCmdRS)
 	}
-	d.Write32(TDT, 7)
+	d.Write32(regs.TDT, 7)
 	perFrame := d.wireTime(1514) // (1514+24)*8 bits at 100 Mbit/s = 123.04 µs
 	if perFrame != 123040*time.Nanosecond {
 		t.Fatalf("wire time %v", perFrame)
@@ -484,8 +486,8 @@ func TestUntrustedMemory(t *testing.T) {
 			mem[i] = 0xa5
 		}
 		dma := mem[guard : guard+dmaSize : guard+dmaSize]
-		r := &rig{clock: &ManualClock{}, irq: NewChanIRQ(), wire: &captureWire{}, dma: dma}
-		d, err := New(make([]byte, RegisterPageSize), dma, DeviceConfig{Model: Models[0], MAC: testMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond})
+		r := &rig{clock: &regs.ManualClock{}, irq: NewChanIRQ(), wire: &captureWire{}, dma: dma}
+		d, err := New(make([]byte, regs.RegisterPageSize), dma, DeviceConfig{Model: Models[0], MAC: testMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,16 +496,16 @@ func TestUntrustedMemory(t *testing.T) {
 		for i := range r.dma[:0x2000] {
 			r.dma[i] = byte(rng.Uint32())
 		}
-		for _, off := range []uint32{RDBAL, RDBAH, RDLEN, RDH, RDT, TDBAL, TDBAH, TDLEN, TDH, TDT, RCTL, TCTL} {
+		for _, off := range []uint32{regs.RDBAL, regs.RDBAH, regs.RDLEN, regs.RDH, regs.RDT, regs.TDBAL, regs.TDBAH, regs.TDLEN, regs.TDH, regs.TDT, regs.RCTL, regs.TCTL} {
 			v := rng.Uint32()
 			if rng.IntN(2) == 0 {
 				v %= 0x2000
 			}
 			d.Write32(off, v)
 		}
-		d.Write32(RCTL, d.Read32(RCTL)|RctlEN|RctlUPE)
-		d.Write32(TCTL, TctlEN)
-		d.Write32(d.Read32(TDT)+rng.Uint32()%3, 0) // stray writes, some unaligned
+		d.Write32(regs.RCTL, d.Read32(regs.RCTL)|regs.RctlEN|regs.RctlUPE)
+		d.Write32(regs.TCTL, regs.TctlEN)
+		d.Write32(d.Read32(regs.TDT)+rng.Uint32()%3, 0) // stray writes, some unaligned
 		d.Read32(rng.Uint32())
 		n := 1 + rng.IntN(3000)
 		took := d.Receive([][]byte{frameTo(testMAC, max(n, 14), 0)[:n]})

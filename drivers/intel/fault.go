@@ -3,6 +3,8 @@ package intel
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 )
 
 // Fault is a failure of the hardware a test injects, to see a driver live through what a real
@@ -41,7 +43,7 @@ func (d *Device) Inject(f Fault) {
 	switch {
 	case f == FaultGone:
 		// A driver in another process reads the page itself: it must read all ones too.
-		for off := uint32(0); off < RegisterPageSize; off += 4 {
+		for off := uint32(0); off < regs.RegisterPageSize; off += 4 {
 			d.store(off, ^uint32(0))
 		}
 		d.irqPending, d.txBusy = false, false
@@ -57,15 +59,15 @@ func (d *Device) Inject(f Fault) {
 // garbageRX writes the next of FaultGarbage's nonsense into a receive descriptor (d.mu held).
 func (d *Device) garbageRX(desc uint64) {
 	kinds := [...]struct{ length, status uint32 }{
-		{0xffff, RxStatusDD | RxStatusEOP},            // past any buffer
-		{64, RxStatusDD},                              // a frame that never ends
-		{64, RxStatusDD | RxStatusEOP | RxErrRXE<<8},  // an error
-		{0, RxStatusDD | RxStatusEOP},                 // nothing at all
-		{0x0801, RxStatusDD | RxStatusEOP | 0xfc<<16}, // one byte past 2048, checksum bits
+		{0xffff, regs.RxStatusDD | regs.RxStatusEOP},
+		{64, regs.RxStatusDD},
+		{64, regs.RxStatusDD | regs.RxStatusEOP | regs.RxErrRXE<<8}, // an error
+		{0, regs.RxStatusDD | regs.RxStatusEOP},
+		{0x0801, regs.RxStatusDD | regs.RxStatusEOP | 0xfc<<16}, // one byte past 2048, checksum bits
 	}
 	k := kinds[d.garbage%uint32(len(kinds))]
 	d.garbage++
-	le.PutUint32(d.dma[desc+DescLenOff:], k.length)
+	le.PutUint32(d.dma[desc+regs.DescLenOff:], k.length)
 	atomic.StoreUint32(d.statusWord(desc), k.status)
 	d.cnt.RXDescriptors.Add(1)
 }
@@ -77,7 +79,7 @@ func (d *Device) faultReceive(now time.Duration, frames [][]byte) {
 		d.cnt.RXDropped.Add(uint64(len(frames)))
 		return
 	}
-	base, n, head, tail, ok := d.ring(RDBAL, RDBAH, RDLEN, RDH, RDT)
+	base, n, head, tail, ok := d.ring(regs.RDBAL, regs.RDBAH, regs.RDLEN, regs.RDH, regs.RDT)
 	if !ok {
 		return
 	}
@@ -85,9 +87,9 @@ func (d *Device) faultReceive(now time.Duration, frames [][]byte) {
 		if head == tail {
 			break
 		}
-		d.garbageRX(base + uint64(head)*DescSize)
+		d.garbageRX(base + uint64(head)*regs.DescSize)
 		head = (head + 1) % n
 	}
-	d.store(RDH, head)
-	d.cause(now, IntRXT0)
+	d.store(regs.RDH, head)
+	d.cause(now, regs.IntRXT0)
 }

@@ -1,6 +1,10 @@
 package intel
 
-import "time"
+import (
+	"time"
+
+	"github.com/nicstack/nicstack/drivers/intel/regs"
+)
 
 // phyStart begins auto-negotiation when a cable is in and the PHY is out of reset.
 func (d *Device) phyStart(now time.Duration) {
@@ -31,7 +35,7 @@ func (d *Device) setLink(now time.Duration, up bool, speed int) {
 	}
 	d.linkUp, d.speed = up, speed
 	d.updateStatus()
-	d.cause(now, IntLSC)
+	d.cause(now, regs.IntLSC)
 }
 
 // SetCarrier plugs the cable in (the link partner is there) or pulls it.

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/netdev/header"
 )
 
@@ -15,10 +16,10 @@ var le = binary.LittleEndian
 // Everything in DMA memory and the registers is written by the driver: untrusted.
 func (d *Device) ring(bal, bah, dlen, dh, dt uint32) (base uint64, n, head, tail uint32, ok bool) {
 	base = (uint64(d.load(bah))<<32 | uint64(d.load(bal))) &^ 0xf
-	n = d.load(dlen) / DescSize
+	n = d.load(dlen) / regs.DescSize
 	head, tail = d.load(dh), d.load(dt)
 	ok = n > 0 && head < n && tail < n && base <= uint64(len(d.dma)) &&
-		uint64(n)*DescSize <= uint64(len(d.dma))-base
+		uint64(n)*regs.DescSize <= uint64(len(d.dma))-base
 	return base, n, head, tail, ok
 }
 
@@ -29,19 +30,19 @@ func (d *Device) inDMA(addr uint64, n int) bool {
 
 // statusWord is a descriptor's last 32-bit word, where the status byte hands ownership over.
 func (d *Device) statusWord(desc uint64) *uint32 {
-	return (*uint32)(unsafe.Pointer(&d.dma[desc+DescStatusWord]))
+	return (*uint32)(unsafe.Pointer(&d.dma[desc+regs.DescStatusWord]))
 }
 
 // transmit fetches transmit descriptors while the wire is free, writes DD back where RS asks
 // for it, and returns the frames for the wire.
 func (d *Device) transmit(now time.Duration) [][]byte {
 	d.batch = d.batch[:0]
-	base, n, head, tail, ok := d.ring(TDBAL, TDBAH, TDLEN, TDH, TDT)
+	base, n, head, tail, ok := d.ring(regs.TDBAL, regs.TDBAH, regs.TDLEN, regs.TDH, regs.TDT)
 	if d.fault == FaultGone || d.fault == FaultDMA { // no descriptor can be fetched: the queue stands
 		d.txBusy = false
 		return nil
 	}
-	if d.load(TCTL)&TctlEN == 0 || head == tail {
+	if d.load(regs.TCTL)&regs.TctlEN == 0 || head == tail {
 		d.txBusy = false
 		return nil
 	}
@@ -57,13 +58,13 @@ func (d *Device) transmit(now time.Duration) [][]byte {
 	var causes uint32
 	used := 0
 	for head != tail && d.wireFree <= now && used+maxFrame <= len(d.arena) {
-		desc := base + uint64(head)*DescSize
+		desc := base + uint64(head)*regs.DescSize
 		addr := le.Uint64(d.dma[desc:])
-		lw := le.Uint32(d.dma[desc+DescLenOff:])
-		length, cmd := int(lw&0xffff), lw>>TxCmdShift
+		lw := le.Uint32(d.dma[desc+regs.DescLenOff:])
+		length, cmd := int(lw&0xffff), lw>>regs.TxCmdShift
 		d.cnt.TXDescriptors.Add(1)
 		switch {
-		case cmd&TxCmdDEXT != 0 || !d.inDMA(addr, length):
+		case cmd&regs.TxCmdDEXT != 0 || !d.inDMA(addr, length):
 			d.cnt.BadDescriptors.Add(1)
 			d.asmBad = true
 		case len(d.asm)+length > maxFrame:
@@ -71,13 +72,13 @@ func (d *Device) transmit(now time.Duration) [][]byte {
 		default:
 			d.asm = append(d.asm, d.dma[addr:addr+uint64(length)]...)
 		}
-		if cmd&TxCmdRS != 0 {
+		if cmd&regs.TxCmdRS != 0 {
 			w := d.statusWord(desc)
-			atomic.StoreUint32(w, atomic.LoadUint32(w)|TxStaDD)
-			causes |= IntTXDW
+			atomic.StoreUint32(w, atomic.LoadUint32(w)|regs.TxStaDD)
+			causes |= regs.IntTXDW
 		}
 		head = (head + 1) % n
-		if cmd&TxCmdEOP == 0 {
+		if cmd&regs.TxCmdEOP == 0 {
 			continue
 		}
 		switch {
@@ -94,9 +95,9 @@ func (d *Device) transmit(now time.Duration) [][]byte {
 		}
 		d.asm, d.asmBad = d.asm[:0], false
 	}
-	d.store(TDH, head)
+	d.store(regs.TDH, head)
 	if head == tail {
-		causes |= IntTXQE
+		causes |= regs.IntTXQE
 		d.txBusy = false
 	}
 	d.cause(now, causes)
@@ -107,25 +108,25 @@ func (d *Device) transmit(now time.Duration) [][]byte {
 func rxBufSize(rctl uint32) int {
 	sizes := [2][4]int{{2048, 1024, 512, 256}, {2048, 16384, 8192, 4096}}
 	bsex := 0
-	if rctl&RctlBSEX != 0 {
+	if rctl&regs.RctlBSEX != 0 {
 		bsex = 1
 	}
-	return sizes[bsex][rctl&RctlBSIZE>>16]
+	return sizes[bsex][rctl&regs.RctlBSIZE>>16]
 }
 
 // accepts is the receive address filter.
 func (d *Device) accepts(rctl uint32, f []byte) bool {
 	switch {
 	case f[0]&1 == 0: // unicast
-		if rctl&RctlUPE != 0 {
+		if rctl&regs.RctlUPE != 0 {
 			return true
 		}
-		ral, rah := d.load(RAL), d.load(RAH)
-		return rah&RahAV != 0 && le.Uint32(f[0:4]) == ral && uint32(le.Uint16(f[4:6])) == rah&0xffff
+		ral, rah := d.load(regs.RAL), d.load(regs.RAH)
+		return rah&regs.RahAV != 0 && le.Uint32(f[0:4]) == ral && uint32(le.Uint16(f[4:6])) == rah&0xffff
 	case le.Uint32(f[0:4]) == 0xffffffff && le.Uint16(f[4:6]) == 0xffff:
-		return rctl&RctlBAM != 0 || rctl&RctlMPE != 0
+		return rctl&regs.RctlBAM != 0 || rctl&regs.RctlMPE != 0
 	default:
-		return rctl&RctlMPE != 0
+		return rctl&regs.RctlMPE != 0
 	}
 }
 
@@ -142,12 +143,12 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 	d.DrainPosted()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rctl := d.load(RCTL)
+	rctl := d.load(regs.RCTL)
 	if d.fault != FaultNone && d.linkUp {
 		d.faultReceive(d.clock.Now(), frames)
 		return len(frames)
 	}
-	if !d.linkUp || rctl&RctlEN == 0 {
+	if !d.linkUp || rctl&regs.RctlEN == 0 {
 		d.cnt.RXDropped.Add(uint64(len(frames)))
 		return len(frames)
 	}
@@ -162,14 +163,14 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 	}
 	d.rxWireFree = start
 	frames = frames[:taken]
-	base, n, head, tail, ok := d.ring(RDBAL, RDBAH, RDLEN, RDH, RDT)
+	base, n, head, tail, ok := d.ring(regs.RDBAL, regs.RDBAH, regs.RDLEN, regs.RDH, regs.RDT)
 	if !ok {
 		d.cnt.BadDescriptors.Add(1)
 		d.cnt.RXDropped.Add(uint64(len(frames)))
 		return taken
 	}
 	bufSize, maxLen := rxBufSize(rctl), 1522
-	if rctl&RctlLPE != 0 {
+	if rctl&regs.RctlLPE != 0 {
 		maxLen = maxFrame
 	}
 	var causes uint32
@@ -180,25 +181,25 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 		}
 		if need := uint32((len(f) + bufSize - 1) / bufSize); (tail+n-head)%n < need {
 			d.cnt.RXNoDescriptor.Add(1)
-			causes |= IntRXO
+			causes |= regs.IntRXO
 			continue
 		}
 		bad := false
 		for rest := f; len(rest) > 0; {
-			desc := base + uint64(head)*DescSize
+			desc := base + uint64(head)*regs.DescSize
 			addr := le.Uint64(d.dma[desc:])
 			chunk := min(len(rest), bufSize)
-			status := uint32(RxStatusDD)
+			status := uint32(regs.RxStatusDD)
 			if chunk == len(rest) {
-				status |= RxStatusEOP
+				status |= regs.RxStatusEOP
 			}
 			if d.inDMA(addr, chunk) {
 				copy(d.dma[addr:], rest[:chunk])
 			} else {
 				bad = true
-				status |= RxErrRXE << 8
+				status |= regs.RxErrRXE << 8
 			}
-			le.PutUint32(d.dma[desc+DescLenOff:], uint32(chunk)) // length; no checksum offload
+			le.PutUint32(d.dma[desc+regs.DescLenOff:], uint32(chunk)) // length; no checksum offload
 			atomic.StoreUint32(d.statusWord(desc), status)
 			d.cnt.RXDescriptors.Add(1)
 			head = (head + 1) % n
@@ -210,9 +211,9 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 		}
 		d.cnt.RXFrames.Add(1)
 		d.cnt.RXBytes.Add(uint64(len(f)))
-		causes |= IntRXT0
+		causes |= regs.IntRXT0
 	}
-	d.store(RDH, head)
+	d.store(regs.RDH, head)
 	d.cause(now, causes)
 	return taken
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -47,7 +48,7 @@ func threadCPU() time.Duration {
 
 // lineRig is driver and model with a counting wire and a saturated router, link up.
 type lineRig struct {
-	clock *intel.ManualClock
+	clock *regs.ManualClock
 	irq   intel.ChanIRQ
 	wire  *countingWire
 	dev   *intel.Device
@@ -56,12 +57,12 @@ type lineRig struct {
 }
 
 func newLineRig(tb testing.TB, cfg ipxe.Config) *lineRig {
-	l := &lineRig{clock: &intel.ManualClock{}, irq: intel.NewChanIRQ(), wire: &countingWire{},
+	l := &lineRig{clock: &regs.ManualClock{}, irq: intel.NewChanIRQ(), wire: &countingWire{},
 		up: &saturatedUplink{frame: frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 1514, 1), bulk: make([]byte, 2048)}}
 	dma := make([]byte, ipxe.DMASize)
 	m, _ := intel.ModelByName("82574L")
 	var err error
-	l.dev, err = intel.New(make([]byte, intel.RegisterPageSize), dma, intel.DeviceConfig{
+	l.dev, err = intel.New(make([]byte, regs.RegisterPageSize), dma, intel.DeviceConfig{
 		Model: m, MAC: nicMAC, Clock: l.clock, IRQ: l.irq, Wire: l.wire, Autoneg: time.Millisecond,
 	})
 	if err != nil {

@@ -1,11 +1,11 @@
 // Package ipxe is the NIC driver logic of Genode's ipxe-based Intel driver with nicstack's
 // three changes: RX interrupt throttling through ITR (fixed, or adaptive as traffic changes),
 // TX batching with one TDT write per batch and queue-empty TX interrupts, and no PHY reset on
-// parts that lose speed from it. It drives
-// an 82574L-style device (drivers/intel) through an MMIO interface and DMA memory, and passes
-// frames to and from an Uplink in bursts. It knows no processes and no packet streams: the
-// ipxe_nic component (components/ipxe_nic) runs its event loops and binds the Uplink to the
-// router's session.
+// parts that lose speed from it. It drives an 82574L-style device (the emulated NIC of
+// drivers/intel, or a PCI device through VFIO) by the register map of drivers/intel/regs,
+// through an MMIO interface and DMA memory, and passes frames to and from an Uplink in bursts.
+// It knows no processes and no packet streams: the ipxe_nic component (components/ipxe_nic)
+// runs its event loops and binds the Uplink to the router's session.
 package ipxe
 
 import (
@@ -19,7 +19,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 )
 
 // MMIO is the device's register page as the driver reaches it.
@@ -28,7 +28,7 @@ type MMIO interface {
 	Write32(off, v uint32)
 }
 
-// quietPoster is MMIO (the emulated NIC's, intel.PostedRegisters) that can post a write
+// quietPoster is MMIO (the emulated NIC's, regs.PostedRegisters) that can post a write
 // without waking the device, for the RX refill after each burst.
 type quietPoster interface{ PostQuiet(off, v uint32) }
 
@@ -42,17 +42,12 @@ type Device struct {
 	DMABase  uint64
 	DeviceID uint16    // PCI device ID (the vendor is Intel), one LookupModel knows
 	Counters *Counters // where the driver counts; nil: counters of its own
-	// Clock times adaptive moderation's intervals (intel.ManualClock in tests); nil: the
+	// Clock times adaptive moderation's intervals (regs.ManualClock in tests); nil: the
 	// monotonic clock.
-	Clock intel.Clock
+	Clock regs.Clock
 	// Log hears the device's faults (fault.go); nil: they are counted only.
 	Log *slog.Logger
 }
-
-// monotonic is the real clock.
-type monotonic struct{ origin time.Time }
-
-func (m monotonic) Now() time.Duration { return time.Since(m.origin) }
 
 // Uplink is where received frames go and frames to send come from: the router's Uplink
 // session while the link is up (components/ipxe_nic binds it), a test's fake. The driver calls
@@ -84,8 +79,8 @@ const (
 	BufSize  = 2048
 
 	txRing  = 0
-	rxRing  = txRing + RingSize*intel.DescSize
-	txBufs  = rxRing + RingSize*intel.DescSize
+	rxRing  = txRing + RingSize*regs.DescSize
+	txBufs  = rxRing + RingSize*regs.DescSize
 	rxBufs  = txBufs + RingSize*BufSize
 	DMASize = rxBufs + RingSize*BufSize
 )
@@ -154,7 +149,7 @@ type Driver struct {
 	link   bool
 	speed  int
 	cnt    *Counters
-	clock  intel.Clock
+	clock  regs.Clock
 	mod    *Moderation // nil: a fixed ITR
 	work   Work        // since the last interrupt, for moderation
 
@@ -194,10 +189,10 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 		d.cnt = NewCounters(nil)
 	}
 	if d.clock == nil {
-		d.clock = monotonic{time.Now()}
+		d.clock = regs.Monotonic()
 	}
 	d.faults.log = dev.Log
-	if d.regs.Read32(intel.STATUS) == allOnes {
+	if d.regs.Read32(regs.STATUS) == allOnes {
 		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
 	}
 	onLink, d.onLink = d.onLink, nil
@@ -215,12 +210,12 @@ func (d *Driver) start() error {
 	if err := d.reset(); err != nil {
 		return err
 	}
-	ral, rah := d.regs.Read32(intel.RAL), d.regs.Read32(intel.RAH)
+	ral, rah := d.regs.Read32(regs.RAL), d.regs.Read32(regs.RAH)
 	d.mac = net.HardwareAddr{byte(ral), byte(ral >> 8), byte(ral >> 16), byte(ral >> 24), byte(rah), byte(rah >> 8)}
 	d.setupRings()
-	d.regs.Write32(intel.ITR, d.startThrottle())
-	d.regs.Read32(intel.ICR) // drop stale causes
-	d.regs.Write32(intel.IMS, intel.IntLSC|intel.IntRXT0)
+	d.regs.Write32(regs.ITR, d.startThrottle())
+	d.regs.Read32(regs.ICR) // drop stale causes
+	d.regs.Write32(regs.IMS, regs.IntLSC|regs.IntRXT0)
 	d.txMask = 0
 	d.txStalled = false
 	d.maskTX()
@@ -230,22 +225,22 @@ func (d *Driver) start() error {
 
 // reset resets the MAC, and the PHY with it when the link is down and the config allows.
 func (d *Driver) reset() error {
-	d.regs.Write32(intel.IMC, ^uint32(0))
-	ctrl := d.regs.Read32(intel.CTRL)
-	d.regs.Write32(intel.CTRL, ctrl|intel.CtrlRST)
+	d.regs.Write32(regs.IMC, ^uint32(0))
+	ctrl := d.regs.Read32(regs.CTRL)
+	d.regs.Write32(regs.CTRL, ctrl|regs.CtrlRST)
 	if err := d.waitReset(); err != nil {
 		return err
 	}
-	ctrl = d.regs.Read32(intel.CTRL)&^(intel.CtrlLRST|intel.CtrlPHYRST) | intel.CtrlASDE | intel.CtrlSLU
-	d.regs.Write32(intel.CTRL, ctrl)
-	if d.regs.Read32(intel.STATUS)&intel.StatusLU != 0 || !d.wantPHYReset() {
+	ctrl = d.regs.Read32(regs.CTRL)&^(regs.CtrlLRST|regs.CtrlPHYRST) | regs.CtrlASDE | regs.CtrlSLU
+	d.regs.Write32(regs.CTRL, ctrl)
+	if d.regs.Read32(regs.STATUS)&regs.StatusLU != 0 || !d.wantPHYReset() {
 		return nil
 	}
-	d.regs.Write32(intel.CTRL, ctrl|intel.CtrlRST|intel.CtrlPHYRST)
+	d.regs.Write32(regs.CTRL, ctrl|regs.CtrlRST|regs.CtrlPHYRST)
 	if err := d.waitReset(); err != nil {
 		return err
 	}
-	d.regs.Write32(intel.CTRL, ctrl) // PHY reset does not clear itself on every part
+	d.regs.Write32(regs.CTRL, ctrl) // PHY reset does not clear itself on every part
 	return nil
 }
 
@@ -262,7 +257,7 @@ func (d *Driver) wantPHYReset() bool {
 // waitReset waits for CTRL.RST to clear itself (at once in process; a posted write later).
 func (d *Driver) waitReset() error {
 	deadline := time.Now().Add(resetTimeout)
-	for d.regs.Read32(intel.CTRL)&intel.CtrlRST != 0 {
+	for d.regs.Read32(regs.CTRL)&regs.CtrlRST != 0 {
 		if time.Now().After(deadline) {
 			return errors.New("ipxe: device did not come out of reset")
 		}
@@ -274,37 +269,37 @@ func (d *Driver) waitReset() error {
 func (d *Driver) setupRings() {
 	for i := range uint32(RingSize) {
 		d.armRX(i)
-		desc := txRing + i*intel.DescSize
-		clear(d.dma[desc : desc+intel.DescSize])
+		desc := txRing + i*regs.DescSize
+		clear(d.dma[desc : desc+regs.DescSize])
 	}
-	d.regs.Write32(intel.TDBAH, uint32(d.bus(txRing)>>32))
-	d.regs.Write32(intel.TDBAL, uint32(d.bus(txRing)))
-	d.regs.Write32(intel.TDLEN, RingSize*intel.DescSize)
-	d.regs.Write32(intel.TDH, 0)
-	d.regs.Write32(intel.TDT, 0)
-	d.regs.Write32(intel.RDBAH, uint32(d.bus(rxRing)>>32))
-	d.regs.Write32(intel.RDBAL, uint32(d.bus(rxRing)))
-	d.regs.Write32(intel.RDLEN, RingSize*intel.DescSize)
-	d.regs.Write32(intel.RDH, 0)
-	d.regs.Write32(intel.RDT, RingSize-1)
+	d.regs.Write32(regs.TDBAH, uint32(d.bus(txRing)>>32))
+	d.regs.Write32(regs.TDBAL, uint32(d.bus(txRing)))
+	d.regs.Write32(regs.TDLEN, RingSize*regs.DescSize)
+	d.regs.Write32(regs.TDH, 0)
+	d.regs.Write32(regs.TDT, 0)
+	d.regs.Write32(regs.RDBAH, uint32(d.bus(rxRing)>>32))
+	d.regs.Write32(regs.RDBAL, uint32(d.bus(rxRing)))
+	d.regs.Write32(regs.RDLEN, RingSize*regs.DescSize)
+	d.regs.Write32(regs.RDH, 0)
+	d.regs.Write32(regs.RDT, RingSize-1)
 	d.rxNext, d.txTail, d.txReap = 0, 0, 0
 	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
-	d.regs.Write32(intel.TCTL, intel.TctlEN|intel.TctlPSP|0x0f<<4|0x3f<<12)
+	d.regs.Write32(regs.TCTL, regs.TctlEN|regs.TctlPSP|0x0f<<4|0x3f<<12)
 	// Legacy descriptors on one queue, without checksums written into them: a driver before
 	// us (Linux's e1000e uses extended descriptors and RSS) may leave these set where a MAC
 	// reset keeps them.
-	d.regs.Write32(intel.RFCTL, 0)
-	d.regs.Write32(intel.MRQC, 0)
-	d.regs.Write32(intel.RXCSUM, 0)
+	d.regs.Write32(regs.RFCTL, 0)
+	d.regs.Write32(regs.MRQC, 0)
+	d.regs.Write32(regs.RXCSUM, 0)
 	// 2048-byte buffers (BSIZE 00), promiscuous as iPXE is: the router filters
-	d.regs.Write32(intel.RCTL, intel.RctlEN|intel.RctlUPE|intel.RctlMPE|intel.RctlBAM|intel.RctlSECRC)
+	d.regs.Write32(regs.RCTL, regs.RctlEN|regs.RctlUPE|regs.RctlMPE|regs.RctlBAM|regs.RctlSECRC)
 }
 
 // armRX hands RX descriptor i its buffer, with the status cleared last.
 func (d *Driver) armRX(i uint32) {
-	desc := rxRing + i*intel.DescSize
+	desc := rxRing + i*regs.DescSize
 	le.PutUint64(d.dma[desc:], d.bus(rxBufs+i*BufSize))
-	le.PutUint32(d.dma[desc+intel.DescLenOff:], 0)
+	le.PutUint32(d.dma[desc+regs.DescLenOff:], 0)
 	atomic.StoreUint32(d.statusWord(desc), 0)
 }
 
@@ -312,7 +307,7 @@ func (d *Driver) armRX(i uint32) {
 func (d *Driver) bus(off uint32) uint64 { return d.dev.DMABase + uint64(off) }
 
 func (d *Driver) statusWord(desc uint32) *uint32 {
-	return (*uint32)(unsafe.Pointer(&d.dma[desc+intel.DescStatusWord]))
+	return (*uint32)(unsafe.Pointer(&d.dma[desc+regs.DescStatusWord]))
 }
 
 // txCause is the TX interrupt cause the driver wants unmasked now: TXDW always with
@@ -324,9 +319,9 @@ func (d *Driver) statusWord(desc uint32) *uint32 {
 func (d *Driver) txCause() uint32 {
 	switch {
 	case d.cfg.TxIrq == TxIrqDescriptorDone:
-		return intel.IntTXDW
+		return regs.IntTXDW
 	case d.txStalled:
-		return intel.IntTXQE
+		return regs.IntTXQE
 	}
 	return 0
 }
@@ -339,15 +334,15 @@ func (d *Driver) maskTX() {
 		return
 	}
 	if d.txMask != 0 {
-		d.regs.Write32(intel.IMC, d.txMask)
+		d.regs.Write32(regs.IMC, d.txMask)
 	}
-	if want == intel.IntTXQE {
+	if want == regs.IntTXQE {
 		// The queue ran empty before, unmasked or not: clear that latched cause, or it
 		// interrupts at once while the ring is full.
-		d.regs.Write32(intel.ICR, intel.IntTXQE)
+		d.regs.Write32(regs.ICR, regs.IntTXQE)
 	}
 	if want != 0 {
-		d.regs.Write32(intel.IMS, want)
+		d.regs.Write32(regs.IMS, want)
 	}
 	d.txMask = want
 }
@@ -399,7 +394,7 @@ func (d *Driver) Configure(cfg Config) error {
 	oldCfg := d.cfg
 	d.cfg = cfg
 	if cfg.AdaptiveThrottle != oldCfg.AdaptiveThrottle || !cfg.AdaptiveThrottle && cfg.RxIrqThrottle != oldCfg.RxIrqThrottle {
-		d.regs.Write32(intel.ITR, d.startThrottle())
+		d.regs.Write32(regs.ITR, d.startThrottle())
 	}
 	d.maskTX()
 	return nil
@@ -407,13 +402,13 @@ func (d *Driver) Configure(cfg Config) error {
 
 // checkLink reads STATUS and reports a change.
 func (d *Driver) checkLink() {
-	st := d.regs.Read32(intel.STATUS)
-	up, speed := st&intel.StatusLU != 0, 0
+	st := d.regs.Read32(regs.STATUS)
+	up, speed := st&regs.StatusLU != 0, 0
 	if up {
-		switch st & intel.StatusSpeedMask {
-		case intel.StatusSpeed10:
+		switch st & regs.StatusSpeedMask {
+		case regs.StatusSpeed10:
 			speed = 10
-		case intel.StatusSpeed100:
+		case regs.StatusSpeed100:
 			speed = 100
 		default:
 			speed = 1000
@@ -442,15 +437,15 @@ func (d *Driver) HandleInterrupt() {
 	if d.faults.gone {
 		return
 	}
-	icr := d.regs.Read32(intel.ICR)
+	icr := d.regs.Read32(regs.ICR)
 	if icr == 0 {
 		d.cnt.SpuriousInterrupts.Add(1)
 	}
-	if icr == allOnes || icr == 0 && d.regs.Read32(intel.STATUS) == allOnes {
+	if icr == allOnes || icr == 0 && d.regs.Read32(regs.STATUS) == allOnes {
 		d.vanished()
 		return
 	}
-	if icr&intel.IntLSC != 0 {
+	if icr&regs.IntLSC != 0 {
 		d.checkLink()
 	}
 	d.reapTX()
@@ -460,7 +455,7 @@ func (d *Driver) HandleInterrupt() {
 	}
 	if d.mod != nil {
 		if class, changed := d.mod.Interrupt(d.clock.Now(), d.work); changed {
-			d.regs.Write32(intel.ITR, class.ITR())
+			d.regs.Write32(regs.ITR, class.ITR())
 		}
 	}
 	d.work = Work{}
@@ -481,15 +476,15 @@ func (d *Driver) txFree() uint32 { return (d.txReap + RingSize - d.txTail - 1) %
 func (d *Driver) receive() {
 	n := 0
 	for n < RingSize {
-		desc := rxRing + d.rxNext*intel.DescSize
+		desc := rxRing + d.rxNext*regs.DescSize
 		w := atomic.LoadUint32(d.statusWord(desc))
-		if w&intel.RxStatusDD == 0 {
+		if w&regs.RxStatusDD == 0 {
 			break
 		}
-		length := uint32(le.Uint16(d.dma[desc+intel.DescLenOff:]))
+		length := uint32(le.Uint16(d.dma[desc+regs.DescLenOff:]))
 		buf := rxBufs + d.rxNext*BufSize
 		switch {
-		case w&intel.RxStatusEOP == 0 || length > BufSize || length == 0:
+		case w&regs.RxStatusEOP == 0 || length > BufSize || length == 0:
 			// Spans buffers (never with 2048-byte buffers), or is no frame: the device
 			// wrote back what the driver did not ask for.
 			d.cnt.RXDropped.Add(1)
@@ -518,9 +513,9 @@ func (d *Driver) receive() {
 		d.cnt.RXBursts.Add(1)
 	}
 	if q, ok := d.regs.(quietPoster); ok {
-		q.PostQuiet(intel.RDT, (d.rxNext+RingSize-1)%RingSize)
+		q.PostQuiet(regs.RDT, (d.rxNext+RingSize-1)%RingSize)
 	} else {
-		d.regs.Write32(intel.RDT, (d.rxNext+RingSize-1)%RingSize)
+		d.regs.Write32(regs.RDT, (d.rxNext+RingSize-1)%RingSize)
 	}
 	d.cnt.RDTWrites.Add(1)
 }
@@ -528,7 +523,7 @@ func (d *Driver) receive() {
 // reapTX frees the TX descriptors the device has written back.
 func (d *Driver) reapTX() {
 	for d.txReap != d.txTail {
-		if atomic.LoadUint32(d.statusWord(txRing+d.txReap*intel.DescSize))&intel.TxStaDD == 0 {
+		if atomic.LoadUint32(d.statusWord(txRing+d.txReap*regs.DescSize))&regs.TxStaDD == 0 {
 			return
 		}
 		d.txReap = (d.txReap + 1) % RingSize
@@ -561,10 +556,10 @@ func (d *Driver) Transmit() {
 			d.cnt.TXDropped.Add(1)
 			continue
 		}
-		desc := txRing + d.txTail*intel.DescSize
+		desc := txRing + d.txTail*regs.DescSize
 		le.PutUint64(d.dma[desc:], d.bus(buf))
-		cmd := uint32(intel.TxCmdEOP | intel.TxCmdIFCS | intel.TxCmdRS)
-		le.PutUint32(d.dma[desc+intel.DescLenOff:], uint32(n)|cmd<<intel.TxCmdShift)
+		cmd := uint32(regs.TxCmdEOP | regs.TxCmdIFCS | regs.TxCmdRS)
+		le.PutUint32(d.dma[desc+regs.DescLenOff:], uint32(n)|cmd<<regs.TxCmdShift)
 		atomic.StoreUint32(d.statusWord(desc), 0)
 		d.txTail = (d.txTail + 1) % RingSize
 		queued++
@@ -587,6 +582,6 @@ func (d *Driver) Transmit() {
 }
 
 func (d *Driver) kickTX() {
-	d.regs.Write32(intel.TDT, d.txTail)
+	d.regs.Write32(regs.TDT, d.txTail)
 	d.cnt.TDTWrites.Add(1)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -58,7 +59,7 @@ type linkEvent struct {
 // event loop played by step.
 type rig struct {
 	dev   *intel.Device
-	clock *intel.ManualClock
+	clock *regs.ManualClock
 	irq   intel.ChanIRQ
 	wire  *captureWire
 	drv   *ipxe.Driver
@@ -74,9 +75,9 @@ func newRig(t *testing.T, model string, cfg ipxe.Config) *rig {
 	if !ok {
 		t.Fatalf("no model %q", model)
 	}
-	r := &rig{clock: &intel.ManualClock{}, irq: intel.NewChanIRQ(), wire: &captureWire{}, up: &fakeUplink{}}
+	r := &rig{clock: &regs.ManualClock{}, irq: intel.NewChanIRQ(), wire: &captureWire{}, up: &fakeUplink{}}
 	dma := make([]byte, ipxe.DMASize)
-	dev, err := intel.New(make([]byte, intel.RegisterPageSize), dma, intel.DeviceConfig{
+	dev, err := intel.New(make([]byte, regs.RegisterPageSize), dma, intel.DeviceConfig{
 		Model: m, MAC: nicMAC, Clock: r.clock, IRQ: r.irq, Wire: r.wire, Autoneg: time.Millisecond,
 	})
 	if err != nil {
@@ -368,10 +369,10 @@ func TestPhyReset(t *testing.T) {
 
 func TestConfigureLive(t *testing.T) {
 	r := newRig(t, "82574L", ipxe.DefaultConfig())
-	if got := r.dev.Read32(intel.ITR); got != ipxe.DefaultRxIrqThrottle {
+	if got := r.dev.Read32(regs.ITR); got != ipxe.DefaultRxIrqThrottle {
 		t.Fatalf("ITR %d after open, want %d", got, ipxe.DefaultRxIrqThrottle)
 	}
-	if got := r.dev.Read32(intel.IMS); got != intel.IntLSC|intel.IntRXT0 { // TXQE: only while the ring is full
+	if got := r.dev.Read32(regs.IMS); got != regs.IntLSC|regs.IntRXT0 { // TXQE: only while the ring is full
 		t.Fatalf("IMS %#x after open", got)
 	}
 	cfg := r.drv.Config()
@@ -379,10 +380,10 @@ func TestConfigureLive(t *testing.T) {
 	if err := r.drv.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.dev.Read32(intel.ITR); got != 5580 {
+	if got := r.dev.Read32(regs.ITR); got != 5580 {
 		t.Errorf("ITR %d after the change, want 5580", got)
 	}
-	if got := r.dev.Read32(intel.IMS); got != intel.IntLSC|intel.IntRXT0|intel.IntTXDW {
+	if got := r.dev.Read32(regs.IMS); got != regs.IntLSC|regs.IntRXT0|regs.IntTXDW {
 		t.Errorf("IMS %#x after switching to descriptor_done", got)
 	}
 }
@@ -452,8 +453,8 @@ func (w *lockedWire) count() int {
 // another, talking only through the register page, the posted-write queue and DMA memory as
 // they will between processes (heap memory here, so the race detector sees it).
 func TestPostedRegisters(t *testing.T) {
-	page := make([]byte, intel.RegisterPageSize)
-	q, err := intel.NewWriteQueue(make([]byte, intel.WriteQueueSize))
+	page := make([]byte, regs.RegisterPageSize)
+	q, err := regs.NewWriteQueue(make([]byte, regs.WriteQueueSize))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +470,7 @@ func TestPostedRegisters(t *testing.T) {
 	device.Go(func() { dev.Run(stopDevice) })
 	defer func() { close(stopDevice); device.Wait() }()
 
-	regs, err := intel.NewPostedRegisters(page, q, dev.Kick)
+	mmio, err := regs.NewPostedRegisters(page, q, dev.Kick)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestPostedRegisters(t *testing.T) {
 		in = append(in, frame(nicMAC, 60+(i*3)%1455, i))
 	}
 	up := &fakeUplink{tx: out}
-	drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma, DeviceID: m.DeviceID}, ipxe.DefaultConfig(), nil)
+	drv, err := ipxe.Open(ipxe.Device{Regs: mmio, DMA: dma, DeviceID: m.DeviceID}, ipxe.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,8 +524,8 @@ func TestPostedRegisters(t *testing.T) {
 	driver.Wait()
 	sameFrames(t, "wire", wire.frames, out)
 	sameFrames(t, "uplink", up.rx, in)
-	if regs.Stalls.Load() != 0 {
-		t.Errorf("%d register accesses stalled", regs.Stalls.Load())
+	if mmio.Stalls.Load() != 0 {
+		t.Errorf("%d register accesses stalled", mmio.Stalls.Load())
 	}
 }
 
@@ -539,11 +540,11 @@ func (h hostileRegs) Write32(uint32, uint32) {}
 func TestHostileDevice(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	dma := make([]byte, ipxe.DMASize)
-	regs := hostileRegs{rng}
+	mmio := hostileRegs{rng}
 	for range 20 {
 		cfg := ipxe.DefaultConfig()
 		cfg.PhyReset = ipxe.PhyReset(rng.IntN(3))
-		drv, err := ipxe.Open(ipxe.Device{Regs: regs, DMA: dma, DeviceID: 0x10D3}, cfg, func(bool, int) {})
+		drv, err := ipxe.Open(ipxe.Device{Regs: mmio, DMA: dma, DeviceID: 0x10D3}, cfg, func(bool, int) {})
 		if err != nil {
 			continue // "did not come out of reset" is a fine answer to garbage
 		}

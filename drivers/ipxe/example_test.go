@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -17,7 +18,7 @@ func Example() {
 	nic, _ := intel.ParseConfig(nil, "") // defaults: 82574L, 02:00:00:00:00:01
 	hw := nic.Device
 	hw.IRQ, hw.Autoneg = irq, time.Millisecond
-	dev, _ := intel.New(make([]byte, intel.RegisterPageSize), dma, hw)
+	dev, _ := intel.New(make([]byte, regs.RegisterPageSize), dma, hw)
 	stop := make(chan struct{})
 	defer close(stop)
 	go dev.Run(stop)

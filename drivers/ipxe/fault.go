@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 )
 
 // A NIC fails in three ways a driver must live through (the device is the driver's peer:
@@ -66,7 +66,7 @@ const WatchdogInterval = 2 * time.Second
 // whose DMA fails raises none for the frames it does not send. A device that answers again,
 // and a hung transmit queue, get a reset; the rings start over and the sessions stay.
 func (d *Driver) Watchdog() {
-	status := d.regs.Read32(intel.STATUS)
+	status := d.regs.Read32(regs.STATUS)
 	switch {
 	case status == allOnes:
 		d.vanished()
@@ -102,7 +102,7 @@ func (d *Driver) restart() {
 		d.faults.warn("ipxe: resetting the device failed", "err", err)
 	}
 	d.cnt.DeviceResets.Add(1) // counted once the device came out of reset
-	if d.regs.Read32(intel.STATUS) == allOnes {
+	if d.regs.Read32(regs.STATUS) == allOnes {
 		d.vanished()
 	}
 }

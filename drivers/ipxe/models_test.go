@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -41,10 +42,10 @@ func TestLookupModel(t *testing.T) {
 func TestDMABase(t *testing.T) {
 	const base = 1 << 21
 	mem := make([]byte, base+ipxe.DMASize)
-	clock := &intel.ManualClock{}
+	clock := &regs.ManualClock{}
 	irq := intel.NewChanIRQ()
 	wire := &captureWire{}
-	dev, err := intel.New(make([]byte, intel.RegisterPageSize), mem, intel.DeviceConfig{
+	dev, err := intel.New(make([]byte, regs.RegisterPageSize), mem, intel.DeviceConfig{
 		MAC: nicMAC, Clock: clock, IRQ: irq, Wire: wire, Autoneg: time.Millisecond,
 	})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -140,7 +140,7 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 	cfg.AdaptiveThrottle = true
 	r := newRig(t, "82574L", cfg)
 	r.waitLink(t)
-	if got := r.dev.Read32(intel.ITR); got != 0 {
+	if got := r.dev.Read32(regs.ITR); got != 0 {
 		t.Fatalf("ITR %d after open, want 0", got)
 	}
 	itrs := map[uint32]bool{}
@@ -151,10 +151,10 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 			r.drv.Transmit()
 		}
 		r.step(frameTime)
-		itrs[r.dev.Read32(intel.ITR)] = true
+		itrs[r.dev.Read32(regs.ITR)] = true
 	}
 	c := r.drv.Counters()
-	if got := r.dev.Read32(intel.ITR); got != ipxe.StreamLatency.ITR() || !itrs[ipxe.BulkLatency.ITR()] {
+	if got := r.dev.Read32(regs.ITR); got != ipxe.StreamLatency.ITR() || !itrs[ipxe.BulkLatency.ITR()] {
 		t.Fatalf("ITR %d after a stream (%d changes), want bulk's %d, then the stream class's %d", got, c.ITRChanges.Load(), ipxe.BulkLatency.ITR(), ipxe.StreamLatency.ITR())
 	}
 	for itr := range itrs {
@@ -166,13 +166,13 @@ func TestAdaptiveThrottleWritesITR(t *testing.T) {
 	r.step(10 * time.Millisecond) // a quiet line
 	r.dev.Receive([][]byte{frame(nicMAC, 100, 0)})
 	r.step(frameTime)
-	if got := r.dev.Read32(intel.ITR); got != 0 {
+	if got := r.dev.Read32(regs.ITR); got != 0 {
 		t.Errorf("ITR %d after the line was quiet, want 0", got)
 	}
 	if r.drv.Config().AdaptiveThrottle {
 		cfg.AdaptiveThrottle, cfg.RxIrqThrottle = false, 5580
-		if err := r.drv.Configure(cfg); err != nil || r.dev.Read32(intel.ITR) != 5580 {
-			t.Errorf("back to a fixed 5580: ITR %d, %v", r.dev.Read32(intel.ITR), err)
+		if err := r.drv.Configure(cfg); err != nil || r.dev.Read32(regs.ITR) != 5580 {
+			t.Errorf("back to a fixed 5580: ITR %d, %v", r.dev.Read32(regs.ITR), err)
 		}
 	}
 	t.Logf("itr_lowest_ms %d, itr_low_ms %d, itr_bulk_ms %d, itr_stream_ms %d, itr_changes %d", c.ITRLowestMS.Load(), c.ITRLowMS.Load(), c.ITRBulkMS.Load(), c.ITRStreamMS.Load(), c.ITRChanges.Load())

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -64,16 +65,16 @@ func TestEmulatedNICChild(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		t.Skip("runs as the child of the tests across processes")
 	}
-	regs := mapShared(t, 3, intel.RegisterPageSize+intel.WriteQueueSize)
+	mmio := mapShared(t, 3, regs.RegisterPageSize+regs.WriteQueueSize)
 	dma := mapShared(t, 4, ipxe.DMASize)
-	irq, doorbell := intel.Eventfd(5), intel.Eventfd(6)
+	irq, doorbell := regs.Eventfd(5), regs.Eventfd(6)
 	cnt := sharedCounters(mapShared(t, 7, counterPage))
-	q, err := intel.NewWriteQueue(regs[intel.RegisterPageSize:])
+	q, err := regs.NewWriteQueue(mmio[regs.RegisterPageSize:])
 	if err != nil {
 		t.Fatal(err)
 	}
 	wire := &loopback{}
-	dev, err := intel.New(regs[:intel.RegisterPageSize], dma, intel.DeviceConfig{
+	dev, err := intel.New(mmio[:regs.RegisterPageSize], dma, intel.DeviceConfig{
 		MAC: nicMAC, IRQ: irq, Wire: wire, Posted: q, Autoneg: time.Millisecond, Counters: cnt,
 	})
 	if err != nil {
@@ -99,9 +100,9 @@ func TestEmulatedNICChild(t *testing.T) {
 type child struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	regs *intel.PostedRegisters
+	regs *regs.PostedRegisters
 	dma  []byte
-	irq  intel.Eventfd
+	irq  regs.Eventfd
 	cnt  *intel.Counters // the device's, in shared memory
 }
 
@@ -125,7 +126,7 @@ func startChild(t *testing.T) *child {
 		return os.NewFile(uintptr(fd), name)
 	}
 	files := []*os.File{
-		memfd("intel-regs", intel.RegisterPageSize+intel.WriteQueueSize),
+		memfd("intel-regs", regs.RegisterPageSize+regs.WriteQueueSize),
 		memfd("intel-dma", ipxe.DMASize),
 		eventfd("intel-irq"), eventfd("intel-doorbell"),
 		memfd("intel-counters", counterPage),
@@ -148,7 +149,7 @@ func startChild(t *testing.T) *child {
 		c.cmd.Process.Kill()
 		c.cmd.Wait()
 	})
-	regsMem := mapShared(t, int(files[0].Fd()), intel.RegisterPageSize+intel.WriteQueueSize)
+	regsMem := mapShared(t, int(files[0].Fd()), regs.RegisterPageSize+regs.WriteQueueSize)
 	c.dma = mapShared(t, int(files[1].Fd()), ipxe.DMASize)
 	cntMem := mapShared(t, int(files[4].Fd()), counterPage)
 	t.Cleanup(func() {
@@ -157,13 +158,13 @@ func startChild(t *testing.T) *child {
 		unix.Munmap(cntMem)
 	})
 	c.cnt = sharedCounters(cntMem)
-	c.irq = intel.Eventfd(int(files[2].Fd()))
-	doorbell := intel.Eventfd(int(files[3].Fd()))
-	q, err := intel.NewWriteQueue(regsMem[intel.RegisterPageSize:])
+	c.irq = regs.Eventfd(int(files[2].Fd()))
+	doorbell := regs.Eventfd(int(files[3].Fd()))
+	q, err := regs.NewWriteQueue(regsMem[regs.RegisterPageSize:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.regs, err = intel.NewPostedRegisters(regsMem[:intel.RegisterPageSize], q, doorbell.Raise); err != nil {
+	if c.regs, err = regs.NewPostedRegisters(regsMem[:regs.RegisterPageSize], q, doorbell.Raise); err != nil {
 		t.Fatal(err)
 	}
 	unix.SetNonblock(int(files[2].Fd()), true)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -56,9 +57,9 @@ func runRealTime(tb testing.TB, itr uint32, batch bool, dur time.Duration) realT
 		}
 		fds[i] = fd
 	}
-	irq, doorbell := intel.Eventfd(fds[0]), intel.Eventfd(fds[1])
-	page, dma := make([]byte, intel.RegisterPageSize), make([]byte, ipxe.DMASize)
-	q, err := intel.NewWriteQueue(make([]byte, intel.WriteQueueSize))
+	irq, doorbell := regs.Eventfd(fds[0]), regs.Eventfd(fds[1])
+	page, dma := make([]byte, regs.RegisterPageSize), make([]byte, ipxe.DMASize)
+	q, err := regs.NewWriteQueue(make([]byte, regs.WriteQueueSize))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func runRealTime(tb testing.TB, itr uint32, batch bool, dur time.Duration) realT
 	if err != nil {
 		tb.Fatal(err)
 	}
-	regs, err := intel.NewPostedRegisters(page, q, doorbell.Raise)
+	mmio, err := regs.NewPostedRegisters(page, q, doorbell.Raise)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func runRealTime(tb testing.TB, itr uint32, batch bool, dur time.Duration) realT
 	wg.Go(func() { // the driver component's event loop
 		thread(3)
 		var err error
-		drv, err = ipxe.Open(ipxe.Device{Regs: regs, DMA: dma, DeviceID: m.DeviceID}, cfg, nil)
+		drv, err = ipxe.Open(ipxe.Device{Regs: mmio, DMA: dma, DeviceID: m.DeviceID}, cfg, nil)
 		ready <- err
 		if err != nil {
 			return

@@ -13,9 +13,10 @@ import (
 	"github.com/nicstack/nicstack/netdev/header"
 )
 
-// MaxFrame is the longest frame accepted: QEMU's own receive buffer (NET_BUFSIZE, 4 KiB plus
-// 64 KiB) bounds what it sends.
-const MaxFrame = 4096 + 65536
+// MaxStreamFrame is the longest frame the stream carries: QEMU's own receive buffer
+// (NET_BUFSIZE, 4 KiB plus 64 KiB) bounds what it sends and takes. It is QEMU's bound, not
+// netdev.MaxFrame, and a little larger.
+const MaxStreamFrame = 4096 + 65536
 
 // minFrame is an Ethernet header: a shorter length is no frame.
 const minFrame = header.EthLen
@@ -27,7 +28,7 @@ type MalformedError struct {
 }
 
 func (e *MalformedError) Error() string {
-	return fmt.Sprintf("frame length %d at stream offset %d: want %d to %d", e.Length, e.Offset, minFrame, MaxFrame)
+	return fmt.Sprintf("frame length %d at stream offset %d: want %d to %d", e.Length, e.Offset, minFrame, MaxStreamFrame)
 }
 
 // Reader parses frames out of a stream.
@@ -40,7 +41,7 @@ type Reader struct {
 
 // NewReader reads from r with a buffer of size bytes (at least two largest frames).
 func NewReader(r io.Reader, size int) *Reader {
-	return &Reader{r: r, buf: make([]byte, max(size, 2*(MaxFrame+4)))}
+	return &Reader{r: r, buf: make([]byte, max(size, 2*(MaxStreamFrame+4)))}
 }
 
 // ReadFrames makes one read and appends the whole frames the buffer then holds to frames. The
@@ -48,7 +49,7 @@ func NewReader(r io.Reader, size int) *Reader {
 // of the read waits for the next one. It returns io.EOF (or the read's error) once the stream
 // ends, and a *MalformedError for a bad length.
 func (r *Reader) ReadFrames(frames [][]byte) ([][]byte, error) {
-	if r.start > 0 && len(r.buf)-r.end < MaxFrame+4 {
+	if r.start > 0 && len(r.buf)-r.end < MaxStreamFrame+4 {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
 	}
@@ -56,7 +57,7 @@ func (r *Reader) ReadFrames(frames [][]byte) ([][]byte, error) {
 	r.end += n
 	for r.end-r.start >= 4 {
 		l := binary.BigEndian.Uint32(r.buf[r.start:])
-		if l < minFrame || l > MaxFrame {
+		if l < minFrame || l > MaxStreamFrame {
 			return frames, &MalformedError{Length: l, Offset: r.offset}
 		}
 		if r.end-r.start < 4+int(l) {

@@ -21,7 +21,7 @@ func stream(frames ...[]byte) []byte {
 // TestReaderBatches reads frames that arrive a byte at a time and many at once, and what a
 // Writer wrote.
 func TestReaderBatches(t *testing.T) {
-	want := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1514), bytes.Repeat([]byte{3}, MaxFrame)}
+	want := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1514), bytes.Repeat([]byte{3}, MaxStreamFrame)}
 	var buf bytes.Buffer
 	w := NewWriter()
 	for _, f := range want {
@@ -62,7 +62,7 @@ func TestReaderBatches(t *testing.T) {
 }
 
 func TestReaderMalformed(t *testing.T) {
-	for _, l := range []uint32{0, 13, MaxFrame + 1, 1 << 31} {
+	for _, l := range []uint32{0, 13, MaxStreamFrame + 1, 1 << 31} {
 		b := stream(make([]byte, 60))
 		b = binary.BigEndian.AppendUint32(b, l)
 		rd := NewReader(bytes.NewReader(b), 0)
@@ -84,7 +84,7 @@ func FuzzReader(f *testing.F) {
 		for range len(b) + 2 {
 			fs, err := rd.ReadFrames(nil)
 			for _, fr := range fs {
-				if len(fr) < minFrame || len(fr) > MaxFrame {
+				if len(fr) < minFrame || len(fr) > MaxStreamFrame {
 					t.Fatalf("frame of %d bytes", len(fr))
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/internal/backendtest"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // go test -run '^$' -bench . ./drivers/tap (root): frames/s and Gbit/s of Write alone, and of
@@ -23,5 +24,5 @@ func BenchmarkTAP(b *testing.B) {
 
 func env(b *testing.B) backendtest.Env {
 	ns, d, path := setup(b)
-	return backendtest.Env{Dev: d, MaxFrame: MaxFrame, Kernel: ns, Path: path, TxDropped: d.Stats.TxDropped.Load}
+	return backendtest.Env{Dev: d, MaxFrame: netdev.MaxFrame, Kernel: ns, Path: path, TxDropped: d.Stats.TxDropped.Load}
 }

@@ -25,10 +25,6 @@ import (
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
-// MaxFrame is the largest frame a TAP with TSO hands out (a 64 KiB GSO packet plus the
-// Ethernet and a VLAN header, rounded up). Read buffers of this size never truncate.
-const MaxFrame = 65536 + 256
-
 // TUNSETOFFLOAD bits (linux/if_tun.h); x/sys/unix does not define them.
 const (
 	tunFCsum = 0x01
@@ -258,9 +254,9 @@ func (d *Device) ReadTo(t netdev.Target) (int, error) {
 
 // Read waits until the TAP has frames, then reads until it is empty or bufs are full. Frame i
 // lands in bufs[i][:sizes[i]] with its offload metadata in offs[i]; sizes and offs must be at
-// least as long as bufs, and a buffer of MaxFrame bytes holds any frame. Malformed frames are
-// counted in RxDropped and skipped. It returns the number of frames read, at least one unless
-// err is set.
+// least as long as bufs, and a buffer of netdev.MaxFrame bytes holds any frame. Malformed
+// frames are counted in RxDropped and skipped. It returns the number of frames read, at least
+// one unless err is set.
 func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	if len(bufs) == 0 {
 		return 0, nil

@@ -51,7 +51,7 @@ func TestTAPAgainstKernel(t *testing.T) {
 		}
 	}
 	backendtest.Run(t, backendtest.Env{
-		Dev: d, MaxFrame: MaxFrame, Kernel: ns, Path: path,
+		Dev: d, MaxFrame: netdev.MaxFrame, Kernel: ns, Path: path,
 		TxDropped: d.Stats.TxDropped.Load,
 	})
 	if d.Stats.TxJoined.Load() < 29 {
@@ -100,7 +100,7 @@ func TestTAPFromFileAndClose(t *testing.T) {
 	d.Close()
 	done := make(chan error, 1)
 	go func() {
-		_, err := d2.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
+		_, err := d2.Read([][]byte{make([]byte, netdev.MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -124,7 +124,7 @@ func TestTAPDeletedUnderRead(t *testing.T) {
 	ns, d, _ := setup(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Read([][]byte{make([]byte, MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
+		_, err := d.Read([][]byte{make([]byte, netdev.MaxFrame)}, make([]int, 1), make([]netdev.Offload, 1))
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -150,7 +150,7 @@ func TestTAPUnprivilegedFromFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		backendtest.Echo(t, d, MaxFrame)
+		backendtest.Echo(t, d, netdev.MaxFrame)
 		return
 	}
 	ns, d, path := setup(t)

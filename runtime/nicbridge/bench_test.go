@@ -5,6 +5,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/afpacket"
 	"github.com/nicstack/nicstack/internal/backendtest"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // go test -run '^$' -bench . ./drivers/linuxnic (root): frames/s and Gbit/s through an Uplink
@@ -16,14 +17,14 @@ func BenchmarkNIC(b *testing.B) {
 			ns, d, path := tapSetup(b)
 			n, r := attach(b, d, d.Close)
 			backendtest.ForwardBack(b, ns, "nstap0", path.Src.IP)
-			backendtest.BenchForward(b, backendtest.Env{Dev: r, MaxFrame: MaxFrame, Kernel: ns, Path: path}, bf)
+			backendtest.BenchForward(b, backendtest.Env{Dev: r, MaxFrame: netdev.MaxFrame, Kernel: ns, Path: path}, bf)
 			reportBatching(b, n)
 		})
 		b.Run("packet/"+bf.Name, func(b *testing.B) {
 			host, s, path := packetSetup(b, afpacket.Config{})
 			n, r := attach(b, s, s.Close)
 			backendtest.ForwardBack(b, host, "nsb0", path.Src.IP)
-			backendtest.BenchForward(b, backendtest.Env{Dev: r, MaxFrame: MaxFrame, Kernel: host, Path: path}, bf)
+			backendtest.BenchForward(b, backendtest.Env{Dev: r, MaxFrame: netdev.MaxFrame, Kernel: host, Path: path}, bf)
 			reportBatching(b, n)
 			b.ReportMetric(float64(s.Stats.TxFrames.Load())/float64(max(s.Stats.TxKicks.Load(), 1)), "frames/kick")
 		})

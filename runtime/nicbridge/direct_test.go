@@ -52,7 +52,7 @@ func (w *scriptedWire) ReadTo(t netdev.Target) (int, error) {
 // allocation for the largest frame come back (the buffer holds one such allocation at a time,
 // and every burst needs one); without a session frames are counted as such.
 func TestDirectRead(t *testing.T) {
-	cfg := ps.Config{QueueSize: 4, BulkSize: (MaxFrame/ps.BlockSize + 2) * ps.BlockSize}
+	cfg := ps.Config{QueueSize: 4, BulkSize: (netdev.MaxFrame/ps.BlockSize + 2) * ps.BlockSize}
 	cl, srv, err := ps.NewHeapSession(cfg, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestDirectRead(t *testing.T) {
 	}
 
 	for round := range 3 { // the largest frames, one at a time: nothing may leak between them
-		big := frame(MaxFrame, byte(round))
+		big := frame(netdev.MaxFrame, byte(round))
 		burst(big)
 		take(big)
 	}
@@ -109,7 +109,7 @@ func TestDirectRead(t *testing.T) {
 	if d := n.Stats.RxDropped.Load(); d != 2 {
 		t.Errorf("%d frames dropped at a full queue, want 2", d)
 	}
-	big := frame(MaxFrame, 9)
+	big := frame(netdev.MaxFrame, 9)
 	burst(big)
 	take(big)
 	if got, want := n.Stats.RxBursts.Load(), uint64(5); got != want {

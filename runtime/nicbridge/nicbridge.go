@@ -24,11 +24,8 @@ import (
 )
 
 // Burst bounds the frames taken per read and per write. A read buffer holds the largest frame,
-// so the read side keeps Burst x MaxFrame bytes (2 MiB).
+// so the read side keeps Burst x netdev.MaxFrame bytes (2 MiB).
 const Burst = 32
-
-// MaxFrame is the largest frame the back ends hand out (a 64 KiB GSO packet with its headers).
-const MaxFrame = 65536 + 256
 
 // Stats are the driver's own counters (the device counts what it read and wrote). They point to
 // storage the caller may own: a component's named counters.
@@ -84,26 +81,27 @@ func New(dev netdev.Device, st *Stats) *NIC {
 	}
 	n := &NIC{Stats: st, dev: dev, bufs: make([][]byte, k), sizes: make([]int, k), offs: make([]netdev.Offload, k)}
 	for i := range n.bufs {
-		n.bufs[i] = make([]byte, MaxFrame)
+		n.bufs[i] = make([]byte, netdev.MaxFrame)
 	}
-	n.rx.n, n.rx.limit = n, MaxFrame
+	n.rx.n, n.rx.limit = n, netdev.MaxFrame
 	return n
 }
 
-// TapFrameLimit is the largest frame a TAP hands out: MaxFrame with offloads (super-frames),
-// else its MTU plus an Ethernet and a VLAN header.
+// TapFrameLimit is the largest frame a TAP hands out: netdev.MaxFrame with offloads
+// (super-frames), else its MTU plus an Ethernet and a VLAN header.
 func TapFrameLimit(offload bool, mtu int) int {
 	if offload {
-		return MaxFrame
+		return netdev.MaxFrame
 	}
 	return mtu + 18
 }
 
 // LimitFrames tells the NIC that its device hands out frames of at most max bytes (see
 // TapFrameLimit), before Run. A DirectReader's frames are then read into allocations of that
-// size rather than of MaxFrame: single-block ones, which take the blocks freed last instead of
-// cycling through the stream's buffer (MTU 1500 without offloads ran 10-20 % slower that way).
-func (n *NIC) LimitFrames(max int) { n.rx.limit = min(max, MaxFrame) }
+// size rather than of netdev.MaxFrame: single-block ones, which take the blocks freed last
+// instead of cycling through the stream's buffer (MTU 1500 without offloads ran 10-20 % slower
+// that way).
+func (n *NIC) LimitFrames(max int) { n.rx.limit = min(max, netdev.MaxFrame) }
 
 // Run reads bursts from the wire until Read fails, and returns that error (closing the device
 // ends it). An error transient says may pass (the interface went down) is reported to it and
@@ -136,7 +134,7 @@ func (n *NIC) deliver(k int) {
 		n.Stats.RxNoLink.Add(uint64(k))
 		return
 	}
-	reclaim(out)
+	out.ReleaseAcked()
 	var frames, bytes, dropped uint64
 	for i := 0; i < k; i++ {
 		if !submitCopy(out, n.bufs[i][:n.sizes[i]], &n.offs[i]) {
@@ -186,7 +184,7 @@ func (t *rxTarget) Begin() {
 	t.n.mu.Lock()
 	t.out = t.n.out
 	if t.out != nil {
-		reclaim(t.out)
+		t.out.ReleaseAcked()
 		t.size = min(t.limit, t.out.Config().MaxFrame())
 	}
 }
@@ -270,23 +268,10 @@ func submit(out *ps.Source, p ps.Packet, off *netdev.Offload) bool {
 // alloc allocates size bytes in out, taking back what the router acknowledged when it has to.
 func alloc(out *ps.Source, size int) (ps.Packet, error) {
 	p, err := out.Alloc(size)
-	if errors.Is(err, ps.ErrExhausted) && reclaim(out) {
+	if errors.Is(err, ps.ErrExhausted) && out.ReleaseAcked() > 0 {
 		p, err = out.Alloc(size)
 	}
 	return p, err
-}
-
-// reclaim frees what the router acknowledged and reports whether there was any.
-func reclaim(out *ps.Source) bool {
-	any := false
-	for {
-		p, ok := out.GetAcked()
-		if !ok {
-			return any
-		}
-		out.Release(p)
-		any = true
-	}
 }
 
 // Attach binds the NIC to an opened Uplink session (its client end): "link up". A NIC serves
@@ -329,17 +314,12 @@ type txLoop struct {
 }
 
 func startTX(n *NIC, in *ps.Sink) (*txLoop, error) {
-	w, err := ps.NewWaiter(in)
-	if err != nil {
-		return nil, err
-	}
 	// Sleep at once instead of spinning, as a driver waits for its interrupt: on a component's
 	// one or two CPUs a spin keeps the wire reader and the kernel from running (measured: the
 	// spin cut throughput 5-10x). It sleeps in the netpoller, as the wire reader does, so
 	// the two share a thread (linux_tap: 3-5 % more throughput than a thread of its own).
-	w.Spin = 0
-	if err := w.UseNetpoll(); err != nil {
-		w.Close()
+	w, err := ps.NewSignalWaiter(in)
+	if err != nil {
 		return nil, err
 	}
 	t := &txLoop{n: n, in: in, w: w, done: make(chan struct{}),

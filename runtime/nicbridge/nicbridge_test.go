@@ -68,7 +68,7 @@ func (r *router) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
 	out := r.srv.RX
 	defer out.Wakeup()
 	for i, f := range bufs {
-		reclaim(out)
+		out.ReleaseAcked()
 		p, err := out.Alloc(len(f))
 		for errors.Is(err, ps.ErrExhausted) {
 			out.Wakeup()
@@ -199,7 +199,7 @@ func packetSetup(t testing.TB, cfg afpacket.Config) (*netns.NS, *afpacket.Socket
 func TestTAPThroughSession(t *testing.T) {
 	ns, d, path := tapSetup(t)
 	n, r := attach(t, d, d.Close)
-	backendtest.Run(t, backendtest.Env{Dev: r, MaxFrame: MaxFrame, Kernel: ns, Path: path, TxDropped: r.sent(d.Stats.TxDropped.Load)})
+	backendtest.Run(t, backendtest.Env{Dev: r, MaxFrame: netdev.MaxFrame, Kernel: ns, Path: path, TxDropped: r.sent(d.Stats.TxDropped.Load)})
 	checkBatching(t, n)
 }
 
@@ -207,7 +207,7 @@ func TestTAPThroughSession(t *testing.T) {
 func TestPacketThroughSession(t *testing.T) {
 	host, s, path := packetSetup(t, afpacket.Config{})
 	n, r := attach(t, s, s.Close)
-	backendtest.Run(t, backendtest.Env{Dev: r, MaxFrame: MaxFrame, Kernel: host, Path: path, TxDropped: r.sent(s.Stats.TxDropped.Load)})
+	backendtest.Run(t, backendtest.Env{Dev: r, MaxFrame: netdev.MaxFrame, Kernel: host, Path: path, TxDropped: r.sent(s.Stats.TxDropped.Load)})
 	checkBatching(t, n)
 	if s.Stats.TxKicks.Load() > n.Stats.TxBatches.Load() {
 		t.Errorf("%d TX kicks for %d batches", s.Stats.TxKicks.Load(), n.Stats.TxBatches.Load())

@@ -83,13 +83,13 @@ func newEndpoint(reg *region, in, out int, ep func(*endpoint) Endpoint) (*endpoi
 	e := &endpoint{reg: reg, in: in, out: out}
 	for _, fd := range []int{in, out} {
 		if err := unix.SetNonblock(fd, true); err != nil {
-			e.close()
+			e.Close()
 			return nil, fmt.Errorf("packetstream: %w", err)
 		}
 	}
 	var err error
 	if e.own, err = NewWaiter(ep(e)); err != nil {
-		e.close()
+		e.Close()
 		return nil, err
 	}
 	return e, nil
@@ -140,7 +140,14 @@ func (e *endpoint) flush() {
 	}
 }
 
-func (e *endpoint) close() error {
+// Counters returns the endpoint's counters.
+func (e *endpoint) Counters() *Counters { return &e.ctr }
+
+// Config returns the stream's config.
+func (e *endpoint) Config() Config { return e.reg.cfg }
+
+// Close unmaps the region and closes the endpoint's eventfds. No call may run concurrently.
+func (e *endpoint) Close() error {
 	var err error
 	if e.own != nil {
 		err = e.own.Close()
@@ -148,9 +155,24 @@ func (e *endpoint) close() error {
 	return errors.Join(err, unix.Close(e.in), unix.Close(e.out), e.reg.unmap())
 }
 
-// openFds dups the stream's eventfds for one side: the source waits on ToSource and
+// openSide maps the stream's region for one side and dups the eventfds that side uses.
+func openSide(f *StreamFiles, source bool) (reg *region, in, out int, err error) {
+	if err := f.Cfg.Validate(); err != nil {
+		return nil, -1, -1, err
+	}
+	if reg, err = mapRegion(f.Mem, f.Cfg); err != nil {
+		return nil, -1, -1, err
+	}
+	if in, out, err = sideFds(f, source); err != nil {
+		reg.unmap()
+		return nil, -1, -1, err
+	}
+	return reg, in, out, nil
+}
+
+// sideFds dups the stream's eventfds for one side: the source waits on ToSource and
 // signals ToSink, the sink the other way round.
-func openFds(f *StreamFiles, source bool) (in, out int, err error) {
+func sideFds(f *StreamFiles, source bool) (in, out int, err error) {
 	a, b := f.ToSource, f.ToSink
 	if !source {
 		a, b = b, a

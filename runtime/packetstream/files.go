@@ -75,14 +75,9 @@ func (s *StreamFiles) check(what string) error {
 		return fmt.Errorf("%s: missing file", what)
 	}
 	var err error
-	cerr := control(s.Mem, func(fd int) {
-		var st unix.Stat_t
-		if err = unix.Fstat(fd, &st); err == nil && st.Size < int64(s.Cfg.RegionSize()) {
-			err = fmt.Errorf("%s: memory file has %d bytes, the config needs %d", what, st.Size, s.Cfg.RegionSize())
-		}
-	})
+	cerr := control(s.Mem, func(fd int) { err = checkRegionSize(fd, s.Cfg) })
 	if err = errors.Join(cerr, err); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	for _, f := range []*os.File{s.ToSink, s.ToSource} {
 		if err := checkEventFile(f); err != nil {

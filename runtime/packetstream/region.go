@@ -31,12 +31,8 @@ func mapRegion(f *os.File, cfg Config) (*region, error) {
 	var mem []byte
 	var err error
 	cerr := control(f, func(fd int) {
-		var st unix.Stat_t
-		if err = unix.Fstat(fd, &st); err != nil {
-			return
-		}
-		if st.Size < int64(cfg.RegionSize()) {
-			err = fmt.Errorf("packetstream: memory file %s has %d bytes, the stream needs %d", f.Name(), st.Size, cfg.RegionSize())
+		if err = checkRegionSize(fd, cfg); err != nil {
+			err = fmt.Errorf("packetstream: %s: %w", f.Name(), err)
 			return
 		}
 		seals, e := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
@@ -53,6 +49,18 @@ func mapRegion(f *os.File, cfg Config) (*region, error) {
 		return nil, err
 	}
 	return &region{cfg: cfg, mem: mem, unmap: func() error { return unix.Munmap(mem) }}, nil
+}
+
+// checkRegionSize checks that the memory file fd holds a region of cfg's size.
+func checkRegionSize(fd int, cfg Config) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Size < int64(cfg.RegionSize()) {
+		return fmt.Errorf("memory file has %d bytes, the stream needs %d", st.Size, cfg.RegionSize())
+	}
+	return nil
 }
 
 // control runs fn on f's descriptor without changing its blocking mode (File.Fd would).

@@ -1,11 +1,6 @@
 package packetstream
 
-import (
-	"errors"
-	"fmt"
-
-	"golang.org/x/sys/unix"
-)
+import "errors"
 
 // Client is the client's end of a Nic or Uplink session (a VM, a driver): it sends on TX and
 // receives on RX.
@@ -62,32 +57,32 @@ func NewHeapStream(cfg Config) (*Source, *Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	reg := heapRegion(cfg)
-	// Two eventfds as in StreamFiles; each side owns its own descriptors of both.
-	var fds [4]int // to-sink, to-source, and their duplicates
-	for i := range fds {
-		var fd int
-		var err error
-		if i < 2 {
-			fd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		} else {
-			fd, err = unix.FcntlInt(uintptr(fds[i-2]), unix.F_DUPFD_CLOEXEC, 0)
-		}
-		if err != nil {
-			for _, f := range fds[:i] {
-				unix.Close(f)
-			}
-			return nil, nil, fmt.Errorf("packetstream: heap stream: %w", err)
-		}
-		fds[i] = fd
-	}
-	src, err := newSource(reg, fds[1], fds[0])
-	if err != nil {
-		unix.Close(fds[2])
-		unix.Close(fds[3])
+	// The eventfds as in StreamFiles; each side dups its own descriptors of both, as
+	// OpenSource and OpenSink do, and the originals go.
+	f := &StreamFiles{Cfg: cfg}
+	var err error
+	if f.ToSink, err = newEventFile("heap-to-sink"); err != nil {
 		return nil, nil, err
 	}
-	snk, err := newSink(reg, fds[2], fds[3])
+	defer f.ToSink.Close()
+	if f.ToSource, err = newEventFile("heap-to-source"); err != nil {
+		return nil, nil, err
+	}
+	defer f.ToSource.Close()
+	reg := heapRegion(cfg) // shared by both sides; unmapping it is a no-op
+	in, out, err := sideFds(f, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := newSource(reg, in, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if in, out, err = sideFds(f, false); err != nil {
+		src.Close()
+		return nil, nil, err
+	}
+	snk, err := newSink(reg, in, out)
 	if err != nil {
 		src.Close()
 		return nil, nil, err

@@ -12,16 +12,8 @@ type Sink struct {
 
 // OpenSink maps the stream and returns its sink side.
 func OpenSink(f *StreamFiles) (*Sink, error) {
-	if err := f.Cfg.Validate(); err != nil {
-		return nil, err
-	}
-	reg, err := mapRegion(f.Mem, f.Cfg)
+	reg, in, out, err := openSide(f, false)
 	if err != nil {
-		return nil, err
-	}
-	in, out, err := openFds(f, false)
-	if err != nil {
-		reg.unmap()
 		return nil, err
 	}
 	return newSink(reg, in, out)
@@ -41,12 +33,6 @@ func newSink(reg *region, in, out int) (*Sink, error) {
 	}
 	return s, nil
 }
-
-// Counters returns the sink's counters.
-func (s *Sink) Counters() *Counters { return &s.ctr }
-
-// Config returns the stream's config.
-func (s *Sink) Config() Config { return s.reg.cfg }
 
 // valid checks a descriptor from the peer against the bulk buffer; the sums are in 64 bits, so
 // nothing overflows.
@@ -203,9 +189,6 @@ func (s *Sink) Ack(p Packet) error {
 	s.Wakeup()
 	return nil
 }
-
-// Close unmaps the region and closes the endpoint's eventfds. No call may run concurrently.
-func (s *Sink) Close() error { return s.close() }
 
 // A Sink waits for packets; after it found the ack queue full, for ack space only (packets it
 // cannot acknowledge are no reason to wake up).

@@ -22,16 +22,8 @@ type Source struct {
 
 // OpenSource maps the stream and returns its source side.
 func OpenSource(f *StreamFiles) (*Source, error) {
-	if err := f.Cfg.Validate(); err != nil {
-		return nil, err
-	}
-	reg, err := mapRegion(f.Mem, f.Cfg)
+	reg, in, out, err := openSide(f, true)
 	if err != nil {
-		return nil, err
-	}
-	in, out, err := openFds(f, true)
-	if err != nil {
-		reg.unmap()
 		return nil, err
 	}
 	return newSource(reg, in, out)
@@ -53,12 +45,6 @@ func newSource(reg *region, in, out int) (*Source, error) {
 	}
 	return s, nil
 }
-
-// Counters returns the source's counters.
-func (s *Source) Counters() *Counters { return &s.ctr }
-
-// Config returns the stream's config.
-func (s *Source) Config() Config { return s.reg.cfg }
 
 // Alloc reserves size bytes in the bulk buffer. It fails with ErrExhausted while no free run
 // fits (collect acknowledgements with GetAcked and Release them), and with an error when size
@@ -300,9 +286,6 @@ func (s *Source) WaitAcked() (Packet, error) {
 		}
 	}
 }
-
-// Close unmaps the region and closes the endpoint's eventfds. No call may run concurrently.
-func (s *Source) Close() error { return s.close() }
 
 // ready, arm and disarm make a Source an Endpoint of a Waiter: it waits for acknowledgements
 // while packets are in flight, and for submit space after it found the queue full.

@@ -114,6 +114,23 @@ func NewWaiter(eps ...Endpoint) (*Waiter, error) {
 	return w, nil
 }
 
+// NewSignalWaiter returns a Waiter over eps that sleeps at once (Spin 0) and in Go's netpoller
+// (UseNetpoll): the wait of a loop its peers' signals drive, as a Genode component waits for
+// its signals and a driver for its interrupt. A spin there keeps the peers that share the
+// loop's CPUs from running; in the netpoller the component's goroutines share one thread.
+func NewSignalWaiter(eps ...Endpoint) (*Waiter, error) {
+	w, err := NewWaiter(eps...)
+	if err != nil {
+		return nil, err
+	}
+	w.Spin = 0
+	if err := w.UseNetpoll(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
 // UseNetpoll makes Wait park the goroutine in Go's netpoller (the Waiter's epoll instance is
 // itself pollable) instead of blocking a thread in epoll_wait. A component with one Go P and
 // several waiting goroutines then sleeps on one thread, and the scheduler's monitor does not

@@ -44,12 +44,13 @@ type NIC struct {
 	devCnt *intel.Counters
 	cnt    *Counters
 
-	mu      sync.RWMutex // guards dev against CloseDevice; the receive path holds it shared
-	cfg     intel.DeviceConfig
-	dev     *intel.Device
-	mem     *devsession.Mem
-	stopDev chan struct{}
-	devDone sync.WaitGroup
+	mu       sync.RWMutex // guards dev against CloseDevice; the receive path holds it shared
+	cfg      intel.DeviceConfig
+	dev      *intel.Device
+	mem      *devsession.Mem
+	stopDev  chan struct{}
+	stopBell func() // ends the doorbell's reader
+	devDone  sync.WaitGroup
 
 	wire     *wire
 	wireDone sync.WaitGroup
@@ -98,7 +99,6 @@ func (n *NIC) OpenDevice(files []*os.File) error {
 	}
 	mem.SetPCIID(devsession.VendorIntel, dev.Model().DeviceID)
 	n.dev, n.mem, n.stopDev = dev, mem, make(chan struct{})
-	var stopped atomic.Bool
 	run := dev.Runner()
 	n.devDone.Go(func() { run(n.stopDev) })
 	// The hypervisor's ioeventfd: a doorbell write wakes the device. Its reader waits in the
@@ -106,29 +106,21 @@ func (n *NIC) OpenDevice(files []*os.File) error {
 	// is pinned to one CPU) until the runtime's monitor took it back, 20 µs to 10 ms later,
 	// stalling the device's spinning goroutines after every doorbell (half of their time at
 	// a doorbell per 50 µs). While they spin, they apply posted writes themselves.
-	n.devDone.Go(func() {
-		for mem.Doorbell.Wait() == nil && !stopped.Load() {
-			dev.Kick()
-		}
-	})
-	n.devDone.Go(func() {
-		<-n.stopDev
-		stopped.Store(true)
-		mem.Doorbell.Raise()
-	})
+	n.stopBell = mem.Doorbell.Serve(dev.Kick)
 	return nil
 }
 
 // CloseDevice stops the device and unmaps the session; the driver went away.
 func (n *NIC) CloseDevice() {
 	n.mu.Lock()
-	mem, stop := n.mem, n.stopDev
-	n.dev, n.mem = nil, nil // the receive path lets go of it
+	mem, stop, stopBell := n.mem, n.stopDev, n.stopBell
+	n.dev, n.mem, n.stopBell = nil, nil, nil // the receive path lets go of it
 	n.mu.Unlock()
 	if mem == nil {
 		return
 	}
 	close(stop) // not under mu: the device's goroutine transmits, which reads the wire under mu
+	stopBell()
 	n.devDone.Wait()
 	mem.Close()
 }

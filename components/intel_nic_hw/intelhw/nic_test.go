@@ -8,6 +8,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -83,7 +84,7 @@ func TestOneDriverOneFarEnd(t *testing.T) {
 	if v, d := m.PCIID(); v != devsession.VendorIntel || d != intel.Models[0].DeviceID {
 		t.Errorf("PCI ID %#x:%#x", v, d)
 	}
-	if ral := m.Regs[intel.RAL]; ral != 2 {
+	if ral := m.Regs[regs.RAL]; ral != 2 {
 		t.Errorf("RAL starts with %#x, want the MAC's first byte", ral)
 	}
 }

@@ -146,14 +146,14 @@ func (g *Stream) deliver(frames []netstack.Frame) {
 			copy(g.w.Frame(len(f.Data)), f.Data)
 			continue
 		}
-		room := g.w.Frame(qemustream.MaxFrame)
+		room := g.w.Frame(qemustream.MaxStreamFrame)
 		n := g.soft.Copy(room, f.Data, f.Offload)
 		for n <= len(room) {
 			g.w.Shrink(room, n)
 			if !g.soft.Pending() {
 				break
 			}
-			room = g.w.Frame(qemustream.MaxFrame)
+			room = g.w.Frame(qemustream.MaxStreamFrame)
 			n = g.soft.Next(room)
 		}
 		if n > len(room) {

@@ -50,7 +50,7 @@ func (cl *Client) openWire(s *component.Session) error {
 }
 
 func (w *wire) reflect(frames, reflected *atomic.Uint64) {
-	bufs := [][]byte{make([]byte, tap.MaxFrame)}
+	bufs := [][]byte{make([]byte, netdev.MaxFrame)}
 	sizes, offs := make([]int, 1), make([]netdev.Offload, 1)
 	for {
 		n, err := w.port.Read(bufs, sizes, offs)

@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 )
 
 const (
@@ -23,7 +24,7 @@ const (
 	// device ID at 2, written by the device's process, read by the driver to pick its quirks.
 	ConfigSpaceSize = 4096
 	// MMIOSize is the first memfd's size.
-	MMIOSize = intel.RegisterPageSize + intel.WriteQueueSize + ConfigSpaceSize
+	MMIOSize = regs.RegisterPageSize + regs.WriteQueueSize + ConfigSpaceSize
 	// Eventfds is the number of eventfds: interrupt, doorbell.
 	Eventfds = 2
 	// VendorIntel is the PCI vendor ID the model reports.
@@ -36,7 +37,7 @@ func Mems(dmaSize int) []int { return []int{MMIOSize, dmaSize} }
 // Mem is one side's mapping of a device session.
 type Mem struct {
 	Regs   []byte // the register page
-	Queue  *intel.WriteQueue
+	Queue  *regs.WriteQueue
 	Config []byte // the PCI config space
 	DMA    []byte
 	// IRQ and Doorbell are this side's duplicates of the eventfds, closed by Close.
@@ -60,9 +61,9 @@ func Map(files []*os.File) (*Mem, error) {
 		m.Close()
 		return nil, err
 	}
-	m.Regs = m.mmio[:intel.RegisterPageSize]
-	m.Config = m.mmio[intel.RegisterPageSize+intel.WriteQueueSize:]
-	if m.Queue, err = intel.NewWriteQueue(m.mmio[intel.RegisterPageSize : intel.RegisterPageSize+intel.WriteQueueSize]); err != nil {
+	m.Regs = m.mmio[:regs.RegisterPageSize]
+	m.Config = m.mmio[regs.RegisterPageSize+regs.WriteQueueSize:]
+	if m.Queue, err = regs.NewWriteQueue(m.mmio[regs.RegisterPageSize : regs.RegisterPageSize+regs.WriteQueueSize]); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -135,6 +136,24 @@ func (e *Eventfd) Wait() error {
 		return err
 	}
 	return rerr
+}
+
+// Serve calls fn on a goroutine of its own each time the eventfd is raised: the device's
+// doorbell reader, the driver's interrupt loop. stop ends it, raising the eventfd to end the
+// wait, and returns once fn has returned for the last time.
+func (e *Eventfd) Serve(fn func()) (stop func()) {
+	var stopped atomic.Bool
+	var done sync.WaitGroup
+	done.Go(func() {
+		for e.Wait() == nil && !stopped.Load() {
+			fn()
+		}
+	})
+	return func() {
+		stopped.Store(true)
+		e.Raise()
+		done.Wait()
+	}
 }
 
 // NewEventfd duplicates an eventfd (of a session, or VFIO's interrupt), non-blocking so that

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -79,5 +80,33 @@ func TestMapRejects(t *testing.T) {
 		} else if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// Serve calls its function for raises of the eventfd, and none once stop has returned.
+func TestServe(t *testing.T) {
+	files, err := devsession.NewFiles(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(files)
+	m, err := devsession.Map(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	calls := make(chan struct{}, 8)
+	stop := m.Doorbell.Serve(func() { calls <- struct{}{} })
+	m.Doorbell.Raise()
+	select {
+	case <-calls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no call for a raise")
+	}
+	stop()
+	m.Doorbell.Raise()
+	time.Sleep(10 * time.Millisecond)
+	if len(calls) != 0 {
+		t.Fatal("called after stop")
 	}
 }

@@ -1,17 +1,20 @@
-package intel
+package regs
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// Clock is the model's sense of time: ITR spacing, auto-negotiation and wire pacing are
-// measured on it, so tests can step it by hand.
+// Clock is the sense of time of the model and the driver: the model's ITR spacing,
+// auto-negotiation and wire pacing and the driver's adaptive moderation are measured on it,
+// so tests can step it by hand.
 type Clock interface {
 	Now() time.Duration // monotonic, from an arbitrary origin
 }
 
-// monotonic is the real clock.
+// Monotonic is the real clock, counting from now.
+func Monotonic() Clock { return monotonic{start: time.Now()} }
+
 type monotonic struct{ start time.Time }
 
 func (m monotonic) Now() time.Duration { return time.Since(m.start) }

@@ -1,10 +1,9 @@
-// Package intel is an emulated Intel gigabit NIC (82574L / e1000e register layout): a register
-// page, legacy descriptor rings in "DMA" memory shared with a driver, interrupt causes with the
-// ITR throttle, and a PHY that negotiates a link speed and paces the wire; the driver side uses
-// the register offsets and bits defined here. It is a model over memory and a Wire, not a
-// process: components/intel_nic_hw/intelhw runs it as intel_nic_hw on a device session
-// (drivers/intel/devsession) and plugs its wire into a session or a Linux interface.
-package intel
+// Package regs is the register map of the Intel gigabit NICs nicstack drives and emulates
+// (82574L / e1000e layout): register offsets and bits, the legacy descriptor format, and the
+// posted-write transport through which a driver in one process reaches a device in another.
+// It is what the driver (drivers/ipxe) and the emulation (drivers/intel) agree on, and
+// nothing of either: no device model, no driver logic.
+package regs
 
 // Register offsets in the register page (BAR0), as in the 82574L datasheet.
 const (
@@ -37,6 +36,9 @@ const (
 	RegisterPageSize = 0x20000
 )
 
+// InPage reports whether off names a 32-bit register inside the page.
+func InPage(off uint32) bool { return off%4 == 0 && off < RegisterPageSize }
+
 // CTRL bits.
 const (
 	CtrlFD      = 1 << 0 // full duplex
@@ -61,13 +63,12 @@ const (
 
 // Interrupt causes (ICR, ICS, IMS, IMC).
 const (
-	IntTXDW        = 1 << 0 // a transmit descriptor with RS was written back
-	IntTXQE        = 1 << 1 // the transmit queue ran empty
-	IntLSC         = 1 << 2 // link status change
-	IntRXO         = 1 << 6 // receive overrun: a frame found no free descriptor
-	IntRXT0        = 1 << 7 // receive timer: frames were written to the ring
-	IntAsserted    = 1 << 31
-	intCausesKnown = IntTXDW | IntTXQE | IntLSC | IntRXO | IntRXT0
+	IntTXDW     = 1 << 0 // a transmit descriptor with RS was written back
+	IntTXQE     = 1 << 1 // the transmit queue ran empty
+	IntLSC      = 1 << 2 // link status change
+	IntRXO      = 1 << 6 // receive overrun: a frame found no free descriptor
+	IntRXT0     = 1 << 7 // receive timer: frames were written to the ring
+	IntAsserted = 1 << 31
 )
 
 // RCTL and TCTL bits.
@@ -113,28 +114,3 @@ const (
 	// TxCmdShift is where the command byte sits in the descriptor's length word (offset 8).
 	TxCmdShift = 24
 )
-
-// A Model is one Intel part the emulation can pose as.
-type Model struct {
-	Name     string
-	DeviceID uint16 // PCI device ID, what a driver matches on
-	// PHYResetDegrades: after a PHY reset the PHY's OEM bits are not reloaded from NVM and
-	// auto-negotiation settles at 10 Mbit/s (ICH-class parts such as the i217-LM).
-	PHYResetDegrades bool
-}
-
-// Models are the parts the emulation offers, selected by name.
-var Models = []Model{
-	{Name: "82574L", DeviceID: 0x10D3},
-	{Name: "i217-LM", DeviceID: 0x153A, PHYResetDegrades: true},
-}
-
-// ModelByName finds a model by its name.
-func ModelByName(name string) (Model, bool) {
-	for _, m := range Models {
-		if m.Name == name {
-			return m, true
-		}
-	}
-	return Model{}, false
-}

@@ -1,4 +1,4 @@
-package intel
+package regs
 
 import (
 	"errors"
@@ -53,8 +53,8 @@ func (q *WriteQueue) post(off, v uint32) bool {
 	return true
 }
 
-// empty reports whether the device has applied every posted write.
-func (q *WriteQueue) empty() bool {
+// Empty reports whether the device has applied every posted write.
+func (q *WriteQueue) Empty() bool {
 	return atomic.LoadUint32(q.word(wqHead)) == atomic.LoadUint32(q.word(wqTail))
 }
 
@@ -119,14 +119,14 @@ func (p *PostedRegisters) backoff(i int, deadline *time.Time) bool {
 
 // Read32 reads a register once the posted writes have landed. ICR clears on read.
 func (p *PostedRegisters) Read32(off uint32) uint32 {
-	if !validOff(off) {
+	if !InPage(off) {
 		return 0
 	}
-	if p.quiet && !p.q.empty() {
+	if p.quiet && !p.q.Empty() {
 		p.ring()
 	}
 	var deadline time.Time
-	for i := 0; !p.q.empty() && p.backoff(i, &deadline); i++ {
+	for i := 0; !p.q.Empty() && p.backoff(i, &deadline); i++ {
 	}
 	reg := (*uint32)(unsafe.Pointer(&p.page[off]))
 	if off == ICR {
