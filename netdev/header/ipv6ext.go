@@ -15,19 +15,13 @@ const (
 	ProtoDstOpts  = 60
 )
 
-// MaxIPv6Ext bounds the extension headers a chain may have: no sane packet has more, and a
-// bound keeps a crafted chain from costing the router a walk per frame it cannot afford.
-// The chain must also end within the first IPv6MinMTU bytes (RFC 7112 wants all of it in the
-// first fragment).
-const MaxIPv6Ext = 8
-
 // ChainDrop is why a packet's extension header chain makes it one to drop; ChainOK is none.
 type ChainDrop uint8
 
 const (
 	ChainOK                ChainDrop = iota
 	ChainTruncated                   // a header runs past the packet
-	ChainTooLong                     // more than MaxIPv6Ext headers, or past IPv6MinMTU bytes
+	ChainTooLong                     // a chain that ends past the first IPv6MinMTU bytes
 	ChainHopByHopNotFirst            // hop-by-hop options anywhere but first (RFC 8200 §4.1)
 	ChainRepeated                    // a header repeated where RFC 8200 §4.1 allows it once
 	ChainUnknownNextHeader           // a next header value that is no header the walker knows
@@ -73,6 +67,12 @@ type IPv6Frag struct {
 // nonzero offset they name data, not a header), or Drop says why the packet is to be dropped
 // and Pointer is the offset of the field at fault, a parameter problem's pointer (RFC 4443
 // §3.4). It allocates nothing and reads only within the packet.
+//
+// What bounds a walk: a kind of header may occur once (destination options twice), so a
+// chain the walker accepts has at most six headers, and it must end within the first
+// IPv6MinMTU bytes, as RFC 7112 wants all of it in the first fragment. The walker knows no
+// other extension header (mobility, HIP, shim6, experimental ones): those are unknown next
+// headers, as is every upper layer but TCP, UDP and ICMPv6, which nic_router does not route.
 type IPv6Chain struct {
 	Proto   uint8
 	Offset  int
@@ -82,7 +82,6 @@ type IPv6Chain struct {
 
 	p       IPv6
 	at      int   // where Proto was read
-	n       int   // headers stepped over
 	seen    uint8 // a bit per header kind allowed once
 	dstOpts int
 	done    bool
@@ -137,9 +136,6 @@ func (c *IPv6Chain) Next() (IPv6Ext, bool) {
 		return c.drop(ChainRepeated, c.at)
 	}
 	c.seen |= once
-	if c.n == MaxIPv6Ext {
-		return c.drop(ChainTooLong, c.at)
-	}
 	h := c.p[c.Offset:]
 	if len(h) < 2 { // next header and length; the rest is read once n bytes are there
 		return c.drop(ChainTruncated, c.at)
@@ -171,7 +167,6 @@ func (c *IPv6Chain) Next() (IPv6Ext, bool) {
 	e := IPv6Ext{Type: c.Proto, Off: c.Offset, Len: n}
 	c.Proto, c.at = h[0], c.Offset
 	c.Offset += n
-	c.n++
 	return e, true
 }
 
