@@ -238,3 +238,41 @@ func TestCheckNDPRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckNDPRedirect(t *testing.T) {
+	redirect := func(src, target, dst [16]byte) IPv6 {
+		m := make([]byte, redirectLen)
+		m[0] = NDPRedirect
+		copy(m[8:], target[:])
+		copy(m[24:], dst[:])
+		ICMPv6(m).UpdateChecksum(src, llA)
+		return IPv6(ipv6(ProtoICMPv6, 255, src, llA, m))
+	}
+	for _, c := range []struct {
+		name string
+		ip   IPv6
+		want error
+	}{
+		{"to a better first hop", redirect(llB, llA, v6A), nil},
+		{"to the destination itself", redirect(llB, v6A, v6A), nil},
+		{"from a global address", redirect(v6A, llA, v6B), errNDPSource},
+		{"for a multicast destination", redirect(llB, llA, AllNodes), errNDPTarget},
+		{"to a global first hop", redirect(llB, v6B, v6A), errNDPTarget},
+	} {
+		if got := CheckNDP(c.ip, ptr(WalkIPv6(c.ip))); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestWalkAndCheckAllocateNothing(t *testing.T) {
+	ra := routerAdvert(make([]byte, 512))
+	chained := IPv6(ipv6(ProtoHopByHop, 64, v6A, v6B, cat(ext(ProtoFragment, 0), frag(ProtoTCP, 0, true, 9), tcp(1, 2, 3, 4, 0x02))))
+	if n := testing.AllocsPerRun(100, func() {
+		c := WalkIPv6(ra)
+		_ = CheckNDP(ra, &c)
+		_ = WalkIPv6(chained)
+	}); n != 0 {
+		t.Errorf("%v allocations per packet", n)
+	}
+}
