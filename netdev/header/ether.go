@@ -1,7 +1,8 @@
 // Package header holds the wire formats nicstack reads and writes: Ethernet, ARP, IPv4, TCP,
-// UDP, ICMP and DHCP, as views over the frame's bytes (nothing is copied or allocated; a view
-// is made only after its length was checked, by the New* functions), the Internet checksum,
-// and the frame printer of Genode's packet log. It is the one codec the router, nic_perf,
+// UDP, ICMP and DHCP, IPv6 with its extension header chain, ICMPv6 and NDP, as views over the
+// frame's bytes (nothing is copied or allocated; a view is made only after its length was
+// checked, by the New* functions), the Internet checksum, the addresses IPv6 derives from a
+// MAC, and the frame printer of Genode's packet log. It is the one codec the router, nic_perf,
 // nic_dump, the guests and the drivers' offloads share; it is a leaf (standard library only)
 // and not a protocol stack.
 package header

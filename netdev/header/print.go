@@ -1,7 +1,8 @@
 // The frame printer: Genode's packet log, one line per Ethernet frame with each protocol
 // printed as its style says (no, name, default or all), as nic_dump logs frames and as
-// Genode's net library prints them for nic_router's verbose_packets. Every length it reads is
-// checked, so a truncated or garbage frame prints as far as it goes and says so.
+// Genode's net library prints them for nic_router's verbose_packets; IPv6 (print_ipv6.go) is
+// ours. Every length it reads is checked, so a truncated or garbage frame prints as far as it
+// goes and says so.
 
 package header
 
@@ -38,7 +39,12 @@ func ParseStyle(v string) (Style, bool) {
 // LogConfig is the style of each protocol (Genode's Packet_log_config).
 type LogConfig struct {
 	Eth, ARP, IPv4, DHCP, UDP, ICMP, TCP Style
-	netPrint                             bool // NetPrint's
+	// IPv6 and ICMPv6 are ours, in the style of IPv4's and ICMP's lines: Genode prints no
+	// IPv6. An IPv6 frame prints past Ethernet only when IPv6 has a style other than
+	// StyleNo, so a config of Genode's (nic_dump's, NetPrint) prints it as Genode does, as an
+	// EtherType it does not know.
+	IPv6, ICMP6 Style
+	netPrint    bool // NetPrint's
 }
 
 // NetPrint is no config of nic_dump's: frames as Genode's net library prints them
@@ -96,6 +102,10 @@ func AppendFrame(b []byte, frame []byte, c *LogConfig) []byte {
 		b = appendARP(c.inner(b), e.Payload(), c)
 	case EtherTypeIPv4:
 		b = appendIPv4(c.inner(b), e.Payload(), c)
+	case EtherTypeIPv6:
+		if c.IPv6 != StyleNo {
+			b = appendIPv6(c.inner(b), e.Payload(), c)
+		}
 	}
 	return b
 }

@@ -72,7 +72,7 @@ func dhcpDiscover() []byte {
 }
 
 func all(s Style) LogConfig {
-	return LogConfig{Eth: s, ARP: s, IPv4: s, DHCP: s, UDP: s, ICMP: s, TCP: s}
+	return LogConfig{Eth: s, ARP: s, IPv4: s, DHCP: s, UDP: s, ICMP: s, TCP: s, IPv6: s, ICMP6: s}
 }
 
 func TestEachProtocolPrintsAsGenodes(t *testing.T) {
@@ -106,7 +106,10 @@ func TestEachProtocolPrintsAsGenodes(t *testing.T) {
 			"   DHCP op 1 htyp 1 hlen 6 hps 0 xid 16909060 sec 0 flg 0x8000 ci 0.0.0.0 yi 0.0.0.0 si 0.0.0.0 gi 0.0.0.0 ch 02:00:00:00:00:01 srv boot.srv file  mag 1669485411 opt 53:1:01 55:3:010306"},
 		{"nic_dump.run's styles", dhcpDiscover(), LogConfig{Eth: StyleName, ARP: StyleAll, IPv4: StyleDefault, ICMP: StyleAll, TCP: StyleDefault},
 			"ETH IPV4 0.0.0.0 > 255.255.255.255   "},
-		{"other ethertype", eth(macB, macA, 0x86dd, make([]byte, 40)), all(StyleDefault),
+		{"other ethertype", eth(macB, macA, 0x88cc, make([]byte, 40)), all(StyleDefault),
+			"ETH 02:00:00:00:00:01 > 02:02:02:02:02:00 "},
+		{"ipv6 under a config of Genode's", eth(macB, macA, 0x86dd, ipv6(ProtoUDP, 64, v6A, v6B, udp(1, 2, nil))),
+			LogConfig{Eth: StyleDefault, ARP: StyleDefault, IPv4: StyleDefault, DHCP: StyleDefault, UDP: StyleDefault, ICMP: StyleDefault, TCP: StyleDefault},
 			"ETH 02:00:00:00:00:01 > 02:02:02:02:02:00 "},
 	} {
 		got := string(AppendFrame(nil, c.frame, &c.cfg))
@@ -181,6 +184,10 @@ func FuzzAppendFrame(f *testing.F) {
 	f.Add(arpRequest, uint8(3))
 	f.Add(dhcpDiscover(), uint8(3))
 	f.Add(eth(macB, macA, 0x0800, ipv4(6, hostA, hostB, tcp(1, 2, 3, 4, 0x1ff))), uint8(2))
+	for _, frame := range ipv6Frames() {
+		f.Add(frame, uint8(2))
+		f.Add(frame, uint8(3))
+	}
 	f.Fuzz(func(t *testing.T, frame []byte, style uint8) {
 		cfg := all(Style(style % 4))
 		out := AppendFrame(nil, frame, &cfg)
