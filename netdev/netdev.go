@@ -4,6 +4,8 @@
 // only the standard library, so every layer can use its types without importing another.
 package netdev
 
+import "time"
+
 // Offload is the offload metadata a frame carries: the fields of a virtio-net header, so that
 // super-frames from a TAP with IFF_VNET_HDR, or from a guest, pass through whole and the
 // checksum is filled in only where the frame finally leaves.
@@ -66,4 +68,14 @@ type Target interface {
 // once frames are there (a TAP: one copy fewer per frame than Read into private buffers).
 type DirectReader interface {
 	ReadTo(t Target) (n int, err error)
+}
+
+// Depth is how much stands in one queue of the data path at a moment (a ring, a packet
+// stream, frames a router holds): what waits and how long the oldest of it has waited, zero
+// when the queue is empty. Every layer reports its queues in it, so that status and metrics
+// show where the queue stands without knowing the layer.
+type Depth struct {
+	Frames  uint64
+	Bytes   uint64
+	Sojourn time.Duration // age of the oldest frame waiting
 }

@@ -1523,7 +1523,9 @@ type StateReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Sessions []*SessionState        `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	// Whatever the component counts itself (interrupts, ...).
-	Counters      map[string]uint64 `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Counters map[string]uint64 `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Where the queue stands in the component now: its packet streams' and its own hops'.
+	Queues        []*QueueDepth `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1572,6 +1574,83 @@ func (x *StateReply) GetCounters() map[string]uint64 {
 	return nil
 }
 
+func (x *StateReply) GetQueues() []*QueueDepth {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+// QueueDepth is what waits at one hop of the data path: frames, their bytes and how long the
+// oldest has waited (0 when empty).
+type QueueDepth struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hop           string                 `protobuf:"bytes,1,opt,name=hop,proto3" json:"hop,omitempty"`
+	Frames        uint64                 `protobuf:"varint,2,opt,name=frames,proto3" json:"frames,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	SojournNs     int64                  `protobuf:"varint,4,opt,name=sojourn_ns,json=sojournNs,proto3" json:"sojourn_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueDepth) Reset() {
+	*x = QueueDepth{}
+	mi := &file_control_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDepth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDepth) ProtoMessage() {}
+
+func (x *QueueDepth) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDepth.ProtoReflect.Descriptor instead.
+func (*QueueDepth) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *QueueDepth) GetHop() string {
+	if x != nil {
+		return x.Hop
+	}
+	return ""
+}
+
+func (x *QueueDepth) GetFrames() uint64 {
+	if x != nil {
+		return x.Frames
+	}
+	return 0
+}
+
+func (x *QueueDepth) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *QueueDepth) GetSojournNs() int64 {
+	if x != nil {
+		return x.SojournNs
+	}
+	return 0
+}
+
 type HeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -1581,7 +1660,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[24]
+	mi := &file_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1672,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[24]
+	mi := &file_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1685,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{24}
+	return file_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeartbeatRequest) GetSeq() uint64 {
@@ -1625,7 +1704,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_control_proto_msgTypes[25]
+	mi := &file_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1716,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[25]
+	mi := &file_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1729,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{25}
+	return file_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeartbeatReply) GetSeq() uint64 {
@@ -1668,7 +1747,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_control_proto_msgTypes[26]
+	mi := &file_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1759,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[26]
+	mi := &file_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1772,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{26}
+	return file_control_proto_rawDescGZIP(), []int{27}
 }
 
 type CaptureRequest struct {
@@ -1707,7 +1786,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_control_proto_msgTypes[27]
+	mi := &file_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1798,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[27]
+	mi := &file_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1811,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{27}
+	return file_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CaptureRequest) GetCaptureId() uint64 {
@@ -1758,7 +1837,7 @@ type CaptureStop struct {
 
 func (x *CaptureStop) Reset() {
 	*x = CaptureStop{}
-	mi := &file_control_proto_msgTypes[28]
+	mi := &file_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1849,7 @@ func (x *CaptureStop) String() string {
 func (*CaptureStop) ProtoMessage() {}
 
 func (x *CaptureStop) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[28]
+	mi := &file_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1862,7 @@ func (x *CaptureStop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureStop.ProtoReflect.Descriptor instead.
 func (*CaptureStop) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{28}
+	return file_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CaptureStop) GetCaptureId() uint64 {
@@ -1911,14 +1990,22 @@ const file_control_proto_rawDesc = "" +
 	"\x05label\x18\x04 \x01(\tR\x05label\x12\x17\n" +
 	"\alink_up\x18\x05 \x01(\bR\x06linkUp\x127\n" +
 	"\x04sent\x18\x06 \x01(\v2#.nicstack.control.v1.StreamCountersR\x04sent\x12?\n" +
-	"\breceived\x18\a \x01(\v2#.nicstack.control.v1.StreamCountersR\breceived\"\xd3\x01\n" +
+	"\breceived\x18\a \x01(\v2#.nicstack.control.v1.StreamCountersR\breceived\"\x8c\x02\n" +
 	"\n" +
 	"StateReply\x12=\n" +
 	"\bsessions\x18\x01 \x03(\v2!.nicstack.control.v1.SessionStateR\bsessions\x12I\n" +
-	"\bcounters\x18\x02 \x03(\v2-.nicstack.control.v1.StateReply.CountersEntryR\bcounters\x1a;\n" +
+	"\bcounters\x18\x02 \x03(\v2-.nicstack.control.v1.StateReply.CountersEntryR\bcounters\x127\n" +
+	"\x06queues\x18\x03 \x03(\v2\x1f.nicstack.control.v1.QueueDepthR\x06queues\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"$\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"k\n" +
+	"\n" +
+	"QueueDepth\x12\x10\n" +
+	"\x03hop\x18\x01 \x01(\tR\x03hop\x12\x16\n" +
+	"\x06frames\x18\x02 \x01(\x04R\x06frames\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1d\n" +
+	"\n" +
+	"sojourn_ns\x18\x04 \x01(\x03R\tsojournNs\"$\n" +
 	"\x10HeartbeatRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\"\n" +
 	"\x0eHeartbeatReply\x12\x10\n" +
@@ -1966,7 +2053,7 @@ func file_control_proto_rawDescGZIP() []byte {
 }
 
 var file_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_control_proto_goTypes = []any{
 	(Role)(0),                   // 0: nicstack.control.v1.Role
 	(*Empty)(nil),               // 1: nicstack.control.v1.Empty
@@ -1993,14 +2080,15 @@ var file_control_proto_goTypes = []any{
 	(*StreamCounters)(nil),      // 22: nicstack.control.v1.StreamCounters
 	(*SessionState)(nil),        // 23: nicstack.control.v1.SessionState
 	(*StateReply)(nil),          // 24: nicstack.control.v1.StateReply
-	(*HeartbeatRequest)(nil),    // 25: nicstack.control.v1.HeartbeatRequest
-	(*HeartbeatReply)(nil),      // 26: nicstack.control.v1.HeartbeatReply
-	(*StopRequest)(nil),         // 27: nicstack.control.v1.StopRequest
-	(*CaptureRequest)(nil),      // 28: nicstack.control.v1.CaptureRequest
-	(*CaptureStop)(nil),         // 29: nicstack.control.v1.CaptureStop
-	nil,                         // 30: nicstack.control.v1.SessionRequest.ArgsEntry
-	nil,                         // 31: nicstack.control.v1.OpenSessionRequest.ArgsEntry
-	nil,                         // 32: nicstack.control.v1.StateReply.CountersEntry
+	(*QueueDepth)(nil),          // 25: nicstack.control.v1.QueueDepth
+	(*HeartbeatRequest)(nil),    // 26: nicstack.control.v1.HeartbeatRequest
+	(*HeartbeatReply)(nil),      // 27: nicstack.control.v1.HeartbeatReply
+	(*StopRequest)(nil),         // 28: nicstack.control.v1.StopRequest
+	(*CaptureRequest)(nil),      // 29: nicstack.control.v1.CaptureRequest
+	(*CaptureStop)(nil),         // 30: nicstack.control.v1.CaptureStop
+	nil,                         // 31: nicstack.control.v1.SessionRequest.ArgsEntry
+	nil,                         // 32: nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	nil,                         // 33: nicstack.control.v1.StateReply.CountersEntry
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: nicstack.control.v1.Config.positions:type_name -> nicstack.control.v1.Position
@@ -2011,12 +2099,12 @@ var file_control_proto_depIdxs = []int32{
 	16, // 5: nicstack.control.v1.Event.link_state:type_name -> nicstack.control.v1.LinkStateReport
 	10, // 6: nicstack.control.v1.Event.write_file:type_name -> nicstack.control.v1.WriteFile
 	8,  // 7: nicstack.control.v1.Event.content:type_name -> nicstack.control.v1.Content
-	30, // 8: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
+	31, // 8: nicstack.control.v1.SessionRequest.args:type_name -> nicstack.control.v1.SessionRequest.ArgsEntry
 	12, // 9: nicstack.control.v1.SessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
 	12, // 10: nicstack.control.v1.SessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
 	13, // 11: nicstack.control.v1.SessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
 	0,  // 12: nicstack.control.v1.OpenSessionRequest.role:type_name -> nicstack.control.v1.Role
-	31, // 13: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
+	32, // 13: nicstack.control.v1.OpenSessionRequest.args:type_name -> nicstack.control.v1.OpenSessionRequest.ArgsEntry
 	12, // 14: nicstack.control.v1.OpenSessionRequest.tx:type_name -> nicstack.control.v1.StreamSize
 	12, // 15: nicstack.control.v1.OpenSessionRequest.rx:type_name -> nicstack.control.v1.StreamSize
 	13, // 16: nicstack.control.v1.OpenSessionRequest.device:type_name -> nicstack.control.v1.DeviceSpec
@@ -2024,38 +2112,39 @@ var file_control_proto_depIdxs = []int32{
 	22, // 18: nicstack.control.v1.SessionState.sent:type_name -> nicstack.control.v1.StreamCounters
 	22, // 19: nicstack.control.v1.SessionState.received:type_name -> nicstack.control.v1.StreamCounters
 	23, // 20: nicstack.control.v1.StateReply.sessions:type_name -> nicstack.control.v1.SessionState
-	32, // 21: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
-	4,  // 22: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
-	6,  // 23: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
-	2,  // 24: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
-	17, // 25: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
-	19, // 26: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
-	20, // 27: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
-	18, // 28: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
-	21, // 29: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
-	25, // 30: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
-	27, // 31: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
-	28, // 32: nicstack.control.v1.Component.StartCapture:input_type -> nicstack.control.v1.CaptureRequest
-	29, // 33: nicstack.control.v1.Component.StopCapture:input_type -> nicstack.control.v1.CaptureStop
-	9,  // 34: nicstack.control.v1.Component.Content:input_type -> nicstack.control.v1.ContentRequest
-	5,  // 35: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
-	7,  // 36: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
-	1,  // 37: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
-	1,  // 38: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
-	1,  // 39: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
-	1,  // 40: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
-	1,  // 41: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
-	24, // 42: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
-	26, // 43: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
-	1,  // 44: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
-	1,  // 45: nicstack.control.v1.Component.StartCapture:output_type -> nicstack.control.v1.Empty
-	1,  // 46: nicstack.control.v1.Component.StopCapture:output_type -> nicstack.control.v1.Empty
-	1,  // 47: nicstack.control.v1.Component.Content:output_type -> nicstack.control.v1.Empty
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	33, // 21: nicstack.control.v1.StateReply.counters:type_name -> nicstack.control.v1.StateReply.CountersEntry
+	25, // 22: nicstack.control.v1.StateReply.queues:type_name -> nicstack.control.v1.QueueDepth
+	4,  // 23: nicstack.control.v1.Component.Start:input_type -> nicstack.control.v1.StartRequest
+	6,  // 24: nicstack.control.v1.Component.Events:input_type -> nicstack.control.v1.EventsRequest
+	2,  // 25: nicstack.control.v1.Component.UpdateConfig:input_type -> nicstack.control.v1.Config
+	17, // 26: nicstack.control.v1.Component.OpenSession:input_type -> nicstack.control.v1.OpenSessionRequest
+	19, // 27: nicstack.control.v1.Component.CloseSession:input_type -> nicstack.control.v1.CloseSessionRequest
+	20, // 28: nicstack.control.v1.Component.LinkState:input_type -> nicstack.control.v1.LinkStateRequest
+	18, // 29: nicstack.control.v1.Component.Denied:input_type -> nicstack.control.v1.DeniedRequest
+	21, // 30: nicstack.control.v1.Component.State:input_type -> nicstack.control.v1.StateRequest
+	26, // 31: nicstack.control.v1.Component.Heartbeat:input_type -> nicstack.control.v1.HeartbeatRequest
+	28, // 32: nicstack.control.v1.Component.Stop:input_type -> nicstack.control.v1.StopRequest
+	29, // 33: nicstack.control.v1.Component.StartCapture:input_type -> nicstack.control.v1.CaptureRequest
+	30, // 34: nicstack.control.v1.Component.StopCapture:input_type -> nicstack.control.v1.CaptureStop
+	9,  // 35: nicstack.control.v1.Component.Content:input_type -> nicstack.control.v1.ContentRequest
+	5,  // 36: nicstack.control.v1.Component.Start:output_type -> nicstack.control.v1.StartReply
+	7,  // 37: nicstack.control.v1.Component.Events:output_type -> nicstack.control.v1.Event
+	1,  // 38: nicstack.control.v1.Component.UpdateConfig:output_type -> nicstack.control.v1.Empty
+	1,  // 39: nicstack.control.v1.Component.OpenSession:output_type -> nicstack.control.v1.Empty
+	1,  // 40: nicstack.control.v1.Component.CloseSession:output_type -> nicstack.control.v1.Empty
+	1,  // 41: nicstack.control.v1.Component.LinkState:output_type -> nicstack.control.v1.Empty
+	1,  // 42: nicstack.control.v1.Component.Denied:output_type -> nicstack.control.v1.Empty
+	24, // 43: nicstack.control.v1.Component.State:output_type -> nicstack.control.v1.StateReply
+	27, // 44: nicstack.control.v1.Component.Heartbeat:output_type -> nicstack.control.v1.HeartbeatReply
+	1,  // 45: nicstack.control.v1.Component.Stop:output_type -> nicstack.control.v1.Empty
+	1,  // 46: nicstack.control.v1.Component.StartCapture:output_type -> nicstack.control.v1.Empty
+	1,  // 47: nicstack.control.v1.Component.StopCapture:output_type -> nicstack.control.v1.Empty
+	1,  // 48: nicstack.control.v1.Component.Content:output_type -> nicstack.control.v1.Empty
+	36, // [36:49] is the sub-list for method output_type
+	23, // [23:36] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -2077,7 +2166,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

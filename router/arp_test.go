@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
 )
 
@@ -99,6 +100,10 @@ func TestARPWaiterPerAddress(t *testing.T) {
 	if vm.heldBytes != n*len(udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 1, 53, nil)) {
 		t.Fatalf("held bytes %d", vm.heldBytes)
 	}
+	// Held shows the queue the batch left: every frame, the oldest held five seconds ago.
+	if d := vm.Held(b.clock.t); d.Frames != n || d.Bytes != uint64(vm.heldBytes) || d.Sojourn != 5*time.Second {
+		t.Fatalf("vm holds %+v, want %d frames of %d bytes, the oldest 5s", d, n, vm.heldBytes)
+	}
 	// vm2's frame for another address in the uplink's subnet makes a second waiter.
 	b.r.Handle(vm2, udpFrameT(vm2.MAC(), routerMACNic, ip4("10.0.1.3"), ip4("198.18.0.77"), 1, 53, nil), nil, 500)
 	// vm's frame for that address joins vm2's waiter.
@@ -112,6 +117,12 @@ func TestARPWaiterPerAddress(t *testing.T) {
 	if len(vmp.released) != n || len(b.r.waiters) != 1 || b.r.Stats().ARPTimeouts.Load() != n {
 		t.Fatalf("released %d, waiters %d", len(vmp.released), len(b.r.waiters))
 	}
+	// What is left is counted again: vm's one frame in vm2's waiter is now its oldest.
+	for _, i := range []*Interface{vm, vm2} {
+		if d := i.Held(b.clock.t); d.Frames != 1 || d.Bytes != uint64(i.heldBytes) || d.Sojourn != 5*time.Second {
+			t.Fatalf("%s holds %+v after the timeout, want 1 frame of %d bytes, 5s old", i.Label(), d, i.heldBytes)
+		}
+	}
 	// vm2 leaves: its waiter is cancelled, and vm's frame in it dropped and acknowledged.
 	b.r.Detach(vm2)
 	if len(b.r.waiters) != 0 || len(vmp.released) != n+1 || vmp.released[n] != 501 || len(vm2p.released) != 0 {
@@ -119,6 +130,10 @@ func TestARPWaiterPerAddress(t *testing.T) {
 	}
 	if vm.heldBytes != 0 {
 		t.Fatalf("vm still counts %d held bytes", vm.heldBytes)
+	}
+	b.r.Flush()
+	if d := vm.Held(b.clock.t); d != (netdev.Depth{}) {
+		t.Fatalf("vm holds %+v after every frame went", d)
 	}
 }
 

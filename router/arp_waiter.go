@@ -1,6 +1,9 @@
 package router
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
 )
@@ -29,6 +32,7 @@ type heldFrame struct {
 	frame []byte
 	off   netdev.Offload
 	id    uint64
+	at    int64 // Unix nanoseconds when it was held
 }
 
 // hold keeps the frame from interface i in domain src (unacknowledged) until hop's MAC is
@@ -52,8 +56,12 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 			r.emit(o, b)
 		}
 	}
-	w.frames = append(w.frames, heldFrame{from: i, in: src, frame: frame, off: *off, id: id})
+	w.frames = append(w.frames, heldFrame{from: i, in: src, frame: frame, off: *off, id: id, at: r.nowNs})
 	i.heldBytes += len(frame)
+	if i.heldFrames++; i.heldFrames == 1 {
+		i.heldSince = r.nowNs
+	}
+	r.heldChanged = true
 	return Held
 }
 
@@ -73,6 +81,7 @@ func (r *Router) unhold(w *arpWaiter) []heldFrame {
 	for _, f := range w.frames {
 		f.from.heldBytes -= len(f.frame)
 	}
+	r.heldRecount = true
 	return w.frames
 }
 
@@ -122,6 +131,7 @@ func (r *Router) cancelWaiters(i *Interface) {
 		}
 		clear(w.frames[len(kept):])
 		w.frames = kept
+		r.heldRecount = true
 		if w.src != i {
 			k++
 			continue
@@ -138,6 +148,7 @@ func (r *Router) cancelWaiters(i *Interface) {
 func (r *Router) rehandleWaiters() {
 	ws := r.waiters
 	r.waiters = nil
+	r.heldRecount = true
 	for _, w := range ws {
 		w.src.counts.arpWaiters++
 		for _, f := range w.frames {
@@ -152,4 +163,48 @@ func (r *Router) rehandleWaiters() {
 			}
 		}
 	}
+}
+
+// publishHeld makes what each interface has held for ARP visible to Held, once per batch and
+// only after a change. A frame held adds to its interface's count; frames that leave (an ARP
+// reply, a timeout, a cancellation) have the counts made again from the waiters, which also
+// finds the new oldest.
+func (r *Router) publishHeld() {
+	if r.heldRecount {
+		r.heldRecount = false
+		for _, i := range r.ifs {
+			i.heldFrames, i.heldSince = 0, 0
+		}
+		for _, w := range r.waiters {
+			for _, f := range w.frames {
+				i := f.from
+				if i.heldFrames++; i.heldFrames == 1 || f.at < i.heldSince {
+					i.heldSince = f.at
+				}
+			}
+		}
+	}
+	r.heldChanged = false
+	for _, i := range r.ifs {
+		i.held.frames.Store(uint64(i.heldFrames))
+		i.held.bytes.Store(uint64(i.heldBytes))
+		i.held.since.Store(i.heldSince)
+	}
+}
+
+// heldDepth is what an interface holds for ARP, as last published, for any goroutine.
+type heldDepth struct {
+	frames, bytes atomic.Uint64
+	since         atomic.Int64 // Unix nanoseconds the oldest was held
+}
+
+// Held reports the frames from i that wait for an ARP reply, at the end of the router's last
+// batch: how many, their bytes, and how long the oldest has waited at now. Any goroutine may
+// ask.
+func (i *Interface) Held(now time.Time) netdev.Depth {
+	d := netdev.Depth{Frames: i.held.frames.Load(), Bytes: i.held.bytes.Load()}
+	if d.Frames > 0 {
+		d.Sojourn = max(0, now.Sub(time.Unix(0, i.held.since.Load())))
+	}
+	return d
 }

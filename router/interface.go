@@ -59,24 +59,27 @@ type Session struct {
 
 // Interface is one attached session.
 type Interface struct {
-	label     string
-	key       region.Name // label's, in the state region
-	kind      Kind
-	routerMAC header.MAC // the router's source MAC on this interface
-	peerMAC   header.MAC // the Nic client's MAC
-	macIndex  uint16
-	port      Port      // session, or while the link is down, down
-	session   Port      // the component's
-	down      *downPort // refuses every Alloc: nothing is sent over a link that is down
-	dom       *domain
-	up        bool
-	dirty     bool // submitted to since the last Flush
-	touched   bool // counters changed since the last publish
-	heldBytes int  // of frames waiting for ARP
-	links     int  // link states this interface opened
-	ram       int  // Session.RAM
-	counts    reportCounts
-	stats     InterfaceStats
+	label      string
+	key        region.Name // label's, in the state region
+	kind       Kind
+	routerMAC  header.MAC // the router's source MAC on this interface
+	peerMAC    header.MAC // the Nic client's MAC
+	macIndex   uint16
+	port       Port      // session, or while the link is down, down
+	session    Port      // the component's
+	down       *downPort // refuses every Alloc: nothing is sent over a link that is down
+	dom        *domain
+	up         bool
+	dirty      bool // submitted to since the last Flush
+	touched    bool // counters changed since the last publish
+	heldBytes  int  // of frames waiting for ARP
+	heldFrames int
+	heldSince  int64 // Unix nanoseconds the oldest of them was held
+	held       heldDepth
+	links      int // link states this interface opened
+	ram        int // Session.RAM
+	counts     reportCounts
+	stats      InterfaceStats
 }
 
 // Label is the session label.

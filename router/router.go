@@ -71,11 +71,14 @@ type Router struct {
 	ifs     []*Interface
 	links   map[*link]struct{}
 	waiters []*arpWaiter // of all domains, oldest first
-	dirty   []*Interface // to Flush
-	touched []*Interface // to publish counters of
-	macs    map[uint16]bool
-	xid     uint32
-	stats   Stats
+	// heldChanged: frames were held or let go since the last publish; heldRecount: some
+	// left, so the counts are made again from the waiters (publishHeld).
+	heldChanged, heldRecount bool
+	dirty                    []*Interface // to Flush
+	touched                  []*Interface // to publish counters of
+	macs                     map[uint16]bool
+	xid                      uint32
+	stats                    Stats
 	// gen changes whenever what a link side's plan holds may have: a config, an IPv4
 	// config, an ARP cache entry (see side.plan). It starts at 1, so no plan is valid at
 	// first.

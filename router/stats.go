@@ -97,6 +97,9 @@ func (r *Router) publish() {
 		i.stats.publish()
 	}
 	r.touched = r.touched[:0]
+	if r.heldChanged || r.heldRecount {
+		r.publishHeld()
+	}
 }
 
 // publishAll publishes every counter (Tick and Report).

@@ -129,7 +129,7 @@ func TestRunStatusMetricsAndCtrlC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	for _, want := range []string{"affinity space 4x2", "NAME", "CPUS", "test_echo", "test_client", `session 1 client Nic "client-uplink" link up`, "received "} {
+	for _, want := range []string{"affinity space 4x2", "NAME", "CPUS", "test_echo", "test_client", `session 1 client Nic "client-uplink" link up`, "received ", "  queues:", "client-uplink tx acks"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -139,13 +139,21 @@ func TestRunStatusMetricsAndCtrlC(t *testing.T) {
 	if err != nil || json.Unmarshal(out, &st) != nil || len(st.Components) != 2 || st.Components[0].CPUs == "" {
 		t.Errorf("status --json: %v\n%s", err, out)
 	}
+	for _, c := range st.Components {
+		if len(c.Queues) == 0 {
+			t.Errorf("status --json: %s reports no queues", c.Name)
+		}
+	}
+	if !strings.Contains(string(out), `"sojourn_ns": `) {
+		t.Errorf("status --json names no sojourn:\n%s", out)
+	}
 	resp, err := http.Get("http://" + r.metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_received_total{component="test_client"}`} {
+	for _, want := range []string{`nicstack_component_up{component="test_echo",cpus=`, `nicstack_session_frames_total{component="test_client"`, `nicstack_received_total{component="test_client"}`, `nicstack_queue_sojourn_seconds{component="test_echo",hop=`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,7 @@ func init() {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the components of the running supervisor: pid, state, CPUs, load, memory, sessions, counters",
+		Short: "Show the components of the running supervisor: pid, state, CPUs, load, memory, sessions, counters, queues",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := supervisor.FindSocket(socket, name)
@@ -65,7 +66,7 @@ func printStatus(out io.Writer, st supervisor.Status) {
 	}
 	w.Flush()
 	for _, c := range st.Components {
-		if len(c.Sessions) == 0 && len(c.Counters) == 0 && len(c.Requests) == 0 {
+		if len(c.Sessions) == 0 && len(c.Counters) == 0 && len(c.Requests) == 0 && len(c.Queues) == 0 {
 			continue
 		}
 		fmt.Fprintf(out, "\n[%s]\n", c.Name)
@@ -96,7 +97,22 @@ func printStatus(out io.Writer, st supervisor.Status) {
 		for _, n := range names {
 			fmt.Fprintf(out, "  %s %d\n", n, c.Counters[n])
 		}
+		printQueues(out, c.Queues)
 	}
+}
+
+// printQueues is a component's "queues" section: what waits at each hop and since when.
+func printQueues(out io.Writer, queues []supervisor.QueueStatus) {
+	if len(queues) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "  queues:")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "    FRAMES\tBYTES\tSOJOURN\t\tHOP")
+	for _, q := range queues {
+		fmt.Fprintf(w, "    %d\t%s\t%s\t\t%s\n", q.Frames, size(q.Bytes), q.Sojourn.Round(time.Microsecond), q.Hop)
+	}
+	w.Flush()
 }
 
 func size(b uint64) string {

@@ -5,7 +5,9 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/router/model"
@@ -157,6 +159,8 @@ func (h *Handler) Open(s *component.Session) error {
 	if err != nil {
 		return err
 	}
+	ifc := a.Interface()
+	h.c.Queue(label+" arp", func() netdev.Depth { return ifc.Held(time.Now()) })
 	h.attached[s.ID] = a
 	h.sessions[s.ID] = s
 	return nil
@@ -191,7 +195,7 @@ func (h *Handler) Link(s *component.Session, up bool) {
 	a := h.attached[s.ID]
 	switch {
 	case !up && a != nil:
-		h.loop.Detach(a)
+		h.detach(a)
 		delete(h.attached, s.ID)
 	case up && a == nil && h.sessions[s.ID] != nil:
 		if err := h.Open(s); err != nil {
@@ -203,10 +207,16 @@ func (h *Handler) Link(s *component.Session, up bool) {
 func (h *Handler) Close(s *component.Session) {
 	h.report.CompareAndSwap(s, nil)
 	if a := h.attached[s.ID]; a != nil {
-		h.loop.Detach(a)
+		h.detach(a)
 	}
 	delete(h.attached, s.ID)
 	delete(h.sessions, s.ID)
+}
+
+// detach takes a session's interface out of the loop, and its queue out of the status.
+func (h *Handler) detach(a *Attachment) {
+	h.loop.Detach(a)
+	h.c.Queue(a.Interface().Label()+" arp", nil)
 }
 
 // Stop ends the loop once every session is closed, and releases its waiter.

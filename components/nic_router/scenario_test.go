@@ -17,6 +17,7 @@ import (
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
@@ -67,6 +68,39 @@ func (sc *scenario) counter(component, name string) uint64 {
 	return 0
 }
 
+// checkQueues checks where the queue stands while traffic runs: the router reports, per
+// interface, the stream it sends on with its acknowledgements and the frames it holds for
+// ARP; no hop holds more than a queue, and only what waits has an age.
+func (sc *scenario) checkQueues() {
+	sc.t.Helper()
+	st, ok := sc.S.Status()
+	if !ok {
+		sc.t.Fatal("the scenario ended")
+	}
+	for _, c := range st.Components {
+		hops := map[string]bool{}
+		for _, q := range c.Queues {
+			hops[q.Hop] = true
+			if q.Frames > uint64(packetstream.MaxQueueSize) || q.Sojourn < 0 || (q.Frames == 0 && (q.Bytes != 0 || q.Sojourn != 0)) {
+				sc.t.Errorf("%s: queue %+v", c.Name, q)
+			}
+		}
+		if c.Name != "nic_router" {
+			continue
+		}
+		for _, s := range c.Sessions {
+			if s.Role != "server" || s.Service == "Report" {
+				continue
+			}
+			for _, hop := range []string{" rx", " rx acks", " arp"} {
+				if !hops[s.Label+hop] {
+					sc.t.Errorf("nic_router reports no queue %q: %+v", s.Label+hop, c.Queues)
+				}
+			}
+		}
+	}
+}
+
 // waitCounter waits until a counter reaches at least min; start-up is slow on a loaded machine.
 func (sc *scenario) waitCounter(component, name string, min uint64) uint64 {
 	sc.t.Helper()
@@ -88,6 +122,7 @@ func TestUDPBetweenDomains(t *testing.T) {
 	sc := run(t, "router_udp.xml", "/tmp/nicstack-router_udp.state", report)
 	sc.waitCounter("rx", "rx_frames", 2000)
 	sc.waitCounter("rx", "answers", 1) // the router asked for 10.0.2.2
+	sc.checkQueues()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, _ := os.ReadFile(report)

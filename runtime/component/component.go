@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nicstack/nicstack/netdev"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/fifo"
@@ -92,6 +93,7 @@ type Component struct {
 
 	counterMu sync.Mutex
 	counters  map[string]*atomic.Uint64
+	queues    map[string]func() netdev.Depth // by hop, under counterMu
 
 	nextRequest atomic.Uint64
 	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
@@ -113,6 +115,7 @@ func New(spec Spec, log *slog.Logger, newHandler func(*Component) (Handler, erro
 		sessions:   map[uint64]*Session{},
 		captures:   map[uint64]*tapping{},
 		counters:   map[string]*atomic.Uint64{},
+		queues:     map[string]func() netdev.Depth{},
 		events:     fifo.New[*controlpb.Event](),
 		stopped:    make(chan struct{}),
 	}
@@ -129,6 +132,21 @@ func (c *Component) Counter(name string) *atomic.Uint64 {
 		c.counters[name] = ctr
 	}
 	return ctr
+}
+
+// Queue names a hop of the component's data path (a driver's ring, frames a router holds)
+// whose depth the supervisor reads with the counters; nil takes it away. depth runs on the
+// goroutine that answers the supervisor, beside the component's loops: it reads only atomics,
+// never a loop's private state. The queues of the packet streams a component sends on are
+// reported without it.
+func (c *Component) Queue(hop string, depth func() netdev.Depth) {
+	c.counterMu.Lock()
+	defer c.counterMu.Unlock()
+	if depth == nil {
+		delete(c.queues, hop)
+		return
+	}
+	c.queues[hop] = depth
 }
 
 // StateRegion is the component's state region (Spec.State): shared memory that the supervisor
@@ -393,6 +411,7 @@ func (c *Component) State(context.Context, *controlpb.StateRequest) (*controlpb.
 			SessionId: s.ID, Role: role, Service: s.Service, Label: s.Label, LinkUp: s.LinkUp(),
 			Sent: streamCounters(sent), Received: streamCounters(received),
 		})
+		reply.Queues = append(reply.Queues, s.queues()...)
 	}
 	c.mu.Unlock()
 	sort.Slice(reply.Sessions, func(i, j int) bool { return reply.Sessions[i].SessionId < reply.Sessions[j].SessionId })
@@ -400,8 +419,16 @@ func (c *Component) State(context.Context, *controlpb.StateRequest) (*controlpb.
 	for name, ctr := range c.counters {
 		reply.Counters[name] = ctr.Load()
 	}
+	for hop, depth := range c.queues {
+		reply.Queues = append(reply.Queues, queueDepth(hop, depth()))
+	}
 	c.counterMu.Unlock()
+	sort.Slice(reply.Queues, func(i, j int) bool { return reply.Queues[i].Hop < reply.Queues[j].Hop })
 	return reply, nil
+}
+
+func queueDepth(hop string, d netdev.Depth) *controlpb.QueueDepth {
+	return &controlpb.QueueDepth{Hop: hop, Frames: d.Frames, Bytes: d.Bytes, SojournNs: int64(d.Sojourn)}
 }
 
 func streamCounters(c *packetstream.Counters) *controlpb.StreamCounters {

@@ -2,14 +2,17 @@ package component
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nicstack/nicstack/netdev"
 	controlpb "github.com/nicstack/nicstack/proto"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/packetstream"
@@ -107,12 +110,29 @@ func TestComponentSessions(t *testing.T) {
 	}
 	srv.TX.Wakeup()
 	c.Counter("interrupts").Add(3)
+	// Two frames the server sends wait for the client: its RX stream's queue, beside a hop of
+	// the component's own.
+	for range 2 {
+		p, _ := srv.RX.Alloc(60)
+		srv.RX.TrySubmit(p)
+	}
+	srv.RX.Wakeup()
+	c.Queue("ring", func() netdev.Depth { return netdev.Depth{Frames: 4, Bytes: 400, Sojourn: time.Millisecond} })
+	c.Queue("gone", func() netdev.Depth { return netdev.Depth{} })
+	c.Queue("gone", nil)
 	st, err := c.State(ctx, &controlpb.StateRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Sessions) != 1 || st.Sessions[0].Received.GetFrames() != 1 || st.Sessions[0].Received.GetBytes() != 100 || st.Counters["interrupts"] != 3 {
 		t.Errorf("state: %v", st)
+	}
+	var queues []string
+	for _, q := range st.Queues {
+		queues = append(queues, fmt.Sprintf("%s %d/%d/%t", q.GetHop(), q.GetFrames(), q.GetBytes(), q.GetSojournNs() > 0))
+	}
+	if got, want := strings.Join(queues, ", "), "c -> x rx 2/120/true, c -> x rx acks 0/0/false, ring 4/400/true"; got != want {
+		t.Errorf("queues: %s, want %s", got, want)
 	}
 
 	// Files that do not match the request are refused, not used.

@@ -63,6 +63,25 @@ func (s *Session) counters() (sent, received *packetstream.Counters) {
 	return nil, nil
 }
 
+// queues reports the stream this side sends on (the client's TX, the server's RX), as
+// hops "<label> tx" or "<label> rx" (what waits for the peer to take it) and the same with
+// " acks" (what the peer acknowledged and this side has not collected). A device session's
+// queues are its handler's to report (Component.Queue).
+func (s *Session) queues() []*controlpb.QueueDepth {
+	var src *packetstream.Source
+	hop := s.Label
+	switch {
+	case s.Client != nil:
+		src, hop = s.Client.TX, hop+" tx"
+	case s.Server != nil:
+		src, hop = s.Server.RX, hop+" rx"
+	default:
+		return nil
+	}
+	submit, acks := src.Queue()
+	return []*controlpb.QueueDepth{queueDepth(hop, submit), queueDepth(hop+" acks", acks)}
+}
+
 func (s *Session) unmap() error {
 	switch {
 	case s.Client != nil:

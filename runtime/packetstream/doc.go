@@ -25,6 +25,10 @@
 // peer armed a flag in the region before sleeping (Waiter), so a saturated stream runs
 // without system calls.
 //
+// Source.Queue reports where the stream's queue stands (frames, bytes and the oldest's
+// sojourn in the submit queue, frames in the ack queue) to any goroutine, from marks the
+// source records once per batch and the sink's tail.
+//
 // SetTap hands a copy of every frame an endpoint passes to a Tap (a capture), taken up and
 // flushed at Wakeup: the stream is wrapped, not the loop that drives it.
 package packetstream

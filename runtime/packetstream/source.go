@@ -18,6 +18,7 @@ type Source struct {
 	inFlight  int  // submitted, not yet taken back by GetAcked
 	wantSpace bool // the last try found the submit queue full
 	reserved  int  // block of the frame Reserve returned, not yet committed; -1: none
+	marks     batchMarks
 }
 
 // OpenSource maps the stream and returns its source side.
@@ -37,6 +38,7 @@ func newSource(reg *region, in, out int) (*Source, error) {
 		bulkStart: uint64(reg.cfg.bulkStart()),
 		maxFrame:  reg.cfg.MaxFrame(),
 		reserved:  -1,
+		marks:     newBatchMarks(reg.cfg.QueueSize),
 	}
 	var err error
 	s.endpoint, err = newEndpoint(reg, in, out, func(e *endpoint) Endpoint { s.endpoint = e; return s })
@@ -249,6 +251,9 @@ func (s *Source) Wakeup() {
 	}
 	s.invalid += s.submit.invalid + s.ack.invalid
 	s.submit.invalid, s.ack.invalid = 0, 0
+	if s.submit.head != s.marks.head {
+		s.marks.put(s.submit.head, s.bytes)
+	}
 	if s.tapping != nil || s.tap.Load() != nil {
 		s.tapBatch()
 	}

@@ -33,6 +33,11 @@ var (
 	dropsDesc    = prometheus.NewDesc("nicstack_session_invalid_descriptors_total", "Invalid descriptors dropped at one side.", sessionLabels, nil)
 	sigSentDesc  = prometheus.NewDesc("nicstack_session_signals_sent_total", "Signals sent to the peer.", sessionLabels, nil)
 	sigRecvDesc  = prometheus.NewDesc("nicstack_session_signals_received_total", "Signals received from the peer.", sessionLabels, nil)
+
+	queueLabels      = []string{"component", "hop"}
+	queueFramesDesc  = prometheus.NewDesc("nicstack_queue_frames", "Frames waiting at a hop of the component's data path.", queueLabels, nil)
+	queueBytesDesc   = prometheus.NewDesc("nicstack_queue_bytes", "Bytes of the frames waiting at a hop.", queueLabels, nil)
+	queueSojournDesc = prometheus.NewDesc("nicstack_queue_sojourn_seconds", "Age of the oldest frame waiting at a hop (0 when none waits).", queueLabels, nil)
 )
 
 // A family is the Prometheus metric family a component's own counter is exported as.
@@ -138,6 +143,11 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 				counter(sigSentDesc, float64(d.s.SignalsSent), l...)
 				counter(sigRecvDesc, float64(d.s.SignalsReceived), l...)
 			}
+		}
+		for _, q := range cs.Queues {
+			gauge(queueFramesDesc, float64(q.Frames), cs.Name, q.Hop)
+			gauge(queueBytesDesc, float64(q.Bytes), cs.Name, q.Hop)
+			gauge(queueSojournDesc, q.Sojourn.Seconds(), cs.Name, q.Hop)
 		}
 	}
 }

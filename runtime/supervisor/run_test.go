@@ -153,6 +153,23 @@ func TestFramesThroughRoutedSession(t *testing.T) {
 	if echo.RAMUsed != 0 {
 		t.Errorf("the server pays %d bytes; the client should", echo.RAMUsed)
 	}
+	// Each side reports the stream it sends on: what waits for the peer, no more than the
+	// queue holds, aged only while something waits.
+	for _, c := range []struct {
+		st   ComponentStatus
+		hops string
+	}{{client, "uplink tx, uplink tx acks"}, {echo, "uplink rx, uplink rx acks"}} {
+		var hops []string
+		for _, q := range c.st.Queues {
+			hops = append(hops, q.Hop)
+			if q.Frames > uint64(testStream.QueueSize) || q.Sojourn < 0 || (q.Frames == 0 && (q.Bytes != 0 || q.Sojourn != 0)) {
+				t.Errorf("%s: queue %+v", c.st.Name, q)
+			}
+		}
+		if got := strings.Join(hops, ", "); got != c.hops {
+			t.Errorf("%s reports queues %s, want %s", c.st.Name, got, c.hops)
+		}
+	}
 }
 
 // cpusAllowed reads the CPU list of every thread of pid.
@@ -598,6 +615,10 @@ func TestMetrics(t *testing.T) {
 		`nicstack_received_total{component="client"}`,
 		"# TYPE nicstack_component_cpu_seconds_total counter",
 		`nicstack_session_frames_total{component="client",direction="sent",label="uplink",role="client",service="Nic",session="1"}`,
+		"# TYPE nicstack_queue_frames gauge",
+		`nicstack_queue_frames{component="client",hop="uplink tx"}`,
+		`nicstack_queue_bytes{component="client",hop="uplink tx acks"}`,
+		`nicstack_queue_sojourn_seconds{component="echo",hop="uplink rx"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)

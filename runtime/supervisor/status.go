@@ -49,6 +49,17 @@ type ComponentStatus struct {
 	Sessions   []SessionStatus   `json:"sessions"`
 	Requests   []RequestStatus   `json:"requested"`
 	Counters   map[string]uint64 `json:"counters,omitempty"`
+	Queues     []QueueStatus     `json:"queues,omitempty"`
+}
+
+// QueueStatus is what waits at one hop of a component's data path: the stream a session
+// sends on ("<label> tx" or "<label> rx", and its " acks"), a driver's ring, frames a router
+// holds. Sojourn is the age of the oldest frame waiting, 0 when none waits.
+type QueueStatus struct {
+	Hop     string        `json:"hop"`
+	Frames  uint64        `json:"frames"`
+	Bytes   uint64        `json:"bytes"`
+	Sojourn time.Duration `json:"sojourn_ns"`
 }
 
 // SessionStatus is an open session as one side reports it.
@@ -117,6 +128,9 @@ func (s *Supervisor) Status() (Status, bool) {
 				return
 			}
 			cs.Counters = reply.GetCounters()
+			for _, q := range reply.GetQueues() {
+				cs.Queues = append(cs.Queues, QueueStatus{Hop: q.GetHop(), Frames: q.GetFrames(), Bytes: q.GetBytes(), Sojourn: time.Duration(q.GetSojournNs())})
+			}
 			for _, ss := range reply.GetSessions() {
 				cs.Sessions = append(cs.Sessions, SessionStatus{
 					ID: ss.GetSessionId(), Role: strings.ToLower(ss.GetRole().String()), Service: ss.GetService(),
