@@ -2,6 +2,7 @@ package component
 
 import (
 	"os"
+	"strings"
 	"sync/atomic"
 
 	controlpb "github.com/nicstack/nicstack/proto"
@@ -69,7 +70,7 @@ func (s *Session) counters() (sent, received *packetstream.Counters) {
 // queues are its handler's to report (Component.Queue).
 func (s *Session) queues() []*controlpb.QueueDepth {
 	var src *packetstream.Source
-	hop := s.Label
+	hop := strings.TrimSpace(s.Label) // "vm -> ", the label of a session asked for with none
 	switch {
 	case s.Client != nil:
 		src, hop = s.Client.TX, hop+" tx"
