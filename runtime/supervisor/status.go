@@ -32,7 +32,8 @@ type ComponentStatus struct {
 	Name     string `json:"name"`
 	Binary   string `json:"binary"`
 	Version  string `json:"version,omitempty"`
-	State    string `json:"state"` // a State: starting, running, waiting, failed, stopped, exited
+	Attached bool   `json:"attached,omitempty"` // by `nicstack attach`, not the scenario file
+	State    string `json:"state"`              // a State: starting, running, waiting, failed, stopped, exited
 	Pid      int    `json:"pid,omitempty"`
 	Restarts int    `json:"restarts"`
 	ExitCode int    `json:"exit_code"` // of its last process; -1 when a signal ended it
@@ -141,7 +142,7 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 			continue
 		}
 		cs := ComponentStatus{
-			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state.String(),
+			Name: start.Name, Binary: start.Binary, Version: start.Version, Attached: s.attachment(start.Name) != nil, State: c.state.String(),
 			Restarts: c.restarts, ExitCode: c.exitCode, SkippedHeartbeats: c.skipped, Location: c.place.Virtual.String(),
 			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
 		}
