@@ -332,11 +332,17 @@ func (s *Supervisor) saveAttachments() error {
 	if s.opts.StateDir == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(append([]Attachment{}, s.attached...), "", "  ") // none: [], not null
+	path := filepath.Join(s.opts.StateDir, attachmentsFile)
+	if len(s.attached) == 0 { // none: no file, so that the instance folder empties with the run
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("keeping the attachments: %w", err)
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(s.attached, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(s.opts.StateDir, attachmentsFile)
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("keeping the attachments: %w", err)

@@ -252,8 +252,9 @@ func uptime() float64 {
 }
 
 // ServeStatus answers status queries on a Unix socket at path until ctx ends: each
-// connection gets the status as JSON, and may then ask for a capture (capture.go). A stale socket from a dead run is replaced; a live one
-// is an error (another supervisor runs).
+// connection gets the status as JSON, and may then send a request (control.go: a capture, an
+// attach, a detach). A stale socket from a dead run is replaced; a live one is an error
+// (another supervisor runs).
 func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
@@ -283,7 +284,7 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 					return
 				}
 				if json.NewEncoder(c).Encode(st) == nil {
-					s.serveCapture(c)
+					s.serveRequest(c)
 				}
 			}()
 		}
