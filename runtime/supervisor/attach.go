@@ -48,8 +48,8 @@ var attachGuests = []string{"embedded", "netns", "vhost-user"}
 // attachmentsFile holds a named run's attachments in its state folder, as JSON.
 const attachmentsFile = "attachments.json"
 
-// attachedNetns is how the run's own namespace of a netns guest may be named (parent.go's
-// netnsName) without a --netns.
+// attachedNetns is how a netns guest may be named: its name names its namespace (parent.go's
+// netnsName), the run's own or, with a path, the name the run gives another's.
 var attachedNetns = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 
 // Attach starts the guest a describes beside the running scenario, or says why not and
@@ -141,8 +141,8 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 		return fail("a namespace, address and gateway are for a netns guest")
 	case a.Guest == "netns" && a.Address == "":
 		return fail("a netns guest needs the address of its Linux side (CIDR)")
-	case a.Guest == "netns" && a.Netns == "" && !attachedNetns.MatchString(a.Name):
-		return fail("the run names a netns guest's namespace after it: want 1 to 16 letters, digits or _, or give a namespace")
+	case a.Guest == "netns" && !attachedNetns.MatchString(a.Name):
+		return fail("a netns guest's name names its namespace: want 1 to 16 letters, digits or _")
 	}
 	if a.Netns != "" {
 		if err := namespaceThere(a.Netns); err != nil {
