@@ -259,6 +259,7 @@ func (s *Supervisor) compose(attached []Attachment) (*Scenario, error) {
 // else as the scenario's <default-route> says.
 func (a Attachment) start(root *config.Node) *config.Node {
 	pos := config.Pos{File: "attachment " + a.Name, Line: 1, Col: 1}
+	// node makes a node with the attributes of the name, value pairs whose value is not empty.
 	node := func(typ string, attrs ...string) *config.Node {
 		n := &config.Node{Type: typ, Pos: pos}
 		for i := 0; i+1 < len(attrs); i += 2 {
@@ -288,7 +289,7 @@ func (a Attachment) start(root *config.Node) *config.Node {
 	st.Nodes = append(st.Nodes, route)
 	cfg := node("config", "guest", a.Guest)
 	if a.Guest == "netns" {
-		cfg.Attrs = append(cfg.Attrs, node("", "netns", a.Name, "netns_path", a.Netns, "tap_address", a.Address, "tap_gateway", a.Gateway).Attrs...)
+		cfg = node("config", "guest", a.Guest, "netns", a.Name, "netns_path", a.Netns, "tap_address", a.Address, "tap_gateway", a.Gateway)
 	}
 	st.Nodes = append(st.Nodes, cfg)
 	return st
