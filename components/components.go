@@ -41,6 +41,15 @@ var Table = component.Table{
 			return cfg.Report.File
 		}),
 		Sessions: routerSessions,
+		// A client attached at run time must land in a domain of a policy, with room in its
+		// DHCP pool; the router's Nic and Uplink sessions both select by policy.
+		Serves: func(cfg any, _ string, label string, others []string) error {
+			c, err := component.ConfigOf[*model.Config](cfg)
+			if err != nil {
+				return err
+			}
+			return c.Serves(label, others)
+		},
 		// 1 MiB: 8191 entries of 128 bytes (router/region): link states, ARP entries and
 		// DHCP leases beyond them are served but do not survive a crash. Pages are touched
 		// only as far as used.

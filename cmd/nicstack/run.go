@@ -64,9 +64,21 @@ binaries are looked up next to nicstack and in bin/.`,
 					out.Logger(false).Info("guest image ready", "folder", os.Getenv(qemu.ImageEnv))
 				}
 			} // a scenario that does not parse gets supervisor.New's error
+			// A named run keeps its attachments in its instance folder, for the next run of
+			// that name.
+			stateDir := ""
+			if name != "" {
+				var err error
+				if socket, err = instanceSocket(name); err != nil {
+					return err
+				}
+				stateDir = filepath.Dir(socket)
+				defer os.Remove(stateDir) // only when empty: systemd's RuntimeDirectory removes its own
+			}
 			s, err := supervisor.New(args[0], supervisor.Options{
 				Components: components.Table, ParentServices: hostservice.Services(),
 				BinDirs: supervisor.BinDirs(binDir), Out: out, Verbose: verbose, WatchInterval: watch, RunAs: runAs,
+				StateDir: stateDir,
 			})
 			if err != nil {
 				return err
@@ -76,12 +88,6 @@ binaries are looked up next to nicstack and in bin/.`,
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			go stopWhenOutputGone(ctx, cancel, pipe)
-			if name != "" {
-				if socket, err = instanceSocket(name); err != nil {
-					return err
-				}
-				defer os.Remove(filepath.Dir(socket)) // only when empty: systemd's RuntimeDirectory removes its own
-			}
 			if err := s.ServeStatus(ctx, socket); err != nil {
 				return err
 			}
@@ -99,7 +105,7 @@ binaries are looked up next to nicstack and in bin/.`,
 	f := cmd.Flags()
 	f.StringVar(&binDir, "bin", "", "folder with component binaries, searched first")
 	f.StringVar(&socket, "socket", supervisor.DefaultSocket(), "serve status on this Unix socket")
-	f.StringVarP(&name, "name", "s", "", "name the run: its socket goes to the instance folder, where status -s NAME finds it")
+	f.StringVarP(&name, "name", "s", "", "name the run: its socket goes to the instance folder, where status -s NAME finds it, and it keeps its attachments there for the next run of that name")
 	f.StringVar(&report, "report", "", "write Genode's init state report to this file every second")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this loopback address (like 127.0.0.1:9464)")
 	f.StringVar(&runAs, "user", supervisor.RunAsDynamic, "run as root: whom components run as: dynamic (each its own uid), a user name or uid, or root (no drop)")

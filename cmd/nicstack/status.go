@@ -61,7 +61,11 @@ func printStatus(out io.Writer, st supervisor.Status) {
 		if c.SkippedHeartbeats > 0 {
 			state += fmt.Sprintf(" (skipped %d heartbeats)", c.SkippedHeartbeats)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%.1f\t%s\t%s/%s\t%d\n", c.Name, c.Pid, state, c.Restarts, c.CPUs,
+		name := c.Name
+		if c.Attached {
+			name += " (attached)"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%.1f\t%s\t%s/%s\t%d\n", name, c.Pid, state, c.Restarts, c.CPUs,
 			c.CPULoad, size(c.RSS), size(c.RAMUsed), size(c.RAM), len(c.Sessions))
 	}
 	w.Flush()

@@ -5,6 +5,8 @@
 package model
 
 import (
+	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
@@ -217,4 +219,40 @@ func (c *Config) NicClientDomain(label string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Serves says whether the router would give a session with label a domain, beside the
+// sessions with the labels others: nil if so, else why not. A domain with a DHCP server has
+// room for as many clients as its range holds addresses, and each of others its policies put
+// in that domain counts as one, whether or not it asks for a lease (an approximation: a client
+// with a static address takes none, and a lease outlives its client for its lease time).
+func (c *Config) Serves(label string, others []string) error {
+	name, ok := c.DomainFor(label)
+	if !ok {
+		return fmt.Errorf("no <policy> of the router selects the label %q, and it has no <default-policy>", label)
+	}
+	d := c.Domains[name]
+	if d == nil {
+		return fmt.Errorf("the label %q selects domain %q, which the router's config lacks or disables", label, name)
+	}
+	if d.DHCPServer == nil {
+		return nil
+	}
+	taken := 0
+	for _, o := range others {
+		if n, ok := c.DomainFor(o); ok && n == name {
+			taken++
+		}
+	}
+	if size := poolSize(d.DHCPServer); taken >= size {
+		return fmt.Errorf("the address pool of domain %q (%s..%s, %d addresses) is full: %d clients are in the domain",
+			name, d.DHCPServer.IPFirst, d.DHCPServer.IPLast, size, taken)
+	}
+	return nil
+}
+
+// poolSize is the number of addresses a DHCP server's range holds.
+func poolSize(s *DHCPServer) int {
+	first, last := s.IPFirst.As4(), s.IPLast.As4()
+	return int(binary.BigEndian.Uint32(last[:])-binary.BigEndian.Uint32(first[:])) + 1
 }

@@ -138,3 +138,35 @@ func TestDHCPServerDNSConfig(t *testing.T) {
 		t.Fatalf("want one problem at <dns-domain>, got %v", errs)
 	}
 }
+
+func TestServes(t *testing.T) {
+	c, _ := parsed(t, `<config>
+		<policy label_prefix="vm" domain="default"/>
+		<policy label="static" domain="plain"/>
+		<policy label="broken" domain="missing"/>
+		<domain name="default" interface="10.0.1.1/24">
+			<dhcp-server ip_first="10.0.1.2" ip_last="10.0.1.3"/>
+		</domain>
+		<domain name="plain" interface="10.0.2.1/24"/>
+	</config>`)
+	for _, tc := range []struct {
+		label  string
+		others []string
+		err    string
+	}{
+		{"vm2", nil, ""},
+		{"vm2", []string{"vm1", "static"}, ""},
+		{"vm3", []string{"vm1", "vm2"}, "pool of domain \"default\" (10.0.1.2..10.0.1.3, 2 addresses) is full"},
+		{"static", []string{"static", "static"}, ""}, // no DHCP server: no pool to spend
+		{"c1", nil, "no <policy> of the router selects the label \"c1\""},
+		{"broken", nil, "lacks or disables"},
+	} {
+		err := c.Serves(tc.label, tc.others)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s beside %v: %v", tc.label, tc.others, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s beside %v: got %v, want an error with %q", tc.label, tc.others, err, tc.err)
+		}
+	}
+}

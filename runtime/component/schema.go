@@ -48,6 +48,12 @@ type Spec struct {
 	// draws. Some it holds only at times (ipxe_nic's Uplink while the link is up, nic_dump's
 	// upstream Nic while a client is there). Nil: none.
 	Sessions func(cfg any) []SessionRequest
+	// Serves says whether the component, configured with cfg, would serve a session of
+	// service whose label (as the server sees it) is label, beside the sessions with the
+	// labels others that the scenario routes to it already: nil if so, else why not (no
+	// policy selects the label, the address pool of its domain is spent). The supervisor asks
+	// it of the server before it attaches a client at run time (`nicstack attach`). Nil: any.
+	Serves func(cfg any, service, label string, others []string) error
 }
 
 // SessionRequest is a session a component requests: its service and the label it gives.

@@ -1,6 +1,7 @@
 // Package netns creates, enters and deletes network namespaces and veth pairs, for root tests
 // and benchmarks of the Linux back ends (backendtest.Namespace ties one to a test), and enters
-// a namespace by descriptor for the back ends themselves (Do). Everything it creates is deleted
+// a namespace by descriptor for the back ends themselves (Do), and names another's namespace
+// (a container's) for the run's use (Adopt). Everything it creates is deleted
 // on Close, on SIGINT/SIGTERM/SIGHUP, and (for namespaces left by a killed process) by the next
 // process that creates one. Addresses are confined to 198.18.0.0/15, the benchmarking range.
 package netns
@@ -84,7 +85,50 @@ func New(label string) (*NS, error) {
 	return n, nil
 }
 
-// Close deletes the namespace and, with it, every interface in it.
+// adoptedPrefix marks the names this package gives namespaces it did not make (Adopt):
+// "nsa<pid>-<label><seq>". Sweep unmounts a dead process's, and kills nothing inside them.
+const adoptedPrefix = "nsa"
+
+// Adopt names the existing namespace at path (another's: a container's, as a CNI runtime
+// bind-mounts it under /run/netns or /var/run/netns) for this process, with a bind mount in
+// /run/netns, so that it is used as a namespace New made. Close removes only the name: the
+// namespace lives on as long as its owner holds it. The host's own namespace is refused.
+func Adopt(label, path string) (*NS, error) {
+	sigOnce.Do(cleanupOnSignal)
+	var target, self unix.Stat_t
+	if err := unix.Stat(path, &target); err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", path, err)
+	}
+	if err := unix.Stat("/proc/1/ns/net", &self); err == nil && target.Dev == self.Dev && target.Ino == self.Ino {
+		return nil, fmt.Errorf("namespace %s is the host's", path)
+	}
+	name := fmt.Sprintf("%s%d-%s%d", adoptedPrefix, os.Getpid(), label, seq.Add(1))
+	mount := filepath.Join(runDir, name)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(mount, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	liveMu.Lock()
+	live[name] = true
+	liveMu.Unlock()
+	n := &NS{Name: name}
+	if err := unix.Mount(path, mount, "", unix.MS_BIND, ""); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("namespace %s: bind mount: %w", path, err)
+	}
+	if n.File, err = os.Open(mount); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close deletes the namespace and, with it, every interface in it; of an adopted namespace,
+// only its name here.
 func (n *NS) Close() error {
 	if n.File != nil {
 		n.File.Close()
@@ -211,11 +255,16 @@ func cleanupOnSignal() {
 
 // Sweep deletes the namespaces this package made in processes that no longer exist (killed
 // with SIGKILL, so their cleanup never ran), after killing the processes still inside them (a
-// command started in one outlives the process that made it), and says what it removed.
+// command started in one outlives the process that made it), removes the names such processes
+// gave namespaces they adopted, and says what it removed.
 func Sweep() []string {
 	entries, _ := os.ReadDir(runDir)
 	var removed []string
 	for _, e := range entries {
+		if leftover.Orphaned(e.Name(), adoptedPrefix) && ip("netns", "del", e.Name()) == nil {
+			removed = append(removed, "the name of another's namespace "+e.Name())
+			continue
+		}
 		if !leftover.Orphaned(e.Name(), namePrefix) {
 			continue
 		}

@@ -23,13 +23,7 @@ import (
 	"github.com/nicstack/nicstack/runtime/component"
 )
 
-// CaptureRequest is what `nicstack capture` sends on the status socket after reading the
-// status, with the capture socket attached.
-type CaptureRequest struct {
-	Target string `json:"capture"` // a component's name, or a session id as status lists it
-}
-
-// CaptureReply answers it.
+// CaptureReply answers a capture request (Request.Capture).
 type CaptureReply struct {
 	Component string   `json:"component,omitempty"` // the component that taps
 	Sessions  []uint64 `json:"sessions,omitempty"`  // the sessions tapped; none: all of the component's
@@ -136,31 +130,17 @@ func (s *Supervisor) captureTarget(target string) (*child, CaptureReply, error) 
 	return c, CaptureReply{Component: name, Sessions: sessions}, nil
 }
 
-// serveCapture follows a status connection: a capture request makes a capture that lasts
-// until the connection closes; a plain status query just closes.
-func (s *Supervisor) serveCapture(conn net.Conn) {
-	u, ok := conn.(*net.UnixConn)
-	if !ok {
-		return
-	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := u.ReadMsgUnix(buf, oob)
-	if err != nil || n == 0 {
-		return
-	}
-	files, _ := component.ReceivedFiles(oob[:oobn], "capture") // none on a malformed message
-	var req CaptureRequest
+// serveCapture answers a capture request on a control connection (files: the descriptors it
+// carried): the capture lasts until the connection closes.
+func (s *Supervisor) serveCapture(conn net.Conn, target string, files []*os.File) {
 	var reply CaptureReply
 	var stop func()
+	var err error
 	switch {
-	case json.Unmarshal(buf[:n], &req) != nil || req.Target == "":
-		err = fmt.Errorf("a capture request names its target: {\"capture\": \"NAME or SESSION\"}")
 	case len(files) != 1:
 		err = fmt.Errorf("a capture request carries one capture socket, this one %d", len(files))
 	default:
-		reply, stop, err = s.Capture(req.Target, files[0])
+		reply, stop, err = s.Capture(target, files[0])
 		files = nil
 	}
 	for _, f := range files {
@@ -207,7 +187,7 @@ func RequestCapture(path, target string, sock *os.File) (Status, CaptureReply, n
 		c.Close()
 		return st, reply, nil, fmt.Errorf("reading status from %s: %w", path, err)
 	}
-	req, _ := json.Marshal(CaptureRequest{Target: target})
+	req, _ := json.Marshal(Request{Capture: target})
 	if _, _, err := c.(*net.UnixConn).WriteMsgUnix(req, unix.UnixRights(int(sock.Fd())), nil); err != nil {
 		c.Close()
 		return st, reply, nil, fmt.Errorf("asking %s for a capture: %w", path, err)

@@ -317,8 +317,10 @@ func (s *Supervisor) stop(c *child) {
 	c.state = Stopped
 	c.waitsForConfig = false
 	c.discardRegion()
-	s.closeKept(c)
+	// After dropSessions, which keeps the open parent-service sessions for a next process that
+	// a stop has none of.
 	s.dropSessions(c, fmt.Sprintf("%s stopped", c.start.Name)) // without a process: its config ROM
+	s.closeKept(c)
 	if p != nil {
 		s.end(p)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -22,7 +23,9 @@ import (
 // does the rest the same way for all: the namespace, the address, route and MTU of the Linux
 // side, the command run there, and deleting it all when the session closes.
 //
-// Args: netns (a name local to the run), address (CIDR of the Linux side), gateway (default
+// Args: netns (a name local to the run), netns_path (instead of the run's namespace of that
+// name, an existing one at that path under /run/netns or /var/run/netns: a container's, left
+// alone when the session closes but for the interface), address (CIDR of the Linux side), gateway (default
 // route inside the namespace), mtu (1500), exec (a shell command run inside the namespace once
 // the interface is up, killed when the session closes; $NICSTACK_INTERFACE names the
 // interface); a service may know more (offload).
@@ -53,6 +56,7 @@ type parentSession struct {
 	files   []*os.File // handed to the client
 	iface   string     // the interface inside the run's namespace
 	ns      *netns.NS  // the run's namespace the interface is in
+	adopted bool       // ns is another's (netns_path): the session's close removes its name
 	undo    func()     // the service's own clean-up (ParentDevice.Close)
 	exec    *exec.Cmd
 	mtu     int
@@ -94,7 +98,16 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 		}
 		p.mtu = mtu
 	}
-	if inNS {
+	if path, ok := args["netns_path"]; ok {
+		if dir := filepath.Dir(path); dir != "/run/netns" && dir != "/var/run/netns" {
+			return nil, fmt.Errorf("%s session: netns_path=%q: want a namespace in /run/netns or /var/run/netns", service, path)
+		}
+		ns, err := netns.Adopt(name, path)
+		if err != nil {
+			return nil, fmt.Errorf("%s session: %w", service, err)
+		}
+		p.ns, p.adopted = ns, true
+	} else if inNS {
 		ns, err := s.namespace(name)
 		if err != nil {
 			return nil, err
@@ -236,4 +249,7 @@ func (p *parentSession) close() {
 	}
 	closeFiles(p.files)
 	p.files = nil
+	if p.adopted {
+		p.ns.Close()
+	}
 }

@@ -12,19 +12,47 @@ import (
 	controlpb "github.com/nicstack/nicstack/proto"
 )
 
-// reload applies a changed scenario: new starts start, removed ones stop, a start whose launch
-// parameters (version, binary, ram, affinity, provides, routes) changed restarts, and a start
-// whose <config> alone changed gets it live.
+// reload reads the changed scenario file and applies it with the attachments. An attachment
+// whose name the file now has gives way to the file's start.
 func (s *Supervisor) reload() {
-	sc, err := LoadScenario(s.path)
+	file, err := LoadScenario(s.path)
 	if err != nil {
 		s.log.Error("scenario changed but is broken; keeping the running one: " + err.Error())
 		return
 	}
+	kept := s.attached[:0:0]
+	for _, a := range s.attached {
+		if file.Start(a.Name) != nil || file.Alias(a.Name) != nil {
+			s.log.Warn(fmt.Sprintf("%s detached: the scenario file has a <start> of that name now", a.Name))
+			continue
+		}
+		kept = append(kept, a)
+	}
+	prevFile := s.file
+	s.file = file.Root
+	sc, err := s.compose(kept)
+	if err != nil {
+		s.file = prevFile
+		s.log.Error("scenario changed but does not go with the attachments; keeping the running one: " + err.Error())
+		return
+	}
+	if len(kept) != len(s.attached) {
+		s.attached = kept
+		if err := s.saveAttachments(); err != nil {
+			s.log.Error(err.Error())
+		}
+	}
+	s.warnUnknown(file)
+	s.checkConfigs(sc, nil)
+	s.apply(sc)
+}
+
+// apply makes sc the running scenario: new starts start, removed ones stop, a start whose
+// launch parameters (version, binary, ram, affinity, provides, routes) changed restarts, and a
+// start whose <config> alone changed gets it live.
+func (s *Supervisor) apply(sc *Scenario) {
 	old := s.sc
 	s.sc = sc
-	s.warnUnknown(sc)
-	s.checkConfigs(sc)
 	for name, c := range s.children {
 		if sc.Start(name) == nil {
 			s.log.Info(fmt.Sprintf("%s removed from the scenario; stopping it", name))

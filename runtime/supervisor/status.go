@@ -32,7 +32,8 @@ type ComponentStatus struct {
 	Name     string `json:"name"`
 	Binary   string `json:"binary"`
 	Version  string `json:"version,omitempty"`
-	State    string `json:"state"` // a State: starting, running, waiting, failed, stopped, exited
+	Attached bool   `json:"attached,omitempty"` // by `nicstack attach`, not the scenario file
+	State    string `json:"state"`              // a State: starting, running, waiting, failed, stopped, exited
 	Pid      int    `json:"pid,omitempty"`
 	Restarts int    `json:"restarts"`
 	ExitCode int    `json:"exit_code"` // of its last process; -1 when a signal ended it
@@ -155,7 +156,7 @@ func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 			continue
 		}
 		cs := ComponentStatus{
-			Name: start.Name, Binary: start.Binary, Version: start.Version, State: c.state.String(),
+			Name: start.Name, Binary: start.Binary, Version: start.Version, Attached: s.attachment(start.Name) != nil, State: c.state.String(),
 			Restarts: c.restarts, ExitCode: c.exitCode, SkippedHeartbeats: c.skipped, Location: c.place.Virtual.String(),
 			CPUs: c.place.CPUs.String(), RAM: start.RAM, RAMUsed: uint64(c.ramUsed),
 		}
@@ -265,8 +266,9 @@ func uptime() float64 {
 }
 
 // ServeStatus answers status queries on a Unix socket at path until ctx ends: each
-// connection gets the status as JSON, and may then ask for a capture (capture.go). A stale socket from a dead run is replaced; a live one
-// is an error (another supervisor runs).
+// connection gets the status as JSON, and may then send a request (control.go: a capture, an
+// attach, a detach). A stale socket from a dead run is replaced; a live one is an error
+// (another supervisor runs).
 func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
@@ -296,7 +298,7 @@ func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
 					return
 				}
 				if json.NewEncoder(c).Encode(st) == nil {
-					s.serveCapture(c)
+					s.serveRequest(c)
 				}
 			}()
 		}

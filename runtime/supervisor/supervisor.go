@@ -47,6 +47,9 @@ type Options struct {
 	// RunAs is whom components run as when the supervisor is root: RunAsDynamic (the
 	// default, "": each its own uid), a user name or uid (all as that user), or RunAsRoot.
 	RunAs string
+	// StateDir is the folder where the run keeps what outlives it: its attachments (a named
+	// run's instance folder). "": attachments last as long as the run.
+	StateDir string
 }
 
 func (o *Options) defaults() {
@@ -90,6 +93,8 @@ type Supervisor struct {
 	ending sync.WaitGroup
 
 	sc       *Scenario
+	file     *config.Node // the scenario file's init config, as last read: sc without the attachments
+	attached []Attachment // in the order they came (attach.go)
 	children map[string]*child
 	requests map[reqKey]*request
 	nextID   uint64
@@ -126,7 +131,7 @@ func New(path string, opts Options) (*Supervisor, error) {
 	s := &Supervisor{
 		path: path, opts: opts, log: opts.Out.Logger(opts.Verbose), topo: topo,
 		events: make(chan func(), 64), done: make(chan struct{}), quitting: make(chan struct{}),
-		sc: sc, children: map[string]*child{}, requests: map[reqKey]*request{},
+		sc: sc, file: sc.Root, children: map[string]*child{}, requests: map[reqKey]*request{},
 		namespaces: map[string]*netns.NS{}, ids: ids, sockets: map[string]*boundSocket{},
 	}
 	for _, st := range sc.Starts {
@@ -135,7 +140,10 @@ func New(path string, opts Options) (*Supervisor, error) {
 		}
 	}
 	s.warnUnknown(sc)
-	s.checkConfigs(sc)
+	s.checkConfigs(sc, nil)
+	if err := s.restoreAttachments(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -155,11 +163,12 @@ func (s *Supervisor) warnUnknown(sc *Scenario) {
 }
 
 // checkConfigs checks each start's <config> against its component's Spec, once per scenario
-// (the first and each reload), and keeps the typed config that Check parsed for what the
-// supervisor reads of it (files, sockets). What the Spec warns of or refuses is logged as a
-// warning, as warnUnknown's are, unless the component logs its problems itself when it is
-// configured.
-func (s *Supervisor) checkConfigs(sc *Scenario) {
+// (the first, each reload and each attach or detach), and keeps the typed config that Check
+// parsed for what the supervisor reads of it (files, sockets). What the Spec warns of or
+// refuses is logged as a warning, as warnUnknown's are, unless the component logs its problems
+// itself when it is configured; logged (nil: every start) picks whose. It returns what the
+// Specs of the starts logged picks refuse.
+func (s *Supervisor) checkConfigs(sc *Scenario, logged func(*Start) bool) (refused []error) {
 	for _, st := range sc.Starts {
 		if s.opts.Components == nil {
 			break
@@ -174,6 +183,12 @@ func (s *Supervisor) checkConfigs(sc *Scenario) {
 		}
 		var errs []error
 		st.parsed, errs = checkStartConfig(spec, st)
+		if logged != nil && !logged(st) {
+			continue
+		}
+		if st.parsed == nil {
+			refused = append(refused, errs...)
+		}
 		if spec.LogsWarnings {
 			continue
 		}
@@ -181,6 +196,7 @@ func (s *Supervisor) checkConfigs(sc *Scenario) {
 			s.log.Warn(e.Error(), "child", st.Name)
 		}
 	}
+	return refused
 }
 
 // BinDirs lists where component binaries are looked up: extra (a --bin flag) when set, the
@@ -297,6 +313,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	for _, st := range s.sc.Starts {
 		s.launch(s.children[st.Name])
 	}
+	// A netns guest's namespace that goes (its container ended) takes the guest with it.
+	vanished := time.NewTicker(time.Second)
+	defer vanished.Stop()
 	var watch <-chan time.Time
 	var stat os.FileInfo
 	if s.opts.WatchInterval > 0 {
@@ -316,6 +335,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 				s.stopAll()
 				return s.exit
 			}
+		case <-vanished.C:
+			s.detachVanished()
 		case <-watch:
 			fi, err := os.Stat(s.path)
 			if err != nil || stat != nil && fi.ModTime().Equal(stat.ModTime()) && fi.Size() == stat.Size() {

@@ -24,6 +24,7 @@ import (
 //	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
+//	<config guest="netns" netns_path="/run/netns/c1" tap_address="10.0.1.2/24"/>   a container's
 //	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
 //
@@ -32,7 +33,7 @@ import (
 // times round trips during the iperf test and then on the idle path (see guests.Host).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
-	"session", "label", "uplink_mac", "netns", "tap_address", "tap_gateway", "exec", "socket",
+	"session", "label", "uplink_mac", "netns", "netns_path", "tap_address", "tap_gateway", "exec", "socket",
 }}
 
 // Config is one guest.
@@ -52,9 +53,12 @@ type Config struct {
 	Session   string
 	Label     string
 	UplinkMAC net.HardwareAddr
-	// The netns guest: the namespace the supervisor makes, the TAP's Linux-side address and
-	// default route, and a command run in the namespace once the TAP is up.
+	// The netns guest: the namespace the supervisor makes (or, NetnsPath, an existing one it
+	// puts the TAP into: a container's, under /run/netns or /var/run/netns), the TAP's
+	// Linux-side address and default route, and a command run in the namespace once the TAP
+	// is up.
 	Netns      string
+	NetnsPath  string
 	TapAddress string
 	TapGateway string
 	Exec       string
@@ -67,7 +71,7 @@ type Config struct {
 func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
 		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
-		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", "")}
+		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", ""), NetnsPath: n.String("netns_path", "")}
 	if c.Guest != "embedded" && c.Guest != "netns" && c.Guest != "stream" && c.Guest != "vhost-user" {
 		a, _ := n.Attr("guest")
 		return c, config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", c.Guest)
@@ -147,13 +151,16 @@ func defaultMAC(name string) net.HardwareAddr {
 	return net.HardwareAddr{0x02, 0x4e, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
 }
 
-// TapArgs are the arguments of the Tap session (the contract's netns, address, gateway, mtu,
-// offload, exec).
+// TapArgs are the arguments of the Tap session (the contract's netns, netns_path, address,
+// gateway, mtu, offload, exec).
 func (cfg Config) TapArgs() map[string]string {
 	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
 		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
 	if cfg.TapGateway != "" {
 		args["gateway"] = cfg.TapGateway
+	}
+	if cfg.NetnsPath != "" {
+		args["netns_path"] = cfg.NetnsPath
 	}
 	if cfg.Exec != "" {
 		args["exec"] = cfg.Exec
