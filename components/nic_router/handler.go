@@ -160,7 +160,7 @@ func (h *Handler) Open(s *component.Session) error {
 		return err
 	}
 	ifc := a.Interface()
-	h.c.Queue(label+" arp", func() netdev.Depth { return ifc.Held(time.Now()) })
+	h.c.Queue(component.Hop(label, "arp"), func() netdev.Depth { return ifc.Held(time.Now()) })
 	h.attached[s.ID] = a
 	h.sessions[s.ID] = s
 	return nil
@@ -216,7 +216,7 @@ func (h *Handler) Close(s *component.Session) {
 // detach takes a session's interface out of the loop, and its queue out of the status.
 func (h *Handler) detach(a *Attachment) {
 	h.loop.Detach(a)
-	h.c.Queue(a.Interface().Label()+" arp", nil)
+	h.c.Queue(component.Hop(a.Interface().Label(), "arp"), nil)
 }
 
 // Stop ends the loop once every session is closed, and releases its waiter.

@@ -17,6 +17,7 @@ import (
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -92,9 +93,9 @@ func (sc *scenario) checkQueues() {
 			if s.Role != "server" || s.Service == "Report" {
 				continue
 			}
-			for _, hop := range []string{" rx", " rx acks", " arp"} {
-				if !hops[s.Label+hop] {
-					sc.t.Errorf("nic_router reports no queue %q: %+v", s.Label+hop, c.Queues)
+			for _, what := range []string{"rx", "rx acks", "arp"} {
+				if hop := component.Hop(s.Label, what); !hops[hop] {
+					sc.t.Errorf("nic_router reports no queue %q: %+v", hop, c.Queues)
 				}
 			}
 		}

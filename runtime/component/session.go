@@ -70,18 +70,22 @@ func (s *Session) counters() (sent, received *packetstream.Counters) {
 // queues are its handler's to report (Component.Queue).
 func (s *Session) queues() []*controlpb.QueueDepth {
 	var src *packetstream.Source
-	hop := strings.TrimSpace(s.Label) // "vm -> ", the label of a session asked for with none
+	var dir string
 	switch {
 	case s.Client != nil:
-		src, hop = s.Client.TX, hop+" tx"
+		src, dir = s.Client.TX, "tx"
 	case s.Server != nil:
-		src, hop = s.Server.RX, hop+" rx"
+		src, dir = s.Server.RX, "rx"
 	default:
 		return nil
 	}
 	submit, acks := src.Queue()
-	return []*controlpb.QueueDepth{queueDepth(hop, submit), queueDepth(hop+" acks", acks)}
+	return []*controlpb.QueueDepth{queueDepth(Hop(s.Label, dir), submit), queueDepth(Hop(s.Label, dir+" acks"), acks)}
 }
+
+// Hop names a queue of the session labelled label as the status shows it: "vm -> tx" (a
+// session asked for with no label has the label "vm -> ", whose blank is dropped).
+func Hop(label, what string) string { return strings.TrimSpace(label) + " " + what }
 
 func (s *Session) unmap() error {
 	switch {
