@@ -39,13 +39,18 @@ func Platform(_ uint64, _ *netns.NS, _ int, args map[string]string) (supervisor.
 	return supervisor.ParentDevice{Files: []*os.File{container, group}, Args: map[string]string{"pci": args["pci"]}}, nil
 }
 
-// Tap makes a TAP (IFF_VNET_HDR, TSO and checksum offloads unless args offload=no) inside ns;
-// the client gets the TAP, for drivers/tap.FromFile.
+// Tap makes a TAP (IFF_VNET_HDR, TSO and checksum offloads unless args offload=no) inside ns,
+// named args ifname (a container's interface, as CNI names it) or else tap<id>; the client
+// gets the TAP, for drivers/tap.FromFile.
 func Tap(id uint64, ns *netns.NS, mtu int, args map[string]string) (supervisor.ParentDevice, error) {
 	if ns == nil {
 		return supervisor.ParentDevice{}, errNoNetns
 	}
-	f, name, err := tap.Open(tap.Config{Name: fmt.Sprintf("tap%d", id), MTU: mtu, NetNS: ns.File})
+	name := args["ifname"]
+	if name == "" {
+		name = fmt.Sprintf("tap%d", id)
+	}
+	f, name, err := tap.Open(tap.Config{Name: name, MTU: mtu, NetNS: ns.File})
 	if err != nil {
 		return supervisor.ParentDevice{}, err
 	}

@@ -40,6 +40,11 @@ type Attachment struct {
 	// Address and Gateway are a netns guest's Linux side: its address (CIDR) and default route.
 	Address string `json:"address,omitempty"`
 	Gateway string `json:"gateway,omitempty"`
+	// Ifname names a netns guest's interface in its namespace (1 to 15 characters); "": tapN.
+	Ifname string `json:"ifname,omitempty"`
+	// ContainerID is the container a CNI runtime attached the guest for (nicstack-cni), by
+	// which its DEL, CHECK and GC find the attachment; the supervisor only keeps it.
+	ContainerID string `json:"container_id,omitempty"`
 }
 
 // Guest kinds an attachment may be.
@@ -137,8 +142,8 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 		return fail("%s that name already", where)
 	case !slices.Contains(attachGuests, a.Guest):
 		return fail("guest %q: want %s", a.Guest, strings.Join(attachGuests, ", "))
-	case a.Guest != "netns" && (a.Netns != "" || a.Address != "" || a.Gateway != ""):
-		return fail("a namespace, address and gateway are for a netns guest")
+	case a.Guest != "netns" && (a.Netns != "" || a.Address != "" || a.Gateway != "" || a.Ifname != ""):
+		return fail("a namespace, interface name, address and gateway are for a netns guest")
 	case a.Guest == "netns" && a.Address == "":
 		return fail("a netns guest needs the address of its Linux side (CIDR)")
 	case a.Guest == "netns" && !attachedNetns.MatchString(a.Name):
@@ -289,7 +294,8 @@ func (a Attachment) start(root *config.Node) *config.Node {
 	st.Nodes = append(st.Nodes, route)
 	cfg := node("config", "guest", a.Guest)
 	if a.Guest == "netns" {
-		cfg = node("config", "guest", a.Guest, "netns", a.Name, "netns_path", a.Netns, "tap_address", a.Address, "tap_gateway", a.Gateway)
+		cfg = node("config", "guest", a.Guest, "netns", a.Name, "netns_path", a.Netns, "ifname", a.Ifname,
+			"tap_address", a.Address, "tap_gateway", a.Gateway)
 	}
 	st.Nodes = append(st.Nodes, cfg)
 	return st

@@ -101,6 +101,8 @@ func TestAttachPlan(t *testing.T) {
 		{Attachment{Name: "c1", Guest: "netns"}, "needs the address of its Linux side"},
 		{Attachment{Name: "c1", Guest: "netns", Address: "10.0.1.9/24", Netns: "/run/netns/nicstack-no-such-ns"}, "namespace /run/netns/nicstack-no-such-ns: no such file or directory"},
 		{Attachment{Name: "c1", Address: "10.0.1.9/24"}, "for a netns guest"},
+		{Attachment{Name: "c1", Ifname: "eth0"}, "for a netns guest"},
+		{Attachment{Name: "c1", Guest: "netns", Address: "10.0.1.9/24", Ifname: "eth/0"}, `ifname="eth/0"`},
 		{Attachment{Name: "a/b"}, "a name may not contain"},
 	} {
 		before := len(s.sc.Starts)
@@ -111,6 +113,11 @@ func TestAttachPlan(t *testing.T) {
 		if len(s.sc.Starts) != before || len(s.attached) != 1 {
 			t.Errorf("%+v: a refused attach changed the scenario", tc.a)
 		}
+	}
+	// A CNI runtime's container: its interface named as it asks, its container id only kept.
+	cni := Attachment{Name: "c1", Guest: "netns", Netns: "/run/netns/c1", Address: "10.0.1.9/24", Ifname: "eth0", ContainerID: "ctr1"}
+	if cfg := cni.start(s.file).Sub("config"); cfg.String("ifname", "") != "eth0" || cfg.String("netns_path", "") != "/run/netns/c1" {
+		t.Errorf("a netns attachment's config: %v", cfg.Attrs)
 	}
 	// intel_nic_hw's component selects no clients: a label it is asked for is its business.
 	if _, _, err := s.plan(Attachment{Name: "c1", Label: "other", Router: "intel_nic_hw"}); err != nil {

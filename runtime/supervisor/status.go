@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ type Status struct {
 	Machine    string            `json:"machine_space"`
 	Note       string            `json:"note,omitempty"` // how the space maps when the two differ
 	Components []ComponentStatus `json:"components"`
+	// Attachments are the guests attached at run time, as kept (attach.go).
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ComponentStatus is one component's state, resources, sessions and counters.
@@ -149,7 +152,8 @@ func (s *Supervisor) Status() (Status, bool) {
 func (s *Supervisor) status() (Status, []*process, []*cpuSample) {
 	var procs []*process
 	var samples []*cpuSample
-	st := Status{Pid: os.Getpid(), Scenario: s.path, Space: s.sc.Space.String(), Machine: s.topo.Space().String(), Note: ScaleNote(s.sc.Space, s.topo)}
+	st := Status{Pid: os.Getpid(), Scenario: s.path, Space: s.sc.Space.String(), Machine: s.topo.Space().String(), Note: ScaleNote(s.sc.Space, s.topo),
+		Attachments: slices.Clone(s.attached)}
 	for _, start := range s.sc.Starts {
 		c := s.children[start.Name]
 		if c == nil {

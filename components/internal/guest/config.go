@@ -25,6 +25,7 @@ import (
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
 //	<config guest="netns" netns_path="/run/netns/c1" tap_address="10.0.1.2/24"/>   a container's
+//	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="10.0.1.2/24"/>   as CNI names it
 //	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
 //
@@ -33,7 +34,7 @@ import (
 // times round trips during the iperf test and then on the idle path (see guests.Host).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
-	"session", "label", "uplink_mac", "netns", "netns_path", "tap_address", "tap_gateway", "exec", "socket",
+	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway", "exec", "socket",
 }}
 
 // Config is one guest.
@@ -56,9 +57,11 @@ type Config struct {
 	// The netns guest: the namespace the supervisor makes (or, NetnsPath, an existing one it
 	// puts the TAP into: a container's, under /run/netns or /var/run/netns), the TAP's
 	// Linux-side address and default route, and a command run in the namespace once the TAP
-	// is up.
+	// is up. Ifname names the TAP inside the namespace (a CNI runtime's CNI_IFNAME); "": the
+	// supervisor's tapN.
 	Netns      string
 	NetnsPath  string
+	Ifname     string
 	TapAddress string
 	TapGateway string
 	Exec       string
@@ -71,7 +74,8 @@ type Config struct {
 func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
 		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
-		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", ""), NetnsPath: n.String("netns_path", "")}
+		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", ""), NetnsPath: n.String("netns_path", ""),
+		Ifname: n.String("ifname", "")}
 	if c.Guest != "embedded" && c.Guest != "netns" && c.Guest != "stream" && c.Guest != "vhost-user" {
 		a, _ := n.Attr("guest")
 		return c, config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", c.Guest)
@@ -133,6 +137,9 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, config.Errorf(a.Pos, "rr=%q: %v", a.Value, err)
 		}
 	}
+	if a, ok := n.Attr("ifname"); ok && (c.Guest != "netns" || !validIfname(c.Ifname)) {
+		return c, config.Errorf(a.Pos, "ifname=%q: want a netns guest's interface name of 1 to 15 characters, without '/', ':' or white space", c.Ifname)
+	}
 	if c.Guest == "netns" && c.TapAddress == "" {
 		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
 	}
@@ -140,6 +147,13 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		c.Exec = realIperf3(c.Iperf, strings.Join(strings.Fields(a.Value), " "))
 	}
 	return c, nil
+}
+
+// validIfname says whether Linux takes name for an interface (its dev_valid_name, which
+// CNI's ValidateInterfaceName follows).
+func validIfname(name string) bool {
+	return len(name) >= 1 && len(name) <= 15 && name != "." && name != ".." &&
+		!strings.ContainsAny(name, "/: \t\n\v\f\r")
 }
 
 // defaultMAC is a locally administered address from the component's name, so that guests of
@@ -152,7 +166,7 @@ func defaultMAC(name string) net.HardwareAddr {
 }
 
 // TapArgs are the arguments of the Tap session (the contract's netns, netns_path, address,
-// gateway, mtu, offload, exec).
+// gateway, mtu, offload, exec, and the Tap service's ifname).
 func (cfg Config) TapArgs() map[string]string {
 	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
 		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
@@ -164,6 +178,9 @@ func (cfg Config) TapArgs() map[string]string {
 	}
 	if cfg.Exec != "" {
 		args["exec"] = cfg.Exec
+	}
+	if cfg.Ifname != "" {
+		args["ifname"] = cfg.Ifname
 	}
 	return args
 }

@@ -23,6 +23,13 @@ func TestParseConfig(t *testing.T) {
 		{`<config iperf="-c 198.18.0.2" rr="-c 198.18.0.2 -l 1,1K -t 0.5"/>`, ""},
 		{`<config rr="-c 198.18.0.2 -l 0"/>`, "rr="},
 		{`<config guest="netns" tap_address="10.0.1.2/24" rr="-s"/>`, "embedded guest only"},
+		{`<config guest="netns" tap_address="10.0.1.2/24" ifname="eth0"/>`, ""},
+		{`<config guest="netns" tap_address="10.0.1.2/24" ifname="a23456789012345"/>`, ""},
+		{`<config guest="netns" tap_address="10.0.1.2/24" ifname="a234567890123456"/>`, "ifname="},
+		{`<config guest="netns" tap_address="10.0.1.2/24" ifname=""/>`, "ifname="},
+		{`<config guest="netns" tap_address="10.0.1.2/24" ifname="eth/0"/>`, "ifname="},
+		{`<config guest="netns" tap_address="10.0.1.2/24" ifname=".."/>`, "ifname="},
+		{`<config guest="embedded" ifname="eth0"/>`, "ifname="},
 	} {
 		n, err := config.Parse("vm.xml", []byte(tc.xml))
 		if err != nil {
