@@ -92,6 +92,7 @@ func TestNICLoop(t *testing.T) {
 		t.Errorf("driver counters %v", drv)
 	}
 	r.checkQueues("ipxe_nic", "tx ring", "rx ring", "ipxe_nic -> uplink tx", "ipxe_nic -> uplink tx acks")
+	r.checkQueues("intel_nic_hw", "wire rx")
 
 	// pull the cable while traffic runs: link down, the Uplink session goes
 	r.Edit(`carrier="yes"`, `carrier="no"`)
