@@ -38,6 +38,7 @@ func (h *Handler) Configure(typed any) error {
 	}
 	if h.nic == nil {
 		h.nic = intelhw.New(cfg.Device, intel.NewCounters(h.c.Counter), intelhw.NewCounters(h.c.Counter))
+		h.c.Queue("wire rx", h.nic.WireQueue)
 		h.wireCfg = cfg.Wire
 		if cfg.Wire.Service != "" {
 			h.wireReq = h.c.RequestDevice(cfg.Wire.Service, "", cfg.Wire.Args, component.DeviceSpec{})

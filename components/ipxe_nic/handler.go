@@ -50,6 +50,8 @@ func (h *Handler) Configure(typed any) error {
 		return h.port.Configure(cfg)
 	}
 	h.port = New(cfg, ipxe.NewCounters(h.c.Counter), h.c.Log, h.link)
+	h.c.Queue("tx ring", h.port.TXQueue)
+	h.c.Queue("rx ring", h.port.RXQueue)
 	h.pci = cfg.PCI
 	if h.pci != "" { // the parent's Platform service opens the device's VFIO group
 		h.c.RequestDevice("Platform", "", map[string]string{"pci": h.pci}, component.DeviceSpec{})

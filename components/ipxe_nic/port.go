@@ -16,6 +16,7 @@ import (
 	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/drivers/vfio"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -45,6 +46,11 @@ type Port struct {
 	up       *SessionUplink
 	upLoop   *loop
 	resume   chan struct{} // the interrupt handler made room in a TX ring that was full
+
+	// The driver as the status reads its rings' depth: apart from mu, which a loop holds
+	// for a whole burst, and cleared before the DMA memory is unmapped.
+	depthMu  sync.Mutex
+	depthDrv *ipxe.Driver
 }
 
 // loop is one goroutine of the port and how to stop it.
@@ -154,6 +160,7 @@ func (p *Port) open(b backend) error {
 		drv.SetUplink(p.up)
 	}
 	p.drv, p.closeDev = drv, b.close
+	p.setDepthDriver(drv)
 	p.stopIRQ = b.irq.Serve(func() { p.interrupt(drv, b.unmask) })
 	stop := make(chan struct{})
 	p.wd = &loop{wake: func() { close(stop) }}
@@ -181,7 +188,35 @@ func (p *Port) CloseDevice() {
 		p.linkChanged(false, 0)
 	}
 	p.drv, p.closeDev, p.stopIRQ, p.wd = nil, nil, nil, nil
+	p.setDepthDriver(nil)
 	closeDev()
+}
+
+func (p *Port) setDepthDriver(drv *ipxe.Driver) {
+	p.depthMu.Lock()
+	defer p.depthMu.Unlock()
+	p.depthDrv = drv
+}
+
+// TXQueue is the TX ring's depth (ipxe.Driver.TXQueue), zero without a device; any goroutine
+// may ask, without waiting for the driver's turn.
+func (p *Port) TXQueue() netdev.Depth {
+	p.depthMu.Lock()
+	defer p.depthMu.Unlock()
+	if p.depthDrv == nil {
+		return netdev.Depth{}
+	}
+	return p.depthDrv.TXQueue()
+}
+
+// RXQueue is the RX ring's depth (ipxe.Driver.RXQueue), as TXQueue.
+func (p *Port) RXQueue() netdev.Depth {
+	p.depthMu.Lock()
+	defer p.depthMu.Unlock()
+	if p.depthDrv == nil {
+		return netdev.Depth{}
+	}
+	return p.depthDrv.RXQueue()
 }
 
 // linkChanged runs with mu held, from the interrupt handler or OpenDevice.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nicstack/nicstack/drivers/ipxe"
 	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -56,6 +58,27 @@ func (r *run) grows(n uint64) {
 	})
 }
 
+// checkQueues checks that component reports the hops named, each sane: no more than a ring
+// holds, only what waits has bytes and an age, and frames have an Ethernet frame's bytes
+// (an ack queue reports frames only).
+func (r *run) checkQueues(component string, hops ...string) {
+	r.t.Helper()
+	c := r.Component(component)
+	got := map[string]bool{}
+	for _, q := range c.Queues {
+		got[q.Hop] = true
+		if q.Frames > ipxe.RingSize || q.Sojourn < 0 || (q.Frames == 0 && (q.Bytes != 0 || q.Sojourn != 0)) ||
+			q.Frames != 0 && !strings.HasSuffix(q.Hop, " acks") && (q.Bytes < 60*q.Frames || q.Bytes > 1522*q.Frames) {
+			r.t.Errorf("%s: queue %+v", component, q)
+		}
+	}
+	for _, h := range hops {
+		if !got[h] {
+			r.t.Errorf("%s reports no queue %q: %+v", component, h, c.Queues)
+		}
+	}
+}
+
 func TestNICLoop(t *testing.T) {
 	r := startLoop(t)
 	r.waitFor("the Uplink session", r.uplinkOpen)
@@ -68,6 +91,8 @@ func TestNICLoop(t *testing.T) {
 	if drv["interrupts"] == 0 || drv["rx_frames"] == 0 || drv["tx_frames"] == 0 || drv["tdt_writes"] == 0 {
 		t.Errorf("driver counters %v", drv)
 	}
+	r.checkQueues("ipxe_nic", "tx ring", "rx ring", "ipxe_nic -> uplink tx", "ipxe_nic -> uplink tx acks")
+	r.checkQueues("intel_nic_hw", "wire rx")
 
 	// pull the cable while traffic runs: link down, the Uplink session goes
 	r.Edit(`carrier="yes"`, `carrier="no"`)

@@ -61,10 +61,43 @@ func TestEmbeddedThroughRouter(t *testing.T) {
 	checkIperf(t, s)
 }
 
-// The seed scenario: the same through the emulated NIC and its driver.
+// The seed scenario: the same through the emulated NIC and its driver, where every hop
+// reports its queue: the guests' stacks, the driver's rings and the emulated wire.
 func TestEmbeddedThroughEmulatedNIC(t *testing.T) {
 	s := runScenario(t, "sculpt_iperf.xml", []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"}, "-t 10", "-t 1").S
 	checkIperf(t, s)
+	checkHops(t, s, map[string][]string{
+		"vm": {"stack tx"}, "remote_host": {"stack tx"}, "nic_drv": {"tx ring", "rx ring"}, "intel_nic_hw": {"wire rx"},
+	})
+}
+
+// checkHops checks that each component reports the hops named, and that every hop is sane:
+// no more than a queue of the longest (the stack's 2048 packets) and only what waits has
+// bytes and an age.
+func checkHops(t *testing.T, s *supervisor.Supervisor, want map[string][]string) {
+	t.Helper()
+	st, ok := s.Status()
+	if !ok {
+		t.Fatal("the scenario ended")
+	}
+	for _, c := range st.Components {
+		got := map[string]bool{}
+		for _, q := range c.Queues {
+			got[q.Hop] = true
+			if q.Frames > 2048 || q.Sojourn < 0 || (q.Frames == 0 && (q.Bytes != 0 || q.Sojourn != 0)) {
+				t.Errorf("%s: queue %+v", c.Name, q)
+			}
+		}
+		for _, h := range want[c.Name] {
+			if !got[h] {
+				t.Errorf("%s reports no queue %q: %+v", c.Name, h, c.Queues)
+			}
+		}
+		delete(want, c.Name)
+	}
+	for name := range want {
+		t.Errorf("no component %q", name)
+	}
 }
 
 // The netns guest (root): its iperf is the real iperf3 client in the namespace behind the vm's

@@ -199,8 +199,9 @@ func (d *Device) Receive(frames [][]byte) (taken int) {
 				bad = true
 				status |= regs.RxErrRXE << 8
 			}
-			le.PutUint32(d.dma[desc+regs.DescLenOff:], uint32(chunk)) // length; no checksum offload
-			atomic.StoreUint32(d.statusWord(desc), status)
+			// Length (no checksum offload) and status in one store: the driver may read
+			// them together from a goroutine of its own (ipxe.Driver.RXQueue).
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&d.dma[desc+regs.DescLenOff])), uint64(chunk)|uint64(status)<<32)
 			d.cnt.RXDescriptors.Add(1)
 			head = (head + 1) % n
 			rest = rest[chunk:]

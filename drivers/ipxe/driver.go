@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/nicstack/nicstack/drivers/intel/regs"
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // MMIO is the device's register page as the driver reaches it.
@@ -158,6 +159,7 @@ type Driver struct {
 	txStalled      bool   // the router had more than the ring took
 	txMask         uint32 // the TX interrupt cause unmasked now (txCause)
 	faults         faults
+	rings          ringDepth
 }
 
 var le = binary.LittleEndian
@@ -184,7 +186,8 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{dev: dev, model: model, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock}
+	d := &Driver{dev: dev, model: model, regs: dev.Regs, dma: dev.DMA[:DMASize], cfg: cfg, onLink: onLink, cnt: dev.Counters, clock: dev.Clock,
+		rings: ringDepth{txMarks: netdev.NewMarks(RingSize)}}
 	if d.cnt == nil {
 		d.cnt = NewCounters(nil)
 	}
@@ -283,6 +286,7 @@ func (d *Driver) setupRings() {
 	d.regs.Write32(regs.RDH, 0)
 	d.regs.Write32(regs.RDT, RingSize-1)
 	d.rxNext, d.txTail, d.txReap = 0, 0, 0
+	d.rings.reset(d.clock.Now())
 	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
 	d.regs.Write32(regs.TCTL, regs.TctlEN|regs.TctlPSP|0x0f<<4|0x3f<<12)
 	// Legacy descriptors on one queue, without checksums written into them: a driver before
@@ -295,12 +299,12 @@ func (d *Driver) setupRings() {
 	d.regs.Write32(regs.RCTL, regs.RctlEN|regs.RctlUPE|regs.RctlMPE|regs.RctlBAM|regs.RctlSECRC)
 }
 
-// armRX hands RX descriptor i its buffer, with the status cleared last.
+// armRX hands RX descriptor i its buffer, with length and status cleared last, in one store
+// (RXQueue reads them together from another goroutine).
 func (d *Driver) armRX(i uint32) {
 	desc := rxRing + i*regs.DescSize
 	le.PutUint64(d.dma[desc:], d.bus(rxBufs+i*BufSize))
-	le.PutUint32(d.dma[desc+regs.DescLenOff:], 0)
-	atomic.StoreUint32(d.statusWord(desc), 0)
+	atomic.StoreUint64(d.lenStatus(desc), 0)
 }
 
 // bus is the address the device reaches DMA memory's offset off at.
@@ -308,6 +312,11 @@ func (d *Driver) bus(off uint32) uint64 { return d.dev.DMABase + uint64(off) }
 
 func (d *Driver) statusWord(desc uint32) *uint32 {
 	return (*uint32)(unsafe.Pointer(&d.dma[desc+regs.DescStatusWord]))
+}
+
+// lenStatus is a descriptor's last 64 bits: the length word, then the status word.
+func (d *Driver) lenStatus(desc uint32) *uint64 {
+	return (*uint64)(unsafe.Pointer(&d.dma[desc+regs.DescLenOff]))
 }
 
 // txCause is the TX interrupt cause the driver wants unmasked now: TXDW always with
@@ -474,14 +483,16 @@ func (d *Driver) txFree() uint32 { return (d.txReap + RingSize - d.txTail - 1) %
 // moves only at the end, so one burst is at most a ring (bounded too against a device that
 // keeps setting DD).
 func (d *Driver) receive() {
+	look := d.clock.Now()
 	n := 0
 	for n < RingSize {
 		desc := rxRing + d.rxNext*regs.DescSize
-		w := atomic.LoadUint32(d.statusWord(desc))
+		ls := atomic.LoadUint64(d.lenStatus(desc)) // as the device writes them back: together
+		w := uint32(ls >> 32)
 		if w&regs.RxStatusDD == 0 {
 			break
 		}
-		length := uint32(le.Uint16(d.dma[desc+regs.DescLenOff:]))
+		length := uint32(ls & 0xffff)
 		buf := rxBufs + d.rxNext*BufSize
 		switch {
 		case w&regs.RxStatusEOP == 0 || length > BufSize || length == 0:
@@ -505,6 +516,7 @@ func (d *Driver) receive() {
 		d.rxNext = (d.rxNext + 1) % RingSize
 		n++
 	}
+	d.rings.looked(d.rxNext, look)
 	if n == 0 {
 		return
 	}
@@ -527,7 +539,9 @@ func (d *Driver) reapTX() {
 			return
 		}
 		d.txReap = (d.txReap + 1) % RingSize
+		d.rings.reaped++
 	}
+	d.rings.publishReaped()
 }
 
 // Transmit takes as many frames from the router's batch as the ring holds, writes TDT once
@@ -538,7 +552,7 @@ func (d *Driver) Transmit() {
 		return
 	}
 	d.reapTX()
-	fetched, queued := 0, 0
+	fetched, queued, bytes := 0, 0, 0
 	d.txStalled = false
 	for {
 		if d.txFree() == 0 {
@@ -563,6 +577,7 @@ func (d *Driver) Transmit() {
 		atomic.StoreUint32(d.statusWord(desc), 0)
 		d.txTail = (d.txTail + 1) % RingSize
 		queued++
+		bytes += n
 		d.cnt.TXFrames.Add(1)
 		d.cnt.TXBytes.Add(uint64(n))
 		d.work.Frames++
@@ -571,8 +586,11 @@ func (d *Driver) Transmit() {
 			d.kickTX()
 		}
 	}
-	if queued > 0 && d.cfg.TxBatch {
-		d.kickTX()
+	if queued > 0 {
+		d.rings.queued(queued, bytes, d.clock.Now())
+		if d.cfg.TxBatch {
+			d.kickTX()
+		}
 	}
 	if fetched > 0 {
 		d.up.FetchDone()

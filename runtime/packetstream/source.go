@@ -2,6 +2,7 @@ package packetstream
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/nicstack/nicstack/netdev"
 )
@@ -18,7 +19,8 @@ type Source struct {
 	inFlight  int  // submitted, not yet taken back by GetAcked
 	wantSpace bool // the last try found the submit queue full
 	reserved  int  // block of the frame Reserve returned, not yet committed; -1: none
-	marks     batchMarks
+	marks     netdev.Marks
+	epoch     time.Time // the marks' clock starts here
 }
 
 // OpenSource maps the stream and returns its source side.
@@ -38,7 +40,8 @@ func newSource(reg *region, in, out int) (*Source, error) {
 		bulkStart: uint64(reg.cfg.bulkStart()),
 		maxFrame:  reg.cfg.MaxFrame(),
 		reserved:  -1,
-		marks:     newBatchMarks(reg.cfg.QueueSize),
+		marks:     netdev.NewMarks(reg.cfg.QueueSize),
+		epoch:     time.Now(),
 	}
 	var err error
 	s.endpoint, err = newEndpoint(reg, in, out, func(e *endpoint) Endpoint { s.endpoint = e; return s })
@@ -251,8 +254,8 @@ func (s *Source) Wakeup() {
 	}
 	s.invalid += s.submit.invalid + s.ack.invalid
 	s.submit.invalid, s.ack.invalid = 0, 0
-	if s.submit.head != s.marks.head {
-		s.marks.put(s.submit.head, s.bytes)
+	if s.submit.head != s.marks.Head() {
+		s.marks.Put(s.submit.head, s.bytes, s.since())
 	}
 	if s.tapping != nil || s.tap.Load() != nil {
 		s.tapBatch()

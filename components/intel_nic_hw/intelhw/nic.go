@@ -18,6 +18,8 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel"
 	"github.com/nicstack/nicstack/drivers/intel/devsession"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
+	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -54,12 +56,21 @@ type NIC struct {
 
 	wire     *wire
 	wireDone sync.WaitGroup
+	rxWait   wireQueue
 }
 
 // New makes the NIC with no device yet; its counters go to devCnt and cnt.
 func New(cfg intel.DeviceConfig, devCnt *intel.Counters, cnt *Counters) *NIC {
-	return &NIC{cfg: cfg, devCnt: devCnt, cnt: cnt}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = regs.Monotonic()
+	}
+	return &NIC{cfg: cfg, devCnt: devCnt, cnt: cnt, rxWait: wireQueue{clock: clock}}
 }
+
+// WireQueue is what waits on the paced wire toward the device now (wireQueue); any goroutine
+// may ask.
+func (n *NIC) WireQueue() netdev.Depth { return n.rxWait.Depth() }
 
 // carrier is whether the link partner is there; mu held.
 func (n *NIC) carrier() bool { return !n.cfg.NoCarrier && n.wire != nil }
@@ -279,6 +290,7 @@ func (n *NIC) receiveLoop(wr *wire) {
 // clockIn offers frames to the device at the link rate, waiting while the wire carries the
 // ones before; it reports how many fell off the wire because no driver had the device.
 func (n *NIC) clockIn(frames [][]byte, stop *atomic.Bool) (lost int) {
+	n.rxWait.hold(frames)
 	for done, k := 0, len(frames); done < k && !stop.Load(); {
 		n.mu.RLock()
 		taken := k - done
@@ -292,9 +304,11 @@ func (n *NIC) clockIn(frames [][]byte, stop *atomic.Bool) (lost int) {
 			wait = n.dev.ReceiveWait()
 		}
 		n.mu.RUnlock()
+		n.rxWait.took(frames[done:done+taken], frames[done+taken:])
 		done += taken
 		n.waitWire(wait)
 	}
+	n.rxWait.clear() // taken, lost, or the wire unplugged
 	return lost
 }
 

@@ -101,6 +101,9 @@ func TestPortWire(t *testing.T) {
 	waitCount(t, "wire_rx_lost", cnt.WireRXLost, 1)
 	waitCount(t, "wire_rx_offload", cnt.WireRXOffload, 2)
 	waitCount(t, "wire_rx_invalid", cnt.WireRXInvalid, 1)
+	if d := nic.WireQueue(); d != (netdev.Depth{}) {
+		t.Errorf("frames that fell off the wire still wait on it: %+v", d)
+	}
 
 	out := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1514)}
 	(*wireOut)(nic).Transmit(out)

@@ -413,6 +413,7 @@ func (e *Embedded) Configure(typed any) error {
 	if e.host, err = NewHost(cfg, NewCounters(e.c.Counter), componentEnv{e.c}); err != nil {
 		return err
 	}
+	e.c.Queue("stack tx", e.host.Stack().Queue)
 	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address)
 	e.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), packetstream.DefaultConfig(), packetstream.DefaultConfig())
 	return nil

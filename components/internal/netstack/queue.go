@@ -6,6 +6,8 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // sendQueue is the interface's transmit queue: a FIFO that one goroutine drains into the link
@@ -28,6 +30,14 @@ type sendQueue struct {
 	max      int
 	closed   bool
 	done     chan struct{}
+
+	// Depth: the bytes queued, and per packet when the batch it came in began: the queue
+	// turning non-empty, or the drainer taking a batch and leaving some behind. So the clock
+	// is read once per batch, and a packet's age is at most one batch's too high.
+	bytes int
+	at    []time.Duration
+	stamp time.Duration
+	now   func() time.Duration
 }
 
 // batchMax bounds a batch handed to the link, as gVisor's fifo does (47 packets).
@@ -38,8 +48,15 @@ const batchMax = 47
 // then, so that a TCP sender does not hold its endpoint's lock for good.
 const queueWait = 200 * time.Millisecond
 
-func newSendQueue(link stack.LinkWriter, max int) *sendQueue {
-	q := &sendQueue{link: link, max: max, pkts: make([]*stack.PacketBuffer, 0, 2*max), done: make(chan struct{})}
+// newSendQueue makes a queue of max packets into link that reads the time from now (nil: the
+// monotonic clock).
+func newSendQueue(link stack.LinkWriter, max int, now func() time.Duration) *sendQueue {
+	if now == nil {
+		epoch := time.Now()
+		now = func() time.Duration { return time.Since(epoch) }
+	}
+	q := &sendQueue{link: link, max: max, pkts: make([]*stack.PacketBuffer, 0, 2*max), done: make(chan struct{}),
+		at: make([]time.Duration, 0, 2*max), now: now}
 	q.notEmpty.L = &q.mu
 	go q.drain()
 	return q
@@ -87,7 +104,12 @@ func (q *sendQueue) WritePacket(pkt *stack.PacketBuffer) tcpip.Error {
 }
 
 func (q *sendQueue) push(pkt *stack.PacketBuffer) {
+	if len(q.pkts) == 0 {
+		q.stamp = q.now()
+	}
 	q.pkts = append(q.pkts, pkt.IncRef())
+	q.at = append(q.at, q.stamp)
+	q.bytes += pkt.Size()
 	if len(q.pkts) == 1 {
 		q.notEmpty.Signal()
 	}
@@ -105,24 +127,41 @@ func (q *sendQueue) drain() {
 			for _, p := range q.pkts {
 				p.DecRef()
 			}
-			q.pkts = q.pkts[:0]
+			q.pkts, q.at, q.bytes = q.pkts[:0], q.at[:0], 0
 			q.mu.Unlock()
 			return
 		}
 		n := min(len(q.pkts), batchMax)
 		for _, p := range q.pkts[:n] {
 			batch.PushBack(p)
+			q.bytes -= p.Size()
 		}
 		// Shift down rather than reslice, so the backing array is reused for good.
 		rest := copy(q.pkts, q.pkts[n:])
 		clear(q.pkts[rest:])
 		q.pkts = q.pkts[:rest]
+		q.at = q.at[:copy(q.at, q.at[n:])]
+		if rest > 0 { // what comes now came after this batch
+			q.stamp = q.now()
+		}
 		q.wakeWriters()
 		q.mu.Unlock()
 		_, _ = q.link.WritePackets(batch)
 		batch.Reset()
 		q.mu.Lock()
 	}
+}
+
+// Depth is what waits in the queue: packets (a TCP segment of several frames counts once
+// with offloads), their bytes, and the age of the oldest's batch. Any goroutine may ask; it
+// takes the queue's lock for a moment.
+func (q *sendQueue) Depth() netdev.Depth {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pkts) == 0 {
+		return netdev.Depth{}
+	}
+	return netdev.Depth{Frames: uint64(len(q.pkts)), Bytes: uint64(q.bytes), Sojourn: max(0, q.now()-q.at[0])}
 }
 
 // wakeWriters lets the writers waiting for room look again.

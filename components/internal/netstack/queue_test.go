@@ -1,12 +1,15 @@
 package netstack
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // gatedLink holds each batch until its gate opens, telling entered when one arrives, and
@@ -50,7 +53,7 @@ func write(q *sendQueue, b byte) tcpip.Error {
 func TestSendQueueHoldsWritersBack(t *testing.T) {
 	const size, total = 4, 200
 	link := newGatedLink(t, total)
-	q := newSendQueue(link, size)
+	q := newSendQueue(link, size, nil)
 	t.Cleanup(q.Close) // after the gate opens (clean-ups run last first)
 	if err := write(q, 0); err != nil {
 		t.Fatal(err)
@@ -88,7 +91,7 @@ func TestSendQueueHoldsWritersBack(t *testing.T) {
 // Close fails a writer waiting for room rather than leaving it blocked.
 func TestSendQueueCloseFailsWaitingWriters(t *testing.T) {
 	link := newGatedLink(t, 8)
-	q := newSendQueue(link, 1)
+	q := newSendQueue(link, 1, nil)
 	if err := write(q, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -105,4 +108,48 @@ func TestSendQueueCloseFailsWaitingWriters(t *testing.T) {
 	}
 	link.open() // let the drainer finish its batch
 	<-closed
+}
+
+// fakeClock is a clock the test moves.
+type fakeClock struct{ t atomic.Int64 }
+
+func (c *fakeClock) now() time.Duration      { return time.Duration(c.t.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.t.Add(int64(d)) }
+
+// The queue's depth: what waits behind the batch the link holds, with its bytes and the age
+// of the oldest's batch; empty once the link has taken everything.
+func TestSendQueueDepth(t *testing.T) {
+	link := newGatedLink(t, 16)
+	clock := &fakeClock{}
+	q := newSendQueue(link, 8, clock.now)
+	t.Cleanup(q.Close)
+	if d := q.Depth(); d != (netdev.Depth{}) {
+		t.Fatalf("empty: %+v", d)
+	}
+	if err := write(q, 0); err != nil {
+		t.Fatal(err)
+	}
+	<-link.entered // the drainer holds packet 0 at the gate: it has left the queue
+	clock.advance(time.Second)
+	for i := 1; i <= 5; i++ {
+		p := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(make([]byte, 100*i))})
+		if err := q.WritePacket(p); err != nil {
+			t.Fatal(err)
+		}
+		p.DecRef()
+	}
+	if d := q.Depth(); d != (netdev.Depth{Frames: 5, Bytes: 1500}) {
+		t.Fatalf("5 packets of 1500 bytes just queued: %+v", d)
+	}
+	clock.advance(3 * time.Millisecond)
+	if d := q.Depth(); d.Sojourn != 3*time.Millisecond {
+		t.Fatalf("sojourn %v after 3 ms", d.Sojourn)
+	}
+	link.open()
+	for range 6 {
+		<-link.got
+	}
+	for q.Depth() != (netdev.Depth{}) { // the drainer counts a batch out before handing it on
+		time.Sleep(time.Millisecond)
+	}
 }

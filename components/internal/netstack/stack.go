@@ -14,6 +14,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 const nicID tcpip.NICID = 1
@@ -37,6 +39,7 @@ type Config struct {
 type Stack struct {
 	s    *stack.Stack
 	link *link
+	out  *sendQueue
 
 	mu      sync.Mutex
 	addr    netip.Prefix
@@ -67,11 +70,12 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.CreateNICWithOptions(nicID, l, stack.NICOptions{QDisc: newSendQueue(l, outQueueLen)}); err != nil {
+	q := newSendQueue(l, outQueueLen, nil)
+	if err := s.CreateNICWithOptions(nicID, l, stack.NICOptions{QDisc: q}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("netstack: creating the interface: %s", err)
 	}
-	st := &Stack{s: s, link: l}
+	st := &Stack{s: s, link: l, out: q}
 	if cfg.Address.IsValid() {
 		if err := st.SetAddress(cfg.Address, cfg.Gateway); err != nil {
 			st.Close()
@@ -189,6 +193,13 @@ func (s *Stack) Address() netip.Prefix {
 	defer s.mu.Unlock()
 	return s.addr
 }
+
+// Queue is what waits in the interface's transmit queue for the Outbound (sendQueue.Depth):
+// the stack's queue toward the link. Inbound frames wait nowhere here: DeliverFrames hands
+// them to the stack at once. The sockets' own buffers are not counted: gVisor's TCP answers
+// no SendQueueSizeOption, and ReceiveQueueSizeOption takes the endpoint's lock, which the
+// data path holds across a read or write.
+func (s *Stack) Queue() netdev.Depth { return s.out.Depth() }
 
 // Close tears the stack down; connections fail from then on.
 func (s *Stack) Close() {
