@@ -101,11 +101,7 @@ func Add(args *skel.CmdArgs) error {
 // Del detaches the container's interface. What is already gone is no error: the attachment,
 // the namespace, the run.
 func Del(args *skel.CmdArgs) error {
-	conf, err := ParseNetConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	sock, err := socket(conf)
+	_, sock, err := netConfAndSocket(args.StdinData)
 	if err != nil {
 		return err
 	}
@@ -170,11 +166,7 @@ func Check(args *skel.CmdArgs) error {
 // valid attachments. A run serves one CNI network: its other attachments are not nicstack-cni's
 // (they have no container id) and stay.
 func GC(args *skel.CmdArgs) error {
-	conf, err := ParseNetConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	sock, err := socket(conf)
+	conf, sock, err := netConfAndSocket(args.StdinData)
 	if err != nil {
 		return err
 	}
@@ -203,11 +195,7 @@ func GC(args *skel.CmdArgs) error {
 // Status says whether the plugin can attach: the run answers (else 50), and none of its
 // components has failed for good (else 51, limited connectivity).
 func Status(args *skel.CmdArgs) error {
-	conf, err := ParseNetConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	sock, err := socket(conf)
+	_, sock, err := netConfAndSocket(args.StdinData)
 	if err != nil {
 		return err
 	}
@@ -225,6 +213,16 @@ func Status(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrLimitedConnectivity, "components of the nicstack run failed: "+strings.Join(failed, ", "), "")
 	}
 	return nil
+}
+
+// netConfAndSocket parses a netconf and finds the socket of the run it names.
+func netConfAndSocket(data []byte) (*NetConf, string, error) {
+	conf, err := ParseNetConf(data)
+	if err != nil {
+		return nil, "", err
+	}
+	sock, err := socket(conf)
+	return conf, sock, err
 }
 
 // socket is the control socket of the config's run, found as `nicstack status -s RUN` finds it.
