@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -174,6 +175,37 @@ func TestFramesPassBothWaysLoggedAndCaptured(t *testing.T) {
 	}
 	if !bytes.Equal(recs[0].Frame, udpFrame(5000)) || !bytes.Equal(recs[5].Frame, udpFrame(6002)) {
 		t.Errorf("capture's first and last frames: %x, %x", recs[0].Frame, recs[5].Frame)
+	}
+}
+
+// echo6Frame is an Ethernet frame with an ICMPv6 echo request from 2001:db8::1 to
+// 2001:db8::2, id 1 seq 2.
+func echo6Frame() []byte {
+	src, dst := netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8::2").As16()
+	f := make([]byte, header.EthLen+header.IPv6Len+header.ICMPv6Len+4)
+	e := header.Eth(f)
+	e.SetDst(header.MAC{2, 2, 2, 2, 2, 0})
+	e.SetSrc(header.MAC{2, 0, 0, 0, 0, 1})
+	e.SetType(header.EtherTypeIPv6)
+	header.PutIPv6(e.Payload(), header.ICMPv6Len+4, header.ProtoICMPv6, 64, src, dst)
+	header.PutICMPv6Echo(e.Payload()[header.IPv6Len:], header.ICMPv6EchoRequest, 1, 2, src, dst)
+	return f
+}
+
+// An IPv6 frame is logged as IPv6 with ipv6= and icmp6=, and without them by its Ethernet
+// header alone, as Genode's nic_dump logs it.
+func TestIPv6IsLoggedWithItsStyles(t *testing.T) {
+	for cfg, want := range map[string]string{
+		`<config uplink="router" downlink="vm" ipv6="default" icmp6="default"/>`: "(router <- vm) ETH 02:00:00:00:00:01 > 02:02:02:02:02:00  IPV6 2001:db8::1 > 2001:db8::2  ICMP6 echo request id 1 seq 2\n",
+		`<config uplink="router" downlink="vm"/>`:                                "(router <- vm) ETH 02:00:00:00:00:01 > 02:02:02:02:02:00 \n",
+	} {
+		d := start(t, cfg)
+		send(t, d.client.TX, echo6Frame(), netdev.Offload{})
+		receive(t, d.upstream.TX)
+		d.h.Stop() // the log of every frame passed is written
+		if got := d.log.String(); got != want {
+			t.Errorf("%s logged\n%q, want\n%q", cfg, got, want)
+		}
 	}
 }
 

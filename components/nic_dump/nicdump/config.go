@@ -8,9 +8,9 @@ import (
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
-// Schema is nic_dump's <config>: Genode's attributes, and pcap, ours.
+// Schema is nic_dump's <config>: Genode's attributes, and ipv6, icmp6 and pcap, ours.
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"uplink", "downlink", "time", "default", "eth", "arp", "ipv4", "dhcp", "udp", "icmp", "tcp", "pcap",
+	"uplink", "downlink", "time", "default", "eth", "arp", "ipv4", "dhcp", "udp", "icmp", "tcp", "ipv6", "icmp6", "pcap",
 }}
 
 // Config is what one nic_dump does.
@@ -43,12 +43,21 @@ func ParseConfig(n *config.Node, start string) (cfg Config, err error) {
 	if err != nil {
 		return cfg, err
 	}
+	// ipv6 and icmp6 are ours: a default="..." fills them as it fills Genode's, but without
+	// one they print nothing, so a config of Genode's logs an IPv6 frame as Genode's nic_dump
+	// does, by its Ethernet header alone.
+	ours := header.StyleNo
+	if _, ok := n.Attr("default"); ok {
+		ours = def
+	}
 	for _, f := range []struct {
 		name string
 		to   *header.Style
-	}{{"eth", &cfg.Log.Eth}, {"arp", &cfg.Log.ARP}, {"ipv4", &cfg.Log.IPv4}, {"dhcp", &cfg.Log.DHCP},
-		{"udp", &cfg.Log.UDP}, {"icmp", &cfg.Log.ICMP}, {"tcp", &cfg.Log.TCP}} {
-		if *f.to, err = style(n, f.name, def); err != nil {
+		def  header.Style
+	}{{"eth", &cfg.Log.Eth, def}, {"arp", &cfg.Log.ARP, def}, {"ipv4", &cfg.Log.IPv4, def}, {"dhcp", &cfg.Log.DHCP, def},
+		{"udp", &cfg.Log.UDP, def}, {"icmp", &cfg.Log.ICMP, def}, {"tcp", &cfg.Log.TCP, def},
+		{"ipv6", &cfg.Log.IPv6, ours}, {"icmp6", &cfg.Log.ICMP6, ours}} {
+		if *f.to, err = style(n, f.name, f.def); err != nil {
 			return cfg, err
 		}
 	}
