@@ -33,10 +33,10 @@ func init() {
 		Long: `Capture asks the running supervisor to have a component copy every frame of its sessions
 (or of the one session, by the id nicstack status shows) to this command, without a restart:
 each frame the component gets or sends, at the session's packet stream. Frames print as
-Genode's nic_dump logs them, "(to <- from) ETH ...", with the time since the capture began;
--w writes them to a pcap file instead (-w - to stdout, for tshark -r -). It stops after
--c frames, after --duration, at Ctrl-C, or when the component or session goes away. A
-capture that cannot keep up loses frames, never slows the scenario, and says how many.`,
+Genode's nic_dump logs them, "(to <- from) ETH ...", IPv6 and ICMPv6 too, with the time since
+the capture began; -w writes them to a pcap file instead (-w - to stdout, for tshark -r -).
+It stops after -c frames, after --duration, at Ctrl-C, or when the component or session goes
+away. A capture that cannot keep up loses frames, never slows the scenario, and says how many.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := supervisor.FindSocket(socket, name)
@@ -61,6 +61,11 @@ capture that cannot keep up loses frames, never slows the scenario, and says how
 	f.DurationVar(&duration, "duration", 0, "stop after this long (0: no limit)")
 	root.AddCommand(cmd)
 }
+
+// lineStyle is how capture prints a frame: every protocol in its default style, IPv6 and
+// ICMPv6 too (nic_dump's <config default="default"/>).
+var lineStyle = header.LogConfig{Eth: header.StyleDefault, ARP: header.StyleDefault, IPv4: header.StyleDefault, DHCP: header.StyleDefault,
+	UDP: header.StyleDefault, ICMP: header.StyleDefault, TCP: header.StyleDefault, IPv6: header.StyleDefault, ICMP6: header.StyleDefault}
 
 // capturer reads the capture socket and writes what it reads.
 type capturer struct {
@@ -88,9 +93,7 @@ func runCapture(ctx context.Context, socket, target, write string, count uint64,
 		return err
 	}
 	defer conn.Close() // ends the capture at the component
-	c := &capturer{st: st, component: reply.Component, names: map[uint64][2]string{}, lost: map[[2]uint64]uint64{},
-		cfg: header.LogConfig{Eth: header.StyleDefault, ARP: header.StyleDefault, IPv4: header.StyleDefault, DHCP: header.StyleDefault,
-			UDP: header.StyleDefault, ICMP: header.StyleDefault, TCP: header.StyleDefault}}
+	c := &capturer{st: st, component: reply.Component, names: map[uint64][2]string{}, lost: map[[2]uint64]uint64{}, cfg: lineStyle}
 	what := "every session of " + reply.Component
 	if len(reply.Sessions) == 1 {
 		what = fmt.Sprintf("session %d at %s", reply.Sessions[0], reply.Component)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/netdev/header"
+	"github.com/nicstack/nicstack/runtime/capture"
+	"github.com/nicstack/nicstack/runtime/pcap"
 )
 
 // nicstack capture taps a running scenario without restarting anything: -c frames of a
@@ -88,5 +92,30 @@ func TestCaptureOfARunningScenario(t *testing.T) {
 	}
 	if out, err := capture("nic_drv").CombinedOutput(); err == nil || !strings.Contains(string(out), `no component and no session "nic_drv"`) {
 		t.Errorf("capture of what the run lacks: %v\n%s", err, out)
+	}
+}
+
+// capture prints an IPv6 frame's IPv6 and ICMPv6 in their default style.
+func TestCapturePrintsIPv6(t *testing.T) {
+	src, dst := netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8::2").As16()
+	f := make([]byte, header.EthLen+header.IPv6Len+header.ICMPv6Len+4)
+	e := header.Eth(f)
+	e.SetDst(header.MAC{2, 2, 2, 2, 2, 0})
+	e.SetSrc(header.MAC{2, 0, 0, 0, 0, 1})
+	e.SetType(header.EtherTypeIPv6)
+	header.PutIPv6(e.Payload(), header.ICMPv6Len+4, header.ProtoICMPv6, 64, src, dst)
+	header.PutICMPv6Echo(e.Payload()[header.IPv6Len:], header.ICMPv6EchoRequest, 1, 2, src, dst)
+
+	var out bytes.Buffer
+	start := time.Now()
+	c := &capturer{cfg: lineStyle, lines: bufio.NewWriter(&out), timing: header.NewTiming(start),
+		names: map[uint64][2]string{1: {"test_echo", "client-uplink"}}}
+	if err := c.frame(capture.Message{Session: 1, Dir: capture.In}, pcap.Record{Time: start.Add(5 * time.Millisecond), Frame: f}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.flush()
+	want := "(test_echo <- client-uplink) ETH 02:00:00:00:00:01 > 02:02:02:02:02:00  IPV6 2001:db8::1 > 2001:db8::2  ICMP6 echo request id 1 seq 2 time 5 ms (Δ 5 ms)\n"
+	if out.String() != want {
+		t.Errorf("capture printed\n%q, want\n%q", out.String(), want)
 	}
 }
