@@ -91,7 +91,9 @@ func (l *lineRig) step(dt time.Duration) {
 
 // TestNoAllocationPerFrame: at line rate both ways, neither the driver nor the model allocates.
 func TestNoAllocationPerFrame(t *testing.T) {
-	for _, cfg := range []ipxe.Config{ipxe.DefaultConfig(), {TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone}} {
+	bql := ipxe.DefaultConfig()
+	bql.TxBQL = true
+	for _, cfg := range []ipxe.Config{ipxe.DefaultConfig(), {TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone}, bql} {
 		l := newLineRig(t, cfg)
 		rx := [][]byte{frame(nicMAC, 1514, 2)}
 		l.drv.Transmit()

@@ -42,23 +42,26 @@ func (p PhyReset) String() string {
 
 // Config is the driver's configuration, the attributes of its <config> node:
 //
-//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" phy_reset="auto" pci="0000:00:02.0"/>
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="no" phy_reset="auto" pci="0000:00:02.0"/>
 //
-// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). pci names a PCI device
-// (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service; without
-// it the driver drives the emulated NIC of its Platform session.
+// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" bounds the
+// TX ring's bytes in flight by a limit learned from completions (dql.go); frames beyond it
+// wait in the Uplink session. pci names a PCI device (bound to vfio-pci) the driver gets
+// through VFIO from its parent's Platform service; without it the driver drives the emulated
+// NIC of its Platform session.
 type Config struct {
 	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off; unused when adaptive
 	// AdaptiveThrottle moves ITR between the latency classes' intervals as traffic changes.
 	AdaptiveThrottle bool
 	TxBatch          bool // one TDT write per batch instead of per frame
 	TxIrq            TxIrq
+	TxBQL            bool // a dynamic limit on the TX ring's bytes in flight
 	PhyReset         PhyReset
 	PCI              string // the PCI device's address; "": the emulated NIC
 }
 
 // ConfigSchema is what the driver's <config> may hold, for config.Check.
-var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "phy_reset", "pci"}}
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "tx_bql", "phy_reset", "pci"}}
 
 // DefaultRxIrqThrottle is Genode's value: 651 x 256 ns = 166.7 µs, at most ~6000 interrupts/s.
 const DefaultRxIrqThrottle = 651
@@ -111,6 +114,9 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		default:
 			return c, config.Errorf(a.Pos, "attribute \"tx_irq\" of <%s>: %q is not queue_empty or descriptor_done", n.Type, a.Value)
 		}
+	}
+	if c.TxBQL, err = n.Bool("tx_bql", false); err != nil {
+		return c, err
 	}
 	if a, ok := n.Attr("phy_reset"); ok {
 		switch a.Value {

@@ -113,6 +113,9 @@ type Counters struct {
 	// transmit queue stood still with frames in it (a DMA fault or a hung device), receive
 	// descriptors written back with nonsense, and resets that brought the device back.
 	DeviceGone, TXHangs, RXBadDescriptors, DeviceResets *atomic.Uint64
+	// The TX byte limit (tx_bql; dql.go): the limit now (0 while off), times it left frames
+	// waiting in the session, and completions of more than was in flight (a driver bug).
+	TXBQLLimit, TXBQLStops, TXBQLErrors *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -133,6 +136,7 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		ITRStreamMS: get("itr_stream_ms"), ITRChanges: get("itr_changes"),
 		DeviceGone: get("device_gone"), TXHangs: get("tx_hangs"), RXBadDescriptors: get("rx_bad_descriptors"),
 		DeviceResets: get("device_resets"),
+		TXBQLLimit:   get("tx_bql_limit_bytes"), TXBQLStops: get("tx_bql_stops"), TXBQLErrors: get("tx_bql_errors"),
 	}
 }
 
@@ -154,10 +158,13 @@ type Driver struct {
 	mod    *Moderation // nil: a fixed ITR
 	work   Work        // since the last interrupt, for moderation
 
-	rxNext         uint32 // next RX descriptor the device fills
-	txTail, txReap uint32 // next free TX descriptor; oldest one in flight
-	txStalled      bool   // the router had more than the ring took
-	txMask         uint32 // the TX interrupt cause unmasked now (txCause)
+	rxNext         uint32           // next RX descriptor the device fills
+	txTail, txReap uint32           // next free TX descriptor; oldest one in flight
+	txStalled      bool             // the router had more than the ring took
+	txLimited      bool             // stalled by the byte limit, not a full ring
+	txMask         uint32           // the TX interrupt cause unmasked now (txCause)
+	txLen          [RingSize]uint16 // each TX descriptor's frame length, for the byte limit
+	bql            dql              // the byte limit, kept while tx_bql is on
 	faults         faults
 	rings          ringDepth
 }
@@ -194,6 +201,7 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if d.clock == nil {
 		d.clock = regs.Monotonic()
 	}
+	d.bql = newDQL(bqlMin, bqlMax, bqlHold, d.clock.Now())
 	d.faults.log = dev.Log
 	if d.regs.Read32(regs.STATUS) == allOnes {
 		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
@@ -220,7 +228,7 @@ func (d *Driver) start() error {
 	d.regs.Read32(regs.ICR) // drop stale causes
 	d.regs.Write32(regs.IMS, regs.IntLSC|regs.IntRXT0)
 	d.txMask = 0
-	d.txStalled = false
+	d.txStalled, d.txLimited = false, false
 	d.maskTX()
 	d.checkLink()
 	return nil
@@ -286,7 +294,10 @@ func (d *Driver) setupRings() {
 	d.regs.Write32(regs.RDH, 0)
 	d.regs.Write32(regs.RDT, RingSize-1)
 	d.rxNext, d.txTail, d.txReap = 0, 0, 0
-	d.rings.reset(d.clock.Now())
+	now := d.clock.Now()
+	d.rings.reset(now)
+	d.bql.reset(now)
+	d.publishLimit()
 	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
 	d.regs.Write32(regs.TCTL, regs.TctlEN|regs.TctlPSP|0x0f<<4|0x3f<<12)
 	// Legacy descriptors on one queue, without checksums written into them: a driver before
@@ -325,9 +336,13 @@ func (d *Driver) lenStatus(desc uint32) *uint64 {
 // and frees nothing of the router's on completion (frames are copied into the ring's own
 // buffers), so a TX interrupt has a use only to resume a backlog; otherwise a queue that ran
 // empty would interrupt the driver (or ride on an RX interrupt) for nothing.
+//
+// Stalled by the byte limit it wants TXDW whatever the config: the limit learns from
+// completions as they come (ITR paces them), and TXQE would let the ring run dry first,
+// which the limit would take for starvation every time.
 func (d *Driver) txCause() uint32 {
 	switch {
-	case d.cfg.TxIrq == TxIrqDescriptorDone:
+	case d.cfg.TxIrq == TxIrqDescriptorDone, d.txStalled && d.txLimited:
 		return regs.IntTXDW
 	case d.txStalled:
 		return regs.IntTXQE
@@ -378,7 +393,7 @@ func (d *Driver) TXStalled() bool { return d.txStalled }
 // SetUplink binds the router's session (nil while it is closed).
 func (d *Driver) SetUplink(u Uplink) {
 	d.up = u
-	d.txStalled = false
+	d.txStalled, d.txLimited = false, false
 	d.maskTX()
 }
 
@@ -394,8 +409,9 @@ func (d *Driver) startThrottle() uint32 {
 }
 
 // Configure applies a changed configuration at once: a new ITR is written (adaptive
-// moderation starts over from the lowest latency class), the TX interrupt cause swapped.
-// phy_reset matters only at Open.
+// moderation starts over from the lowest latency class), the TX interrupt cause swapped, the
+// byte limit started over (counting what is in flight) or dropped. phy_reset matters only at
+// Open.
 func (d *Driver) Configure(cfg Config) error {
 	if cfg.RxIrqThrottle > 0xffff {
 		return fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
@@ -405,8 +421,37 @@ func (d *Driver) Configure(cfg Config) error {
 	if cfg.AdaptiveThrottle != oldCfg.AdaptiveThrottle || !cfg.AdaptiveThrottle && cfg.RxIrqThrottle != oldCfg.RxIrqThrottle {
 		d.regs.Write32(regs.ITR, d.startThrottle())
 	}
+	if cfg.TxBQL && !oldCfg.TxBQL {
+		d.bql.reset(d.clock.Now())
+		for i := d.txReap; i != d.txTail; i = (i + 1) % RingSize {
+			d.bql.Queued(uint32(d.txLen[i]))
+		}
+	}
+	if !cfg.TxBQL {
+		d.txLimited = false // a stall goes on as a full ring's, resumed by TXQE
+	}
+	d.publishLimit()
 	d.maskTX()
 	return nil
+}
+
+// The byte limit's bounds and hold time, Linux's: from nothing (one frame always goes) up,
+// here to a ring of full buffers, shrinking once slack persisted for a second.
+const (
+	bqlMin  = 0
+	bqlMax  = RingSize * BufSize
+	bqlHold = time.Second
+)
+
+// publishLimit brings the tx_bql_limit_bytes counter in line with the limit (0 while off).
+func (d *Driver) publishLimit() {
+	var l uint64
+	if d.cfg.TxBQL {
+		l = uint64(d.bql.Limit())
+	}
+	if d.cnt.TXBQLLimit.Load() != l {
+		d.cnt.TXBQLLimit.Store(l)
+	}
 }
 
 // checkLink reads STATUS and reports a change.
@@ -440,7 +485,8 @@ func (d *Driver) setLink(up bool, speed int) {
 
 // HandleInterrupt services the interrupt line: read ICR, report a link change, reap TX, take
 // the RX burst to the router with one signal, refill RDT once, and resume a TX backlog the
-// ring had no room for once a quarter of the ring is free.
+// ring had no room for once a quarter of the ring is free, or the byte limit held back once
+// it admits a frame again.
 func (d *Driver) HandleInterrupt() {
 	d.cnt.Interrupts.Add(1)
 	if d.faults.gone {
@@ -459,7 +505,7 @@ func (d *Driver) HandleInterrupt() {
 	}
 	d.reapTX()
 	d.receive()
-	if d.txStalled && d.txFree() >= txResume {
+	if d.txStalled && (d.txLimited && d.bql.Avail() >= 0 || !d.txLimited && d.txFree() >= txResume) {
 		d.Transmit()
 	}
 	if d.mod != nil {
@@ -532,32 +578,48 @@ func (d *Driver) receive() {
 	d.cnt.RDTWrites.Add(1)
 }
 
-// reapTX frees the TX descriptors the device has written back.
+// reapTX frees the TX descriptors the device has written back; with tx_bql their bytes are
+// one completion of the byte limit.
 func (d *Driver) reapTX() {
+	var bytes uint32
 	for d.txReap != d.txTail {
 		if atomic.LoadUint32(d.statusWord(txRing+d.txReap*regs.DescSize))&regs.TxStaDD == 0 {
-			return
+			break
 		}
+		bytes += uint32(d.txLen[d.txReap])
 		d.txReap = (d.txReap + 1) % RingSize
 		d.rings.reaped++
 	}
 	d.rings.publishReaped()
+	if d.cfg.TxBQL && bytes > 0 {
+		if !d.bql.Completed(bytes, d.clock.Now()) {
+			d.cnt.TXBQLErrors.Add(1)
+		}
+		d.publishLimit()
+	}
 }
 
-// Transmit takes as many frames from the router's batch as the ring holds, writes TDT once
-// (per frame without tx_batch) and acknowledges the batch with one wakeup. The component calls
-// it when the router signals frames; the interrupt handler resumes it when the ring had no room.
+// Transmit takes as many frames from the router's batch as the ring holds (and, with tx_bql,
+// as the byte limit admits), writes TDT once (per frame without tx_batch) and acknowledges the
+// batch with one wakeup. The component calls it when the router signals frames; the interrupt
+// handler resumes it when the ring had no room or the limit held frames back.
 func (d *Driver) Transmit() {
 	if d.up == nil || !d.link || d.faults.gone {
 		return
 	}
 	d.reapTX()
 	fetched, queued, bytes := 0, 0, 0
-	d.txStalled = false
+	d.txStalled, d.txLimited = false, false
 	for {
 		if d.txFree() == 0 {
 			d.txStalled = true
 			d.cnt.TXRingFull.Add(1)
+			break
+		}
+		if d.cfg.TxBQL && d.bql.Avail() < 0 {
+			// The rest waits in the session, not in the ring.
+			d.txStalled, d.txLimited = true, true
+			d.cnt.TXBQLStops.Add(1)
 			break
 		}
 		buf := txBufs + d.txTail*BufSize
@@ -575,6 +637,10 @@ func (d *Driver) Transmit() {
 		cmd := uint32(regs.TxCmdEOP | regs.TxCmdIFCS | regs.TxCmdRS)
 		le.PutUint32(d.dma[desc+regs.DescLenOff:], uint32(n)|cmd<<regs.TxCmdShift)
 		atomic.StoreUint32(d.statusWord(desc), 0)
+		d.txLen[d.txTail] = uint16(n)
+		if d.cfg.TxBQL {
+			d.bql.Queued(uint32(n))
+		}
 		d.txTail = (d.txTail + 1) % RingSize
 		queued++
 		bytes += n

@@ -389,12 +389,12 @@ func TestConfigureLive(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" phy_reset="yes" pci="0000:00:02.0"/>`))
+	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" tx_bql="yes" phy_reset="yes" pci="0000:00:02.0"/>`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := ipxe.ParseConfig(n, "ipxe_nic")
-	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, PhyReset: ipxe.PhyResetYes, PCI: "0000:00:02.0"}
+	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, TxBQL: true, PhyReset: ipxe.PhyResetYes, PCI: "0000:00:02.0"}
 	if err != nil || cfg != want {
 		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
 	}
@@ -416,6 +416,7 @@ func TestParseConfig(t *testing.T) {
 		`<config tx_irq="always"/>`,
 		`<config phy_reset="maybe"/>`,
 		`<config tx_batch="sometimes"/>`,
+		`<config tx_bql="auto"/>`,
 		`<config pci="00:02.0"/>`,
 		`<config pci="/dev/vfio/2"/>`,
 	} {

@@ -77,7 +77,7 @@ func familyOf(counter string) family {
 
 // gauges are the component counters that are levels, not running totals.
 var gauges = map[string]bool{
-	"interfaces": true, "dhcp_leases": true, "peer_link": true, "tag": true,
+	"interfaces": true, "dhcp_leases": true, "peer_link": true, "tag": true, "tx_bql_limit_bytes": true,
 }
 
 // unitFrames are the counters of frames whose names do not end in "frames".

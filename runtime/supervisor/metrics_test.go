@@ -24,6 +24,7 @@ func TestFamilyOf(t *testing.T) {
 		"iperf_bits_per_second": {name: "nicstack_iperf_bytes_per_second", gauge: true, scale: 1.0 / 8},
 		"frames_sent":           {name: "nicstack_sent_frames_total", scale: 1},
 		"doorbells":             {name: "nicstack_doorbells_total", scale: 1},
+		"tx_bql_limit_bytes":    {name: "nicstack_tx_bql_limit_bytes", gauge: true, scale: 1},
 	} {
 		if got := familyOf(counter); got != want {
 			t.Errorf("familyOf(%q) = %+v, want %+v", counter, got, want)
