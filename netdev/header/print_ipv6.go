@@ -138,12 +138,7 @@ func appendICMP6(b []byte, ip IPv6, p []byte, c *LogConfig) []byte {
 	m := ICMPv6(p)
 	switch c.ICMP6 {
 	case StyleAll:
-		b = append(b, "ICMP6 typ "...)
-		b = strconv.AppendUint(b, uint64(m.Type()), 10)
-		b = append(b, " cod "...)
-		b = strconv.AppendUint(b, uint64(m.Code()), 10)
-		b = append(b, " crc "...)
-		b = strconv.AppendUint(b, uint64(m.Checksum()), 10)
+		b = appendICMPFields(b, "ICMP6", m.Type(), m.Code(), m.Checksum())
 		if !m.ChecksumValid(ip.Src(), ip.Dst()) {
 			b = append(b, " (bad)"...)
 		}

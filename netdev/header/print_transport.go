@@ -82,6 +82,18 @@ func appendUDP(b []byte, p []byte, c *LogConfig) []byte {
 	return b
 }
 
+// appendICMPFields appends the fields ICMP and ICMPv6 share in the "all" style: type, code and
+// checksum, as Genode prints them for ICMP.
+func appendICMPFields(b []byte, name string, typ, code uint8, crc uint16) []byte {
+	b = append(b, name...)
+	b = append(b, " typ "...)
+	b = strconv.AppendUint(b, uint64(typ), 10)
+	b = append(b, " cod "...)
+	b = strconv.AppendUint(b, uint64(code), 10)
+	b = append(b, " crc "...)
+	return strconv.AppendUint(b, uint64(crc), 10)
+}
+
 func appendICMP(b []byte, p []byte, c *LogConfig) []byte {
 	if len(p) < ICMPLen {
 		return truncated(b, "ICMP", p)
@@ -89,12 +101,7 @@ func appendICMP(b []byte, p []byte, c *LogConfig) []byte {
 	m := ICMP(p)
 	switch c.ICMP {
 	case StyleAll:
-		b = append(b, "ICMP typ "...)
-		b = strconv.AppendUint(b, uint64(m.Type()), 10)
-		b = append(b, " cod "...)
-		b = strconv.AppendUint(b, uint64(m.Code()), 10)
-		b = append(b, " crc "...)
-		b = strconv.AppendUint(b, uint64(m.Checksum()), 10)
+		b = appendICMPFields(b, "ICMP", m.Type(), m.Code(), m.Checksum())
 		b = append(b, " roh "...)
 		b = strconv.AppendUint(b, uint64(be.Uint32(p[4:])), 10)
 	case StyleDefault:
