@@ -1,0 +1,135 @@
+package cni
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// node is deploy/cni.hid under `nicstack run --name`, as a Kubernetes node runs it, with the
+// network config deploy/cni/nicstack.conflist names it by and the built plugin.
+type node struct {
+	t    *testing.T
+	run  string // the run's name
+	sock string
+	bin  string // the folder of the built binaries, nicstack-cni among them
+	cni  string // the plugin binary
+	list map[string]any
+	out  *testutil.SyncBuffer
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startNode starts the node and waits until the plugin's STATUS says it is ready. The node
+// stops (SIGINT) at the end of the test.
+func startNode(t *testing.T) *node {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "iperf3", "ip")
+	for _, c := range []string{"linux_nic", "nic_router", "vm"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	n := &node{t: t, run: fmt.Sprintf("cnitest-%d", os.Getpid()), out: &testutil.SyncBuffer{},
+		cni: testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack-cni"), bin: testutil.BinDir(t)}
+	b, err := os.ReadFile("../../deploy/cni/nicstack.conflist")
+	if err == nil {
+		err = json.Unmarshal(b, &n.list)
+	}
+	plugins, _ := n.list["plugins"].([]any)
+	if err != nil || len(plugins) != 1 {
+		t.Fatalf("deploy/cni/nicstack.conflist: %v, %d plugins", err, len(plugins))
+	}
+	plugins[0].(map[string]any)["run"] = n.run
+	if n.sock, err = supervisor.InstanceSocket(n.run); err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+	t.Cleanup(func() {
+		n.stop()
+		if t.Failed() {
+			t.Logf("nicstack output:\n%s", n.out.String())
+		}
+	})
+	return n
+}
+
+// conf is the plugin's network config as a runtime hands it: the list's one plugin with the
+// list's version and name.
+func (n *node) conf() map[string]any {
+	conf := map[string]any{}
+	for k, v := range n.list["plugins"].([]any)[0].(map[string]any) {
+		conf[k] = v
+	}
+	conf["cniVersion"], conf["name"] = n.list["cniVersion"], n.list["name"]
+	return conf
+}
+
+func (n *node) start() {
+	n.cmd = exec.Command(filepath.Join(n.bin, "nicstack"), "run", "--name", n.run, "../../deploy/cni.hid")
+	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(n.cmd, n.done)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if st, err := supervisor.QueryStatus(n.sock); err == nil && st.Pid == n.cmd.Process.Pid && running(st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("the node never ran all its components")
+		}
+	}
+}
+
+// running reports whether every component of st runs.
+func running(st supervisor.Status) bool {
+	for _, c := range st.Components {
+		if c.State != "running" {
+			return false
+		}
+	}
+	return len(st.Components) > 0
+}
+
+// kill9 kills the supervisor as a crash would; its components follow it (their parent-death
+// signal).
+func (n *node) kill9() {
+	n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.done
+}
+
+// stop stops the node in order, as Ctrl-C does.
+func (n *node) stop() {
+	select {
+	case <-n.done:
+		return
+	default:
+	}
+	n.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-n.done:
+	case <-time.After(20 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+// attachments are the run's attachments.
+func (n *node) attachments() []supervisor.Attachment { return n.status().Attachments }
+
+// status is the run's status.
+func (n *node) status() supervisor.Status {
+	st, err := supervisor.QueryStatus(n.sock)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return st
+}
