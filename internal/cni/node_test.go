@@ -17,7 +17,7 @@ import (
 // node is deploy/cni.hid under `nicstack run --name`, as a Kubernetes node runs it, with the
 // network config deploy/cni/nicstack.conflist names it by and the built plugin.
 type node struct {
-	t    *testing.T
+	t    testing.TB
 	run  string // the run's name
 	sock string
 	bin  string // the folder of the built binaries, nicstack-cni among them
@@ -30,7 +30,7 @@ type node struct {
 
 // startNode starts the node and waits until the plugin's STATUS says it is ready. The node
 // stops (SIGINT) at the end of the test.
-func startNode(t *testing.T) *node {
+func startNode(t testing.TB) *node {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "iperf3", "ip")
 	for _, c := range []string{"linux_nic", "nic_router", "vm"} {
