@@ -13,11 +13,11 @@ import (
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
-// BenchmarkPodChurn is the cost of pods coming and going on a node (deploy/cni.hid, cnitool as
-// the runtime). It reports:
-//   - add-ms: an ADD's latency, from cnitool's start to its exit (the plugin exits once the
-//     pod's interface is up with its address and route), median and maximum over 16 pods added
-//     one after another on the idle node;
+// BenchmarkPodChurn is the cost of pods coming and going on a node (deploy/cni.hid, the plugin
+// run as a container runtime runs it). It reports:
+//   - add-ms: an ADD's latency, from the plugin's start to its exit (it exits once the pod's
+//     interface is up with its address and route), median and maximum over 16 pods added one
+//     after another on the idle node;
 //   - add-load-ms: the same while a pod's iperf3 runs through the router;
 //   - stall-ms: that iperf3's longest stall while the 16 pods are added and deleted: the
 //     longest run of its 100 ms intervals that carried less than a tenth of the median
@@ -28,7 +28,18 @@ import (
 func BenchmarkPodChurn(b *testing.B) {
 	testutil.RequireCommand(b, "iperf3")
 	n := startNode(b)
-	tool := newCNITool(n)
+	add := func(i int, ns *netns.NS) time.Duration {
+		start := time.Now()
+		if _, err := n.plugin("ADD", fmt.Sprintf("pod%d", i), ns.File.Name(), n.static(i), nil); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	del := func(i int, ns *netns.NS) {
+		if _, err := n.plugin("DEL", fmt.Sprintf("pod%d", i), ns.File.Name(), "", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const pods = 16
 	spaces := make([]*netns.NS, pods+1) // the last one is the iperf's
 	b.Cleanup(func() {
@@ -47,23 +58,15 @@ func BenchmarkPodChurn(b *testing.B) {
 	}
 	churn := func() (adds []time.Duration) {
 		for i, ns := range spaces[:pods] {
-			_, took, err := tool.do("add", i, ns)
-			if err != nil {
-				b.Fatal(err)
-			}
-			adds = append(adds, took)
+			adds = append(adds, add(i, ns))
 		}
 		for i, ns := range spaces[:pods] {
-			if _, _, err := tool.do("del", i, ns); err != nil {
-				b.Fatal(err)
-			}
+			del(i, ns)
 		}
 		return adds
 	}
 	bulk := spaces[pods]
-	if _, _, err := tool.do("add", pods, bulk); err != nil {
-		b.Fatal(err)
-	}
+	add(pods, bulk)
 	if err := pingFar(bulk); err != nil {
 		b.Fatal(err)
 	}
@@ -94,9 +97,7 @@ func BenchmarkPodChurn(b *testing.B) {
 		b.Logf("ADD on the idle node: %s; during an iperf: %s; the iperf's longest stall while 16 pods came and went (%.1f s): %v, its slowest 100 ms %.0f %% of the median",
 			latencies(idle), latencies(loaded), (to - from).Seconds(), stall, slowest*100)
 	}
-	if _, _, err := tool.do("del", pods, bulk); err != nil {
-		b.Fatal(err)
-	}
+	del(pods, bulk)
 }
 
 func report(b *testing.B, name string, d []time.Duration) {

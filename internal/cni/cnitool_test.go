@@ -35,8 +35,8 @@ func newCNITool(n *node) *cnitool {
 
 // static is the CNI_ARGS of pod i when the network config's addresses are static (one
 // address each, as a runtime passes them), else "".
-func (c *cnitool) static(i int) string {
-	ipam, _ := c.n.conf()["ipam"].(map[string]any)
+func (n *node) static(i int) string {
+	ipam, _ := n.conf()["ipam"].(map[string]any)
 	if ipam == nil || ipam["type"] != "static" {
 		return ""
 	}
@@ -47,7 +47,7 @@ func (c *cnitool) static(i int) string {
 // took.
 func (c *cnitool) do(command string, i int, ns *netns.NS) ([]byte, time.Duration, error) {
 	cmd := exec.Command(c.path, command, "nicstack", ns.File.Name())
-	cmd.Env = append(c.env, "CNI_ARGS="+c.static(i))
+	cmd.Env = append(c.env, "CNI_ARGS="+c.n.static(i))
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -132,4 +135,28 @@ func (n *node) status() supervisor.Status {
 		n.t.Fatal(err)
 	}
 	return st
+}
+
+// plugin runs the plugin's command for container id's ifname eth0 in the namespace at nsPath
+// with CNI_ARGS args, as a container runtime does (the environment, and the network config with
+// extra's fields on stdin), and returns its stdout; a CNI error comes back as *types.Error.
+func (n *node) plugin(command, id, nsPath, args string, extra map[string]any) ([]byte, error) {
+	conf := n.conf()
+	for k, v := range extra {
+		conf[k] = v
+	}
+	stdin, _ := json.Marshal(conf)
+	cmd := exec.Command(n.cni)
+	cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + id, "CNI_NETNS=" + nsPath,
+		"CNI_IFNAME=eth0", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=" + args, "PATH=" + os.Getenv("PATH")}
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.Output()
+	if err != nil {
+		var e types.Error
+		if json.Unmarshal(out, &e) == nil && e.Code != 0 {
+			return out, &e
+		}
+		return out, fmt.Errorf("%s: %v: %s", command, err, out)
+	}
+	return out, nil
 }

@@ -6,138 +6,30 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/netns"
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
-
-// pods is a node (deploy/cni.hid under `nicstack run --name`) and the built plugin, which the
-// test runs as a container runtime does: the environment and the network config on stdin.
-type pods struct {
-	t    *testing.T
-	run  string // the run's name
-	sock string
-	cni  string // the plugin binary
-	conf map[string]any
-}
-
-// plugin runs the plugin's command for container id's ifname eth0 in the namespace at nsPath
-// with CNI_ARGS args and returns its stdout; a CNI error comes back as *types.Error.
-func (p *pods) plugin(command, id, nsPath, args string, extra map[string]any) ([]byte, error) {
-	conf := map[string]any{}
-	for k, v := range p.conf {
-		conf[k] = v
-	}
-	for k, v := range extra {
-		conf[k] = v
-	}
-	stdin, _ := json.Marshal(conf)
-	cmd := exec.Command(p.cni)
-	cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + id, "CNI_NETNS=" + nsPath,
-		"CNI_IFNAME=eth0", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=" + args, "PATH=" + os.Getenv("PATH")}
-	cmd.Stdin = strings.NewReader(string(stdin))
-	out, err := cmd.Output()
-	if err != nil {
-		var e types.Error
-		if json.Unmarshal(out, &e) == nil && e.Code != 0 {
-			return out, &e
-		}
-		return out, fmt.Errorf("%s: %v: %s", command, err, out)
-	}
-	return out, nil
-}
-
-// attachments are the run's attachments.
-func (p *pods) attachments() []supervisor.Attachment {
-	st, err := supervisor.QueryStatus(p.sock)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return st.Attachments
-}
 
 // Pods attached by the plugin reach the far end (a TCP connection to its iperf3 server) through the router, CHECK holds, GC detaches
 // the ones the runtime no longer lists, DEL is idempotent (twice, and with the run stopped),
 // and nothing of theirs stays: no attachment, no interface, no namespace name of the run.
 func TestPods(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, "iperf3", "ip")
-	for _, c := range []string{"linux_nic", "nic_router", "vm"} {
-		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
-	}
-	bin := testutil.BinDir(t)
-	p := &pods{t: t, run: fmt.Sprintf("cnitest-%d", os.Getpid()), cni: testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack-cni")}
-	var list struct {
-		CNIVersion string           `json:"cniVersion"`
-		Name       string           `json:"name"`
-		Plugins    []map[string]any `json:"plugins"`
-	}
-	b, err := os.ReadFile("../../deploy/cni/nicstack.conflist")
-	if err != nil || json.Unmarshal(b, &list) != nil || len(list.Plugins) != 1 {
-		t.Fatalf("deploy/cni/nicstack.conflist: %v", err)
-	}
-	// A runtime hands each plugin its entry with the list's version and name.
-	p.conf = list.Plugins[0]
-	p.conf["cniVersion"], p.conf["name"], p.conf["run"] = list.CNIVersion, list.Name, p.run
-	if p.sock, err = supervisor.InstanceSocket(p.run); err != nil {
-		t.Fatal(err)
-	}
+	p := startNode(t)
 
-	out := &testutil.SyncBuffer{}
-	run := exec.Command(filepath.Join(bin, "nicstack"), "run", "--name", p.run, "../../deploy/cni.hid")
-	run.Stdout, run.Stderr = out, out
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		run.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { run.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			run.Process.Kill()
-			<-done
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("nicstack output:\n%s", out.String())
-		}
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := p.plugin("STATUS", "", "", "", nil); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("STATUS never ready")
-		}
-	}
-
-	const n = 3
+	const pods = 3
 	var spaces []*netns.NS
 	t.Cleanup(func() {
 		for _, ns := range spaces {
 			ns.Close()
 		}
 	})
-	for i := range n {
+	for i := range pods {
 		ns, err := netns.New("pod")
 		if err != nil {
 			t.Fatal(err)
@@ -213,8 +105,8 @@ func TestPods(t *testing.T) {
 			}
 		}
 	}
-	pid := run.Process.Pid
-	stop()
+	pid := p.cmd.Process.Pid
+	p.stop()
 	if _, err := p.plugin("DEL", "ctr0", spaces[0].File.Name(), "", nil); err != nil {
 		t.Errorf("DEL with the run stopped: %v", err)
 	}
