@@ -158,13 +158,16 @@ func RequestCapture(ctx context.Context, path, target string) (*CaptureStream, e
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	cs := &CaptureStream{c: c, cancel: cancel}
-	late := time.AfterFunc(captureTimeout, cancel) // for the start only
+	// The call gets no deadline of ctx's (--duration): the supervisor would end the stream at
+	// the deadline, a hair before ctx here says it is over. Its end cancels the call instead.
+	call, cancelCall := context.WithCancel(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(ctx, cancelCall)
+	cs := &CaptureStream{c: c, cancel: func() { unhook(); cancelCall() }}
+	late := time.AfterFunc(captureTimeout, cancelCall) // for the start only
 	defer late.Stop()
 	ev, err := func() (*supervisorpb.CaptureEvent, error) {
 		var err error
-		if cs.stream, err = c.Capture(ctx, &supervisorpb.CaptureRequest{Target: target}); err != nil {
+		if cs.stream, err = c.Capture(call, &supervisorpb.CaptureRequest{Target: target}); err != nil {
 			return nil, err
 		}
 		return cs.stream.Recv()
