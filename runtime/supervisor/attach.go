@@ -131,7 +131,8 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 	if a.Label == "" {
 		a.Label = a.Name
 	}
-	// refuseAs refuses a of the kind code; fail, for a malformed request, the most.
+	// refuseAs refuses a as a request of the kind code; fail as a malformed one, the most
+	// common kind.
 	refuseAs := func(code codes.Code, format string, args ...any) (*Scenario, Attachment, error) {
 		return nil, a, refuse(code, fmt.Errorf("attach %s: "+format, append([]any{a.Name}, args...)...))
 	}
