@@ -49,12 +49,14 @@ pgo:
 	rm -f nic_router.test nic_router.pprof
 
 # Regenerates the committed gRPC code; protoc comes from Debian, the plugins from go.mod's tool lines.
+# Each file goes to its go_package's folder under proto/ (control.proto: proto/, supervisor.proto:
+# proto/supervisorpb/).
 proto: deps
 	PATH="$$($(GO) env GOROOT)/bin:$$PATH" protoc -I proto \
 	  --plugin=protoc-gen-go="$$($(GO) tool -n protoc-gen-go)" \
 	  --plugin=protoc-gen-go-grpc="$$($(GO) tool -n protoc-gen-go-grpc)" \
-	  --go_out=proto --go_opt=paths=source_relative \
-	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
+	  --go_out=proto --go_opt=module=github.com/nicstack/nicstack/proto \
+	  --go-grpc_out=proto --go-grpc_opt=module=github.com/nicstack/nicstack/proto \
 	  proto/*.proto
 
 # README's picture: the seed scenario drawn on 2 CPUs (fixed, so that the files do not depend

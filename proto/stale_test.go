@@ -2,6 +2,7 @@ package controlpb
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,8 @@ import (
 	"github.com/nicstack/nicstack/internal/testutil"
 )
 
-// TestGeneratedCodeIsCurrent regenerates the gRPC code the way `make proto` does, into a
-// temporary folder, and fails when the committed files differ.
+// TestGeneratedCodeIsCurrent regenerates the gRPC code of every .proto here the way `make
+// proto` does, into a temporary folder, and fails when a committed file differs or is missing.
 func TestGeneratedCodeIsCurrent(t *testing.T) {
 	testutil.RequireCommand(t, "protoc")
 	tool := func(name string) string {
@@ -22,27 +23,40 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
+	protos, err := filepath.Glob("*.proto")
+	if err != nil || len(protos) == 0 {
+		t.Fatalf("no .proto files: %v", err)
+	}
+	const module = "module=github.com/nicstack/nicstack/proto"
 	dir := t.TempDir()
-	cmd := exec.Command("protoc", "-I", ".",
-		"--plugin=protoc-gen-go="+tool("protoc-gen-go"),
-		"--plugin=protoc-gen-go-grpc="+tool("protoc-gen-go-grpc"),
-		"--go_out="+dir, "--go_opt=paths=source_relative",
-		"--go-grpc_out="+dir, "--go-grpc_opt=paths=source_relative",
-		"control.proto")
+	cmd := exec.Command("protoc", append([]string{"-I", ".",
+		"--plugin=protoc-gen-go=" + tool("protoc-gen-go"),
+		"--plugin=protoc-gen-go-grpc=" + tool("protoc-gen-go-grpc"),
+		"--go_out=" + dir, "--go_opt=" + module,
+		"--go-grpc_out=" + dir, "--go-grpc_opt=" + module}, protos...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("protoc: %v\n%s", err, out)
 	}
-	for _, f := range []string{"control.pb.go", "control_grpc.pb.go"} {
-		want, err := os.ReadFile(filepath.Join(dir, f))
+	generated := 0
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		generated++
+		rel, _ := filepath.Rel(dir, path)
+		want, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		got, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+		if got, err := os.ReadFile(rel); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("proto/%s is stale or missing: run `make proto` and commit the result", rel)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("proto/%s is stale: run `make proto` and commit the result", f)
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if generated < 2*len(protos) {
+		t.Errorf("protoc made %d files of %d .proto files, want two each", generated, len(protos))
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -82,21 +81,19 @@ type capturer struct {
 }
 
 func runCapture(ctx context.Context, socket, target, write string, count uint64, stdout, stderr io.Writer) error {
-	ours, theirs, err := capture.Pair()
+	st, err := supervisor.QueryStatus(socket) // it names the sessions' sides
 	if err != nil {
 		return err
 	}
-	defer ours.Close()
-	st, reply, conn, err := supervisor.RequestCapture(socket, target, theirs)
-	theirs.Close()
+	stream, err := supervisor.RequestCapture(ctx, socket, target)
 	if err != nil {
 		return err
 	}
-	defer conn.Close() // ends the capture at the component
-	c := &capturer{st: st, component: reply.Component, names: map[uint64][2]string{}, lost: map[[2]uint64]uint64{}, cfg: lineStyle}
-	what := "every session of " + reply.Component
-	if len(reply.Sessions) == 1 {
-		what = fmt.Sprintf("session %d at %s", reply.Sessions[0], reply.Component)
+	defer stream.Close() // ends the capture at the component
+	c := &capturer{st: st, component: stream.Component, names: map[uint64][2]string{}, lost: map[[2]uint64]uint64{}, cfg: lineStyle}
+	what := "every session of " + stream.Component
+	if len(stream.Sessions) == 1 {
+		what = fmt.Sprintf("session %d at %s", stream.Sessions[0], stream.Component)
 	}
 	switch write {
 	case "":
@@ -117,14 +114,10 @@ func runCapture(ctx context.Context, socket, target, write string, count uint64,
 		}
 	}
 	fmt.Fprintf(stderr, "capturing %s (Ctrl-C stops)\n", what)
-	go func() {
-		<-ctx.Done()
-		ours.SetReadDeadline(time.Now()) // ends the read below
-	}()
 	start := time.Now()
 	c.timing = header.NewTiming(start)
-	end, err := c.read(ours, count)
-	if ctx.Err() != nil && (end == "" || errors.Is(err, os.ErrDeadlineExceeded)) {
+	end, err := c.read(stream, count)
+	if ctx.Err() != nil && end == "" { // the end of ctx ends the stream
 		end, err = "stopped", nil
 		if ctx.Err() == context.DeadlineExceeded {
 			end = "the duration is over"
@@ -138,19 +131,18 @@ func runCapture(ctx context.Context, socket, target, write string, count uint64,
 	return err
 }
 
-// read reads messages until count frames (0: no limit), the end of the socket, or an error,
+// read reads messages until count frames (0: no limit), the end of the capture, or an error,
 // and says why it stopped.
-func (c *capturer) read(ours *os.File, count uint64) (string, error) {
-	buf := make([]byte, capture.MaxMessage)
+func (c *capturer) read(stream *supervisor.CaptureStream, count uint64) (string, error) {
 	for {
-		n, err := ours.Read(buf)
-		if err == io.EOF || (err == nil && n == 0) {
+		b, err := stream.Next()
+		if err == io.EOF {
 			return "the capture ended (its session or component went away)", nil
 		}
 		if err != nil {
 			return "", err
 		}
-		m, err := capture.ParseMessage(buf[:n])
+		m, err := capture.ParseMessage(b)
 		if err != nil {
 			return "", err
 		}

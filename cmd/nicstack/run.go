@@ -88,7 +88,7 @@ binaries are looked up next to nicstack and in bin/.`,
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			go stopWhenOutputGone(ctx, cancel, pipe)
-			if err := s.ServeStatus(ctx, socket); err != nil {
+			if err := s.ServeControl(ctx, socket); err != nil {
 				return err
 			}
 			if metrics != "" {

@@ -21,6 +21,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
@@ -75,6 +77,9 @@ func Add(args *skel.CmdArgs) error {
 		a.Gateway = st.Gateway.String()
 	}
 	if _, err := supervisor.RequestAttach(sock, a); err != nil {
+		if status.Code(err) == codes.Unavailable { // the run ended or went away meanwhile
+			return types.NewError(types.ErrTryAgainLater, "the nicstack run does not answer", err.Error())
+		}
 		return types.NewError(types.ErrInternal, "nicstack refused the attachment", err.Error())
 	}
 	iface, err := waitUp(args.Netns, args.IfName, st)
@@ -110,15 +115,12 @@ func Del(args *skel.CmdArgs) error {
 
 // detach detaches name if the run at sock has it; a run that does not answer has nothing.
 func detach(sock, name string) error {
-	status, err := supervisor.QueryStatus(sock)
-	if err != nil || !slices.ContainsFunc(status.Attachments, func(a supervisor.Attachment) bool { return a.Name == name }) {
+	st, err := supervisor.QueryStatus(sock)
+	if err != nil || !slices.ContainsFunc(st.Attachments, func(a supervisor.Attachment) bool { return a.Name == name }) {
 		return nil
 	}
-	if err := supervisor.RequestDetach(sock, name); err != nil {
-		// The supervisor may have detached it meanwhile (its namespace vanished).
-		if status, qerr := supervisor.QueryStatus(sock); qerr != nil || !slices.ContainsFunc(status.Attachments, func(a supervisor.Attachment) bool { return a.Name == name }) {
-			return nil
-		}
+	// NotFound: the supervisor detached it meanwhile (its namespace vanished).
+	if err := supervisor.RequestDetach(sock, name); err != nil && status.Code(err) != codes.NotFound {
 		return types.NewError(types.ErrInternal, "detaching "+name, err.Error())
 	}
 	return nil

@@ -18,6 +18,9 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -63,7 +66,7 @@ var attachedNetns = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 func (s *Supervisor) Attach(a Attachment) (Attachment, error) {
 	var err error
 	if !s.call(func() { a, err = s.attach(a) }) {
-		return a, errors.New("the run has ended")
+		return a, errEnded
 	}
 	return a, err
 }
@@ -72,7 +75,7 @@ func (s *Supervisor) Attach(a Attachment) (Attachment, error) {
 func (s *Supervisor) Detach(name string) error {
 	var err error
 	if !s.call(func() { err = s.detach(name, "detached") }) {
-		return errors.New("the run has ended")
+		return errEnded
 	}
 	return err
 }
@@ -98,9 +101,9 @@ func (s *Supervisor) detach(name, why string) error {
 	i := slices.IndexFunc(s.attached, func(a Attachment) bool { return a.Name == name })
 	if i < 0 {
 		if s.sc.Start(name) != nil {
-			return fmt.Errorf("%q is a <start> of the scenario file, not an attachment: remove it from the file", name)
+			return refuse(codes.FailedPrecondition, fmt.Errorf("%q is a <start> of the scenario file, not an attachment: remove it from the file", name))
 		}
-		return fmt.Errorf("no attachment %q (nicstack status marks them)", name)
+		return refuse(codes.NotFound, fmt.Errorf("no attachment %q (nicstack status marks them)", name))
 	}
 	kept := slices.Delete(slices.Clone(s.attached), i, i+1)
 	sc, err := s.compose(kept)
@@ -128,18 +131,23 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 	if a.Label == "" {
 		a.Label = a.Name
 	}
+	// refuseAs refuses a as a request of the kind code; fail as a malformed one, the most
+	// common kind.
+	refuseAs := func(code codes.Code, format string, args ...any) (*Scenario, Attachment, error) {
+		return nil, a, refuse(code, fmt.Errorf("attach %s: "+format, append([]any{a.Name}, args...)...))
+	}
 	fail := func(format string, args ...any) (*Scenario, Attachment, error) {
-		return nil, a, fmt.Errorf("attach %s: "+format, append([]any{a.Name}, args...)...)
+		return refuseAs(codes.InvalidArgument, format, args...)
 	}
 	switch {
 	case a.Name == "":
-		return nil, a, errors.New("attach: name the guest")
+		return nil, a, refuse(codes.InvalidArgument, errors.New("attach: name the guest"))
 	case s.sc.Start(a.Name) != nil || s.sc.Alias(a.Name) != nil:
 		where := "the scenario file has"
 		if s.attachment(a.Name) != nil {
 			where = "an attachment has"
 		}
-		return fail("%s that name already", where)
+		return refuseAs(codes.AlreadyExists, "%s that name already", where)
 	case !slices.Contains(attachGuests, a.Guest):
 		return fail("guest %q: want %s", a.Guest, strings.Join(attachGuests, ", "))
 	case a.Guest != "netns" && (a.Netns != "" || a.Address != "" || a.Gateway != "" || a.Ifname != ""):
@@ -151,12 +159,12 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 	}
 	if a.Netns != "" {
 		if err := namespaceThere(a.Netns); err != nil {
-			return fail("%v", err)
+			return refuseAs(codes.FailedPrecondition, "%v", err)
 		}
 	}
 	router, err := s.attachRouter(a.Router)
 	if err != nil {
-		return fail("%v", err)
+		return refuseAs(status.Code(err), "%v", err)
 	}
 	a.Router = router.Name
 	if a.Affinity != "" {
@@ -170,13 +178,13 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 	}
 	st := sc.Start(a.Name)
 	if _, err := s.binary(st); err != nil {
-		return fail("%v", err)
+		return refuseAs(codes.FailedPrecondition, "%v", err)
 	}
 	if errs := s.checkConfigs(sc, func(st *Start) bool { return st.Name == a.Name }); len(errs) > 0 {
 		return fail("%v", errors.Join(errs...))
 	}
 	if err := s.serves(sc, sc.Start(router.Name), st); err != nil {
-		return fail("%v", err)
+		return refuseAs(codes.FailedPrecondition, "%v", err)
 	}
 	return sc, a, nil
 }
@@ -188,9 +196,9 @@ func (s *Supervisor) attachRouter(name string) (*Start, error) {
 		st := s.sc.Child(name)
 		switch {
 		case st == nil:
-			return nil, fmt.Errorf("router %q: the scenario has no such child", name)
+			return nil, refuse(codes.NotFound, fmt.Errorf("router %q: the scenario has no such child", name))
 		case !slices.Contains(st.Provides, "Nic"):
-			return nil, fmt.Errorf("router %q does not provide Nic", name)
+			return nil, refuse(codes.InvalidArgument, fmt.Errorf("router %q does not provide Nic", name))
 		}
 		return st, nil
 	}
@@ -210,13 +218,13 @@ func (s *Supervisor) attachRouter(name string) (*Start, error) {
 	case len(serving) == 1:
 		return serving[0], nil
 	case len(all) == 0:
-		return nil, errors.New("no child of the scenario provides Nic")
+		return nil, refuse(codes.FailedPrecondition, errors.New("no child of the scenario provides Nic"))
 	}
 	names := make([]string, len(all))
 	for i, st := range all {
 		names[i] = st.Name
 	}
-	return nil, fmt.Errorf("several children provide Nic (%s): name the router", strings.Join(names, ", "))
+	return nil, refuse(codes.InvalidArgument, fmt.Errorf("several children provide Nic (%s): name the router", strings.Join(names, ", ")))
 }
 
 // serves asks the router's component whether it would take client's Nic session beside the

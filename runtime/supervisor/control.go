@@ -1,116 +1,167 @@
-// The control connection: a client of the control socket reads the status (JSON) and may then
-// send one request, a JSON line: a capture (capture.go, with the capture socket attached), an
-// attach or a detach (attach.go).
+// The control socket: the run serves the Supervisor gRPC service (proto/supervisor.proto) on
+// it, to `nicstack status`, `capture`, `attach` and `detach` and to nicstack-cni (client.go
+// asks it). A request the run turns down is a refusal, whose gRPC code tells the kind.
 
 package supervisor
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/local"
+	"google.golang.org/grpc/status"
 
-	"github.com/nicstack/nicstack/runtime/component"
+	"github.com/nicstack/nicstack/proto/supervisorpb"
+	"github.com/nicstack/nicstack/runtime/capture"
 )
 
-// Request is what a client sends on the control socket after reading the status: one of its
-// fields.
-type Request struct {
-	Capture string      `json:"capture,omitempty"` // a component's name, or a session id as status lists it
-	Attach  *Attachment `json:"attach,omitempty"`
-	Detach  string      `json:"detach,omitempty"` // an attachment's name
+// A refusal is an error of a request the run turns down, of a kind its clients tell apart by
+// the gRPC code; its text is the message alone, as the commands print it.
+type refusal struct {
+	code codes.Code
+	err  error
 }
 
-// Reply answers an attach or a detach.
-type Reply struct {
-	Attached *Attachment `json:"attached,omitempty"` // the attachment as kept, its defaults filled in
-	Error    string      `json:"error,omitempty"`
+func (r refusal) Error() string { return r.err.Error() }
+func (r refusal) Unwrap() error { return r.err }
+
+// GRPCStatus makes a refusal a gRPC status (status.FromError, status.Code).
+func (r refusal) GRPCStatus() *status.Status { return status.New(r.code, r.err.Error()) }
+
+// refuse gives err the kind code.
+func refuse(code codes.Code, err error) error { return refusal{code, err} }
+
+// errEnded answers what comes after the run's end.
+var errEnded = refuse(codes.Unavailable, errors.New("the run has ended"))
+
+// ServeControl serves the control socket at path until ctx ends; call it before Run, which
+// records the path for RemoveLeftovers. A stale socket from a dead run is replaced; a live
+// one is an error (another supervisor runs). The socket file gets the process's umask, as any
+// file it makes: the socket's mode and owner keep the service to its user.
+func (s *Supervisor) ServeControl(ctx context.Context, path string) error {
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return fmt.Errorf("%s: another nicstack supervisor is running (use --socket for a second one)", path)
+	}
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	s.controlSocket = path // for the run's record (leftovers.go), written when Run starts
+	srv := grpc.NewServer(grpc.Creds(local.NewCredentials()))
+	supervisorpb.RegisterSupervisorServer(srv, control{s: s})
+	go func() {
+		<-ctx.Done()
+		srv.Stop()
+	}()
+	go func() {
+		defer os.Remove(path)
+		srv.Serve(l)
+	}()
+	return nil
 }
 
-// serveRequest follows a status connection: it reads the one request, if any (a plain status
-// query just closes), and answers it.
-func (s *Supervisor) serveRequest(conn net.Conn) {
-	u, ok := conn.(*net.UnixConn)
+// control serves the Supervisor service.
+type control struct {
+	supervisorpb.UnimplementedSupervisorServer
+	s *Supervisor
+}
+
+func (c control) Status(context.Context, *supervisorpb.StatusRequest) (*supervisorpb.StatusReply, error) {
+	st, ok := c.s.Status()
 	if !ok {
-		return
+		return nil, errEnded
 	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := u.ReadMsgUnix(buf, oob)
-	if err != nil || n == 0 {
-		return
-	}
-	files, _ := component.ReceivedFiles(oob[:oobn], "capture") // none on a malformed message
-	var req Request
-	if json.Unmarshal(buf[:n], &req) == nil && req.Capture != "" {
-		s.serveCapture(conn, req.Capture, files)
-		return
-	}
-	for _, f := range files {
-		f.Close()
-	}
-	var reply Reply
-	switch {
-	case req.Attach != nil:
-		a, err := s.Attach(*req.Attach)
-		if err != nil {
-			reply.Error = err.Error()
-		} else {
-			reply.Attached = &a
-		}
-	case req.Detach != "":
-		if err := s.Detach(req.Detach); err != nil {
-			reply.Error = err.Error()
-		}
-	default:
-		reply.Error = `a request names what it asks: {"capture": "NAME or SESSION"}, {"attach": {...}} or {"detach": "NAME"}`
-	}
-	json.NewEncoder(conn).Encode(reply)
-}
-
-// RequestAttach asks the supervisor at the control socket path to attach a, and returns the
-// attachment as it keeps it.
-func RequestAttach(path string, a Attachment) (Attachment, error) {
-	reply, err := ask(path, Request{Attach: &a})
+	b, err := json.Marshal(st)
 	if err != nil {
-		return a, err
+		return nil, err
 	}
-	return *reply.Attached, nil
+	return &supervisorpb.StatusReply{Json: b}, nil
 }
 
-// RequestDetach asks the supervisor at the control socket path to detach name.
-func RequestDetach(path, name string) error {
-	_, err := ask(path, Request{Detach: name})
-	return err
-}
-
-// ask sends req on a control connection to path, after the status, and reads the reply.
-func ask(path string, req Request) (Reply, error) {
-	var reply Reply
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
+func (c control) Attach(_ context.Context, a *supervisorpb.Attachment) (*supervisorpb.Attachment, error) {
+	kept, err := c.s.Attach(attachmentFromProto(a))
 	if err != nil {
-		return reply, fmt.Errorf("no supervisor answers at %s (is `nicstack run` running?): %w", path, err)
+		return nil, err
 	}
-	defer c.Close()
-	// An attach waits for the loop, which a launch does not hold up; a detach for no stop.
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	dec := json.NewDecoder(c)
-	var st Status
-	if err := dec.Decode(&st); err != nil {
-		return reply, fmt.Errorf("reading status from %s: %w", path, err)
+	return attachmentToProto(kept), nil
+}
+
+func (c control) Detach(_ context.Context, req *supervisorpb.DetachRequest) (*supervisorpb.DetachReply, error) {
+	if req.Name == "" {
+		return nil, refuse(codes.InvalidArgument, errors.New("detach: name the attachment"))
 	}
-	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return reply, fmt.Errorf("asking %s: %w", path, err)
+	if err := c.s.Detach(req.Name); err != nil {
+		return nil, err
 	}
-	if err := dec.Decode(&reply); err != nil {
-		return reply, fmt.Errorf("reading the answer from %s: %w", path, err)
+	return &supervisorpb.DetachReply{}, nil
+}
+
+// Capture makes the capture socket the component writes to and relays each of its messages
+// into the stream, until the component closes it (the capture ended), the client goes away
+// or the run ends. A stream that does not keep up leaves the messages in the socket, and the
+// component loses (and counts) what does not fit.
+func (c control) Capture(req *supervisorpb.CaptureRequest, stream grpc.ServerStreamingServer[supervisorpb.CaptureEvent]) error {
+	ours, theirs, err := capture.Pair()
+	if err != nil {
+		return err
 	}
-	if reply.Error != "" {
-		return reply, errors.New(reply.Error)
+	defer ours.Close()
+	reply, stop, err := c.s.Capture(req.Target, theirs)
+	if err != nil {
+		return err
 	}
-	return reply, nil
+	defer stop()
+	started := &supervisorpb.CaptureStarted{Component: reply.Component, Sessions: reply.Sessions}
+	if err := stream.Send(&supervisorpb.CaptureEvent{Event: &supervisorpb.CaptureEvent_Started{Started: started}}); err != nil {
+		return err
+	}
+	relayed := make(chan struct{})
+	defer close(relayed)
+	go func() {
+		select {
+		case <-stream.Context().Done():
+		case <-c.s.done:
+		case <-relayed:
+			return
+		}
+		ours.SetReadDeadline(time.Now()) // ends the read below
+	}()
+	buf := make([]byte, capture.MaxMessage)
+	for {
+		n, err := ours.Read(buf)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && stream.Context().Err() != nil:
+			return stream.Context().Err()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return errEnded
+		case err != nil || n == 0: // the component closed its end
+			return nil
+		}
+		// A copy: gRPC may hold a message after Send returns.
+		msg := &supervisorpb.CaptureEvent_Message{Message: bytes.Clone(buf[:n])}
+		if err := stream.Send(&supervisorpb.CaptureEvent{Event: msg}); err != nil {
+			return err
+		}
+	}
+}
+
+// attachmentFromProto and attachmentToProto carry an Attachment over the service.
+func attachmentFromProto(a *supervisorpb.Attachment) Attachment {
+	return Attachment{Name: a.Name, Guest: a.Guest, Label: a.Label, Router: a.Router, Affinity: a.Affinity,
+		Netns: a.Netns, Address: a.Address, Gateway: a.Gateway, Ifname: a.Ifname, ContainerID: a.ContainerId}
+}
+
+func attachmentToProto(a Attachment) *supervisorpb.Attachment {
+	return &supervisorpb.Attachment{Name: a.Name, Guest: a.Guest, Label: a.Label, Router: a.Router, Affinity: a.Affinity,
+		Netns: a.Netns, Address: a.Address, Gateway: a.Gateway, Ifname: a.Ifname, ContainerId: a.ContainerID}
 }

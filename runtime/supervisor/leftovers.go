@@ -1,10 +1,12 @@
 package supervisor
 
 import (
-	"net"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 
+	"github.com/nicstack/nicstack/proto/supervisorpb"
 	"github.com/nicstack/nicstack/runtime/leftover"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
@@ -51,15 +53,16 @@ func RemoveLeftovers() []string {
 	return removed
 }
 
-// stale reports whether path is a socket no one listens on.
+// stale reports whether path is a socket no supervisor answers on: a Status call finds no
+// one accepting. A supervisor that accepts but is slow to answer (its loop busy) is alive.
 func stale(path string) bool {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Type() != os.ModeSocket {
 		return false
 	}
-	c, err := net.Dial("unix", path)
-	if err == nil {
-		c.Close()
-		return false
-	}
-	return true
+	err := ask(path, dialTimeout, func(ctx context.Context, c *client) error {
+		_, err := c.Status(ctx, &supervisorpb.StatusRequest{})
+		return err
+	})
+	var no *unanswered
+	return errors.As(err, &no)
 }

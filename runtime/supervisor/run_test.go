@@ -36,6 +36,14 @@ func testBinDir(t *testing.T) string {
 
 func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 	t.Helper()
+	r := newRun(t, scenario, tweak)
+	r.start()
+	return r
+}
+
+// newRun makes the supervisor of scenario, not running yet (start runs it).
+func newRun(t *testing.T, scenario string, tweak func(*Options)) *run {
+	t.Helper()
 	r := &run{t: t, path: filepath.Join(t.TempDir(), "scenario.xml"), logs: &testutil.SyncBuffer{}}
 	if err := os.WriteFile(r.path, []byte(scenario), 0o644); err != nil {
 		t.Fatal(err)
@@ -53,19 +61,23 @@ func startRun(t *testing.T, scenario string, tweak func(*Options)) *run {
 		t.Fatal(err)
 	}
 	r.s = s
+	return r
+}
+
+// start runs the supervisor until the test ends.
+func (r *run) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
+	go func() { done <- r.s.Run(ctx) }()
+	r.t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Error(err)
+			r.t.Error(err)
 		}
-		if t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
-			t.Logf("supervisor output:\n%s", r.logs.String())
+		if r.t.Failed() || os.Getenv("NICSTACK_TEST_LOGS") != "" {
+			r.t.Logf("supervisor output:\n%s", r.logs.String())
 		}
 	})
-	return r
 }
 
 func (r *run) status() Status {

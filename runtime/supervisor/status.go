@@ -2,9 +2,7 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sort"
@@ -267,60 +265,4 @@ func uptime() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
-}
-
-// ServeStatus answers status queries on a Unix socket at path until ctx ends: each
-// connection gets the status as JSON, and may then send a request (control.go: a capture, an
-// attach, a detach). A stale socket from a dead run is replaced; a live one is an error
-// (another supervisor runs).
-func (s *Supervisor) ServeStatus(ctx context.Context, path string) error {
-	if c, err := net.Dial("unix", path); err == nil {
-		c.Close()
-		return fmt.Errorf("%s: another nicstack supervisor is running (use --socket for a second one)", path)
-	}
-	os.Remove(path)
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return err
-	}
-	s.controlSocket = path // for the run's record (leftovers.go), written when Run starts
-	go func() {
-		<-ctx.Done()
-		l.Close()
-	}()
-	go func() {
-		defer os.Remove(path)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				st, ok := s.Status()
-				if !ok {
-					return
-				}
-				if json.NewEncoder(c).Encode(st) == nil {
-					s.serveRequest(c)
-				}
-			}()
-		}
-	}()
-	return nil
-}
-
-// QueryStatus asks the supervisor listening at path for its status.
-func QueryStatus(path string) (Status, error) {
-	var st Status
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
-	if err != nil {
-		return st, fmt.Errorf("no supervisor answers at %s (is `nicstack run` running?): %w", path, err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := json.NewDecoder(c).Decode(&st); err != nil {
-		return st, fmt.Errorf("reading status from %s: %w", path, err)
-	}
-	return st, nil
 }

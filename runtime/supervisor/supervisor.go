@@ -103,7 +103,7 @@ type Supervisor struct {
 
 	nsMu       sync.Mutex // namespaces is read by Netns callers outside the supervisor goroutine
 	namespaces map[string]*netns.NS
-	// controlSocket is the socket ServeStatus serves on, kept in the run's record.
+	// controlSocket is the socket ServeControl serves on, kept in the run's record.
 	controlSocket string
 	ids           *identities             // whom each child runs as
 	sockets       map[string]*boundSocket // by start name and the socket's name
