@@ -67,7 +67,7 @@ func TestDeployKubernetesValid(t *testing.T) {
 
 // The ConfigMap carries deploy/cni.hid and deploy/cni/nicstack.conflist byte for byte, the
 // supervisor runs that scenario as the run the conflist and the probes name, and the init
-// container installs that conflist.
+// container installs that conflist and the plugin of the supervisor's image.
 func TestDeployKubernetesConsistent(t *testing.T) {
 	objs := readAll(t)
 	cm := only[*corev1.ConfigMap](t, objs)
@@ -96,6 +96,9 @@ func TestDeployKubernetesConsistent(t *testing.T) {
 		t.Fatalf("want the supervisor and one init container, have %d and %d", len(spec.Containers), len(spec.InitContainers))
 	}
 	sup, install := spec.Containers[0], spec.InitContainers[0]
+	if sup.Image != install.Image {
+		t.Errorf("the init container installs the plugin of %s, the supervisor runs %s: a plugin speaks its own release's control protocol", install.Image, sup.Image)
+	}
 	cmd := sup.Command
 	i := slices.Index(cmd, "--name")
 	if len(cmd) < 4 || cmd[1] != "run" || i < 0 || i+1 >= len(cmd) {
