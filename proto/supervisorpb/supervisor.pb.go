@@ -136,7 +136,10 @@ type Attachment struct {
 	Ifname string `protobuf:"bytes,9,opt,name=ifname,proto3" json:"ifname,omitempty"`
 	// The container a CNI runtime attached the guest for (nicstack-cni); the supervisor only
 	// keeps it.
-	ContainerId   string `protobuf:"bytes,10,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	ContainerId string `protobuf:"bytes,10,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// A vhost-user guest's socket, where its front end connects (the run folder's NAME.sock);
+	// the supervisor fills it in.
+	Socket        string `protobuf:"bytes,11,opt,name=socket,proto3" json:"socket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,6 +240,13 @@ func (x *Attachment) GetIfname() string {
 func (x *Attachment) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *Attachment) GetSocket() string {
+	if x != nil {
+		return x.Socket
 	}
 	return ""
 }
@@ -511,7 +521,7 @@ const file_supervisor_proto_rawDesc = "" +
 	"\x10supervisor.proto\x12\x16nicstack.supervisor.v1\"\x0f\n" +
 	"\rStatusRequest\"!\n" +
 	"\vStatusReply\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\fR\x04json\"\x85\x02\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"\x9d\x02\n" +
 	"\n" +
 	"Attachment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -524,7 +534,8 @@ const file_supervisor_proto_rawDesc = "" +
 	"\agateway\x18\b \x01(\tR\agateway\x12\x16\n" +
 	"\x06ifname\x18\t \x01(\tR\x06ifname\x12!\n" +
 	"\fcontainer_id\x18\n" +
-	" \x01(\tR\vcontainerId\"#\n" +
+	" \x01(\tR\vcontainerId\x12\x16\n" +
+	"\x06socket\x18\v \x01(\tR\x06socket\"#\n" +
 	"\rDetachRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\r\n" +
 	"\vDetachReply\"(\n" +

@@ -45,6 +45,9 @@ type Attachment struct {
 	Gateway string `json:"gateway,omitempty"`
 	// Ifname names a netns guest's interface in its namespace (1 to 15 characters); "": tapN.
 	Ifname string `json:"ifname,omitempty"`
+	// Socket is where a vhost-user guest's front end (QEMU, a VM runtime) connects: NAME.sock in
+	// the run folder, where the supervisor listens. Attach fills it in; a request's is ignored.
+	Socket string `json:"socket,omitempty"`
 	// ContainerID is the container a CNI runtime attached the guest for (nicstack-cni), by
 	// which its DEL, CHECK and GC find the attachment; the supervisor only keeps it.
 	ContainerID string `json:"container_id,omitempty"`
@@ -127,6 +130,10 @@ func (s *Supervisor) detach(name, why string) error {
 func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 	if a.Guest == "" {
 		a.Guest = "embedded"
+	}
+	a.Socket = ""
+	if a.Guest == "vhost-user" {
+		a.Socket = filepath.Join(s.opts.RunDir, a.Name+".sock") // the guest's config's default socket
 	}
 	if a.Label == "" {
 		a.Label = a.Name

@@ -123,6 +123,18 @@ func TestAttachPlan(t *testing.T) {
 	if _, _, err := s.plan(Attachment{Name: "c1", Label: "other", Router: "intel_nic_hw"}); err != nil {
 		t.Errorf("attaching at intel_nic_hw: %v", err)
 	}
+	// A vhost-user guest's socket is the supervisor's to say: the one its config defaults to,
+	// in the run folder.
+	s.opts.RunDir = t.TempDir()
+	sc, vu, err := s.plan(Attachment{Name: "c2", Guest: "vhost-user", Router: "intel_nic_hw", Socket: "/etc/elsewhere.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	socks, err := s.socketsOf(sc.Start("c2"))
+	if err != nil || len(socks) != 1 || vu.Socket != filepath.Join(s.opts.RunDir, "c2.sock") || socks[0].path != vu.Socket {
+		t.Errorf("vhost-user attachment's socket %q, the supervisor listens on %v (%v)", vu.Socket, socks, err)
+	}
+	s.closeSockets()
 	if err := s.detach("vm1", "detached"); err == nil || !strings.Contains(err.Error(), "remove it from the file") {
 		t.Errorf("detaching a start of the file: %v", err)
 	}

@@ -163,5 +163,5 @@ func attachmentFromProto(a *supervisorpb.Attachment) Attachment {
 
 func attachmentToProto(a Attachment) *supervisorpb.Attachment {
 	return &supervisorpb.Attachment{Name: a.Name, Guest: a.Guest, Label: a.Label, Router: a.Router, Affinity: a.Affinity,
-		Netns: a.Netns, Address: a.Address, Gateway: a.Gateway, Ifname: a.Ifname, ContainerId: a.ContainerID}
+		Netns: a.Netns, Address: a.Address, Gateway: a.Gateway, Ifname: a.Ifname, ContainerId: a.ContainerID, Socket: a.Socket}
 }
