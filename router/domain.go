@@ -88,6 +88,13 @@ type domain struct {
 	arp     map[[4]byte]header.MAC
 	waiters map[[4]byte]*arpWaiter // by the address they wait for (Genode's foreign ARP waiters)
 
+	// IPv6, our extension (ipv6.go, ndp.go, ra.go): the identity, the neighbour cache and
+	// its waiters as ARP's, the router advertisements.
+	ip6      ip6Config
+	nd       map[[16]byte]header.MAC
+	waiters6 map[[16]byte]*arpWaiter
+	ra       raState
+
 	links map[flowKey]*side
 	// last is the side the previous lookup found: bulk transfers hit it frame after frame
 	// and skip hashing the key.
@@ -134,14 +141,16 @@ type forwardRule struct {
 
 func newDomain(m *model.Domain) *domain {
 	d := &domain{
-		m:       m,
-		name:    m.Name,
-		key:     region.NameOf(m.Name),
-		arp:     map[[4]byte]header.MAC{},
-		waiters: map[[4]byte]*arpWaiter{},
-		links:   map[flowKey]*side{},
-		quota:   map[string]*[3]int{},
-		stats:   &domainStats{},
+		m:        m,
+		name:     m.Name,
+		key:      region.NameOf(m.Name),
+		arp:      map[[4]byte]header.MAC{},
+		waiters:  map[[4]byte]*arpWaiter{},
+		links:    map[flowKey]*side{},
+		nd:       map[[16]byte]header.MAC{},
+		waiters6: map[[16]byte]*arpWaiter{},
+		quota:    map[string]*[3]int{},
+		stats:    &domainStats{},
 	}
 	if m.Interface.IsValid() {
 		d.ip = newIPConfig(m.Interface, m.Gateway)
@@ -150,6 +159,9 @@ func newDomain(m *model.Domain) *domain {
 	}
 	if m.DHCPServer != nil {
 		d.dhcpServer = newDHCPServer(m.DHCPServer)
+	}
+	if m.Interface6.IsValid() {
+		d.ip6 = newIP6Config(m.Interface6, m.Gateway6)
 	}
 	return d
 }
