@@ -87,7 +87,7 @@ func (r *Router) drop6(d *domain, why Drop6) Verdict {
 // within the domain, the rules between domains.
 func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64) Verdict {
 	if !d.ip6.valid {
-		return r.drop6(d, Drop6NoConfig)
+		return r.drop(d, "unknown network layer protocol") // as Genode's router, which has no IPv6
 	}
 	ip, ok := header.NewIPv6(frame[header.EthLen:])
 	if !ok {
