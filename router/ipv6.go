@@ -128,9 +128,12 @@ func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.O
 			r.echoReply6(i, frame, ip, m)
 			return Done
 		}
-		if m == nil || !m.IsError() {
-			r.icmp6Error(i, d, frame, ip, header.ICMPv6DestUnreach, header.ICMPv6PortUnreachable, 0)
+		if m != nil {
+			// Other ICMPv6 messages to the router, informational or errors, are dropped
+			// silently (RFC 4443 2.4(b), (d)).
+			return r.drop(d, "ICMPv6 message to the router")
 		}
+		r.icmp6Error(i, d, frame, ip, header.ICMPv6DestUnreach, header.ICMPv6PortUnreachable, 0)
 		return r.drop(d, "IPv6 packet to the router")
 	case header.IsLinkLocal6(dst) || d.ip6.onLink(dst):
 		r.domainBroadcast(i, d, frame, off)

@@ -286,9 +286,23 @@ func TestIPv6RouterAdvertisements(t *testing.T) {
 	}
 }
 
-// Echo requests to the router's global and link-local addresses are answered.
+// Echo requests to the router's global and link-local addresses are answered; other ICMPv6
+// messages to the router are dropped silently, and UDP to it gets port unreachable.
 func TestIPv6Echo(t *testing.T) {
 	b, vm, vmp, _, _ := ip6Bench(t)
+	reply := echo6(vm6, router6, 8)
+	reply[0] = header.ICMPv6EchoReply
+	header.ICMPv6(reply).UpdateChecksum(vm6, router6)
+	b.send(vm, ip6Frame(vm.MAC(), routerMACNic, vm6, router6, header.ProtoICMPv6, 64, reply))
+	if n := len(vmp.take()); n != 0 {
+		t.Fatalf("%d frames for an echo reply to the router", n)
+	}
+	b.send(vm, ip6Frame(vm.MAC(), routerMACNic, vm6, router6, header.ProtoUDP, 64, udp6(vm6, router6, 5000, 9, nil)))
+	if sent := vmp.take(); len(sent) != 1 {
+		t.Fatalf("%d frames for UDP to the router", len(sent))
+	} else if _, _, m := sent6(t, sent[0]); m.Type() != header.ICMPv6DestUnreach || m.Code() != header.ICMPv6PortUnreachable {
+		t.Fatalf("UDP to the router: type %d code %d", m.Type(), m.Code())
+	}
 	for _, to := range [][16]byte{router6, routerLL} {
 		from := vm6
 		if to == routerLL {
