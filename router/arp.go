@@ -103,11 +103,17 @@ func (r *Router) arpReply(i *Interface, eth header.Eth, a header.ARP) {
 func (r *Router) forgetARP(d *domain, i *Interface) {
 	if len(d.ifs) == 0 {
 		r.clearARP(d)
+		clear(d.nd)
 	} else {
 		for ip, mac := range d.arp {
 			if mac == i.MAC() {
 				delete(d.arp, ip)
 				r.unkeepARP(d, ip)
+			}
+		}
+		for ip, mac := range d.nd {
+			if mac == i.MAC() {
+				delete(d.nd, ip)
 			}
 		}
 	}

@@ -17,10 +17,14 @@ import (
 // interface has waiting: a held frame stays unacknowledged in the client's buffer, so a
 // client that sends to dead addresses fills its own buffer (which it paid for), not the
 // router's memory.
+//
+// An IPv6 waiter (v6, ip6) is the same for a neighbour solicitation (ndp.go).
 type arpWaiter struct {
 	src      *Interface // whose frame made it: the report counts it there
 	dom      *domain
 	ip       [4]byte
+	ip6      [16]byte
+	v6       bool
 	deadline int64 // Unix nanoseconds
 	frames   []heldFrame
 }
@@ -56,6 +60,11 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 			r.emit(o, b)
 		}
 	}
+	return r.keepHeld(w, i, src, frame, off, id)
+}
+
+// keepHeld adds the frame from interface i in domain src to waiter w.
+func (r *Router) keepHeld(w *arpWaiter, i *Interface, src *domain, frame []byte, off *netdev.Offload, id uint64) Verdict {
 	w.frames = append(w.frames, heldFrame{from: i, in: src, frame: frame, off: *off, id: id, at: r.nowNs})
 	i.heldBytes += len(frame)
 	if i.heldFrames++; i.heldFrames == 1 {
@@ -68,7 +77,11 @@ func (r *Router) hold(i *Interface, src, d *domain, hop [4]byte, frame []byte, o
 // unhold destroys waiter w: it leaves its domain and the router, counts as destroyed for
 // the interface that made it, and hands back its frames.
 func (r *Router) unhold(w *arpWaiter) []heldFrame {
-	if w.dom.waiters[w.ip] == w {
+	if w.v6 {
+		if w.dom.waiters6[w.ip6] == w {
+			delete(w.dom.waiters6, w.ip6)
+		}
+	} else if w.dom.waiters[w.ip] == w {
 		delete(w.dom.waiters, w.ip)
 	}
 	for k, o := range r.waiters {
@@ -87,10 +100,13 @@ func (r *Router) unhold(w *arpWaiter) []heldFrame {
 
 // continueWaiter routes again every frame that waited for ip in d, now that its MAC is known.
 func (r *Router) continueWaiter(d *domain, ip [4]byte) {
-	w := d.waiters[ip]
-	if w == nil {
-		return
+	if w := d.waiters[ip]; w != nil {
+		r.rehandle(w)
 	}
+}
+
+// rehandle routes again every frame of waiter w, whose address is now resolved.
+func (r *Router) rehandle(w *arpWaiter) {
 	for _, f := range r.unhold(w) {
 		if r.handle(f.from, f.frame, &f.off, f.id) == Done {
 			f.from.port.Release(f.id)

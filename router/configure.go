@@ -101,6 +101,9 @@ func (d *domain) inherit(o *domain) {
 	if sameAddr {
 		d.arp = o.arp
 	}
+	if d.m.Interface6 == o.m.Interface6 {
+		d.nd = o.nd
+	}
 	if d.dhcpClient != nil && o.dhcpClient != nil {
 		d.dhcpClient, d.ip = o.dhcpClient, o.ip
 		d.arp = o.arp

@@ -81,9 +81,19 @@ type domain struct {
 	ipRules, icmpRules []directRule
 	tcpRules, udpRules []transportRule
 	forward            [2]map[uint16]forwardRule // pTCP, pUDP
+	// The rules with IPv6 dst prefixes (ipv6.go), apart so that IPv4's stay as they were.
+	ip6Rules, icmp6Rules []directRule
+	tcp6Rules, udp6Rules []transportRule
 
 	arp     map[[4]byte]header.MAC
 	waiters map[[4]byte]*arpWaiter // by the address they wait for (Genode's foreign ARP waiters)
+
+	// IPv6, our extension (ipv6.go, ndp.go, ra.go): the identity, the neighbour cache and
+	// its waiters as ARP's, the router advertisements.
+	ip6      ip6Config
+	nd       map[[16]byte]header.MAC
+	waiters6 map[[16]byte]*arpWaiter
+	ra       raState
 
 	links map[flowKey]*side
 	// last is the side the previous lookup found: bulk transfers hit it frame after frame
@@ -109,13 +119,16 @@ func newPrefixMatch(p netip.Prefix) prefixMatch {
 
 func (p prefixMatch) matches(a [4]byte) bool { return be(a)&p.mask == p.net }
 
+// directRule and transportRule match IPv4 destinations by dst, IPv6 ones by dst6.
 type directRule struct {
-	dst prefixMatch
-	to  *domain
+	dst  prefixMatch
+	dst6 netip.Prefix
+	to   *domain
 }
 
 type transportRule struct {
 	dst       prefixMatch
+	dst6      netip.Prefix
 	permitAny *domain
 	permit    map[uint16]*domain
 }
@@ -128,14 +141,16 @@ type forwardRule struct {
 
 func newDomain(m *model.Domain) *domain {
 	d := &domain{
-		m:       m,
-		name:    m.Name,
-		key:     region.NameOf(m.Name),
-		arp:     map[[4]byte]header.MAC{},
-		waiters: map[[4]byte]*arpWaiter{},
-		links:   map[flowKey]*side{},
-		quota:   map[string]*[3]int{},
-		stats:   &domainStats{},
+		m:        m,
+		name:     m.Name,
+		key:      region.NameOf(m.Name),
+		arp:      map[[4]byte]header.MAC{},
+		waiters:  map[[4]byte]*arpWaiter{},
+		links:    map[flowKey]*side{},
+		nd:       map[[16]byte]header.MAC{},
+		waiters6: map[[16]byte]*arpWaiter{},
+		quota:    map[string]*[3]int{},
+		stats:    &domainStats{},
 	}
 	if m.Interface.IsValid() {
 		d.ip = newIPConfig(m.Interface, m.Gateway)
@@ -145,29 +160,49 @@ func newDomain(m *model.Domain) *domain {
 	if m.DHCPServer != nil {
 		d.dhcpServer = newDHCPServer(m.DHCPServer)
 	}
+	if m.Interface6.IsValid() {
+		d.ip6 = newIP6Config(m.Interface6, m.Gateway6)
+	}
 	return d
 }
 
 // resolveRules turns domain names into domains; model.Parse made sure they all exist.
 func (d *domain) resolveRules(all map[string]*domain) {
-	direct := func(rs []model.DirectRule) []directRule {
-		out := make([]directRule, len(rs))
-		for k, r := range rs {
-			out[k] = directRule{dst: newPrefixMatch(r.Dst), to: all[r.Domain]}
+	direct := func(rs []model.DirectRule, v6 bool) []directRule {
+		var out []directRule
+		for _, r := range rs {
+			if r.Dst.Addr().Is6() != v6 {
+				continue
+			}
+			dr := directRule{to: all[r.Domain]}
+			if v6 {
+				dr.dst6 = r.Dst
+			} else {
+				dr.dst = newPrefixMatch(r.Dst)
+			}
+			out = append(out, dr)
 		}
 		return out
 	}
-	transport := func(rs []model.TransportRule) []transportRule {
-		out := make([]transportRule, len(rs))
-		for k, r := range rs {
-			t := transportRule{dst: newPrefixMatch(r.Dst), permit: map[uint16]*domain{}}
+	transport := func(rs []model.TransportRule, v6 bool) []transportRule {
+		var out []transportRule
+		for _, r := range rs {
+			if r.Dst.Addr().Is6() != v6 {
+				continue
+			}
+			t := transportRule{permit: map[uint16]*domain{}}
+			if v6 {
+				t.dst6 = r.Dst
+			} else {
+				t.dst = newPrefixMatch(r.Dst)
+			}
 			if r.PermitAny != "" {
 				t.permitAny = all[r.PermitAny]
 			}
 			for p, n := range r.Permit {
 				t.permit[p] = all[n]
 			}
-			out[k] = t
+			out = append(out, t)
 		}
 		return out
 	}
@@ -181,8 +216,10 @@ func (d *domain) resolveRules(all map[string]*domain) {
 	if s := d.dhcpServer; s != nil && s.m.DNSConfigFrom != "" {
 		s.from = all[s.m.DNSConfigFrom]
 	}
-	d.ipRules, d.icmpRules = direct(d.m.IPRules), direct(d.m.ICMPRules)
-	d.tcpRules, d.udpRules = transport(d.m.TCPRules), transport(d.m.UDPRules)
+	d.ipRules, d.icmpRules = direct(d.m.IPRules, false), direct(d.m.ICMPRules, false)
+	d.tcpRules, d.udpRules = transport(d.m.TCPRules, false), transport(d.m.UDPRules, false)
+	d.ip6Rules, d.icmp6Rules = direct(d.m.IPRules, true), direct(d.m.ICMPRules, true)
+	d.tcp6Rules, d.udp6Rules = transport(d.m.TCPRules, true), transport(d.m.UDPRules, true)
 	d.forward = [2]map[uint16]forwardRule{forward(d.m.TCPForward), forward(d.m.UDPForward)}
 }
 

@@ -14,7 +14,7 @@ import (
 // FuzzRouterFrame feeds any bytes as frames from any interface: the input is a sequence of
 // records (interface byte, flag byte, length byte, frame bytes) so that one input can open a
 // link state and then hit it. Nothing may panic, what the router keeps (held frames, link
-// states) stays bounded, a router without its fast path (forwardLinked) does exactly the same
+// states, neighbours) stays bounded, IPv4 and IPv6 alike, a router without its fast path (forwardLinked) does exactly the same
 // with every frame, and a router restarted on the state region finds what the router had.
 func FuzzRouterFrame(f *testing.F) {
 	vmMAC := header.MAC{2, 2, 2, 2, 2, 1}
@@ -37,7 +37,30 @@ func FuzzRouterFrame(f *testing.F) {
 	f.Add(seed(1, tcpFrame(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 5, 80, header.TCPSyn, 1, 0, nil)))
 	seedFlow := udpFrameT(vmMAC, routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, []byte("q"))
 	f.Add(append(seed(0, seedFlow, seedFlow, seedFlow), seed(1, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, 49152, []byte("a")))...))
+	// IPv6: the VM's NS, RS and echo, a routed UDP packet, the gateway's NA, hostile chains.
+	vm6, far6, up6 := addr6("2001:db8:1::5"), addr6("2001:db8:9::9"), addr6("2001:db8:2::2")
+	ns := ndpFrame(vmMAC, routerMACNic, func(p []byte) header.NDPBuilder {
+		w := header.StartNS(p, vm6, header.SolicitedNode(router6), router6)
+		w.LinkAddr(header.NDPOptSourceLinkAddr, vmMAC)
+		return w
+	})
+	f.Add(seed(0, ns))
+	f.Add(seed(0, ndpFrame(vmMAC, routerMACNic, func(p []byte) header.NDPBuilder { return header.StartRS(p, [16]byte{}, header.AllRouters) })))
+	f.Add(seed(0, ip6Frame(vmMAC, routerMACNic, vm6, router6, header.ProtoICMPv6, 64, echo6(vm6, router6, 8))))
+	routed := ip6Frame(vmMAC, routerMACNic, vm6, far6, header.ProtoUDP, 64, udp6(vm6, far6, 5000, 53, []byte("q")))
+	na := ndpFrame(macGateway, macUplink, func(p []byte) header.NDPBuilder {
+		w := header.StartNA(p, gwLL6, up6, gwLL6, header.NASolicit)
+		w.LinkAddr(header.NDPOptTargetLinkAddr, macGateway)
+		return w
+	})
+	f.Add(append(seed(0, ns, routed, routed), seed(1, na)...))
+	f.Add(seed(0, ip6Frame(vmMAC, routerMACNic, vm6, far6, header.ProtoRouting, 64, append([]byte{header.ProtoUDP, 0, 0, 1, 0, 0, 0, 0}, udp6(vm6, far6, 1, 2, nil)...))))
+	f.Add(seed(0, ip6Frame(vmMAC, routerMACNic, vm6, far6, header.ProtoFragment, 64, append([]byte{header.ProtoUDP, 0, 0, 1, 0, 0, 0, 9}, udp6(vm6, far6, 1, 2, nil)...))))
 	cfg := strings.Replace(natConfig, `verbose_packet_drop="yes"`, ``, 1)
+	cfg = strings.Replace(cfg, `gateway="198.18.0.1">`, `gateway="198.18.0.1" interface_ipv6="2001:db8:2::2/64" gateway_ipv6="fe80::1">
+    <ip dst="2001:db8:1::/64" domain="default"/>`, 1)
+	cfg = strings.Replace(cfg, `<domain name="default" interface="10.0.1.1/24">`, `<domain name="default" interface="10.0.1.1/24" interface_ipv6="2001:db8:1::1/64">
+    <udp dst="::/0"><permit-any domain="uplink"/></udp> <icmp dst="::/0" domain="uplink"/> <ra max_interval_sec="4"/>`, 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		mem := make([]byte, region.Size(256))
 		p := newPairedBench(t, cfg, mem, "vm", "uplink")
@@ -76,8 +99,8 @@ func FuzzRouterFrame(f *testing.F) {
 			}
 		}
 		for _, d := range r.domains {
-			if len(d.arp) > maxARPEntries {
-				t.Fatalf("%d ARP entries", len(d.arp))
+			if len(d.arp) > maxARPEntries || len(d.nd) > maxARPEntries {
+				t.Fatalf("%d ARP entries, %d neighbours", len(d.arp), len(d.nd))
 			}
 		}
 		if !r.keepFull {

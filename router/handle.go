@@ -32,6 +32,8 @@ func (r *Router) handle(i *Interface, frame []byte, off *netdev.Offload, id uint
 		return r.handleARP(i, d, eth, frame, off)
 	case header.EtherTypeIPv4:
 		return r.handleIPv4(i, d, frame, off, id)
+	case header.EtherTypeIPv6:
+		return r.handleIPv6(i, d, frame, off, id)
 	}
 	return r.drop(d, "unknown network layer protocol")
 }

@@ -80,6 +80,11 @@ type Interface struct {
 	ram        int // Session.RAM
 	counts     reportCounts
 	stats      InterfaceStats
+	// ll is the router's IPv6 link-local address here, from routerMAC; llDup: DAD found it
+	// taken; llDAD: till when (Unix nanoseconds) DAD listens for a duplicate.
+	ll    [16]byte
+	llDup bool
+	llDAD int64
 }
 
 // Label is the session label.
@@ -184,6 +189,7 @@ func (r *Router) assign(i *Interface) {
 	if d.dhcpClient != nil {
 		d.dhcpClient.interfaceAdded(r, d)
 	}
+	r.join6(i, d)
 }
 
 // leave takes i out of its domain and dissolves what it owns there.

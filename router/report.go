@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/nicstack/nicstack/router/model"
@@ -57,6 +58,7 @@ func (r *Router) Report() *config.Node {
 			if d.ip.dnsDomain != "" {
 				dn.Nodes = append(dn.Nodes, node("dns-domain", "name", d.ip.dnsDomain))
 			}
+			reportIPv6(dn, d)
 		}
 		stats := false
 		if rc.Stats {
@@ -122,6 +124,13 @@ func (r *Router) reportInterface(rc *model.Report, i *Interface, live *liveObjec
 		live = &liveObjects{}
 	}
 	n := node("interface", "label", i.label)
+	ll := rc.Config && i.dom != nil && i.dom.ip6.valid
+	if ll {
+		attr(n, "ipv6_link_local", netip.AddrFrom16(i.ll).String())
+		if i.llDup {
+			attr(n, "ipv6_link_local_state", "duplicate")
+		}
+	}
 	if rc.LinkState {
 		// An uplink's link is up while its session exists; other interfaces' follow their
 		// domain.
@@ -140,10 +149,33 @@ func (r *Router) reportInterface(rc *model.Report, i *Interface, live *liveObjec
 	if fragm {
 		n.Nodes = append(n.Nodes, node("dropped-fragm-ipv4", "value", u(i.counts.droppedFragmIPv4)))
 	}
-	if !quota && !rc.LinkState && !stats && !fragm {
+	if !quota && !rc.LinkState && !stats && !fragm && !ll {
 		return nil
 	}
 	return n
+}
+
+// reportIPv6 adds our IPv6 extension to a domain's config in the report: its address and
+// gateway, "duplicate" when DAD found the address taken, and the neighbour cache by address.
+func reportIPv6(dn *config.Node, d *domain) {
+	if !d.ip6.valid {
+		return
+	}
+	attr(dn, "ipv6", netip.PrefixFrom(netip.AddrFrom16(d.ip6.addr), d.ip6.prefix.Bits()).String())
+	if d.ip6.hasGW {
+		attr(dn, "ipv6_gw", netip.AddrFrom16(d.ip6.gateway).String())
+	}
+	if d.ip6.dup {
+		attr(dn, "ipv6_state", "duplicate")
+	}
+	ips := make([]netip.Addr, 0, len(d.nd))
+	for ip := range d.nd {
+		ips = append(ips, netip.AddrFrom16(ip))
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	for _, ip := range ips {
+		dn.Nodes = append(dn.Nodes, node("ipv6-neighbor", "ip", ip.String(), "mac", d.nd[ip.As16()].String()))
+	}
 }
 
 // reportStats appends the sub-nodes of <report stats="yes"> to n: per protocol a <*-links>

@@ -93,6 +93,8 @@ type Router struct {
 	arpSlots map[arpSlot]int32
 	keepFull bool
 
+	icmp6Full int64 // when the ICMPv6 error bucket is full again (icmp6Allowed)
+
 	reportTrigger bool
 	// general routes every frame the general way, without forwardLinked: tests check the
 	// fast path against it.
@@ -186,8 +188,9 @@ func (r *Router) Flush() {
 	r.publish()
 }
 
-// Tick runs the timeouts: idle and closed link states, ARP requests, DHCP offers, leases and
-// the DHCP client. Call it about once a second.
+// Tick runs the timeouts: idle and closed link states, ARP and neighbour solicitations, DHCP
+// offers, leases and the DHCP client, and sends the router advertisements that are due. Call
+// it about once a second.
 func (r *Router) Tick() {
 	r.setNow()
 	for l := range r.links {
@@ -204,6 +207,7 @@ func (r *Router) Tick() {
 		if d.dhcpClient != nil {
 			d.dhcpClient.tick(r, d)
 		}
+		r.advertiseRAs(d)
 	}
 	r.Flush()
 	r.publishAll()

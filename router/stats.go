@@ -31,13 +31,52 @@ type Stats struct {
 	NATRefused    Counter // new connections refused because a NAT quota or port space was used up
 	ARPTimeouts   Counter // held frames dropped because no ARP reply came
 	FragmentsSeen Counter // IPv4 fragments (dropped)
+
+	// IPv6 (our extension): frames dropped for each reason of Drop6 (counted in Dropped
+	// too), ICMPv6 errors the rate limit held back, neighbour-cache entries evicted to stay
+	// within its bound.
+	IPv6Dropped         [NumDrop6]Counter
+	ICMPv6ErrorsLimited Counter
+	NeighborEvictions   Counter
 }
 
 func (s *Stats) publish() {
 	for _, c := range [...]*Counter{&s.Received, &s.Sent, &s.Dropped, &s.DroppedFull, &s.NATRefused,
-		&s.ARPTimeouts, &s.FragmentsSeen} {
+		&s.ARPTimeouts, &s.FragmentsSeen, &s.ICMPv6ErrorsLimited, &s.NeighborEvictions} {
 		c.publish()
 	}
+	for k := range s.IPv6Dropped {
+		s.IPv6Dropped[k].publish()
+	}
+}
+
+// Drop6 is a reason the router drops an IPv6 frame, counted in Stats.IPv6Dropped.
+type Drop6 uint8
+
+const (
+	Drop6Header       Drop6 = iota // no valid IPv6 header
+	Drop6Chain                     // an extension header chain the walker refuses (header.ChainDrop), type 0 routing aside
+	Drop6RoutingType0              // a routing header of type 0 (RFC 5095)
+	Drop6Fragment                  // a fragment: the router neither reassembles nor forwards them
+	Drop6NDPInvalid                // an NDP message that fails header.CheckNDP (hop limit not 255 among its reasons)
+	Drop6FromGuest                 // a router advertisement or redirect from a guest: the router is the domain's router
+	Drop6HopLimit                  // hop limit exhausted (time exceeded sent)
+	Drop6TooBig                    // larger than the egress domain's mtu (packet too big sent)
+	Drop6NoRule                    // no rule routes it (destination unreachable sent)
+	Drop6Scope                     // a link-local or unspecified source, not to be routed off its link
+	Drop6NoConfig                  // the domain, or the target domain, has no usable IPv6 address
+	NumDrop6
+)
+
+var drop6Names = [NumDrop6]string{"bad IPv6 header", "IPv6 extension header chain refused", "IPv6 routing header type 0",
+	"IPv6 fragment", "invalid NDP message", "router advertisement or redirect from a guest", "IPv6 hop limit exceeded",
+	"IPv6 packet too big", "IPv6 unroutable", "IPv6 source beyond its scope", "no IPv6 config"}
+
+func (d Drop6) String() string {
+	if d < NumDrop6 {
+		return drop6Names[d]
+	}
+	return "?"
 }
 
 // InterfaceStats are one interface's counters.

@@ -20,9 +20,10 @@ type LoopOptions struct {
 	Log *slog.Logger // default: slog.Default()
 	// Counter returns the named counter the loop keeps current (the component's c.Counter);
 	// nil: counters are kept privately. The loop keeps frames_received, frames_sent, dropped,
-	// dropped_full (destination queue or buffer full), nat_refused, arp_timeouts (the
-	// router's Stats), interfaces, rounds and waits (rounds that found nothing to do and
-	// waited).
+	// dropped_full (destination queue or buffer full), nat_refused, arp_timeouts,
+	// ipv6_dropped (of dropped, those for a reason of router.Drop6), icmpv6_errors_limited,
+	// neighbor_evictions (the router's Stats), interfaces, rounds and waits (rounds that
+	// found nothing to do and waited).
 	Counter func(name string) *atomic.Uint64
 	// Report receives the router's <report> every interval or trigger (nil: none is made).
 	Report func(*config.Node)
@@ -72,6 +73,7 @@ func (a *Attachment) Interface() *router.Interface { return a.ifc }
 // counters are what the loop exposes, copied from the router's every counterEvery.
 type counters struct {
 	received, sent, dropped, droppedFull, natRefused, arpTimeouts, interfaces, rounds, waits *atomic.Uint64
+	ipv6Dropped, icmpv6Limited, neighborEvictions                                            *atomic.Uint64
 	nRounds, nWaits                                                                          uint64
 }
 
@@ -82,6 +84,7 @@ func (c *counters) init(get func(string) *atomic.Uint64) {
 	c.received, c.sent, c.dropped = get("frames_received"), get("frames_sent"), get("dropped")
 	c.droppedFull, c.natRefused = get("dropped_full"), get("nat_refused")
 	c.arpTimeouts = get("arp_timeouts")
+	c.ipv6Dropped, c.icmpv6Limited, c.neighborEvictions = get("ipv6_dropped"), get("icmpv6_errors_limited"), get("neighbor_evictions")
 	c.interfaces, c.rounds, c.waits = get("interfaces"), get("rounds"), get("waits")
 }
 
@@ -370,6 +373,13 @@ func (l *Loop) copyCounters() {
 	c.droppedFull.Store(s.DroppedFull.Load())
 	c.natRefused.Store(s.NATRefused.Load())
 	c.arpTimeouts.Store(s.ARPTimeouts.Load())
+	var v6 uint64
+	for k := range s.IPv6Dropped {
+		v6 += s.IPv6Dropped[k].Load()
+	}
+	c.ipv6Dropped.Store(v6)
+	c.icmpv6Limited.Store(s.ICMPv6ErrorsLimited.Load())
+	c.neighborEvictions.Store(s.NeighborEvictions.Load())
 	c.rounds.Store(c.nRounds)
 	c.waits.Store(c.nWaits)
 }

@@ -92,6 +92,17 @@ type Domain struct {
 	UseARP            bool
 	Label             string
 
+	// Our IPv6 extension (docs/ipv6.md); Genode's router has no IPv6.
+	// Interface6 is interface_ipv6, the router's global address and the on-link prefix
+	// (invalid: the domain has no IPv6); Gateway6 is gateway_ipv6 (zero: none).
+	Interface6 netip.Prefix
+	Gateway6   netip.Addr
+	// MTU is the link MTU of the domain's interfaces: an IPv6 packet larger than it gets a
+	// packet too big instead, and the RA carries it. IPv4 forwarding ignores it, as Genode's.
+	MTU int
+	RA  *RA // <ra>: router advertisements; nil: none
+
+	// Rules of both families in one list each, longest prefix first; Dst tells the family.
 	IPRules    []DirectRule // longest prefix first
 	ICMPRules  []DirectRule // longest prefix first
 	TCPRules   []TransportRule
@@ -129,6 +140,18 @@ type NAT struct {
 	TCPPorts int
 	UDPPorts int
 	ICMPIDs  int
+}
+
+// RA is <ra>, our extension: the router advertises itself and the domain's prefix on the
+// domain's links (RFC 4861), so that guests configure themselves by SLAAC (RFC 4862).
+type RA struct {
+	// MaxInterval is MaxRtrAdvInterval, the longest time between unsolicited RAs (RFC 4861
+	// 6.2.1: 4 s to 1800 s); the shortest is a third of it.
+	MaxInterval time.Duration
+	// Lifetime is the router lifetime an RA announces: how long guests keep the router as
+	// their default router (0: not a default router; else MaxInterval to 9000 s).
+	Lifetime   time.Duration
+	DNSServers []netip.Addr // <dns-server ip>, IPv6: the RDNSS option (RFC 8106)
 }
 
 // DHCPServer is <dhcp-server>.

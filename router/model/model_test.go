@@ -170,3 +170,53 @@ func TestServes(t *testing.T) {
 		}
 	}
 }
+
+// Our IPv6 extension: interface_ipv6, gateway_ipv6, mtu and <ra> on a domain, IPv6 dst
+// prefixes in the rules Genode has; each bad value invalidates its domain with file:line.
+func TestIPv6Domain(t *testing.T) {
+	c, errs := parsed(t, `<config>
+<domain name="up" interface="10.0.2.2/24" interface_ipv6="2001:db8:2::2/64" gateway_ipv6="fe80::1">
+  <tcp dst="2001:db8:1::/48"><permit-any domain="lan"/></tcp>
+  <ip dst="::/0" domain="lan"/>
+</domain>
+<domain name="lan" interface="10.0.1.1/24" interface_ipv6="2001:db8:1::1/64" mtu="1400">
+  <tcp dst="10.0.0.0/8"><permit-any domain="up"/></tcp>
+  <udp dst="2001:db8::/32"><permit port="53" domain="up"/></udp>
+  <icmp dst="2001:db8:2::/64" domain="up"/>
+  <ra max_interval_sec="30"><dns-server ip="2001:db8:2::53"/></ra>
+</domain>
+</config>`)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	up, lan := c.Domains["up"], c.Domains["lan"]
+	if up.Interface6.String() != "2001:db8:2::2/64" || up.Gateway6.String() != "fe80::1" || up.MTU != 1500 || up.RA != nil {
+		t.Fatalf("up: %+v", up)
+	}
+	if lan.MTU != 1400 || lan.RA == nil || lan.RA.MaxInterval.Seconds() != 30 || lan.RA.Lifetime.Seconds() != 90 ||
+		len(lan.RA.DNSServers) != 1 || lan.RA.DNSServers[0].String() != "2001:db8:2::53" {
+		t.Fatalf("lan: %+v %+v", lan, lan.RA)
+	}
+	if lan.UDPRules[0].Dst.String() != "2001:db8::/32" || lan.ICMPRules[0].Dst.String() != "2001:db8:2::/64" ||
+		up.IPRules[0].Dst.String() != "::/0" || up.TCPRules[0].Dst.String() != "2001:db8:1::/48" {
+		t.Fatalf("rules %+v %+v", lan, up)
+	}
+	for _, bad := range []struct{ attrs, body, want string }{
+		{`interface_ipv6="10.0.1.1/24"`, ``, `test:2:42: attribute "interface_ipv6" of <domain>: "10.0.1.1/24" is not an IPv6 prefix`},
+		{`interface_ipv6="fe80::1/64"`, ``, `interface_ipv6 fe80::1/64 is no global or unique local unicast address`},
+		{`interface_ipv6="2001:db8:1::/64"`, ``, `interface_ipv6 2001:db8:1::/64 is no host address in a prefix`},
+		{`gateway_ipv6="fe80::1"`, ``, `gateway_ipv6 without interface_ipv6`},
+		{`interface_ipv6="2001:db8:1::1/64" gateway_ipv6="2001:db8:9::1"`, ``, `gateway_ipv6 2001:db8:9::1 is neither link-local nor in the prefix 2001:db8:1::/64`},
+		{`mtu="1000"`, ``, `test:2:42: attribute "mtu" of <domain>: "1000" is not a number from 1280`},
+		{``, `<ra/>`, `invalid <ra> at test:3:2: a domain without interface_ipv6 has no prefix to advertise`},
+		{`interface_ipv6="2001:db8:1::1/64"`, `<ra max_interval_sec="2"/>`, `max_interval_sec 2 is not 4 to 1800`},
+		{`interface_ipv6="2001:db8:1::1/64"`, `<ra lifetime_sec="100"/>`, `lifetime_sec 100 is neither 0 nor max_interval_sec (600) to 9000`},
+		{`interface_ipv6="2001:db8:1::1/64"`, `<ra><dns-server ip="10.0.0.1"/></ra>`, `invalid <ra> at test:3:2: test:3:17: attribute "ip" of <dns-server>: "10.0.0.1" is not an IPv6 unicast address`},
+		{``, `<tcp dst="2001:db8::/333"><permit-any domain="x"/></tcp>`, `invalid <tcp> at test:3:2: test:3:6: attribute "dst" of <tcp>: "2001:db8::/333" is not an IPv4 or IPv6 prefix`},
+	} {
+		c, errs := parsed(t, "<config>\n<domain name=\"x\" interface=\"10.0.1.1/24\" "+bad.attrs+">\n"+bad.body+"\n</domain>\n</config>")
+		if c.Domains["x"] != nil || len(errs) != 1 || !strings.Contains(errs[0].Error(), bad.want) {
+			t.Errorf("%s %s: domain kept (%v) or problems %v, want %q", bad.attrs, bad.body, c.Domains["x"] != nil, errs, bad.want)
+		}
+	}
+}

@@ -202,6 +202,9 @@ func (p *parser) domain(n *config.Node, c *Config) (*Domain, string) {
 		}
 		d.Gateway = gw
 	}
+	if why := p.ipv6(n, d); why != "" {
+		return d, why
+	}
 	for _, rn := range n.Children() {
 		var why string
 		switch rn.Type {
@@ -249,6 +252,12 @@ func (p *parser) domain(n *config.Node, c *Config) (*Domain, string) {
 			} else {
 				d.DHCPServer, why = p.dhcpServer(rn, d)
 			}
+		case "ra":
+			if d.RA != nil {
+				why = "more than one <ra>"
+			} else {
+				d.RA, why = p.ra(rn, d)
+			}
 		}
 		if why != "" {
 			return d, fmt.Sprintf("invalid <%s> at %s: %s", rn.Type, rn.Pos, why)
@@ -274,16 +283,95 @@ func broadcast(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4(a)
 }
 
-// dst reads a rule's destination prefix, masked.
+// dst reads a rule's destination prefix, IPv4 or IPv6, masked.
 func dst(n *config.Node) (netip.Prefix, string) {
-	pfx, ok, err := n.Prefix("dst")
-	if err != nil {
-		return pfx, err.Error()
-	}
+	a, ok := n.Attr("dst")
 	if !ok {
-		return pfx, "missing dst"
+		return netip.Prefix{}, "missing dst"
+	}
+	pfx, err := netip.ParsePrefix(a.Value)
+	if err != nil || pfx.Addr().Is4In6() || pfx.Addr().Zone() != "" {
+		return pfx, config.Errorf(a.Pos, "attribute \"dst\" of <%s>: %q is not an IPv4 or IPv6 prefix (like 10.0.1.0/24 or 2001:db8:1::/64)", n.Type, a.Value).Error()
 	}
 	return pfx.Masked(), ""
+}
+
+// ipv6 reads a domain's IPv6 attributes, our extension: interface_ipv6, gateway_ipv6, mtu.
+func (p *parser) ipv6(n *config.Node, d *Domain) string {
+	d.MTU = 1500
+	if a, ok := n.Attr("mtu"); ok {
+		v, err := config.ParseNumber(a.Value)
+		if err != nil || v < header6MinMTU || v > 65535 {
+			return config.Errorf(a.Pos, "attribute \"mtu\" of <domain>: %q is not a number from 1280 (IPv6's minimum) to 65535", a.Value).Error()
+		}
+		d.MTU = int(v)
+	}
+	if a, ok := n.Attr("interface_ipv6"); ok {
+		pfx, err := netip.ParsePrefix(a.Value)
+		if err != nil || !pfx.Addr().Is6() || pfx.Addr().Is4In6() || pfx.Addr().Zone() != "" {
+			return config.Errorf(a.Pos, "attribute \"interface_ipv6\" of <domain>: %q is not an IPv6 prefix (like 2001:db8:1::1/64)", a.Value).Error()
+		}
+		ip := pfx.Addr()
+		switch {
+		case !ip.IsGlobalUnicast() && !ip.IsPrivate():
+			return fmt.Sprintf("interface_ipv6 %s is no global or unique local unicast address", pfx)
+		case pfx.Bits() == 0 || pfx.Bits() > 127 || ip == pfx.Masked().Addr():
+			// The prefix's first address is its subnet-router anycast address (RFC 4291 2.6.1).
+			return fmt.Sprintf("interface_ipv6 %s is no host address in a prefix", pfx)
+		}
+		d.Interface6 = pfx
+	}
+	if a, ok := n.Attr("gateway_ipv6"); ok {
+		gw, err := netip.ParseAddr(a.Value)
+		if err != nil || !gw.Is6() || gw.Is4In6() || gw.Zone() != "" {
+			return config.Errorf(a.Pos, "attribute \"gateway_ipv6\" of <domain>: %q is not an IPv6 address (like fe80::1)", a.Value).Error()
+		}
+		switch {
+		case !d.Interface6.IsValid():
+			return "gateway_ipv6 without interface_ipv6"
+		case !gw.IsLinkLocalUnicast() && !d.Interface6.Masked().Contains(gw):
+			return fmt.Sprintf("gateway_ipv6 %s is neither link-local nor in the prefix %s", gw, d.Interface6.Masked())
+		}
+		d.Gateway6 = gw
+	}
+	return ""
+}
+
+// header6MinMTU is IPv6's minimum link MTU (RFC 8200 5).
+const header6MinMTU = 1280
+
+// ra reads <ra>: RFC 4861 6.2.1's bounds for the intervals and the lifetime.
+func (p *parser) ra(n *config.Node, d *Domain) (*RA, string) {
+	if !d.Interface6.IsValid() {
+		return nil, "a domain without interface_ipv6 has no prefix to advertise"
+	}
+	maxInt, err := n.Number("max_interval_sec", 600)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if maxInt < 4 || maxInt > 1800 {
+		return nil, fmt.Sprintf("max_interval_sec %d is not 4 to 1800", maxInt)
+	}
+	life, err := n.Number("lifetime_sec", 3*maxInt)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if life != 0 && (life < maxInt || life > 9000) {
+		return nil, fmt.Sprintf("lifetime_sec %d is neither 0 nor max_interval_sec (%d) to 9000", life, maxInt)
+	}
+	ra := &RA{MaxInterval: time.Duration(maxInt) * time.Second, Lifetime: time.Duration(life) * time.Second}
+	for _, dn := range n.Subs("dns-server") {
+		a, ok := dn.Attr("ip")
+		if !ok {
+			return nil, fmt.Sprintf("<dns-server> at %s: missing ip", dn.Pos)
+		}
+		ip, err := netip.ParseAddr(a.Value)
+		if err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+			return nil, config.Errorf(a.Pos, "attribute \"ip\" of <dns-server>: %q is not an IPv6 unicast address", a.Value).Error()
+		}
+		ra.DNSServers = append(ra.DNSServers, ip)
+	}
+	return ra, ""
 }
 
 func domainAttr(n *config.Node) (string, string) {

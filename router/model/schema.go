@@ -26,7 +26,8 @@ type Description struct {
 }
 
 // SchemaAttr is one attribute: Kind is one of bool, seconds, number, port, ipv4,
-// ipv4_prefix, domain, label, name, icmp_code, path; Default is empty when the attribute has none.
+// ipv4_prefix, ipv6, ipv6_prefix, ip_prefix (either family), domain, label, name, icmp_code,
+// path; Default is empty when the attribute has none.
 type SchemaAttr struct {
 	Name    string
 	Kind    string
@@ -110,12 +111,17 @@ func RouterSchema() *Description {
 					{"verbose_packets", "bool", "(config)"}, {"verbose_packet_drop", "bool", "(config)"},
 					{"trace_packets", "bool", "no"}, {"label", "label", ""},
 					{"icmp_echo_server", "bool", "(config)"}, {"use_arp", "bool", "yes"},
+					// Our IPv6 extension (docs/ipv6.md), named as Genode names a family's
+					// attributes (dropped_fragm_ipv4, icmp_type_3_code_on_fragm_ipv4).
+					{"interface_ipv6", "ipv6_prefix", ""}, {"gateway_ipv6", "ipv6", ""},
+					{"mtu", "number", "1500"},
 				},
 				Nodes: []*Description{
-					{Type: "ip", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}, {"domain", "domain", ""}}},
-					{Type: "icmp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}, {"domain", "domain", ""}}},
-					{Type: "tcp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}}, Nodes: permitNodes()},
-					{Type: "udp", Attrs: []SchemaAttr{{"dst", "ipv4_prefix", ""}}, Nodes: permitNodes()},
+					// dst takes a prefix of either family: an IPv6 one routes IPv6.
+					{Type: "ip", Attrs: []SchemaAttr{{"dst", "ip_prefix", ""}, {"domain", "domain", ""}}},
+					{Type: "icmp", Attrs: []SchemaAttr{{"dst", "ip_prefix", ""}, {"domain", "domain", ""}}},
+					{Type: "tcp", Attrs: []SchemaAttr{{"dst", "ip_prefix", ""}}, Nodes: permitNodes()},
+					{Type: "udp", Attrs: []SchemaAttr{{"dst", "ip_prefix", ""}}, Nodes: permitNodes()},
 					{Type: "tcp-forward", Attrs: forwardAttrs()},
 					{Type: "udp-forward", Attrs: forwardAttrs()},
 					{Type: "nat", Attrs: []SchemaAttr{
@@ -130,6 +136,12 @@ func RouterSchema() *Description {
 						Nodes: []*Description{
 							{Type: "dns-server", Attrs: []SchemaAttr{{"ip", "ipv4", ""}}},
 							{Type: "dns-domain", Attrs: []SchemaAttr{{"name", "name", ""}}},
+						}},
+					// Our extension: router advertisements on the domain's links.
+					{Type: "ra",
+						Attrs: []SchemaAttr{{"max_interval_sec", "seconds", "600"}, {"lifetime_sec", "seconds", "3*max_interval_sec"}},
+						Nodes: []*Description{
+							{Type: "dns-server", Attrs: []SchemaAttr{{"ip", "ipv6", ""}}},
 						}},
 				}},
 		},
