@@ -1,0 +1,105 @@
+package fqcodel
+
+import "testing"
+
+// steady keeps s under load: 64 flows in 4 classes, 256 frames queued at first and as many
+// as CoDel lets stay (a frame comes each 39 µs, the queue is over target), every frame 1500
+// bytes, ECN-capable every other one.
+type steady struct {
+	s       *Scheduler
+	keys    [64]Key
+	h       uint64
+	now     int64
+	dropped []uint64
+}
+
+func newSteady(tb testing.TB) *steady {
+	cfg := Defaults
+	cfg.Classes = 4
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st := &steady{s: s, dropped: make([]uint64, 0, 2*cfg.Batch)}
+	for i := range st.keys {
+		st.keys[i].Src[0], st.keys[i].SPort, st.keys[i].Proto = 10, uint16(i), 6
+	}
+	for range 256 {
+		st.enqueue()
+	}
+	return st
+}
+
+func (st *steady) enqueue() {
+	st.h++
+	st.now += 39062 // 256 frames in 10 ms
+	_, st.dropped = st.s.Enqueue(st.h, 1500, &st.keys[st.h%64], int(st.h/64%4), st.h%2 == 0, st.now, st.dropped[:0])
+}
+
+// one is an Enqueue and a Dequeue.
+func (st *steady) one() {
+	st.enqueue()
+	_, _, st.dropped = st.s.Dequeue(st.now, st.dropped[:0])
+}
+
+// Enqueue and Dequeue allocate nothing, whatever they drop or mark.
+func TestNoAllocations(t *testing.T) {
+	st := newSteady(t)
+	if n := testing.AllocsPerRun(10000, st.one); n != 0 {
+		t.Errorf("%v allocations an Enqueue and Dequeue", n)
+	}
+	// Over the limit: batch drops from the fattest flow.
+	cfg := Defaults
+	cfg.Limit = 100
+	s, _ := New(cfg)
+	var k Key
+	var h uint64
+	dropped := make([]uint64, 0, 64)
+	if n := testing.AllocsPerRun(10000, func() {
+		h++
+		k.SPort = uint16(h % 7)
+		_, dropped = s.Enqueue(h, 1500, &k, 0, false, int64(h), dropped[:0])
+	}); n != 0 {
+		t.Errorf("%v allocations an Enqueue over the limit", n)
+	}
+	if s.Stats().Overlimit == 0 || st.s.Stats().Dropped+st.s.Stats().Marked == 0 {
+		t.Errorf("no drops: the test tested nothing: %+v, %+v", s.Stats(), st.s.Stats())
+	}
+}
+
+// BenchmarkEnqueueDequeue is one Enqueue and one Dequeue in the steady state, CoDel marking
+// and dropping.
+func BenchmarkEnqueueDequeue(b *testing.B) {
+	st := newSteady(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		st.one()
+	}
+}
+
+// BenchmarkClassify is reading a TCP frame's flow key.
+func BenchmarkClassify(b *testing.B) {
+	f := frame4(6, 2, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		Classify(f)
+	}
+}
+
+// BenchmarkEnqueueOverLimit is an Enqueue that takes the queue over its limit each time, so
+// that it drops a batch from the fattest flow: the scan of 1024 buckets, amortised over the
+// batch (up to 64 frames).
+func BenchmarkEnqueueOverLimit(b *testing.B) {
+	cfg := Defaults
+	cfg.Limit = 1000
+	s, _ := New(cfg)
+	var k Key
+	var h uint64
+	dropped := make([]uint64, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		h++
+		k.SPort = uint16(h % 7)
+		_, dropped = s.Enqueue(h, 1500, &k, 0, false, int64(h), dropped[:0])
+	}
+}
