@@ -204,11 +204,28 @@ func TestMatchesModel(t *testing.T) {
 		now := int64(0)
 		for range rapid.IntRange(1, 200).Draw(t, "steps") {
 			now += ms
-			if rapid.IntRange(0, 2).Draw(t, "op") > 0 { // enqueue twice as often
+			switch op := rapid.IntRange(0, 19).Draw(t, "op"); {
+			case op == 0: // a session goes
+				ci := rapid.IntRange(0, len(m.classes)-1).Draw(t, "class")
+				d := s.DropClass(ci, nil)
+				var md []uint64
+				for i := range m.classes[ci].flows {
+					for _, p := range m.classes[ci].flows[i].q {
+						md = append(md, p.h)
+					}
+					m.classes[ci].flows[i].q = nil
+				}
+				if !slices.Equal(d, md) {
+					t.Fatalf("drop class %d: %v, model %v", ci, d, md)
+				}
+			case op == 1 && len(m.classes) < 5: // a session comes
+				s.Grow(len(m.classes) + 1)
+				m.classes = append(m.classes, mclass{flows: make([]mflow, cfg.Flows)})
+			case op < 13:
 				h++
 				var k Key
 				k.SPort = uint16(rapid.IntRange(0, 5).Draw(t, "flow"))
-				ci := rapid.IntRange(0, cfg.Classes-1).Draw(t, "class")
+				ci := rapid.IntRange(0, len(m.classes)-1).Draw(t, "class")
 				length := rapid.IntRange(1, 1514).Draw(t, "len")
 				q, d := s.Enqueue(h, length, &k, ci, false, now, nil)
 				var mq bool
@@ -221,7 +238,7 @@ func TestMatchesModel(t *testing.T) {
 				if q != mq || !slices.Equal(d, md) {
 					t.Fatalf("enqueue %d: queued %v dropped %v; model %v %v", h, q, d, mq, md)
 				}
-			} else {
+			default:
 				f, ok, d := s.Dequeue(now, nil)
 				p, mok := m.dequeue()
 				if ok != mok || len(d) != 0 || f.Handle != p.h || f.Len != p.len || f.CE {

@@ -171,17 +171,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if s.seed == 0 {
 		s.seed = rand.Uint64() | 1
 	}
-	flows := make([]flow, cfg.Classes*cfg.Flows)
-	for i := range flows {
-		flows[i] = flow{head: nilIdx, tail: nilIdx, next: nilIdx}
-	}
-	s.classes = make([]class, cfg.Classes)
-	for i := range s.classes {
-		s.classes[i] = class{
-			flows: flows[i*cfg.Flows : (i+1)*cfg.Flows : (i+1)*cfg.Flows],
-			newF:  list{nilIdx, nilIdx}, oldF: list{nilIdx, nilIdx}, next: nilIdx,
-		}
-	}
+	s.cfg.Classes = 0
+	s.Grow(cfg.Classes)
 	s.newC, s.oldC = list{nilIdx, nilIdx}, list{nilIdx, nilIdx}
 	// One more than Limit: a frame is queued first, then a batch dropped if over.
 	s.entries = make([]entry, cfg.Limit+1)
@@ -190,6 +181,41 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s.entries[len(s.entries)-1].next = nilIdx
 	return s, nil
+}
+
+// Grow adds classes, each with its flow table, till there are n; it allocates, so the caller
+// does it when a session comes, not per frame.
+func (s *Scheduler) Grow(n int) {
+	more := n - len(s.classes)
+	if more <= 0 {
+		return
+	}
+	nf := s.cfg.Flows
+	flows := make([]flow, more*nf)
+	for i := range flows {
+		flows[i] = flow{head: nilIdx, tail: nilIdx, next: nilIdx}
+	}
+	for i := range more {
+		s.classes = append(s.classes, class{
+			flows: flows[i*nf : (i+1)*nf : (i+1)*nf],
+			newF:  list{nilIdx, nilIdx}, oldF: list{nilIdx, nilIdx}, next: nilIdx,
+		})
+	}
+	s.cfg.Classes = n
+}
+
+// DropClass drops every frame of class c, appending their handles to dropped: its session
+// went away, and the frames with it. The class stays, empty, for the next session to use.
+func (s *Scheduler) DropClass(c int, dropped []uint64) []uint64 {
+	cl := &s.classes[c]
+	for i := range cl.flows {
+		f := &cl.flows[i]
+		for f.head != nilIdx {
+			dropped = append(dropped, s.pop(cl, f).handle)
+		}
+		f.cd = codel{}
+	}
+	return dropped
 }
 
 // Config is the scheduler's configuration, defaults filled in.

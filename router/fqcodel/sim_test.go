@@ -189,6 +189,18 @@ func TestSimSparseBesideUnresponsiveBulk(t *testing.T) {
 	}
 	t.Logf("sparse sojourn p50 %d ns, max %d ns; bulk p50 %d µs; drops %+v", percentile(sparse.sojourn, 50),
 		slices.Max(sparse.sojourn), percentile(bulk.sojourn, 50)/1000, m.s.Stats())
+
+	// Against one FIFO of the same limit (one flow bucket, CoDel off): the sparse flow
+	// waits behind the whole queue, 1000 frames of which the head drops take half.
+	cfg.Flows, cfg.Target, cfg.Interval = 1, 1<<60, 1<<60
+	fifoBulk := &source{len: bulkLen, every: txTime(bulkLen) / 2}
+	fifoSparse := &source{len: 64, every: 10 * ms, next: 1234567}
+	newSim(t, cfg, 20*ms, fifoBulk, fifoSparse).run(2e9)
+	if p50 := percentile(fifoSparse.since(1e9), 50); p50 < 400*q {
+		t.Errorf("through a FIFO the sparse flow waited p50 %d µs only", p50/1000)
+	} else {
+		t.Logf("through a FIFO: sparse p50 %d µs", p50/1000)
+	}
 }
 
 // The same beside a responsive bulk flow (AIMD, 2 ms round trip besides the queue, as
