@@ -103,3 +103,19 @@ func BenchmarkEnqueueOverLimit(b *testing.B) {
 		_, dropped = s.Enqueue(h, 1500, &k, 0, false, int64(h), dropped[:0])
 	}
 }
+
+// Frames of length 0 (no real frame, but nothing stops a caller) still leave the queue at its
+// limit: the fattest flow is one that holds frames.
+func TestZeroLengthOverLimit(t *testing.T) {
+	cfg := Defaults
+	cfg.Limit, cfg.Classes = 4, 3
+	s, _ := New(cfg)
+	var k Key
+	for h := range uint64(20) {
+		k.SPort = uint16(h % 3)
+		s.Enqueue(h, 0, &k, int(h%3), false, 0, nil)
+		if s.Len() > cfg.Limit {
+			t.Fatalf("%d frames queued, limit %d", s.Len(), cfg.Limit)
+		}
+	}
+}

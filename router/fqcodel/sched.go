@@ -13,7 +13,8 @@ type Params struct {
 	// MTU is the largest frame, bytes: while no more than that is queued CoDel does not drop,
 	// as one frame at a time cannot be a standing queue. Default 1514.
 	MTU int
-	// ECN marks an ECN-capable frame CE instead of dropping it. Default (from Defaults) on.
+	// ECN marks an ECN-capable frame CE instead of dropping it. New takes it as given (a
+	// false is no zero to fill in); Defaults has it on.
 	ECN bool
 }
 
@@ -26,8 +27,8 @@ type Config struct {
 	Limit   int // frames queued in all; at Limit+1 a batch is dropped from the fattest flow; default 10240
 	Memory  int // bytes queued in all before the same; 0: no limit of bytes
 	Batch   int // frames at most dropped at once from the fattest flow; default 64
-	Seed    uint64
 	// Seed perturbs the flow hash, so that no one can aim flows at one bucket; 0: random.
+	Seed uint64
 }
 
 // Defaults are fq_codel's as Linux has them, for one class.
@@ -204,8 +205,9 @@ func (s *Scheduler) Grow(n int) {
 	s.cfg.Classes = n
 }
 
-// DropClass drops every frame of class c, appending their handles to dropped: its session
-// went away, and the frames with it. The class stays, empty, for the next session to use.
+// DropClass drops every frame of class c, appending their handles to dropped (Stats do not
+// count them): its session went away, and the frames with it. The class stays, empty, for
+// the next session to use.
 func (s *Scheduler) DropClass(c int, dropped []uint64) []uint64 {
 	cl := &s.classes[c]
 	for i := range cl.flows {
@@ -231,9 +233,9 @@ func (s *Scheduler) Backlog() int { return s.backlog }
 // ClassLen is the number of frames queued in class c.
 func (s *Scheduler) ClassLen(c int) int { return s.classes[c].packets }
 
-// Enqueue queues the frame h of length bytes under class (0..Classes-1) and the flow of key;
-// ect says it is ECN-capable (ECT(0), ECT(1) or already CE: see Classify). When that takes
-// the queue over its limit, a batch of frames is dropped from the head of the fattest flow
+// Enqueue queues the frame h of length bytes (not negative) at now under class cls
+// (0..Classes-1) and the flow of key; ect says it is ECN-capable (ECT(0), ECT(1) or already
+// CE: see Classify). When that takes the queue over its limit, a batch of frames is dropped from the head of the fattest flow
 // of the fattest class and their handles are appended to dropped; queued is false when h
 // itself was among them.
 func (s *Scheduler) Enqueue(h uint64, length int, key *Key, cls int, ect bool, now int64, dropped []uint64) (queued bool, _ []uint64) {
@@ -280,16 +282,18 @@ func (s *Scheduler) Enqueue(h uint64, length int, key *Key, cls int, ect bool, n
 // largest backlog until half that flow's backlog or Batch frames are gone (at least one), as
 // Linux's fq_codel does: one scan for many drops, and the flow that built the queue pays.
 func (s *Scheduler) dropFattest(dropped []uint64) []uint64 {
-	ci := 0
+	// The first of the largest that holds a frame: frames of length 0 must not leave the
+	// choice on an empty one.
+	ci := -1
 	for i := range s.classes {
-		if s.classes[i].backlog > s.classes[ci].backlog {
+		if c := &s.classes[i]; c.packets > 0 && (ci < 0 || c.backlog > s.classes[ci].backlog) {
 			ci = i
 		}
 	}
 	c := &s.classes[ci]
-	fi := 0
+	fi := -1
 	for i := range c.flows {
-		if c.flows[i].backlog > c.flows[fi].backlog {
+		if f := &c.flows[i]; f.head != nilIdx && (fi < 0 || f.backlog > c.flows[fi].backlog) {
 			fi = i
 		}
 	}
