@@ -151,7 +151,9 @@ func TestCoDelCountCarriesOver(t *testing.T) {
 		wantCount uint32
 	}{
 		{"within 16 intervals", 400 * ms, 2},
-		{"after 16 intervals", 205*ms + law2 + law3 + 1600*ms, 1},
+		// Re-entering at again+110 ms, against the last next drop at 205 ms+law2+law3:
+		{"1 ns less than 16 intervals", 205*ms + law2 + law3 + 1600*ms - 110*ms - 1, 2},
+		{"16 intervals", 205*ms + law2 + law3 + 1600*ms - 110*ms, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := one(t, false)
