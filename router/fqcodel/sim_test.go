@@ -297,3 +297,21 @@ func TestSimFairClasses(t *testing.T) {
 	}
 	t.Logf("shares %.4f", sh)
 }
+
+// A sparse flow in a session that is itself busy, beside another busy session: the sessions
+// take turns a quantum each, and within its session the sparse flow goes first, so it waits
+// at most the frame being sent and the other session's quantum.
+func TestSimSparseInABusySession(t *testing.T) {
+	cfg := Defaults
+	cfg.Limit, cfg.Classes = 1000, 2
+	other := &source{len: bulkLen, every: txTime(bulkLen) / 2}
+	own := &source{class: 1, len: bulkLen, every: txTime(bulkLen) / 2}
+	sparse := &source{class: 1, len: 64, every: 10 * ms, next: 1234567}
+	m := newSim(t, cfg, 20*ms, other, own, sparse)
+	m.run(2e9)
+	if worst := slices.Max(sparse.sojourn); worst > 2*txTime(cfg.Quantum) {
+		t.Errorf("sparse flow waited up to %d ns, more than two quanta's %d", worst, 2*txTime(cfg.Quantum))
+	}
+	sh := shares([]*source{other, own}, 2e9)
+	t.Logf("sparse sojourn p50 %d ns, max %d ns; the bulk flows' shares %.4f", percentile(sparse.sojourn, 50), slices.Max(sparse.sojourn), sh)
+}
