@@ -119,3 +119,24 @@ func TestZeroLengthOverLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestNewDefaultsAndLimits(t *testing.T) {
+	s, err := New(Config{Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults
+	want.Seed, want.ECN = 7, false // ECN is as given
+	if s.Config() != want || len(s.entries) != want.Limit+1 || len(s.classes) != 1 {
+		t.Fatalf("config %+v, %d entries, %d classes", s.Config(), len(s.entries), len(s.classes))
+	}
+	s.Grow(3)
+	if s.Config().Classes != 3 || len(s.classes[2].flows) != want.Flows {
+		t.Fatalf("after Grow(3): %d classes", s.Config().Classes)
+	}
+	for _, bad := range []Config{{Limit: -1}, {Params: Params{Target: -1}}, {Flows: 1<<16 + 1}, {Limit: 1 << 30}, {Quantum: 1 << 30}} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("New(%+v) took it", bad)
+		}
+	}
+}

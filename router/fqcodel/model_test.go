@@ -348,8 +348,8 @@ func TestMatchesModel(t *testing.T) {
 					ceMarks++
 				}
 			}
-			if s.Len() != m.packets() {
-				t.Fatalf("%d queued, model %d", s.Len(), m.packets())
+			if s.Len() != m.packets() || s.Backlog() != m.bytes() {
+				t.Fatalf("%d queued, %d bytes; model %d, %d", s.Len(), s.Backlog(), m.packets(), m.bytes())
 			}
 			for i := range m.classes {
 				if s.ClassLen(i) != m.classes[i].packets() || s.classes[i].backlog != m.classes[i].bytes() {

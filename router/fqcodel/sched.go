@@ -235,9 +235,9 @@ func (s *Scheduler) ClassLen(c int) int { return s.classes[c].packets }
 
 // Enqueue queues the frame h of length bytes (not negative) at now under class cls
 // (0..Classes-1) and the flow of key; ect says it is ECN-capable (ECT(0), ECT(1) or already
-// CE: see Classify). When that takes the queue over its limit, a batch of frames is dropped from the head of the fattest flow
-// of the fattest class and their handles are appended to dropped; queued is false when h
-// itself was among them.
+// CE: see Classify). When that takes the queue over its limit, a batch of frames is dropped
+// from the head of the fattest flow of the fattest class and their handles are appended to
+// dropped; queued is false when h itself was among them.
 func (s *Scheduler) Enqueue(h uint64, length int, key *Key, cls int, ect bool, now int64, dropped []uint64) (queued bool, _ []uint64) {
 	c := &s.classes[cls]
 	fi := int32(s.bucket(key))
