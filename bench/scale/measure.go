@@ -1,0 +1,181 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// run is what one run of n guests measured.
+type run struct {
+	mbps       []float64          // each guest's result, receiver side, in guest order
+	bytes      uint64             // the guests' tests carried
+	pss        map[string]float64 // bytes, per start
+	lease      float64            // seconds from the scenario's start until every guest held a lease
+	idleCPU    map[string]float64 // percent of one CPU per start, over the idle window
+	idleSelf   float64            // the supervisor's (this process's), same window
+	routerCPUs float64            // the router's CPU seconds while the streams ran
+}
+
+const (
+	routerBinary = "nic_router"
+	leaseTimeout = 60 * time.Second
+	// settle lets the far end's servers finish their tests' reports before the idle window.
+	settle = time.Second
+)
+
+// measure runs the scenario with n guests once.
+func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
+	var r run
+	text, err := b.scenario(n, o.test())
+	if err != nil {
+		return r, err
+	}
+	leases := newLeaseWatch(b.prefix, n)
+	c := o.Components
+	c.Logs = leases
+	if o.Logs != nil {
+		c.Logs = io.MultiWriter(o.Logs, leases)
+	}
+	sc, err := c.StartScenario(ctx, "scale", text)
+	if err != nil {
+		return r, err
+	}
+	defer sc.Stop()
+	start := time.Now()
+	// wait ends early when the scenario or the bench does.
+	wait := func(ch <-chan struct{}, d time.Duration) error {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-sc.Done:
+			sc.Done <- err
+			return fmt.Errorf("the scenario ended early: %v", err)
+		case <-time.After(d):
+			return context.DeadlineExceeded
+		}
+	}
+	// sleep waits d, unless the scenario or the bench ends first.
+	sleep := func(d time.Duration) error {
+		if err := wait(nil, d); !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return nil
+	}
+	if err := wait(leases.all, leaseTimeout); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return r, fmt.Errorf("%d of %d guests held a DHCP lease after %v (-v shows the logs)", leases.count(), n, leaseTimeout)
+		}
+		return r, err
+	}
+	r.lease = leases.last().Sub(start).Seconds()
+
+	guest := func(name string) int { // guest's number, 0 for another start
+		if i := guestNumber(name, b.prefix); i <= n {
+			return i
+		}
+		return 0
+	}
+	status := func() (supervisor.Status, error) {
+		st, ok := sc.S.Status()
+		if !ok {
+			return st, errors.New("the supervisor gave no status")
+		}
+		return st, nil
+	}
+	routerCPU := func(st supervisor.Status) float64 {
+		for _, cs := range st.Components {
+			if filepath.Base(cs.Binary) == routerBinary {
+				return cs.CPUSeconds
+			}
+		}
+		return 0
+	}
+	first, err := status()
+	if err != nil {
+		return r, err
+	}
+	// The streams: every guest's test ends (or fails).
+	var last supervisor.Status
+	deadline := o.Time + leaseTimeout
+	for t0 := time.Now(); ; {
+		if err := sleep(500 * time.Millisecond); err != nil {
+			return r, err
+		}
+		if last, err = status(); err != nil {
+			return r, err
+		}
+		done := 0
+		for _, cs := range last.Components {
+			if guest(cs.Name) == 0 || cs.Counters["iperf_tests"] == 0 {
+				continue
+			}
+			if cs.Counters["iperf_errors"] > 0 {
+				return r, fmt.Errorf("%s: its iperf test failed (-v shows the logs)", cs.Name)
+			}
+			done++
+		}
+		if done == n {
+			break
+		}
+		if time.Since(t0) > deadline {
+			return r, fmt.Errorf("%d of %d guests finished their test within %v", done, n, deadline)
+		}
+	}
+	r.routerCPUs = routerCPU(last) - routerCPU(first)
+	r.mbps = make([]float64, n)
+	r.pss = map[string]float64{}
+	for _, cs := range last.Components {
+		if i := guest(cs.Name); i > 0 {
+			r.mbps[i-1] = float64(cs.Counters["iperf_bits_per_second"]) / 1e6
+			r.bytes += cs.Counters["iperf_bytes"]
+		}
+		if cs.Pid == 0 {
+			return r, fmt.Errorf("%s: no process (%s)", cs.Name, cs.State)
+		}
+		pss, err := PSS(cs.Pid)
+		if err != nil {
+			return r, fmt.Errorf("%s: %v", cs.Name, err)
+		}
+		r.pss[cs.Name] = float64(pss)
+	}
+
+	// Idle: no traffic, nobody polls; the supervisor's own time is this process's.
+	if err := sleep(settle); err != nil {
+		return r, err
+	}
+	before, err := status()
+	if err != nil {
+		return r, err
+	}
+	t0, self0 := time.Now(), ownCPUSeconds()
+	if err := sleep(o.Idle); err != nil {
+		return r, err
+	}
+	dt, self1 := time.Since(t0).Seconds(), ownCPUSeconds()
+	after, err := status()
+	if err != nil {
+		return r, err
+	}
+	cpu0 := map[string]float64{}
+	for _, cs := range before.Components {
+		cpu0[cs.Name] = cs.CPUSeconds
+	}
+	r.idleCPU = map[string]float64{}
+	for _, cs := range after.Components {
+		if c0, ok := cpu0[cs.Name]; ok && cs.CPUSeconds >= c0 {
+			r.idleCPU[cs.Name] = (cs.CPUSeconds - c0) / dt * 100
+		} else {
+			return r, fmt.Errorf("%s restarted during the idle window", cs.Name)
+		}
+	}
+	r.idleSelf = (self1 - self0) / dt * 100
+	return r, nil
+}
