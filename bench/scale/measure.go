@@ -15,7 +15,8 @@ import (
 type run struct {
 	mbps       []float64          // each guest's result, receiver side, in guest order
 	bytes      uint64             // the guests' tests carried
-	pss        map[string]float64 // bytes, per start
+	pss        map[string]float64 // bytes, per start, right after the streams
+	idlePSS    map[string]float64 // and at the end of the idle window
 	lease      float64            // seconds from the scenario's start until every guest held a lease
 	idleCPU    map[string]float64 // percent of one CPU per start, over the idle window
 	idleSelf   float64            // the supervisor's (this process's), same window
@@ -131,20 +132,14 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 	}
 	r.routerCPUs = routerCPU(last) - routerCPU(first)
 	r.mbps = make([]float64, n)
-	r.pss = map[string]float64{}
 	for _, cs := range last.Components {
 		if i := guest(cs.Name); i > 0 {
 			r.mbps[i-1] = float64(cs.Counters["iperf_bits_per_second"]) / 1e6
 			r.bytes += cs.Counters["iperf_bytes"]
 		}
-		if cs.Pid == 0 {
-			return r, fmt.Errorf("%s: no process (%s)", cs.Name, cs.State)
-		}
-		pss, err := PSS(cs.Pid)
-		if err != nil {
-			return r, fmt.Errorf("%s: %v", cs.Name, err)
-		}
-		r.pss[cs.Name] = float64(pss)
+	}
+	if r.pss, err = pssOf(last); err != nil {
+		return r, err
 	}
 
 	// Idle: no traffic, nobody polls; the supervisor's own time is this process's.
@@ -177,5 +172,22 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 		}
 	}
 	r.idleSelf = (self1 - self0) / dt * 100
-	return r, nil
+	r.idlePSS, err = pssOf(after)
+	return r, err
+}
+
+// pssOf reads the PSS of every component's process, in bytes by start.
+func pssOf(st supervisor.Status) (map[string]float64, error) {
+	pss := map[string]float64{}
+	for _, cs := range st.Components {
+		if cs.Pid == 0 {
+			return nil, fmt.Errorf("%s: no process (%s)", cs.Name, cs.State)
+		}
+		v, err := PSS(cs.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", cs.Name, err)
+		}
+		pss[cs.Name] = float64(v)
+	}
+	return pss, nil
 }

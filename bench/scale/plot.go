@@ -4,6 +4,7 @@ import (
 	"errors"
 	"image/color"
 	"os"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -24,6 +25,10 @@ func drawPlot(path string, points []Point) error {
 	if len(ok) == 0 {
 		return errors.New("--plot: no number of guests measured")
 	}
+	ticks := make(plot.ConstantTicks, len(ok))
+	for i, p := range ok {
+		ticks[i] = plot.Tick{Value: float64(p.Guests), Label: strconv.Itoa(p.Guests)}
+	}
 	type series struct {
 		name string
 		y    func(Point) float64
@@ -37,13 +42,14 @@ func drawPlot(path string, points []Point) error {
 			{"slowest guest x N", func(p Point) float64 { return p.GuestMbpsMin * float64(p.Guests) }}}, 0},
 		{"Jain's fairness index", "index", []series{{"Jain", func(p Point) float64 { return p.Jain }}}, targetJain},
 		{"memory per guest (PSS)", "MiB", []series{{"mean", func(p Point) float64 { return p.GuestPSSMiB }},
-			{"largest", func(p Point) float64 { return p.GuestPSSMaxMiB }}}, targetGuestPSS},
+			{"largest", func(p Point) float64 { return p.GuestPSSMaxMiB }},
+			{"mean when idle", func(p Point) float64 { return p.IdleGuestPSSMiB }}}, targetGuestPSS},
 		{"time until every guest holds a lease", "s", []series{{"leases", func(p Point) float64 { return p.LeaseSeconds }}}, targetLeaseTime},
 		{"CPU of the idle scenario", "% of one CPU", []series{{"all components", func(p Point) float64 { return p.IdleCPU }},
 			{"the guests", func(p Point) float64 { return p.IdleGuestsCPU }}}, targetIdleCPU},
 		{"router CPU per Gbit/s", "% of one CPU per Gbit/s", []series{{"nic_router", func(p Point) float64 { return p.RouterCPUPerGbps }}}, 0},
 	}
-	colors := []color.Color{color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}}
+	colors := []color.Color{color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff}}
 	var plots [][]*plot.Plot
 	var row []*plot.Plot
 	for _, pn := range panels {
@@ -51,7 +57,7 @@ func drawPlot(path string, points []Point) error {
 		pl.Title.Text = pn.title
 		pl.X.Label.Text = "guests"
 		pl.X.Scale = plot.LogScale{}
-		pl.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		pl.X.Tick.Marker = ticks
 		pl.X.Min, pl.X.Max = float64(ok[0].Guests)/1.25, float64(ok[len(ok)-1].Guests)*1.25 // room either side, a range for one point
 		pl.Y.Label.Text = pn.ylabel
 		pl.Y.Min = 0

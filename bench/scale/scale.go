@@ -60,7 +60,10 @@ type Point struct {
 	GuestPSSMiB    float64            `json:"guest_pss_mib"`
 	GuestPSSMaxMiB float64            `json:"guest_pss_max_mib"`
 	PSSMiB         map[string]float64 `json:"pss_mib"`
-	LeaseSeconds   float64            `json:"lease_seconds"` // scenario start until every guest held a lease
+	// the guests' mean PSS at the end of the idle window, after the Go runtime had time to
+	// return freed memory
+	IdleGuestPSSMiB float64 `json:"idle_guest_pss_mib"`
+	LeaseSeconds    float64 `json:"lease_seconds"` // scenario start until every guest held a lease
 	// CPU over the idle window in percent of one CPU: every component, the guests together,
 	// every other start by name, and the supervisor (the bench's process)
 	IdleCPU           float64            `json:"idle_cpu"`
@@ -200,17 +203,19 @@ func medianPoint(n int, dir string, runs []run, prefix string) Point {
 		}
 	}
 	p.GuestMbpsMin, p.GuestMbpsMax = slices.Min(mid.mbps), slices.Max(mid.mbps)
-	p.GuestPSSMiB = med(func(r run) float64 {
+	meanPSS := func(pss map[string]float64) float64 {
 		var s float64
 		var k int
-		for name, v := range r.pss {
+		for name, v := range pss {
 			if isGuest(name) {
 				s += v
 				k++
 			}
 		}
 		return s / float64(k) / MiB
-	})
+	}
+	p.GuestPSSMiB = med(func(r run) float64 { return meanPSS(r.pss) })
+	p.IdleGuestPSSMiB = med(func(r run) float64 { return meanPSS(r.idlePSS) })
 	p.GuestPSSMaxMiB = med(func(r run) float64 {
 		var m float64
 		for name, v := range r.pss {
