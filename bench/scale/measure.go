@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -21,6 +22,14 @@ type run struct {
 	idleCPU    map[string]float64 // percent of one CPU per start, over the idle window
 	idleSelf   float64            // the supervisor's (this process's), same window
 	routerCPUs float64            // the router's CPU seconds while the streams ran
+	// each guest's Mbit/s over the window in which all tests ran (its session's data
+	// direction, frames with their headers), and the window; nil when there was none
+	shared       []float64
+	sharedWindow time.Duration
+	retransmits  []uint64 // each guest's TCP segments sent again
+	// drops are the frames dropped while the streams ran, per start and counter (every
+	// counter named *drop*), where the guests' TCP lost what it sent again
+	drops map[string]uint64
 }
 
 const (
@@ -28,6 +37,8 @@ const (
 	leaseTimeout = 60 * time.Second
 	// settle lets the far end's servers finish their tests' reports before the idle window.
 	settle = time.Second
+	// minShared is the shortest window of all tests running that measures fairness.
+	minShared = time.Second
 )
 
 // measure runs the scenario with n guests once.
@@ -99,10 +110,32 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 		}
 		return 0
 	}
+	// traffic samples the guests' sessions in the data's direction.
+	traffic := func(st supervisor.Status) sample {
+		sm := sample{at: time.Now(), bytes: make([]uint64, n)}
+		for _, cs := range st.Components {
+			i := guest(cs.Name)
+			if i == 0 {
+				continue
+			}
+			for _, ss := range cs.Sessions {
+				if o.test().rx {
+					sm.bytes[i-1] += ss.Received.Bytes
+				} else {
+					sm.bytes[i-1] += ss.Sent.Bytes
+				}
+			}
+			if cs.Counters["iperf_tests"] > 0 {
+				sm.finished++
+			}
+		}
+		return sm
+	}
 	first, err := status()
 	if err != nil {
 		return r, err
 	}
+	samples := []sample{traffic(first)}
 	// The streams: every guest's test ends (or fails).
 	var last supervisor.Status
 	deadline := o.Time + leaseTimeout
@@ -113,6 +146,7 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 		if last, err = status(); err != nil {
 			return r, err
 		}
+		samples = append(samples, traffic(last))
 		done := 0
 		for _, cs := range last.Components {
 			if guest(cs.Name) == 0 || cs.Counters["iperf_tests"] == 0 {
@@ -131,10 +165,13 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 		}
 	}
 	r.routerCPUs = routerCPU(last) - routerCPU(first)
-	r.mbps = make([]float64, n)
+	r.shared, r.sharedWindow, _ = contention(samples, settle, minShared)
+	r.drops = drops(first, last)
+	r.mbps, r.retransmits = make([]float64, n), make([]uint64, n)
 	for _, cs := range last.Components {
 		if i := guest(cs.Name); i > 0 {
 			r.mbps[i-1] = float64(cs.Counters["iperf_bits_per_second"]) / 1e6
+			r.retransmits[i-1] = cs.Counters["tcp_retransmits"]
 			r.bytes += cs.Counters["iperf_bytes"]
 		}
 	}
@@ -190,4 +227,24 @@ func pssOf(st supervisor.Status) (map[string]float64, error) {
 		pss[cs.Name] = float64(v)
 	}
 	return pss, nil
+}
+
+// drops sums the growth of every counter named *drop* from a to b, by "start counter",
+// leaving out those that did not grow.
+func drops(a, b supervisor.Status) map[string]uint64 {
+	before := map[string]uint64{}
+	for _, cs := range a.Components {
+		for k, v := range cs.Counters {
+			before[cs.Name+" "+k] = v
+		}
+	}
+	d := map[string]uint64{}
+	for _, cs := range b.Components {
+		for k, v := range cs.Counters {
+			if key := cs.Name + " " + k; strings.Contains(k, "drop") && v > before[key] {
+				d[key] = v - before[key]
+			}
+		}
+	}
+	return d
 }

@@ -17,16 +17,16 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	}
 	fmt.Fprintf(out, "\nbench scale: %s, N embedded guests behind one router, each one TCP stream of %v\n", o.Scenario, o.Time)
 	fmt.Fprintf(out, "at once (%s); idle CPU over %v after the streams; medians of %d runs\n", dir, o.Idle, o.Runs)
-	fmt.Fprintln(out, "guests  Mbit/s  guest Mbit/s  Jain   PSS/guest MiB         leases s  idle CPU %     router %CPU")
-	fmt.Fprintln(out, "        (sum)   min-max              mean (max) idle              all (guests)  per Gbit/s")
+	fmt.Fprintln(out, "guests  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %    router %CPU")
+	fmt.Fprintln(out, "        sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s")
 	for _, p := range points {
 		if p.Runs == 0 {
 			fmt.Fprintf(out, "%6d  failed: %s\n", p.Guests, p.Error)
 			continue
 		}
-		fmt.Fprintf(out, "%6d  %6.0f  %5.0f-%-6.0f  %5.3f  %5.1f (%5.1f) %5.1f  %8.2f  %5.2f (%5.2f)  %10.1f\n",
-			p.Guests, p.Mbps, p.GuestMbpsMin, p.GuestMbpsMax, p.Jain, p.GuestPSSMiB, p.GuestPSSMaxMiB, p.IdleGuestPSSMiB,
-			p.LeaseSeconds, p.IdleCPU, p.IdleGuestsCPU, p.RouterCPUPerGbps)
+		fmt.Fprintf(out, "%6d %4.0f %3.0f-%-4.0f %4.2f  %4.0f %4.1f %4.2f  %4.1f (%4.1f) %4.1f  %5.2f  %5.2f (%5.2f)  %6.1f\n",
+			p.Guests, p.Mbps, p.GuestMbpsMin, p.GuestMbpsMax, p.JainTests, p.SharedMbps, p.SharedSeconds, p.Jain,
+			p.GuestPSSMiB, p.GuestPSSMaxMiB, p.IdleGuestPSSMiB, p.LeaseSeconds, p.IdleCPU, p.IdleGuestsCPU, p.RouterCPUPerGbps)
 	}
 	fmt.Fprintln(out, "the other processes, per number of guests: PSS MiB / idle CPU %")
 	for _, p := range points {

@@ -52,10 +52,23 @@ type Point struct {
 	Mbps      float64   `json:"mbps"`      // aggregate: the sum of the guests' results (receiver side)
 	MbpsRuns  []float64 `json:"mbps_runs"` // each run's aggregate
 	// the slowest and the fastest guest of the run of median aggregate
-	GuestMbpsMin float64   `json:"guest_mbps_min"`
-	GuestMbpsMax float64   `json:"guest_mbps_max"`
-	Jain         float64   `json:"jain"` // Jain's index over the guests' throughputs
-	JainRuns     []float64 `json:"jain_runs"`
+	GuestMbpsMin float64 `json:"guest_mbps_min"`
+	GuestMbpsMax float64 `json:"guest_mbps_max"`
+	// that run's guests, in order: their tests' results, their throughput while all ran, and
+	// the segments their TCP sent again
+	GuestMbps        []float64 `json:"guest_mbps"`
+	GuestSharedMbps  []float64 `json:"guest_shared_mbps"`
+	GuestRetransmits []uint64  `json:"guest_retransmits"`
+	// that run's dropped frames while the streams ran, by "start counter"
+	Drops map[string]uint64 `json:"drops"`
+	// Jain's index over the guests' throughputs while all their tests ran (the figure of
+	// fairness), that window's aggregate and length; and Jain's index over the tests' own
+	// results, which with staggered starts also counts the time a guest had the wire to fewer
+	Jain          float64   `json:"jain"`
+	JainRuns      []float64 `json:"jain_runs"`
+	SharedMbps    float64   `json:"shared_mbps"`
+	SharedSeconds float64   `json:"shared_seconds"`
+	JainTests     float64   `json:"jain_tests"`
 	// PSS of the guests' processes (mean and largest), and of every other start by name
 	GuestPSSMiB    float64            `json:"guest_pss_mib"`
 	GuestPSSMaxMiB float64            `json:"guest_pss_max_mib"`
@@ -191,10 +204,20 @@ func medianPoint(n int, dir string, runs []run, prefix string) Point {
 	isGuest := func(name string) bool { return guestNumber(name, prefix) > 0 }
 	for _, r := range runs {
 		p.MbpsRuns = append(p.MbpsRuns, sum(r.mbps))
-		p.JainRuns = append(p.JainRuns, Jain(r.mbps))
 	}
 	p.Mbps = med(func(r run) float64 { return sum(r.mbps) })
-	p.Jain = med(func(r run) float64 { return Jain(r.mbps) })
+	p.JainTests = med(func(r run) float64 { return Jain(r.mbps) })
+	// fairness: of the runs that had a window in which every test ran
+	var shared []run
+	for _, r := range runs {
+		if r.shared != nil {
+			shared = append(shared, r)
+			p.JainRuns = append(p.JainRuns, Jain(r.shared))
+		}
+	}
+	p.Jain = bench.Median(shared, func(r run) float64 { return Jain(r.shared) })
+	p.SharedMbps = bench.Median(shared, func(r run) float64 { return sum(r.shared) })
+	p.SharedSeconds = bench.Median(shared, func(r run) float64 { return r.sharedWindow.Seconds() })
 	// the spread of the run whose aggregate is nearest the median
 	mid := runs[0]
 	for _, r := range runs {
@@ -203,6 +226,7 @@ func medianPoint(n int, dir string, runs []run, prefix string) Point {
 		}
 	}
 	p.GuestMbpsMin, p.GuestMbpsMax = slices.Min(mid.mbps), slices.Max(mid.mbps)
+	p.GuestMbps, p.GuestSharedMbps, p.GuestRetransmits, p.Drops = mid.mbps, mid.shared, mid.retransmits, mid.drops
 	meanPSS := func(pss map[string]float64) float64 {
 		var s float64
 		var k int

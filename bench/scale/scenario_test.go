@@ -1,0 +1,85 @@
+package scale
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/bench/benchtest"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+var seed = filepath.Join("..", "..", "deploy", "sculpt_iperf.hid")
+
+// The seed's vm becomes vm1..vmN, each the vm binary with its own server port at the far end,
+// which runs N servers; nicstack check accepts the result.
+func TestScenarioMultipliesTheGuest(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := config.Parse("scale.xml", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var guests int
+	for _, st := range root.Subs("start") {
+		cfg := st.Sub("config")
+		switch i := guestNumber(st.Name(), "vm"); {
+		case i > 0:
+			guests++
+			want := "-c 198.18.0.2 -p " + strconv.Itoa(5200+i) + " -t 4 -R"
+			if startBinary(st) != "vm" || cfg.String("iperf", "") != want {
+				t.Errorf("%s: binary %s, iperf %q; want vm, %q", st.Name(), startBinary(st), cfg.String("iperf", ""), want)
+			}
+		case st.Name() == "vm":
+			t.Error("the template vm is still there")
+		case st.Name() == "remote_host":
+			if cfg.String("iperf", "") != "-s -p 5201" || cfg.String("iperf_servers", "") != "3" {
+				t.Errorf("remote_host: %s", cfg.XML())
+			}
+		}
+	}
+	if guests != 3 {
+		t.Errorf("%d guests, want 3:\n%s", guests, text)
+	}
+	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
+}
+
+// A router whose DHCP range is smaller than the guests is refused, naming the dhcp-server.
+func TestScenarioNeedsTheDHCPRange(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), "ip_last: 10.0.1.200", "ip_last: 10.0.1.9", 1))
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.scenario(8, test{time: time.Second}); err != nil {
+		t.Errorf("8 guests in 10.0.1.2-9: %v", err)
+	}
+	if _, err := b.scenario(9, test{time: time.Second}); err == nil || !strings.Contains(err.Error(), "dhcp-server 10.0.1.2-10.0.1.9 leases 8 addresses") {
+		t.Errorf("9 guests in 10.0.1.2-9: %v", err)
+	}
+}
+
+func TestGuestNumber(t *testing.T) {
+	for name, want := range map[string]int{"vm1": 1, "vm32": 32, "vm": 0, "vm0": 0, "vm01": 0, "vmx": 0, "remote_host": 0} {
+		if got := guestNumber(name, "vm"); got != want {
+			t.Errorf("guestNumber(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
