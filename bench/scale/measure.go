@@ -44,7 +44,7 @@ const (
 // measure runs the scenario with n guests once.
 func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 	var r run
-	text, err := b.scenario(n, o.test())
+	text, err := b.scenario(n, o.test(), o.Domains)
 	if err != nil {
 		return r, err
 	}

@@ -15,7 +15,7 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	if o.Direction == "rx" {
 		dir = "rx: the far end sends to the guests, iperf -R"
 	}
-	fmt.Fprintf(out, "\nbench scale: %s, N embedded guests behind one router, each one TCP stream of %v\n", o.Scenario, o.Time)
+	fmt.Fprintf(out, "\nbench scale: %s, N embedded guests behind one router (%s domains), each one TCP stream of %v\n", o.Scenario, o.Domains, o.Time)
 	fmt.Fprintf(out, "at once (%s); idle CPU over %v after the streams; medians of %d runs\n", dir, o.Idle, o.Runs)
 	fmt.Fprintln(out, "guests  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %    router %CPU")
 	fmt.Fprintln(out, "        sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s")

@@ -27,6 +27,7 @@ type Options struct {
 	Time      time.Duration // each guest's test
 	Idle      time.Duration // the idle window after the streams
 	Direction string        // tx: the guests send (to the far end); rx: the far end sends (iperf -R)
+	Domains   string        // shared: the guests in the base's domain; per-guest: a domain each
 	Runs      int           // runs per number of guests, in rounds; medians are reported
 	JSON      string        // also write the points to this file
 	Plot      string        // draw the figures against the number of guests into this PNG
@@ -48,6 +49,7 @@ const MiB = 1 << 20
 type Point struct {
 	Guests    int       `json:"guests"`
 	Direction string    `json:"direction"`
+	Domains   string    `json:"domains"`
 	Runs      int       `json:"runs"`      // runs that measured
 	Mbps      float64   `json:"mbps"`      // aggregate: the sum of the guests' results (receiver side)
 	MbpsRuns  []float64 `json:"mbps_runs"` // each run's aggregate
@@ -132,7 +134,7 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	}
 	points := make([]Point, len(o.Guests))
 	for i, n := range o.Guests {
-		points[i] = medianPoint(n, o.Direction, runs[i], b.prefix)
+		points[i] = medianPoint(n, o, runs[i], b.prefix)
 		if len(runs[i]) == 0 && errs[i] != nil {
 			points[i].Error = errs[i].Error()
 		}
@@ -171,6 +173,9 @@ func (o Options) check() error {
 			return fmt.Errorf("--guests %d: want 1 to %d", n, maxGuests)
 		}
 	}
+	if o.Domains != domainsShared && o.Domains != domainsPerGuest {
+		return fmt.Errorf("--domains %q: want %s or %s", o.Domains, domainsShared, domainsPerGuest)
+	}
 	if o.Direction != "tx" && o.Direction != "rx" {
 		return fmt.Errorf("--direction %q: want tx (the guests send) or rx (the far end sends)", o.Direction)
 	}
@@ -195,8 +200,8 @@ func sum(xs []float64) float64 {
 }
 
 // medianPoint is the median of each figure over the runs of n guests.
-func medianPoint(n int, dir string, runs []run, prefix string) Point {
-	p := Point{Guests: n, Direction: dir, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
+func medianPoint(n int, o Options, runs []run, prefix string) Point {
+	p := Point{Guests: n, Direction: o.Direction, Domains: o.Domains, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
 	if len(runs) == 0 {
 		return p
 	}

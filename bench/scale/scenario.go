@@ -78,10 +78,11 @@ const firstPort = 5201
 // scenario is the base with its guest as n guests named PREFIX1..PREFIXn, guest i running one
 // TCP stream of the test's time against its own server at the far end (port firstPort+i-1),
 // receiving it with rx (iperf -R); the far end runs n servers (iperf_servers). Every guest
-// keeps the template's affinity, route and config otherwise, so that the router's
-// label_prefix policy takes each. Refused: a DHCP server of the router whose range has fewer
-// than n addresses.
-func (b *base) scenario(n int, t test) ([]byte, error) {
+// keeps the template's affinity, route and config otherwise, so that the router's policy for
+// the template takes each; with domains per-guest the router gets a domain per guest
+// (splitDomains). Refused: a DHCP server of the router whose range has fewer addresses than
+// the guests it serves.
+func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 	root, err := config.Parse(b.path, b.data)
 	if err != nil {
 		return nil, err
@@ -99,43 +100,32 @@ func (b *base) scenario(n int, t test) ([]byte, error) {
 			kept = append(kept, st)
 			continue
 		}
+		if st.Sub("binary") == nil { // the start's name was its binary's
+			st.Nodes = append(st.Nodes, &config.Node{Type: "binary", Pos: st.Pos, Attrs: []config.Attr{{Name: "name", Value: startBinary(st)}}})
+		}
 		for i := 1; i <= n; i++ {
-			g, err := b.guest(i, t)
-			if err != nil {
-				return nil, err
+			g := clone(st)
+			setAttr(g, "name", b.prefix+strconv.Itoa(i))
+			cmd := fmt.Sprintf("-c %s -p %d -t %g", b.client.Client, firstPort+i-1, t.time.Seconds())
+			if t.rx {
+				cmd += " -R"
 			}
+			setAttr(g.Sub("config"), "iperf", cmd)
 			kept = append(kept, g)
 		}
 	}
 	root.Nodes = kept
-	if err := dhcpFits(root, n); err != nil {
+	need := n // addresses per DHCP server
+	if domains == domainsPerGuest {
+		if err := splitDomains(root, b.prefix, n); err != nil {
+			return nil, err
+		}
+		need = 1
+	}
+	if err := dhcpFits(root, need); err != nil {
 		return nil, err
 	}
 	return root.XML(), nil
-}
-
-// guest is guest i: a fresh copy of the template start, renamed, with its test.
-func (b *base) guest(i int, t test) (*config.Node, error) {
-	root, err := config.Parse(b.path, b.data)
-	if err != nil {
-		return nil, err
-	}
-	for _, st := range root.Subs("start") {
-		if st.Name() != b.prefix {
-			continue
-		}
-		if st.Sub("binary") == nil { // the start's name was its binary's
-			st.Nodes = append(st.Nodes, &config.Node{Type: "binary", Pos: st.Pos, Attrs: []config.Attr{{Name: "name", Value: startBinary(st)}}})
-		}
-		setAttr(st, "name", b.prefix+strconv.Itoa(i))
-		cmd := fmt.Sprintf("-c %s -p %d -t %g", b.client.Client, firstPort+i-1, t.time.Seconds())
-		if t.rx {
-			cmd += " -R"
-		}
-		setAttr(st.Sub("config"), "iperf", cmd)
-		return st, nil
-	}
-	return nil, fmt.Errorf("%s: no start %s", b.path, b.prefix)
 }
 
 // dhcpFits checks that every DHCP server of the scenario's routers leases n addresses.
@@ -152,7 +142,7 @@ func dhcpFits(root *config.Node, n int) error {
 				return err
 			}
 			if first.IsValid() && last.IsValid() && size(first, last) < n {
-				return config.Errorf(nd.Pos, "dhcp-server %s-%s leases %d addresses, fewer than the %d guests", first, last, size(first, last), n)
+				return config.Errorf(nd.Pos, "dhcp-server %s-%s leases %d addresses, fewer than the %d guests it serves", first, last, size(first, last), n)
 			}
 		}
 		for _, c := range nd.Nodes {

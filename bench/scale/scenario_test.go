@@ -25,7 +25,7 @@ func TestScenarioMultipliesTheGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true})
+	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true}, domainsShared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +68,10 @@ func TestScenarioNeedsTheDHCPRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.scenario(8, test{time: time.Second}); err != nil {
+	if _, err := b.scenario(8, test{time: time.Second}, domainsShared); err != nil {
 		t.Errorf("8 guests in 10.0.1.2-9: %v", err)
 	}
-	if _, err := b.scenario(9, test{time: time.Second}); err == nil || !strings.Contains(err.Error(), "dhcp-server 10.0.1.2-10.0.1.9 leases 8 addresses") {
+	if _, err := b.scenario(9, test{time: time.Second}, domainsShared); err == nil || !strings.Contains(err.Error(), "dhcp-server 10.0.1.2-10.0.1.9 leases 8 addresses, fewer than the 9 guests") {
 		t.Errorf("9 guests in 10.0.1.2-9: %v", err)
 	}
 }
@@ -82,4 +82,58 @@ func TestGuestNumber(t *testing.T) {
 			t.Errorf("guestNumber(%q) = %d, want %d", name, got, want)
 		}
 	}
+}
+
+// Per-guest domains: a policy, a domain with its own /24 and DHCP range, and the uplink's NAT
+// for each guest; the shared domain and its policy are gone.
+func TestScenarioPerGuestDomains(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := config.Parse("scale.xml", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var router *config.Node
+	for _, st := range root.Subs("start") {
+		if st.Name() == "nic_router" {
+			router = st.Sub("config")
+		}
+	}
+	got := map[string]string{}
+	for _, p := range router.Subs("policy") {
+		got["policy "+p.String("label_prefix", p.String("label", ""))] = p.String("domain", "")
+	}
+	for _, d := range router.Subs("domain") {
+		got["domain "+d.Name()] = d.String("interface", "")
+		if dhcp := d.Sub("dhcp-server"); dhcp != nil {
+			got["dhcp "+d.Name()] = dhcp.String("ip_first", "") + "-" + dhcp.String("ip_last", "")
+		}
+		for _, nat := range d.Subs("nat") {
+			got["nat "+d.Name()] += nat.String("domain", "") + " "
+		}
+	}
+	want := map[string]string{
+		"policy vm1 -> ": "vm1", "policy vm2 -> ": "vm2", "policy nic_drv -> uplink": "uplink",
+		"domain uplink": "198.18.0.1/24", "domain vm1": "10.0.1.1/24", "domain vm2": "10.0.2.1/24",
+		"dhcp vm1": "10.0.1.2-10.0.1.200", "dhcp vm2": "10.0.2.2-10.0.2.200", "nat uplink": "vm1 vm2 ",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
 }

@@ -254,7 +254,7 @@ func benchScaleCmd() *cobra.Command {
 			"scenario's start until the last guest logged its lease; every component's CPU over --idle\n" +
 			"with no traffic after the streams, in percent of one CPU (and the supervisor's, this process);\n" +
 			"and the router's CPU seconds while the streams ran over the gigabits carried, as percent of\n" +
-			"one CPU per Gbit/s. Each N runs --runs times, in rounds; the table shows medians, the growth\n" +
+			"one CPU per Gbit/s. --domains per-guest gives each guest a router domain of its own. Each N runs --runs times, in rounds; the table shows medians, the growth\n" +
 			"from the fewest to the most guests and the targets of issue 33.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -269,6 +269,7 @@ func benchScaleCmd() *cobra.Command {
 	f.DurationVar(&o.Time, "time", 10*time.Second, "each guest's TCP stream, whole seconds")
 	f.DurationVar(&o.Idle, "idle", 10*time.Second, "the idle window after the streams, over which the CPU is measured")
 	f.StringVar(&o.Direction, "direction", "tx", "tx (the guests send to the far end) or rx (the far end sends, iperf -R)")
+	f.StringVar(&o.Domains, "domains", "shared", "shared: the guests in the base's one domain (the router sends each of its frames to every guest); per-guest: a domain each, with its own /24, DHCP server and NAT")
 	f.IntVar(&o.Runs, "runs", 3, "runs per number of guests; the median is reported")
 	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
 	f.StringVar(&o.Plot, "plot", "", "draw the figures against the number of guests into this PNG")
