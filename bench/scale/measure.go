@@ -19,6 +19,7 @@ type run struct {
 	pss        map[string]float64 // bytes, per start, right after the streams
 	idlePSS    map[string]float64 // and at the end of the idle window
 	lease      float64            // seconds from the scenario's start until every guest held a lease
+	dhcp       float64            // the longest from a guest's link up to its lease, seconds
 	idleCPU    map[string]float64 // percent of one CPU per start, over the idle window
 	idleSelf   float64            // the supervisor's (this process's), same window
 	routerCPUs float64            // the router's CPU seconds while the streams ran
@@ -87,7 +88,7 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 		}
 		return r, err
 	}
-	r.lease = leases.last().Sub(start).Seconds()
+	r.lease, r.dhcp = leases.last().Sub(start).Seconds(), leases.dhcpTime().Seconds()
 
 	guest := func(name string) int { // guest's number, 0 for another start
 		if i := guestNumber(name, b.prefix); i <= n {

@@ -79,6 +79,7 @@ type Point struct {
 	// return freed memory
 	IdleGuestPSSMiB float64 `json:"idle_guest_pss_mib"`
 	LeaseSeconds    float64 `json:"lease_seconds"` // scenario start until every guest held a lease
+	DHCPSeconds     float64 `json:"dhcp_seconds"`  // the longest from a guest's link up to its lease
 	// CPU over the idle window in percent of one CPU: every component, the guests together,
 	// every other start by name, and the supervisor (the bench's process)
 	IdleCPU           float64            `json:"idle_cpu"`
@@ -260,6 +261,7 @@ func medianPoint(n int, o Options, runs []run, prefix string) Point {
 		}
 	}
 	p.LeaseSeconds = med(func(r run) float64 { return r.lease })
+	p.DHCPSeconds = med(func(r run) float64 { return r.dhcp })
 	p.IdleCPU = med(func(r run) float64 { return sum(slices.Collect(maps.Values(r.idleCPU))) })
 	p.IdleGuestsCPU = med(func(r run) float64 {
 		var s float64
