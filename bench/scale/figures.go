@@ -69,3 +69,22 @@ func ownCPUSeconds() float64 {
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
 }
+
+// renice sets the nice value of every thread of process pid (Linux's nice is per thread; the
+// threads the process makes later inherit it from their maker).
+func renice(pid, nice int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil {
+			return fmt.Errorf("nice %d for thread %d of %d: %v", nice, tid, pid, err)
+		}
+	}
+	return nil
+}

@@ -136,6 +136,15 @@ func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 	if err != nil {
 		return r, err
 	}
+	if o.FarEndNice != 0 {
+		for _, cs := range first.Components {
+			if cs.Name == b.server {
+				if err := renice(cs.Pid, o.FarEndNice); err != nil {
+					return r, fmt.Errorf("--far-end-nice: %v", err)
+				}
+			}
+		}
+	}
 	samples := []sample{traffic(first)}
 	// The streams: every guest's test ends (or fails).
 	var last supervisor.Status

@@ -17,6 +17,9 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	}
 	fmt.Fprintf(out, "\nbench scale: %s, N embedded guests behind one router (%s domains), each one TCP stream of %v\n", o.Scenario, o.Domains, o.Time)
 	fmt.Fprintf(out, "at once (%s); idle CPU over %v after the streams; medians of %d runs\n", dir, o.Idle, o.Runs)
+	if o.FarEndNice != 0 {
+		fmt.Fprintf(out, "the far end runs at nice %d\n", o.FarEndNice)
+	}
 	fmt.Fprintln(out, "guests  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %    router %CPU")
 	fmt.Fprintln(out, "        sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s")
 	for _, p := range points {

@@ -28,9 +28,13 @@ type Options struct {
 	Idle      time.Duration // the idle window after the streams
 	Direction string        // tx: the guests send (to the far end); rx: the far end sends (iperf -R)
 	Domains   string        // shared: the guests in the base's domain; per-guest: a domain each
-	Runs      int           // runs per number of guests, in rounds; medians are reported
-	JSON      string        // also write the points to this file
-	Plot      string        // draw the figures against the number of guests into this PNG
+	// FarEndNice, when not 0, is the nice value the far end's process gets once the guests
+	// hold their leases: it stands for another machine, and sharing a CPU with N guests at
+	// nice 0 it gets 1/(N+1) of it, so that its share, not the router, bounds the streams.
+	FarEndNice int
+	Runs       int    // runs per number of guests, in rounds; medians are reported
+	JSON       string // also write the points to this file
+	Plot       string // draw the figures against the number of guests into this PNG
 	bench.Components
 }
 
@@ -47,12 +51,13 @@ const MiB = 1 << 20
 
 // Point is one number of guests, as printed and written by --json: the medians of its runs.
 type Point struct {
-	Guests    int       `json:"guests"`
-	Direction string    `json:"direction"`
-	Domains   string    `json:"domains"`
-	Runs      int       `json:"runs"`      // runs that measured
-	Mbps      float64   `json:"mbps"`      // aggregate: the sum of the guests' results (receiver side)
-	MbpsRuns  []float64 `json:"mbps_runs"` // each run's aggregate
+	Guests     int       `json:"guests"`
+	Direction  string    `json:"direction"`
+	Domains    string    `json:"domains"`
+	FarEndNice int       `json:"far_end_nice"`
+	Runs       int       `json:"runs"`      // runs that measured
+	Mbps       float64   `json:"mbps"`      // aggregate: the sum of the guests' results (receiver side)
+	MbpsRuns   []float64 `json:"mbps_runs"` // each run's aggregate
 	// the slowest and the fastest guest of the run of median aggregate
 	GuestMbpsMin float64 `json:"guest_mbps_min"`
 	GuestMbpsMax float64 `json:"guest_mbps_max"`
@@ -177,6 +182,9 @@ func (o Options) check() error {
 	if o.Domains != domainsShared && o.Domains != domainsPerGuest {
 		return fmt.Errorf("--domains %q: want %s or %s", o.Domains, domainsShared, domainsPerGuest)
 	}
+	if o.FarEndNice < -20 || o.FarEndNice > 19 {
+		return fmt.Errorf("--far-end-nice %d: want -20 to 19", o.FarEndNice)
+	}
 	if o.Direction != "tx" && o.Direction != "rx" {
 		return fmt.Errorf("--direction %q: want tx (the guests send) or rx (the far end sends)", o.Direction)
 	}
@@ -202,7 +210,7 @@ func sum(xs []float64) float64 {
 
 // medianPoint is the median of each figure over the runs of n guests.
 func medianPoint(n int, o Options, runs []run, prefix string) Point {
-	p := Point{Guests: n, Direction: o.Direction, Domains: o.Domains, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
+	p := Point{Guests: n, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
 	if len(runs) == 0 {
 		return p
 	}

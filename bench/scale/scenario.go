@@ -17,6 +17,7 @@ type base struct {
 	data   []byte
 	client *iperf.Command // the template's test: its server's address
 	prefix string         // the guests' names: the template's start name (vm)
+	server string         // the far end's start
 }
 
 // loadBase reads the scenario at path and checks that it has what the bench needs.
@@ -26,7 +27,6 @@ func loadBase(path string, data []byte) (*base, error) {
 		return nil, err
 	}
 	b := &base{path: path, data: data}
-	var server bool
 	for _, st := range root.Subs("start") {
 		cfg := st.Sub("config")
 		if cfg == nil || !embedded(st) {
@@ -41,17 +41,17 @@ func loadBase(path string, data []byte) (*base, error) {
 			return nil, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
 		}
 		switch {
-		case cmd.Server && server:
+		case cmd.Server && b.server != "":
 			return nil, config.Errorf(a.Pos, "a second iperf server: the bench wants one far end")
 		case cmd.Server:
-			server = true
+			b.server = st.Name()
 		case b.client != nil:
 			return nil, config.Errorf(a.Pos, "a second iperf client: the bench wants one guest to multiply")
 		default:
 			b.client, b.prefix = cmd, st.Name()
 		}
 	}
-	if b.client == nil || !server {
+	if b.client == nil || b.server == "" {
 		return nil, fmt.Errorf("%s: want one embedded guest with an iperf client (<config iperf=\"-c HOST ...\"/>) and one with the server (iperf=\"-s\")", path)
 	}
 	return b, nil
