@@ -134,7 +134,8 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 				errs[i] = err
 				continue
 			}
-			fmt.Fprintf(out, " %.0f Mbit/s, Jain %.3f, leases in %.2f s\n", sum(r.mbps), Jain(r.mbps), r.lease)
+			fmt.Fprintf(out, " %.0f Mbit/s, Jain %.3f (all running %.1f s), of the tests %.3f; leases in %.2f s\n",
+				sum(r.mbps), Jain(r.shared), r.sharedWindow.Seconds(), Jain(r.mbps), r.lease)
 			runs[i] = append(runs[i], r)
 		}
 	}
