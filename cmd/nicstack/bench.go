@@ -14,6 +14,7 @@ import (
 	"github.com/nicstack/nicstack/bench/faults"
 	"github.com/nicstack/nicstack/bench/iperf"
 	"github.com/nicstack/nicstack/bench/router"
+	"github.com/nicstack/nicstack/bench/scale"
 	"github.com/nicstack/nicstack/bench/stream"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 	"github.com/nicstack/nicstack/runtime/supervisor"
@@ -27,7 +28,7 @@ var benchCmd = &cobra.Command{
 }
 
 func init() {
-	benchCmd.AddCommand(benchStreamCmd(), benchStreamPeerCmd(), benchRouterCmd(), benchDriverCmd(), benchIperfCmd(), benchFaultsCmd())
+	benchCmd.AddCommand(benchStreamCmd(), benchStreamPeerCmd(), benchRouterCmd(), benchDriverCmd(), benchIperfCmd(), benchFaultsCmd(), benchScaleCmd())
 	root.AddCommand(benchCmd)
 }
 
@@ -232,6 +233,47 @@ func benchFaultsCmd() *cobra.Command {
 	f.DurationVar(&o.Observe, "observe", 6*time.Second, "how long each run is watched after the kill")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Second, "the guests' iperf --rcv-timeout and --snd-timeout")
 	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
+	componentFlags(cmd, &o.Components)
+	return cmd
+}
+
+func benchScaleCmd() *cobra.Command {
+	var o scale.Options
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "N guests behind one router, each with a TCP stream at once: fairness, memory, leases, idle CPU",
+		Long: "scale multiplies the embedded guest of --scenario (the one whose <config iperf=\"-c HOST\"> runs a\n" +
+			"client) into N guests vm1..vmN, as many <start>s with the template's affinity and route, and\n" +
+			"gives the far end (the embedded guest with iperf=\"-s\") N iperf servers on ports 5201.. with\n" +
+			"iperf_servers=\"N\", one per guest, since an iperf server serves one test at a time. Each guest\n" +
+			"takes a DHCP lease and runs one TCP stream of --time to its server, all at once (--direction tx:\n" +
+			"the guests send; rx: the far end sends, iperf -R). Per N it reports the aggregate throughput\n" +
+			"(the sum of the guests' results; the seed's wire is 1 Gbit/s) and Jain's fairness index\n" +
+			"(sum x)^2 / (N sum x^2) over the guests' throughputs; every process's PSS from\n" +
+			"/proc/PID/smaps_rollup after the streams (the guests' mean and largest); the time from the\n" +
+			"scenario's start until the last guest logged its lease; every component's CPU over --idle\n" +
+			"with no traffic after the streams, in percent of one CPU (and the supervisor's, this process);\n" +
+			"and the router's CPU seconds while the streams ran over the gigabits carried, as percent of\n" +
+			"one CPU per Gbit/s. --domains per-guest gives each guest a router domain of its own. Each N runs --runs times, in rounds; the table shows medians, the growth\n" +
+			"from the fewest to the most guests and the targets of issue 33.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return scale.Run(ctx, cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Scenario, "scenario", "deploy/sculpt_iperf.hid", "the base scenario: one embedded guest with an iperf client, one with the server")
+	f.IntSliceVar(&o.Guests, "guests", []int{1, 8, 32}, "the numbers of guests to measure")
+	f.DurationVar(&o.Time, "time", 10*time.Second, "each guest's TCP stream, whole seconds")
+	f.DurationVar(&o.Idle, "idle", 10*time.Second, "the idle window after the streams, over which the CPU is measured")
+	f.StringVar(&o.Direction, "direction", "tx", "tx (the guests send to the far end) or rx (the far end sends, iperf -R)")
+	f.StringVar(&o.Domains, "domains", "shared", "shared: the guests in the base's one domain (the router sends each of its frames to every guest); per-guest: a domain each, with its own /24, DHCP server and NAT")
+	f.IntVar(&o.FarEndNice, "far-end-nice", 0, "the nice value of the far end's process (root for < 0): it stands for another machine, and at nice 0 it gets 1/(N+1) of the CPU it shares with N guests")
+	f.IntVar(&o.Runs, "runs", 3, "runs per number of guests; the median is reported")
+	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")
+	f.StringVar(&o.Plot, "plot", "", "draw the figures against the number of guests into this PNG")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 //	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
 //	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
+//	<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>   ports 5201-5232
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
 //	<config guest="netns" netns_path="/run/netns/c1" tap_address="10.0.1.2/24"/>   a container's
 //	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="10.0.1.2/24"/>   as CNI names it
@@ -32,8 +33,11 @@ import (
 // A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command),
 // its client tried again while the server is not reachable or busy, as an embedded guest's; rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
 // times round trips during the iperf test and then on the idle path (see guests.Host).
+// iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
+// each serves one test at a time as iperf3 does, so a far end that N guests measure against
+// at once (`nicstack bench scale`) runs one per guest.
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "rr", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "iperf_servers", "rr", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway", "exec", "socket",
 }}
 
@@ -47,8 +51,11 @@ type Config struct {
 	Address netip.Prefix
 	Gateway netip.Addr
 	Iperf   *iperf.Command // nil: no test
-	RR      *rr.Command    // nil: no request/response test
-	Report  string         // file the iperf report is written to as JSON
+	// IperfServers is how many iperf servers an embedded guest runs, on consecutive ports
+	// from Iperf's (1 unless iperf_servers says more).
+	IperfServers int
+	RR           *rr.Command // nil: no request/response test
+	Report       string      // file the iperf report is written to as JSON
 	// Session is the service requested: "Nic", or "Uplink" to sit where a driver would, with
 	// UplinkMAC as the router's identity on that wire.
 	Session   string
@@ -129,6 +136,19 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
 		}
 	}
+	servers, err := n.Number("iperf_servers", 1)
+	if err != nil {
+		return c, err
+	}
+	c.IperfServers = int(servers)
+	if a, ok := n.Attr("iperf_servers"); ok {
+		if c.Iperf == nil || !c.Iperf.Server || c.Guest != "embedded" {
+			return c, config.Errorf(a.Pos, "iperf_servers: only for an embedded guest's iperf server (iperf=\"-s ...\")")
+		}
+		if servers < 1 || servers > maxIperfServers || c.Iperf.Port+int(servers)-1 > 65535 {
+			return c, config.Errorf(a.Pos, "iperf_servers=%d: want 1 to %d servers on ports %d and up to 65535", servers, maxIperfServers, c.Iperf.Port)
+		}
+	}
 	if a, ok := n.Attr("rr"); ok {
 		if c.Guest == "netns" {
 			return c, config.Errorf(a.Pos, "rr runs in an embedded guest only (guest=\"netns\")")
@@ -148,6 +168,9 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	}
 	return c, nil
 }
+
+// maxIperfServers bounds iperf_servers: each is a listener and goroutines in the guest.
+const maxIperfServers = 1024
 
 // validIfname says whether Linux takes name for an interface (its dev_valid_name, which
 // CNI's ValidateInterfaceName follows).

@@ -30,6 +30,11 @@ func TestParseConfig(t *testing.T) {
 		{`<config guest="netns" tap_address="10.0.1.2/24" ifname="eth/0"/>`, "ifname="},
 		{`<config guest="netns" tap_address="10.0.1.2/24" ifname=".."/>`, "ifname="},
 		{`<config guest="embedded" ifname="eth0"/>`, "ifname="},
+		{`<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>`, ""},
+		{`<config iperf="-c 198.18.0.2" iperf_servers="2"/>`, "iperf_servers"},
+		{`<config address="198.18.0.2/24" iperf="-s" iperf_servers="0"/>`, "iperf_servers=0"},
+		{`<config address="198.18.0.2/24" iperf="-s -p 65535" iperf_servers="2"/>`, "iperf_servers=2"},
+		{`<config guest="netns" tap_address="10.0.1.2/24" iperf="-s" iperf_servers="2"/>`, "iperf_servers"},
 	} {
 		n, err := config.Parse("vm.xml", []byte(tc.xml))
 		if err != nil {

@@ -241,18 +241,7 @@ func (h *Host) run(ctx context.Context) {
 	switch {
 	case cmd == nil:
 	case cmd.Server:
-		ln, err := h.st.Listen("tcp", cmd.ListenAddress())
-		if err != nil {
-			h.env.Warn("iperf server", "err", err)
-			return
-		}
-		h.env.Info("iperf server listening", "address", cmd.ListenAddress())
-		srv := cmd.NewServer(h.st)
-		srv.OnReport = h.report
-		srv.Logf = func(f string, a ...any) { h.env.Info(fmt.Sprintf(f, a...)) }
-		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
-			h.env.Warn("iperf server", "err", err)
-		}
+		h.serveIperf(ctx, cmd)
 	default:
 		deadline := time.Now().Add(guest.ClientRetry)
 		for ctx.Err() == nil {

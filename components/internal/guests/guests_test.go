@@ -184,3 +184,45 @@ func TestCloseOfAnOldSessionKeepsTheNewLink(t *testing.T) {
 		t.Fatal("the link outlived its session")
 	}
 }
+
+// A host with iperf_servers="2" serves two tests at once, one per port, where one server would
+// tell the second client ACCESS_DENIED.
+func TestIperfServersServeTestsAtOnce(t *testing.T) {
+	log := testEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srvCtr := privateCounters()
+	srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500,
+		Address: netip.MustParsePrefix("198.18.0.2/24"), Iperf: command(t, "-s -p 5201"), IperfServers: 2}, srvCtr, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, MTU: 1500,
+		Address: netip.MustParsePrefix("198.18.0.3/24")}, privateCounters(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	client, server, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	defer server.Close()
+	if err := cli.Attach(client.TX, client.RX); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Attach(server.RX, server.TX); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, port := range []string{"5201", "5202"} {
+		wg.Go(func() {
+			cfg := command(t, "-c 198.18.0.2 -t 1 -p "+port).ClientConfig(cli.Stack())
+			if _, err := iperf.RunClient(t.Context(), cfg); err != nil {
+				t.Errorf("port %s: %v", port, err)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "both servers' reports", func() bool { return srvCtr.Tests.Load() == 2 })
+}

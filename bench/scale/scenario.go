@@ -1,0 +1,183 @@
+package scale
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/nicstack/nicstack/internal/iperf"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+// base is the scenario the bench multiplies: its embedded guest that runs an iperf client
+// (the template of vm1..vmN) and the guest that runs the far end's iperf server.
+type base struct {
+	path   string
+	data   []byte
+	client *iperf.Command // the template's test: its server's address
+	prefix string         // the guests' names: the template's start name (vm)
+	server string         // the far end's start
+}
+
+// loadBase reads the scenario at path and checks that it has what the bench needs.
+func loadBase(path string, data []byte) (*base, error) {
+	root, err := config.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	b := &base{path: path, data: data}
+	for _, st := range root.Subs("start") {
+		cfg := st.Sub("config")
+		if cfg == nil || !embedded(st) {
+			continue
+		}
+		a, ok := cfg.Attr("iperf")
+		if !ok {
+			continue
+		}
+		cmd, err := iperf.ParseCommand(strings.Fields(a.Value))
+		if err != nil {
+			return nil, config.Errorf(a.Pos, "iperf=%q: %v", a.Value, err)
+		}
+		switch {
+		case cmd.Server && b.server != "":
+			return nil, config.Errorf(a.Pos, "a second iperf server: the bench wants one far end")
+		case cmd.Server:
+			b.server = st.Name()
+		case b.client != nil:
+			return nil, config.Errorf(a.Pos, "a second iperf client: the bench wants one guest to multiply")
+		default:
+			b.client, b.prefix = cmd, st.Name()
+		}
+	}
+	if b.client == nil || b.server == "" {
+		return nil, fmt.Errorf("%s: want one embedded guest with an iperf client (<config iperf=\"-c HOST ...\"/>) and one with the server (iperf=\"-s\")", path)
+	}
+	return b, nil
+}
+
+// embedded says whether st runs an embedded guest: remote_host, or a vm without another guest=.
+func embedded(st *config.Node) bool {
+	bin := startBinary(st)
+	cfg := st.Sub("config")
+	return (bin == "vm" || bin == "remote_host") && cfg != nil && cfg.String("guest", "embedded") == "embedded"
+}
+
+func startBinary(st *config.Node) string {
+	if b := st.Sub("binary"); b != nil {
+		return b.Name()
+	}
+	return st.Name()
+}
+
+// firstPort is the port of the far end's first iperf server; guest i (from 1) uses
+// firstPort+i-1.
+const firstPort = 5201
+
+// scenario is the base with its guest as n guests named PREFIX1..PREFIXn, guest i running one
+// TCP stream of the test's time against its own server at the far end (port firstPort+i-1),
+// receiving it with rx (iperf -R); the far end runs n servers (iperf_servers). Every guest
+// keeps the template's affinity, route and config otherwise, so that the router's policy for
+// the template takes each; with domains per-guest the router gets a domain per guest
+// (splitDomains). Refused: a DHCP server of the router whose range has fewer addresses than
+// the guests it serves.
+func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
+	root, err := config.Parse(b.path, b.data)
+	if err != nil {
+		return nil, err
+	}
+	var kept []*config.Node
+	for _, st := range root.Nodes {
+		if st.Type != "start" || !embedded(st) || !st.Sub("config").Has("iperf") {
+			kept = append(kept, st)
+			continue
+		}
+		cfg := st.Sub("config")
+		if st.Name() != b.prefix {
+			setAttr(cfg, "iperf", fmt.Sprintf("-s -p %d", firstPort))
+			setAttr(cfg, "iperf_servers", strconv.Itoa(n))
+			kept = append(kept, st)
+			continue
+		}
+		if st.Sub("binary") == nil { // the start's name was its binary's
+			st.Nodes = append(st.Nodes, &config.Node{Type: "binary", Pos: st.Pos, Attrs: []config.Attr{{Name: "name", Value: startBinary(st)}}})
+		}
+		for i := 1; i <= n; i++ {
+			g := clone(st)
+			setAttr(g, "name", b.prefix+strconv.Itoa(i))
+			cmd := fmt.Sprintf("-c %s -p %d -t %g", b.client.Client, firstPort+i-1, t.time.Seconds())
+			if t.rx {
+				cmd += " -R"
+			}
+			setAttr(g.Sub("config"), "iperf", cmd)
+			kept = append(kept, g)
+		}
+	}
+	root.Nodes = kept
+	need := n // addresses per DHCP server
+	if domains == domainsPerGuest {
+		if err := splitDomains(root, b.prefix, n); err != nil {
+			return nil, err
+		}
+		need = 1
+	}
+	if err := dhcpFits(root, need); err != nil {
+		return nil, err
+	}
+	return root.XML(), nil
+}
+
+// dhcpFits checks that every DHCP server of the scenario's routers leases n addresses.
+func dhcpFits(root *config.Node, n int) error {
+	var walk func(*config.Node) error
+	walk = func(nd *config.Node) error {
+		if nd.Type == "dhcp-server" {
+			first, _, err := nd.IPv4("ip_first")
+			if err != nil {
+				return err
+			}
+			last, _, err := nd.IPv4("ip_last")
+			if err != nil {
+				return err
+			}
+			if first.IsValid() && last.IsValid() && size(first, last) < n {
+				return config.Errorf(nd.Pos, "dhcp-server %s-%s leases %d addresses, fewer than the %d guests it serves", first, last, size(first, last), n)
+			}
+		}
+		for _, c := range nd.Nodes {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(root)
+}
+
+func size(first, last netip.Addr) int {
+	f, l := first.As4(), last.As4()
+	a := int(f[0])<<24 | int(f[1])<<16 | int(f[2])<<8 | int(f[3])
+	z := int(l[0])<<24 | int(l[1])<<16 | int(l[2])<<8 | int(l[3])
+	return z - a + 1
+}
+
+func setAttr(n *config.Node, name, value string) {
+	for i := range n.Attrs {
+		if n.Attrs[i].Name == name {
+			n.Attrs[i].Value = value
+			return
+		}
+	}
+	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
+}
+
+// guestNumber is i of the guest PREFIXi, 0 for another start.
+func guestNumber(name, prefix string) int {
+	s, ok := strings.CutPrefix(name, prefix)
+	i, err := strconv.Atoi(s)
+	if !ok || err != nil || i < 1 || strconv.Itoa(i) != s {
+		return 0
+	}
+	return i
+}

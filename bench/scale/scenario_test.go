@@ -1,0 +1,139 @@
+package scale
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/bench/benchtest"
+	"github.com/nicstack/nicstack/runtime/config"
+)
+
+var seed = filepath.Join("..", "..", "deploy", "sculpt_iperf.hid")
+
+// The seed's vm becomes vm1..vmN, each the vm binary with its own server port at the far end,
+// which runs N servers; nicstack check accepts the result.
+func TestScenarioMultipliesTheGuest(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true}, domainsShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := config.Parse("scale.xml", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var guests int
+	for _, st := range root.Subs("start") {
+		cfg := st.Sub("config")
+		switch i := guestNumber(st.Name(), "vm"); {
+		case i > 0:
+			guests++
+			want := "-c 198.18.0.2 -p " + strconv.Itoa(5200+i) + " -t 4 -R"
+			if startBinary(st) != "vm" || cfg.String("iperf", "") != want {
+				t.Errorf("%s: binary %s, iperf %q; want vm, %q", st.Name(), startBinary(st), cfg.String("iperf", ""), want)
+			}
+		case st.Name() == "vm":
+			t.Error("the template vm is still there")
+		case st.Name() == "remote_host":
+			if cfg.String("iperf", "") != "-s -p 5201" || cfg.String("iperf_servers", "") != "3" {
+				t.Errorf("remote_host: %s", cfg.XML())
+			}
+		}
+	}
+	if guests != 3 {
+		t.Errorf("%d guests, want 3:\n%s", guests, text)
+	}
+	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
+}
+
+// A router whose DHCP range is smaller than the guests is refused, naming the dhcp-server.
+func TestScenarioNeedsTheDHCPRange(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), "ip_last: 10.0.1.200", "ip_last: 10.0.1.9", 1))
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.scenario(8, test{time: time.Second}, domainsShared); err != nil {
+		t.Errorf("8 guests in 10.0.1.2-9: %v", err)
+	}
+	if _, err := b.scenario(9, test{time: time.Second}, domainsShared); err == nil || !strings.Contains(err.Error(), "dhcp-server 10.0.1.2-10.0.1.9 leases 8 addresses, fewer than the 9 guests") {
+		t.Errorf("9 guests in 10.0.1.2-9: %v", err)
+	}
+}
+
+func TestGuestNumber(t *testing.T) {
+	for name, want := range map[string]int{"vm1": 1, "vm32": 32, "vm": 0, "vm0": 0, "vm01": 0, "vmx": 0, "remote_host": 0} {
+		if got := guestNumber(name, "vm"); got != want {
+			t.Errorf("guestNumber(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+// Per-guest domains: a policy, a domain with its own /24 and DHCP range, and the uplink's NAT
+// for each guest; the shared domain and its policy are gone.
+func TestScenarioPerGuestDomains(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := config.Parse("scale.xml", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var router *config.Node
+	for _, st := range root.Subs("start") {
+		if st.Name() == "nic_router" {
+			router = st.Sub("config")
+		}
+	}
+	got := map[string]string{}
+	for _, p := range router.Subs("policy") {
+		got["policy "+p.String("label_prefix", p.String("label", ""))] = p.String("domain", "")
+	}
+	for _, d := range router.Subs("domain") {
+		got["domain "+d.Name()] = d.String("interface", "")
+		if dhcp := d.Sub("dhcp-server"); dhcp != nil {
+			got["dhcp "+d.Name()] = dhcp.String("ip_first", "") + "-" + dhcp.String("ip_last", "")
+		}
+		for _, nat := range d.Subs("nat") {
+			got["nat "+d.Name()] += nat.String("domain", "") + " "
+		}
+	}
+	want := map[string]string{
+		"policy vm1 -> ": "vm1", "policy vm2 -> ": "vm2", "policy nic_drv -> uplink": "uplink",
+		"domain uplink": "198.18.0.1/24", "domain vm1": "10.0.1.1/24", "domain vm2": "10.0.2.1/24",
+		"dhcp vm1": "10.0.1.2-10.0.1.200", "dhcp vm2": "10.0.2.2-10.0.2.200", "nat uplink": "vm1 vm2 ",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
+}
