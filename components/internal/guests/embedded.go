@@ -224,7 +224,7 @@ func (h *Host) run(ctx context.Context) {
 		}()
 	}
 	if c := h.cfg.RR; c != nil && c.Server {
-		ln, err := h.st.Listen("tcp", fmt.Sprintf(":%d", c.Port))
+		ln, err := h.st.Listen(c.Network(), fmt.Sprintf(":%d", c.Port))
 		if err != nil {
 			h.env.Warn("rr server", "err", err)
 			return
@@ -241,7 +241,7 @@ func (h *Host) run(ctx context.Context) {
 	switch {
 	case cmd == nil:
 	case cmd.Server:
-		ln, err := h.st.Listen("tcp", cmd.ListenAddress())
+		ln, err := h.st.Listen(cmd.ListenNetwork(), cmd.ListenAddress())
 		if err != nil {
 			h.env.Warn("iperf server", "err", err)
 			return
@@ -310,7 +310,7 @@ func (h *Host) rrDuring(ctx context.Context, omit, d time.Duration) func() []rrR
 		case <-ctx.Done():
 		case <-time.After(time.Until(start)):
 			for i, size := range c.Sizes {
-				r, err := rr.Run(ctx, h.st, c.Address(), size, start.Add(time.Duration(i+1)*share))
+				r, err := rr.Run(ctx, h.st, c.Network(), c.Address(), size, start.Add(time.Duration(i+1)*share))
 				out = append(out, rrResult{r, err})
 			}
 		}
@@ -334,7 +334,7 @@ func (h *Host) rrIdle(ctx context.Context, c *rr.Command) {
 	deadline := time.Now().Add(guest.ClientRetry)
 	for _, size := range c.Sizes {
 		for ctx.Err() == nil {
-			r, err := rr.Run(ctx, h.st, c.Address(), size, time.Now().Add(c.Time))
+			r, err := rr.Run(ctx, h.st, c.Network(), c.Address(), size, time.Now().Add(c.Time))
 			if err == nil || time.Now().After(deadline) {
 				h.recordRR("idle", rrResult{r, err})
 				break
