@@ -24,24 +24,39 @@ func pair(t testing.TB, offloadA, offloadB bool, cut ...*atomic.Bool) (a, b *Sta
 // newPair is pair without the clean-up; A's frames are dropped while cut (if given) is set.
 func newPair(t testing.TB, offloadA, offloadB bool, cut ...*atomic.Bool) (a, b *Stack) {
 	t.Helper()
+	ca := Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offloadA, Address: netip.MustParsePrefix("198.18.0.1/24")}
+	cb := Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Offload: offloadB, Address: netip.MustParsePrefix("198.18.0.2/24")}
+	return newPairOf(t, ca, cb, cut...)
+}
+
+// newPairOf is newPair with the stacks' configs. A stack sends from the start (IPv6's
+// duplicate address detection and router solicitation): frames before both exist are lost,
+// as on a cable not plugged in yet.
+func newPairOf(t testing.TB, ca, cb Config, cut ...*atomic.Bool) (a, b *Stack) {
+	t.Helper()
+	var pa, pb atomic.Pointer[Stack]
+	deliver := func(to *atomic.Pointer[Stack], f []Frame) int {
+		if st := to.Load(); st != nil {
+			st.DeliverFrames(f)
+		}
+		return len(f)
+	}
 	var err error
-	var pa, pb *Stack
-	a, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offloadA, Address: netip.MustParsePrefix("198.18.0.1/24")},
-		OutboundFunc(func(f []Frame) int {
-			if len(cut) == 0 || !cut[0].Load() {
-				pb.DeliverFrames(f)
-			}
-			return len(f)
-		}))
+	a, err = New(ca, OutboundFunc(func(f []Frame) int {
+		if len(cut) == 0 || !cut[0].Load() {
+			deliver(&pb, f)
+		}
+		return len(f)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Offload: offloadB, Address: netip.MustParsePrefix("198.18.0.2/24")},
-		OutboundFunc(func(f []Frame) int { pa.DeliverFrames(f); return len(f) }))
+	b, err = New(cb, OutboundFunc(func(f []Frame) int { return deliver(&pa, f) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pa, pb = a, b
+	pa.Store(a)
+	pb.Store(b)
 	return a, b
 }
 
