@@ -19,7 +19,7 @@ import (
 )
 
 // pair6 is two stacks back to back with static IPv6 addresses beside their IPv4 ones.
-func pair6(t *testing.T, offload bool) (a, b *Stack) {
+func pair6(t testing.TB, offload bool) (a, b *Stack) {
 	t.Helper()
 	ca := Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offload, Address: netip.MustParsePrefix("198.18.0.1/24"),
 		Address6: netip.MustParsePrefix("2001:db8::1/64")}
@@ -37,7 +37,7 @@ func linkLocalOf(mac net.HardwareAddr) netip.Prefix {
 
 // waitAddresses waits until st uses every one of want (duplicate address detection takes a
 // second), failing after a bound far above that.
-func waitAddresses(t *testing.T, st *Stack, want ...netip.Prefix) {
+func waitAddresses(t testing.TB, st *Stack, want ...netip.Prefix) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		got := st.Addresses6()

@@ -118,14 +118,29 @@ func BenchmarkBackToBack(b *testing.B) {
 	}{{"mtu1500", false}, {"gso", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			client, server := pair(b, bc.offload, bc.offload)
-			benchBulkTCP(b, client, server)
+			benchBulkTCP(b, client, server, "198.18.0.2:9")
 		})
 	}
 }
 
-// benchBulkTCP sends b.N 128 KiB writes from client to a sink on server over TCP and reports
-// Gbit/s, bytes per frame on the link and the sender's retransmits.
-func benchBulkTCP(b *testing.B, client, server *Stack) {
+// BenchmarkBackToBack6 is BenchmarkBackToBack over IPv6 (static addresses).
+func BenchmarkBackToBack6(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		offload bool
+	}{{"mtu1500", false}, {"gso", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			client, server := pair6(b, bc.offload)
+			waitAddresses(b, client, netip.MustParsePrefix("2001:db8::1/64"))
+			waitAddresses(b, server, netip.MustParsePrefix("2001:db8::2/64"))
+			benchBulkTCP(b, client, server, "[2001:db8::2]:9")
+		})
+	}
+}
+
+// benchBulkTCP sends b.N 128 KiB writes from client to a sink on server (at address) over TCP
+// and reports Gbit/s, bytes per frame on the link and the sender's retransmits.
+func benchBulkTCP(b *testing.B, client, server *Stack, address string) {
 	ln, err := server.Listen("tcp", ":9")
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +155,7 @@ func benchBulkTCP(b *testing.B, client, server *Stack) {
 		n, _ := io.Copy(io.Discard, c)
 		got <- n
 	}()
-	c, err := client.DialContext(context.Background(), "tcp", "198.18.0.2:9", iperf.Options{})
+	c, err := client.DialContext(context.Background(), "tcp", address, iperf.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

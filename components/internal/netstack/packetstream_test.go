@@ -156,7 +156,7 @@ func BenchmarkOverPacketStream(b *testing.B) {
 	}{{"mtu1500", false}, {"gso", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			client, server := streamPair(b, bc.offload)
-			benchBulkTCP(b, client, server)
+			benchBulkTCP(b, client, server, "198.18.0.2:9")
 			st := client.Stats()
 			b.ReportMetric(float64(st.TxDropped.Load()), "dropped")
 		})
