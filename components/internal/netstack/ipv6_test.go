@@ -285,3 +285,33 @@ func TestSLAAC(t *testing.T) {
 		t.Fatalf("routes %v: want %v on-link and a default route through %v", routes, prefix, netip.AddrFrom16(routerLL))
 	}
 }
+
+// TestIPv6ChecksumCheck: the link's check of an IPv6 packet's upper-layer checksum, past a
+// destination options header: a right UDP checksum passes, a flipped byte or a UDP checksum of
+// 0 does not, and the check allocates nothing.
+func TestIPv6ChecksumCheck(t *testing.T) {
+	src, dst := netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8::2").As16()
+	dstOpts := []byte{header.ProtoUDP, 0, 1, 4, 0, 0, 0, 0} // next header UDP, 8 bytes, PadN
+	udp := []byte{0x12, 0x34, 0x00, 0x09, 0, 13, 0, 0, 'h', 'e', 'l', 'l', 'o'}
+	sum := header.Checksum(udp, header.PseudoSum6(src, dst, header.ProtoUDP, len(udp)))
+	udp[6], udp[7] = byte(sum>>8), byte(sum)
+	pkt := make([]byte, header.IPv6Len, header.IPv6Len+len(dstOpts)+len(udp))
+	pkt = append(append(pkt, dstOpts...), udp...)
+	header.PutIPv6(pkt, len(dstOpts)+len(udp), header.ProtoDstOpts, 64, src, dst)
+	if !ipv6ChecksumsValid(pkt) {
+		t.Fatal("a right checksum failed")
+	}
+	if n := testing.AllocsPerRun(100, func() { ipv6ChecksumsValid(pkt) }); n != 0 {
+		t.Errorf("%v allocations per check", n)
+	}
+	bad := slices.Clone(pkt)
+	bad[len(bad)-1] ^= 1
+	if ipv6ChecksumsValid(bad) {
+		t.Error("a flipped byte passed")
+	}
+	zero := slices.Clone(pkt)
+	zero[header.IPv6Len+len(dstOpts)+6], zero[header.IPv6Len+len(dstOpts)+7] = 0, 0
+	if ipv6ChecksumsValid(zero) {
+		t.Error("a UDP checksum of 0 passed over IPv6")
+	}
+}
