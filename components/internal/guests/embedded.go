@@ -200,7 +200,8 @@ func (h *Host) writeFrames(frames []netstack.Frame) int {
 	return p.WriteFrames(frames)
 }
 
-// Attach binds the host to a session's streams (link up).
+// Attach binds the host to a session's streams (link up), and solicits routers anew, as
+// Linux does on a link up: those the stack sent before had no link.
 func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
 	p, err := NewPort(out, in, h.st.DeliverFrames)
 	if err != nil {
@@ -209,6 +210,7 @@ func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
 	if old := h.port.Swap(p); old != nil {
 		old.Close()
 	}
+	h.st.SolicitRouters()
 	return nil
 }
 

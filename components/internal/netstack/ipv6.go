@@ -167,6 +167,16 @@ func (s *Stack) applyNDP(done <-chan struct{}) {
 	}
 }
 
+// SolicitRouters starts router solicitation anew (RFC 4861 §6.3.7), as Linux does when a link
+// comes up: the stack's first solicitations may have gone out before there was a link, and
+// the router then waits minutes between unsolicited advertisements. gVisor offers no call for
+// it but the change back from router to host, so the interface is a router for an instant;
+// with MLD off it announces nothing as one, and the routes and addresses NDP found stay.
+func (s *Stack) SolicitRouters() {
+	_, _ = s.s.SetNICForwarding(nicID, ipv6.ProtocolNumber, true)
+	_, _ = s.s.SetNICForwarding(nicID, ipv6.ProtocolNumber, false)
+}
+
 // linkLocal is the on-link route of fe80::/64, which every IPv6 interface has.
 var linkLocal = tcpip.Route{Destination: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16([16]byte{0xfe, 0x80}), PrefixLen: 64}.Subnet(), NIC: nicID}
 

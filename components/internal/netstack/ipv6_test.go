@@ -315,3 +315,25 @@ func TestIPv6ChecksumCheck(t *testing.T) {
 		t.Error("a UDP checksum of 0 passed over IPv6")
 	}
 }
+
+// TestSolicitRoutersAgain: SolicitRouters starts gVisor's solicitations anew: after the first
+// round's one, a new round brings more than the three a round sends.
+func TestSolicitRoutersAgain(t *testing.T) {
+	r := &router{}
+	st, err := New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for deadline := time.Now().Add(20 * time.Second); r.solicitations() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no router solicitation")
+		}
+	}
+	st.SolicitRouters()
+	for deadline := time.Now().Add(30 * time.Second); r.solicitations() < 4; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d router solicitations, want a new round's on top of the first's", r.solicitations())
+		}
+	}
+}
