@@ -45,7 +45,7 @@ func init() {
 }
 
 func runIperfServer(ctx context.Context, out io.Writer, c *iperf.Command) error {
-	ln, err := iperf.Kernel.Listen("tcp", c.ListenAddress())
+	ln, err := iperf.Kernel.Listen(c.ListenNetwork(), c.ListenAddress())
 	if err != nil {
 		return err
 	}

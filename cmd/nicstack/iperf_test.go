@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nicstack/nicstack/internal/iperf"
+	"github.com/nicstack/nicstack/internal/rr"
 )
 
 func TestIperfCommandJSON(t *testing.T) {
@@ -52,6 +53,56 @@ func TestIperfCommandJSON(t *testing.T) {
 	if r.Start.TestStart.NumStreams != 2 || r.Start.TestStart.Reverse != 1 || len(r.Intervals) == 0 ||
 		r.End.SumSent.Bytes == 0 || r.End.SumReceived.BitsPerSecond == 0 {
 		t.Fatalf("unexpected report: %+v", r)
+	}
+}
+
+// TestIperfAndRRCommandsIPv6: `nicstack iperf -c ::1 -6` against an IPv6-only server, its
+// JSON naming ::1 at both ends, and `nicstack rr -6` against an rr server on ::1.
+func TestIperfAndRRCommandsIPv6(t *testing.T) {
+	ln, err := iperf.Kernel.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go (&iperf.Server{OneOff: true}).Serve(ctx, ln)
+
+	freshCommand(t, ctx, "iperf")
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"iperf", "-c", "::1", "-6", "-p", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "-t", "1", "-J"})
+	defer root.SetArgs(nil)
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("nicstack iperf -6: %v\n%s", err, out.String())
+	}
+	var r struct {
+		Start struct {
+			Connected []struct {
+				Local  string `json:"local_host"`
+				Remote string `json:"remote_host"`
+			} `json:"connected"`
+		} `json:"start"`
+		End struct {
+			SumSent struct{ Bytes float64 } `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if len(r.Start.Connected) != 1 || r.Start.Connected[0].Local != "::1" || r.Start.Connected[0].Remote != "::1" || r.End.SumSent.Bytes == 0 {
+		t.Fatalf("unexpected report: %+v", r)
+	}
+
+	rrLn, err := iperf.Kernel.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rr.Serve(ctx, iperf.Kernel, rrLn)
+	freshCommand(t, ctx, "rr")
+	out.Reset()
+	root.SetArgs([]string{"rr", "-c", "::1", "-6", "-p", strconv.Itoa(rrLn.Addr().(*net.TCPAddr).Port), "-l", "1", "-t", "0.2"})
+	if err := root.ExecuteContext(ctx); err != nil || !strings.Contains(out.String(), "1 bytes: ") {
+		t.Fatalf("nicstack rr -6: %v\n%s", err, out.String())
 	}
 }
 

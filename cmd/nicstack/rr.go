@@ -29,14 +29,14 @@ func init() {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if c.Server {
-				ln, err := iperf.Kernel.Listen("tcp", fmt.Sprintf(":%d", c.Port))
+				ln, err := iperf.Kernel.Listen(c.Network(), fmt.Sprintf(":%d", c.Port))
 				if err != nil {
 					return err
 				}
 				return rr.Serve(ctx, iperf.Kernel, ln)
 			}
 			for _, size := range c.Sizes {
-				r, err := rr.Run(ctx, iperf.Kernel, c.Address(), size, time.Now().Add(c.Time))
+				r, err := rr.Run(ctx, iperf.Kernel, c.Network(), c.Address(), size, time.Now().Add(c.Time))
 				if err != nil {
 					return err
 				}

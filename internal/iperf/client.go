@@ -46,6 +46,17 @@ type ClientConfig struct {
 	// SndTimeout is --snd-timeout: TCP_USER_TIMEOUT on the control and data connections, so a
 	// sender whose peer vanished fails with ETIMEDOUT. 0 keeps the system's.
 	SndTimeout time.Duration
+	// IPVersion is -4 or -6: 4 or 6 connects over that IP version only; 0 over the one
+	// Server's address has.
+	IPVersion int
+}
+
+// ipNetwork is network ("tcp", "udp") for IP version v (4, 6; 0 for either): "tcp6".
+func ipNetwork(network string, v int) string {
+	if v == 0 {
+		return network
+	}
+	return network + strconv.Itoa(v)
 }
 
 // RunClient runs one test against an iperf3 server and returns its report. On an error after
@@ -157,7 +168,7 @@ func (c *client) run(ctx context.Context) error {
 	t := c.t
 	host, portStr, _ := net.SplitHostPort(c.cfg.Server)
 	port, _ := strconv.Atoi(portStr)
-	ctrl, err := c.cfg.Network.DialContext(ctx, "tcp", c.cfg.Server, Options{UserTimeout: c.cfg.SndTimeout})
+	ctrl, err := c.cfg.Network.DialContext(ctx, ipNetwork("tcp", c.cfg.IPVersion), c.cfg.Server, Options{UserTimeout: c.cfg.SndTimeout})
 	if err != nil {
 		return fail(CodeConnect, err)
 	}
@@ -279,9 +290,9 @@ func (c *client) createStreams(ctx context.Context) error {
 	if t.p.Bidirectional {
 		dirs = []bool{true, false}
 	}
-	network := "tcp"
+	network := ipNetwork("tcp", c.cfg.IPVersion)
 	if t.udp {
-		network = "udp"
+		network = ipNetwork("udp", c.cfg.IPVersion)
 	}
 	for _, sender := range dirs {
 		for i := 0; i < t.p.Parallel; i++ {

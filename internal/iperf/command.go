@@ -44,6 +44,8 @@ type Command struct {
 	Interval        float64 // -i seconds; 0 reports only the whole test
 	Format          string  // -f
 	Bind            string  // -B: the server's listening address
+	Version4        bool    // -4: IPv4 only
+	Version6        bool    // -6: IPv6 only
 	ForceFlush      bool    // --forceflush: our output is never held back, so nothing to do
 	RcvTimeout      int     // --rcv-timeout ms: a receiving test that gets nothing this long fails
 	SndTimeout      int     // --snd-timeout ms: TCP_USER_TIMEOUT; 0 keeps the system's
@@ -80,6 +82,8 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.Float64VarP(&c.Interval, "interval", "i", 1, "seconds between periodic reports (0: none)")
 	f.StringVarP(&c.Format, "format", "f", "", "units: k, m, g, t (bits) or K, M, G, T (bytes)")
 	f.StringVarP(&c.Bind, "bind", "B", "", "server: address to listen on")
+	f.BoolVarP(&c.Version4, "version4", "4", false, "only use IPv4")
+	f.BoolVarP(&c.Version6, "version6", "6", false, "only use IPv6")
 	f.BoolVar(&c.ForceFlush, "forceflush", false, "flush output at every interval (always so here)")
 	f.IntVar(&c.RcvTimeout, "rcv-timeout", defaultRcvTimeout, "idle timeout for receiving data, ms")
 	f.IntVar(&c.SndTimeout, "snd-timeout", 0, "timeout for unacknowledged TCP data, ms (0: the system's)")
@@ -140,6 +144,9 @@ func (c *Command) check() error {
 	case c.Client != "" && c.OneOff:
 		return &Error{Code: CodeServerOnly}
 	}
+	if c.Version4 && c.Version6 {
+		return errors.New("-4 and -6 exclude each other")
+	}
 	if !c.Server && set("bind") {
 		return errors.New("-B binds a server's listener only; a client's local address is not supported")
 	}
@@ -193,6 +200,7 @@ func (c *Command) ClientConfig(n Network) ClientConfig {
 		ZeroCopy: c.ZeroCopy, UDP64: c.UDP64, Repeating: c.Repeating, GetServerOutput: c.GetServerOutput,
 		Interval: c.IntervalDuration(), Format: c.format(), JSON: c.JSON,
 		RcvTimeout: c.rcvTimeout(), SndTimeout: time.Duration(c.SndTimeout) * time.Millisecond,
+		IPVersion: c.ipVersion(),
 	}
 	if (c.Bytes > 0 || c.Blocks > 0) && !set("time") {
 		cfg.Duration = 0 // -n or -k ends the test instead
@@ -216,6 +224,21 @@ func (c *Command) rcvTimeout() time.Duration {
 	}
 	return time.Duration(c.RcvTimeout) * time.Millisecond
 }
+
+// ipVersion is 4 for -4, 6 for -6, else 0.
+func (c *Command) ipVersion() int {
+	switch {
+	case c.Version4:
+		return 4
+	case c.Version6:
+		return 6
+	}
+	return 0
+}
+
+// ListenNetwork is the network the command's server listens on: "tcp6" with -6 (IPv6 only),
+// "tcp4" with -4, else "tcp" (both, as iperf3 listens on :: without -4 or -6).
+func (c *Command) ListenNetwork() string { return ipNetwork("tcp", c.ipVersion()) }
 
 // ListenAddress is where the command's server listens.
 func (c *Command) ListenAddress() string { return net.JoinHostPort(c.Bind, strconv.Itoa(c.Port)) }

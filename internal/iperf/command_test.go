@@ -23,6 +23,29 @@ func TestParseCommand(t *testing.T) {
 	}
 }
 
+// TestParseCommandIPVersion: -6 and -4 choose the networks; an IPv6 literal needs no flag.
+func TestParseCommandIPVersion(t *testing.T) {
+	c, err := ParseCommand(strings.Fields("-c 2001:db8:ffff::2 -6 -t 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := c.ClientConfig(nil); cfg.Server != "[2001:db8:ffff::2]:5201" || cfg.IPVersion != 6 {
+		t.Fatalf("parsed into %+v", cfg)
+	}
+	for args, want := range map[string]string{"-s -6": "tcp6", "-s --version4": "tcp4", "-s": "tcp"} {
+		s, err := ParseCommand(strings.Fields(args))
+		if err != nil || s.ListenNetwork() != want {
+			t.Errorf("%q: %v, %v; want %s", args, s, err, want)
+		}
+	}
+	if c, err := ParseCommand(strings.Fields("-c fd00::1")); err != nil || c.ClientConfig(nil).Server != "[fd00::1]:5201" {
+		t.Errorf("an IPv6 literal: %+v, %v", c, err)
+	}
+	if _, err := ParseCommand(strings.Fields("-c h -4 -6")); err == nil {
+		t.Error("-4 -6 accepted")
+	}
+}
+
 // TestParseCommandOptions reads what users type, suffixes included.
 func TestParseCommandOptions(t *testing.T) {
 	c, err := ParseCommand(strings.Fields("-c h -u -b 100M/10 -l 16K -w 2M -M 1400 -O 2 --bidir -C reno -Z -S 0x10 -i 0 --get-server-output --udp-counters-64bit -f m"))

@@ -103,7 +103,7 @@ func TestInteropWithIperf3(t *testing.T) {
 						defer wg.Done()
 						slots <- struct{}{}
 						defer func() { <-slots }()
-						r := runPairing(p, c.args, asJSON)
+						r := runPairing(p, loopback4, c.args, asJSON)
 						mu.Lock()
 						runs[key{ci, p, asJSON}] = r
 						mu.Unlock()
@@ -130,7 +130,7 @@ func TestInteropWithIperf3(t *testing.T) {
 						// Once more: spans and rates need a host that keeps time, and a busy
 						// one may not have. What is wrong with our side is wrong again.
 						t.Logf("%v, once more after: %s", p, strings.Join(problems, "; "))
-						problems = c.verify(ref, runPairing(p, c.args, asJSON), asJSON)
+						problems = c.verify(ref, runPairing(p, loopback4, c.args, asJSON), asJSON)
 					}
 					for _, pr := range problems {
 						t.Errorf("%v: %s", p, pr)
@@ -138,6 +138,58 @@ func TestInteropWithIperf3(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// interopCases6 run over IPv6 on ::1 with -6, both directions, TCP and UDP.
+var interopCases6 = []interopCase{
+	{name: "tcp6", args: []string{"-6", "-t", "1", "-b", "1G"}, text: true, check: checkHosts(loopback6)},
+	{name: "reverse6", args: []string{"-6", "-t", "1", "-R", "-b", "1G"}, text: true, check: checkHosts(loopback6)},
+	{name: "udp6", args: []string{"-6", "-t", "1", "-u", "-b", "10M"}, text: true, check: checkHosts(loopback6)},
+	{name: "udp6-reverse", args: []string{"-6", "-t", "1", "-u", "-b", "10M", "-R"}, text: true, check: checkHosts(loopback6)},
+}
+
+// TestInteropIPv6WithIperf3: the -6 cases against the real iperf3 on ::1, one at a time,
+// compared as TestInteropWithIperf3 compares its cases.
+func TestInteropIPv6WithIperf3(t *testing.T) {
+	testutil.RequireCommand(t, "iperf3")
+	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		testutil.SkipOrFail(t, "no IPv6 loopback: "+err.Error())
+	} else {
+		l.Close()
+	}
+	for _, c := range interopCases6 {
+		t.Run(c.name, func(t *testing.T) {
+			for _, asJSON := range []bool{true, false} {
+				ref := runPairing(reference, loopback6, c.args, asJSON)
+				if ref.err != nil {
+					t.Fatalf("%v: %v\nclient:\n%s\nserver:\n%s", reference, ref.err, ref.client, ref.server)
+				}
+				for _, p := range []pairing{ourServer, ourClient} {
+					for _, pr := range c.verify(ref, runPairing(p, loopback6, c.args, asJSON), asJSON) {
+						t.Errorf("%v: %s", p, pr)
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkHosts checks that the client connected from and to host.
+func checkHosts(host string) func(map[string]any) error {
+	return func(client map[string]any) error {
+		start, _ := client["start"].(map[string]any)
+		conns, _ := start["connected"].([]any)
+		if len(conns) == 0 {
+			return fmt.Errorf("no start.connected")
+		}
+		for _, c := range conns {
+			c, _ := c.(map[string]any)
+			if c["local_host"] != host || c["remote_host"] != host {
+				return fmt.Errorf("connected %v, want %s both ends", c, host)
+			}
+		}
+		return nil
 	}
 }
 
@@ -183,17 +235,20 @@ func (c interopCase) verify(ref, r run, asJSON bool) []string {
 	return problems
 }
 
-// runPairing runs one test with the given client and server, each printing JSON or text.
-func runPairing(p pairing, args []string, asJSON bool) run {
+// The loopback addresses the tests run on: IPv4's, and IPv6's for the -6 cases.
+const loopback4, loopback6 = "127.0.0.1", "::1"
+
+// runPairing runs one test with the given client and server on host, each printing JSON or text.
+func runPairing(p pairing, host string, args []string, asJSON bool) run {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var port int
 	var serverOut func() (string, error)
 	var err error
 	if p == ourServer {
-		port, serverOut, err = startOurServer(ctx, asJSON)
+		port, serverOut, err = startOurServer(ctx, host, asJSON)
 	} else {
-		port, serverOut, err = startRealServer(ctx, asJSON)
+		port, serverOut, err = startRealServer(ctx, host, asJSON)
 	}
 	if err != nil {
 		return run{err: err}
@@ -201,9 +256,9 @@ func runPairing(p pairing, args []string, asJSON bool) run {
 	var r run
 	var clientErr error
 	if p == ourClient {
-		r.client, clientErr = runOurClient(ctx, port, args, asJSON)
+		r.client, clientErr = runOurClient(ctx, host, port, args, asJSON)
 	} else {
-		r.client, clientErr = runRealClient(ctx, port, args, asJSON)
+		r.client, clientErr = runRealClient(ctx, host, port, args, asJSON)
 	}
 	var serverErr error
 	r.server, serverErr = serverOut()
@@ -216,12 +271,12 @@ func runPairing(p pairing, args []string, asJSON bool) run {
 	return r
 }
 
-func startRealServer(ctx context.Context, asJSON bool) (int, func() (string, error), error) {
-	port, err := freePort()
+func startRealServer(ctx context.Context, host string, asJSON bool) (int, func() (string, error), error) {
+	port, err := freePort(host)
 	if err != nil {
 		return 0, nil, err
 	}
-	argv := []string{"-s", "-1", "-B", "127.0.0.1", "-p", strconv.Itoa(port)}
+	argv := []string{"-s", "-1", "-B", host, "-p", strconv.Itoa(port)}
 	if asJSON {
 		argv = append(argv, "-J")
 	}
@@ -232,7 +287,7 @@ func startRealServer(ctx context.Context, asJSON bool) (int, func() (string, err
 		return 0, nil, err
 	}
 	// A -J server prints nothing until its test ends: wait for its socket to listen.
-	for !listening(port) {
+	for !listening(host, port) {
 		if ctx.Err() != nil {
 			_ = cmd.Process.Kill()
 			return 0, nil, fmt.Errorf("iperf3 -s did not listen on %d", port)
@@ -245,25 +300,30 @@ func startRealServer(ctx context.Context, asJSON bool) (int, func() (string, err
 	}, nil
 }
 
-// listening says whether a TCP socket listens on 127.0.0.1:port (state 0A in /proc/net/tcp).
-func listening(port int) bool {
-	b, err := os.ReadFile("/proc/net/tcp")
+// listening says whether a TCP socket listens on host:port, a loopback address (state 0A in
+// /proc/net/tcp or tcp6).
+func listening(host string, port int) bool {
+	file, want := "/proc/net/tcp", fmt.Sprintf("0100007F:%04X 00000000:0000 0A", port)
+	if host == loopback6 {
+		file = "/proc/net/tcp6"
+		want = fmt.Sprintf("00000000000000000000000001000000:%04X 00000000000000000000000000000000:0000 0A", port)
+	}
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return false
 	}
-	want := fmt.Sprintf("0100007F:%04X 00000000:0000 0A", port)
 	return bytes.Contains(b, []byte(want))
 }
 
-func freePort() (int, error) {
+func freePort(host string) (int, error) {
 	// A port free for TCP and UDP alike: the server's UDP tests use the same number.
 	for range 10 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return 0, err
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		u, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(port)))
 		l.Close()
 		if err == nil {
 			u.Close()
@@ -273,8 +333,8 @@ func freePort() (int, error) {
 	return 0, fmt.Errorf("no free port")
 }
 
-func startOurServer(ctx context.Context, asJSON bool) (int, func() (string, error), error) {
-	ln, err := Kernel.Listen("tcp", "127.0.0.1:0")
+func startOurServer(ctx context.Context, host string, asJSON bool) (int, func() (string, error), error) {
+	ln, err := Kernel.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -292,8 +352,8 @@ func startOurServer(ctx context.Context, asJSON bool) (int, func() (string, erro
 	}, nil
 }
 
-func runRealClient(ctx context.Context, port int, args []string, asJSON bool) (string, error) {
-	argv := append([]string{"-c", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)
+func runRealClient(ctx context.Context, host string, port int, args []string, asJSON bool) (string, error) {
+	argv := append([]string{"-c", host, "-p", strconv.Itoa(port)}, args...)
 	if asJSON {
 		argv = append(argv, "-J")
 	}
@@ -306,8 +366,8 @@ func runRealClient(ctx context.Context, port int, args []string, asJSON bool) (s
 	return out.String(), nil
 }
 
-func runOurClient(ctx context.Context, port int, args []string, asJSON bool) (string, error) {
-	argv := append([]string{"-c", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)
+func runOurClient(ctx context.Context, host string, port int, args []string, asJSON bool) (string, error) {
+	argv := append([]string{"-c", host, "-p", strconv.Itoa(port)}, args...)
 	if asJSON {
 		argv = append(argv, "-J")
 	}

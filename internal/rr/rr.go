@@ -27,14 +27,17 @@ const DefaultPort = 5210
 
 // Command is an rr command line, for `nicstack rr` and a guest's rr attribute:
 //
-//	-s [-p PORT]                                   serve: send every byte back
-//	-c HOST [-p PORT] [-l SIZE,...] [-t SECONDS]   time transactions of each size for -t each
+//	-s [-p PORT] [-4 | -6]                                   serve: send every byte back
+//	-c HOST [-p PORT] [-l SIZE,...] [-t SECONDS] [-4 | -6]   time transactions of each size for -t each
 type Command struct {
 	Server bool
 	Client string
 	Port   int
 	Sizes  []int         // -l: transaction sizes in bytes, each measured in turn
 	Time   time.Duration // -t: per size
+	// Version4 and Version6 (-4, -6) keep to one IP version, as iperf3's flags: a server
+	// listens on that family only, a client connects over it only.
+	Version4, Version6 bool
 }
 
 // AddFlags registers the flags, bound to c, with their defaults.
@@ -45,6 +48,8 @@ func (c *Command) AddFlags(f *pflag.FlagSet) {
 	f.IntVarP(&c.Port, "port", "p", DefaultPort, "server port")
 	f.VarP((*sizes)(&c.Sizes), "length", "l", "transaction `SIZES` in bytes, comma-separated (K suffix)")
 	f.VarP((*seconds)(&c.Time), "time", "t", "seconds per size")
+	f.BoolVarP(&c.Version4, "version4", "4", false, "only use IPv4")
+	f.BoolVarP(&c.Version6, "version6", "6", false, "only use IPv6")
 }
 
 // ParseCommand reads an rr command line (a guest's rr attribute).
@@ -71,12 +76,25 @@ func (c *Command) Check() error {
 		return fmt.Errorf("rr: -p %d: expected 1..65535", c.Port)
 	case c.Time <= 0:
 		return errors.New("rr: -t must be positive")
+	case c.Version4 && c.Version6:
+		return errors.New("rr: -4 and -6 exclude each other")
 	}
 	return nil
 }
 
 // Address is the server's "host:port" (a client's), or the address a server listens on.
 func (c *Command) Address() string { return net.JoinHostPort(c.Client, strconv.Itoa(c.Port)) }
+
+// Network is where the command connects or listens: "tcp", or "tcp4" or "tcp6" with -4 or -6.
+func (c *Command) Network() string {
+	switch {
+	case c.Version4:
+		return "tcp4"
+	case c.Version6:
+		return "tcp6"
+	}
+	return "tcp"
+}
 
 // MaxSize bounds a transaction: one buffer each way, allocated once per connection.
 const MaxSize = 1 << 20
@@ -171,13 +189,13 @@ func (r Result) String() string {
 		r.Size, r.Transactions, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond))
 }
 
-// Run times transactions of size bytes against the server at address until the deadline, at
-// least one.
-func Run(ctx context.Context, n iperf.Network, address string, size int, until time.Time) (Result, error) {
+// Run times transactions of size bytes against the server at address (on network: "tcp",
+// "tcp4", "tcp6") until the deadline, at least one.
+func Run(ctx context.Context, n iperf.Network, network, address string, size int, until time.Time) (Result, error) {
 	if size < 1 || size > MaxSize {
 		return Result{Size: size}, fmt.Errorf("rr: size %d: expected 1..%d", size, MaxSize)
 	}
-	conn, err := n.DialContext(ctx, "tcp", address, iperf.Options{NoDelay: true})
+	conn, err := n.DialContext(ctx, network, address, iperf.Options{NoDelay: true})
 	if err != nil {
 		return Result{Size: size}, fmt.Errorf("rr: %w", err)
 	}

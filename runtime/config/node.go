@@ -200,6 +200,33 @@ func (n *Node) Prefix(name string) (netip.Prefix, bool, error) {
 	return p, true, nil
 }
 
+// IPv6 reads an IPv6 address, "2001:db8::1" or a link-local "fe80::1" (no zone, no
+// IPv4-mapped form).
+func (n *Node) IPv6(name string) (netip.Addr, bool, error) {
+	a, ok := n.Attr(name)
+	if !ok {
+		return netip.Addr{}, false, nil
+	}
+	ip, err := netip.ParseAddr(a.Value)
+	if err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" {
+		return netip.Addr{}, true, attrErr(n, a, "an IPv6 address (like 2001:db8::1)")
+	}
+	return ip, true, nil
+}
+
+// Prefix6 reads an IPv6 address with prefix length, "2001:db8::2/64", kept as written.
+func (n *Node) Prefix6(name string) (netip.Prefix, bool, error) {
+	a, ok := n.Attr(name)
+	if !ok {
+		return netip.Prefix{}, false, nil
+	}
+	p, err := netip.ParsePrefix(a.Value)
+	if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() {
+		return netip.Prefix{}, true, attrErr(n, a, "an IPv6 prefix (like 2001:db8::2/64)")
+	}
+	return p, true, nil
+}
+
 // MAC reads a MAC address, "02:02:02:02:02:01".
 func (n *Node) MAC(name string) (net.HardwareAddr, bool, error) {
 	a, ok := n.Attr(name)

@@ -12,6 +12,7 @@ func TestAccessors(t *testing.T) {
   ram: 10M | caps: 0x2a | big: 1G | kb: 16K | under: 1_000 | bin: 0b1 | huge: 17179869184G
   ip: 10.0.1.1 | ip6: ::1 | prefix: 10.0.1.1/24 | noprefix: 10.0.1.1
   mac: 02:02:02:02:02:01 | badmac: 02:02
+  prefix6: 2001:db8::2/64 | mapped: ::ffff:10.0.1.1 | zoned: fe80::1%eth0
   sec: 10 | ms: 200ms | neg: -1s | long: 4294967295
 -
 `))
@@ -47,6 +48,20 @@ func TestAccessors(t *testing.T) {
 	}
 	if _, _, err := n.Prefix("noprefix"); err == nil {
 		t.Error("Prefix accepted an address without length")
+	}
+	if ip, ok, err := n.IPv6("ip6"); err != nil || !ok || ip.String() != "::1" {
+		t.Errorf("IPv6 = %v %v %v", ip, ok, err)
+	}
+	for _, name := range []string{"ip", "mapped", "zoned", "prefix6"} {
+		if _, _, err := n.IPv6(name); err == nil || !strings.Contains(err.Error(), "is not an IPv6 address") {
+			t.Errorf("IPv6(%s) error %v", name, err)
+		}
+	}
+	if p, _, err := n.Prefix6("prefix6"); err != nil || p.String() != "2001:db8::2/64" {
+		t.Errorf("Prefix6 = %v %v", p, err)
+	}
+	if _, _, err := n.Prefix6("prefix"); err == nil || !strings.Contains(err.Error(), "a.hid:4:29: attribute \"prefix\"") {
+		t.Errorf("Prefix6(prefix) error %v", err)
 	}
 	if m, _, err := n.MAC("mac"); err != nil || m.String() != "02:02:02:02:02:01" {
 		t.Errorf("MAC = %v %v", m, err)

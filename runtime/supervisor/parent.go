@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,7 +195,11 @@ func withArg(args map[string]string, k, v string) map[string]string {
 // namespaces are the run's own, but the addresses must never collide with the host's networks.
 var benchRange = netip.MustParsePrefix("198.18.0.0/15")
 
-// configure sets the Linux side's address and route and starts the exec'd command.
+// ipv6Ranges are the only IPv6 ranges a scenario may put on interfaces: the documentation
+// prefix and unique local addresses, which no host routes out.
+var ipv6Ranges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
+
+// configure sets the Linux side's addresses and routes and starts the exec'd command.
 func (s *Supervisor) configure(p *parentSession) error {
 	if a := p.args["address"]; a != "" {
 		pfx, err := netip.ParsePrefix(a)
@@ -202,6 +207,19 @@ func (s *Supervisor) configure(p *parentSession) error {
 			return fmt.Errorf("address=%q: want a CIDR in 198.18.0.0/15 or a private range", a)
 		}
 		if err := p.ns.IP("addr", "add", a, "dev", p.iface); err != nil {
+			return err
+		}
+	}
+	if err := ipv6Host(p.ns, p.iface, p.args["address6"] != ""); err != nil {
+		return err
+	}
+	if a := p.args["address6"]; a != "" {
+		pfx, err := netip.ParsePrefix(a)
+		if err != nil || !pfx.Addr().Is6() || !slices.ContainsFunc(ipv6Ranges, func(r netip.Prefix) bool { return r.Contains(pfx.Addr()) }) {
+			return fmt.Errorf("address6=%q: want a CIDR in 2001:db8::/32 or fd00::/8", a)
+		}
+		// nodad: a server in the namespace (iperf3 -s) binds it at once, a second early.
+		if err := p.ns.IP("-6", "addr", "add", a, "dev", p.iface, "nodad"); err != nil {
 			return err
 		}
 	}
@@ -213,6 +231,14 @@ func (s *Supervisor) configure(p *parentSession) error {
 			return fmt.Errorf("gateway=%q: %w", g, err)
 		}
 		if err := p.ns.IP("route", "add", "default", "via", g, "dev", p.iface); err != nil {
+			return err
+		}
+	}
+	if g := p.args["gateway6"]; g != "" {
+		if a, err := netip.ParseAddr(g); err != nil || !a.Is6() || a.Is4In6() {
+			return fmt.Errorf("gateway6=%q: want an IPv6 address", g)
+		}
+		if err := p.ns.IP("-6", "route", "add", "default", "via", g, "dev", p.iface); err != nil {
 			return err
 		}
 	}
@@ -233,6 +259,28 @@ func (s *Supervisor) configure(p *parentSession) error {
 		}()
 	}
 	return nil
+}
+
+// ipv6Host makes the interface an IPv6 host's, whatever the namespace's defaults: IPv6 on,
+// forwarding off, router advertisements accepted (so Linux takes SLAAC addresses and a default
+// route from the scenario's router). A kernel without IPv6 is left alone unless need says the
+// interface is to have an IPv6 address.
+func ipv6Host(ns *netns.NS, iface string, need bool) error {
+	dir := "/proc/sys/net/ipv6/conf/" + iface + "/"
+	return ns.Do(func() error {
+		if _, err := os.Stat(dir); err != nil {
+			if need {
+				return fmt.Errorf("address6: no IPv6 on %s: %w", iface, err)
+			}
+			return nil
+		}
+		for _, kv := range [][2]string{{"disable_ipv6", "0"}, {"forwarding", "0"}, {"accept_ra", "1"}, {"autoconf", "1"}} {
+			if err := os.WriteFile(dir+kv[0], []byte(kv[1]), 0); err != nil {
+				return fmt.Errorf("ipv6 sysctl %s of %s: %w", kv[0], iface, err)
+			}
+		}
+		return nil
+	})
 }
 
 // close kills the exec'd command and deletes the interface (the client may still hold its

@@ -24,6 +24,8 @@ import (
 //	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>   ports 5201-5232
+//	<config address6="2001:db8::2/64" gateway6="fe80::1" iperf="-c 2001:db8:ffff::2 -6 -t 5"/>   static IPv6
+//	<config guest="netns" tap_address="10.0.1.2/24" tap_address6="fd00:1::2/64" tap_gateway6="fd00:1::1"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
 //	<config guest="netns" netns_path="/run/netns/c1" tap_address="10.0.1.2/24"/>   a container's
 //	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="10.0.1.2/24"/>   as CNI names it
@@ -36,9 +38,15 @@ import (
 // iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
 // each serves one test at a time as iperf3 does, so a far end that N guests measure against
 // at once (`nicstack bench scale`) runs one per guest.
+//
+// Both kinds are dual-stack: an embedded guest has a link-local IPv6 address from its MAC and
+// takes SLAAC addresses and default routers from router advertisements, beside address6 and
+// gateway6 if given; a netns guest's TAP accepts router advertisements as Linux does, beside
+// tap_address6 and tap_gateway6 if given (docs/ipv6.md).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "iperf", "iperf_servers", "rr", "report",
-	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway", "exec", "socket",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "rr", "report",
+	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
+	"tap_address6", "tap_gateway6", "exec", "socket",
 }}
 
 // Config is one guest.
@@ -50,7 +58,11 @@ type Config struct {
 	// Address is the embedded stack's static address; invalid: ask the session's DHCP server.
 	Address netip.Prefix
 	Gateway netip.Addr
-	Iperf   *iperf.Command // nil: no test
+	// Address6 is the embedded stack's static IPv6 address, beside its link-local one and the
+	// SLAAC ones; Gateway6 a default router for it (a router's link-local address will do).
+	Address6 netip.Prefix
+	Gateway6 netip.Addr
+	Iperf    *iperf.Command // nil: no test
 	// IperfServers is how many iperf servers an embedded guest runs, on consecutive ports
 	// from Iperf's (1 unless iperf_servers says more).
 	IperfServers int
@@ -71,7 +83,11 @@ type Config struct {
 	Ifname     string
 	TapAddress string
 	TapGateway string
-	Exec       string
+	// TapAddress6 and TapGateway6 are the TAP's static IPv6 address and default router, in
+	// 2001:db8::/32 or fd00::/8.
+	TapAddress6 string
+	TapGateway6 string
+	Exec        string
 	// Socket is where a stream or vhost-user guest's QEMU connects: the supervisor listens there
 	// (relative: in the run folder) and hands the socket over; default START.sock.
 	Socket string
@@ -82,7 +98,7 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	c := Config{Guest: n.String("guest", "embedded"), Session: n.String("session", "Nic"), Label: n.String("label", ""),
 		Report: n.String("report", ""), Netns: n.String("netns", start), TapAddress: n.String("tap_address", ""),
 		TapGateway: n.String("tap_gateway", ""), Exec: n.String("exec", ""), NetnsPath: n.String("netns_path", ""),
-		Ifname: n.String("ifname", "")}
+		Ifname: n.String("ifname", ""), TapAddress6: n.String("tap_address6", ""), TapGateway6: n.String("tap_gateway6", "")}
 	if c.Guest != "embedded" && c.Guest != "netns" && c.Guest != "stream" && c.Guest != "vhost-user" {
 		a, _ := n.Attr("guest")
 		return c, config.Errorf(a.Pos, "guest=%q: expected embedded, netns, stream or vhost-user", c.Guest)
@@ -121,6 +137,9 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		return c, err
 	}
 	if c.Gateway, _, err = n.IPv4("gateway"); err != nil {
+		return c, err
+	}
+	if err := c.parseIPv6(n); err != nil {
 		return c, err
 	}
 	if c.Session == "Uplink" {
@@ -172,6 +191,69 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 // maxIperfServers bounds iperf_servers: each is a listener and goroutines in the guest.
 const maxIperfServers = 1024
 
+// ranges6 are the IPv6 ranges a netns guest's TAP may have addresses of: the documentation
+// prefix and unique local addresses, never one routed out of the scenario's namespaces.
+var ranges6 = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
+
+// inRanges6 says whether a lies in one of ranges6.
+func inRanges6(a netip.Addr) bool {
+	for _, r := range ranges6 {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseIPv6 reads address6 and gateway6 (an embedded guest's) and tap_address6 and
+// tap_gateway6 (a netns guest's).
+func (c *Config) parseIPv6(n *config.Node) error {
+	var err error
+	if c.Address6, _, err = n.Prefix6("address6"); err != nil {
+		return err
+	}
+	if c.Gateway6, _, err = n.IPv6("gateway6"); err != nil {
+		return err
+	}
+	for _, name := range []string{"address6", "gateway6"} {
+		if a, ok := n.Attr(name); ok && c.Guest != "embedded" {
+			return config.Errorf(a.Pos, "%s is an embedded guest's; a netns guest's TAP takes tap_%s", name, name)
+		}
+	}
+	if a, ok := n.Attr("address6"); ok && !unicast6(c.Address6.Addr()) {
+		return config.Errorf(a.Pos, "address6=%q: want a global or unique local unicast address (the link-local one comes from the MAC)", a.Value)
+	}
+	if a, ok := n.Attr("gateway6"); ok && (c.Gateway6.IsMulticast() || c.Gateway6.IsUnspecified() || c.Gateway6.IsLoopback()) {
+		return config.Errorf(a.Pos, "gateway6=%q: want a router's unicast address", a.Value)
+	}
+	p, _, err := n.Prefix6("tap_address6")
+	if err != nil {
+		return err
+	}
+	g, _, err := n.IPv6("tap_gateway6")
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"tap_address6", "tap_gateway6"} {
+		if a, ok := n.Attr(name); ok && c.Guest != "netns" {
+			return config.Errorf(a.Pos, "%s is a netns guest's; an embedded guest takes %s", name, name[len("tap_"):])
+		}
+	}
+	if a, ok := n.Attr("tap_address6"); ok && !inRanges6(p.Addr()) {
+		return config.Errorf(a.Pos, "tap_address6=%q: want an address in 2001:db8::/32 or fd00::/8", a.Value)
+	}
+	if a, ok := n.Attr("tap_gateway6"); ok && (g.IsMulticast() || g.IsUnspecified() || g.IsLoopback()) {
+		return config.Errorf(a.Pos, "tap_gateway6=%q: want a router's unicast address", a.Value)
+	}
+	return nil
+}
+
+// unicast6 says whether a is an address a host may be given: unicast, neither link-local
+// nor loopback nor unspecified.
+func unicast6(a netip.Addr) bool {
+	return !a.IsMulticast() && !a.IsUnspecified() && !a.IsLoopback() && !a.IsLinkLocalUnicast()
+}
+
 // validIfname says whether Linux takes name for an interface (its dev_valid_name, which
 // CNI's ValidateInterfaceName follows).
 func validIfname(name string) bool {
@@ -189,12 +271,18 @@ func defaultMAC(name string) net.HardwareAddr {
 }
 
 // TapArgs are the arguments of the Tap session (the contract's netns, netns_path, address,
-// gateway, mtu, offload, exec, and the Tap service's ifname).
+// gateway, address6, gateway6, mtu, offload, exec, and the Tap service's ifname).
 func (cfg Config) TapArgs() map[string]string {
 	args := map[string]string{"netns": cfg.Netns, "address": cfg.TapAddress, "mtu": strconv.Itoa(cfg.MTU),
 		"offload": map[bool]string{false: "no", true: "yes"}[cfg.Offload]}
 	if cfg.TapGateway != "" {
 		args["gateway"] = cfg.TapGateway
+	}
+	if cfg.TapAddress6 != "" {
+		args["address6"] = cfg.TapAddress6
+	}
+	if cfg.TapGateway6 != "" {
+		args["gateway6"] = cfg.TapGateway6
 	}
 	if cfg.NetnsPath != "" {
 		args["netns_path"] = cfg.NetnsPath

@@ -35,6 +35,18 @@ func TestParseConfig(t *testing.T) {
 		{`<config address="198.18.0.2/24" iperf="-s" iperf_servers="0"/>`, "iperf_servers=0"},
 		{`<config address="198.18.0.2/24" iperf="-s -p 65535" iperf_servers="2"/>`, "iperf_servers=2"},
 		{`<config guest="netns" tap_address="10.0.1.2/24" iperf="-s" iperf_servers="2"/>`, "iperf_servers"},
+		{`<config address6="2001:db8::2/64" gateway6="fe80::1" iperf="-c 2001:db8:ffff::2 -6 -t 5"/>`, ""},
+		{`<config gateway6="2001:db8::1" rr="-c 2001:db8:ffff::2 -6"/>`, ""},
+		{`<config address6="10.0.1.2/24"/>`, "IPv6 prefix"},
+		{`<config address6="fe80::2/64"/>`, "address6="},
+		{`<config address6="ff02::2/64"/>`, "address6="},
+		{`<config gateway6="ff02::2"/>`, "gateway6="},
+		{`<config gateway6="10.0.1.1"/>`, "IPv6 address"},
+		{`<config guest="netns" tap_address="10.0.1.2/24" address6="2001:db8::2/64"/>`, "tap_address6"},
+		{`<config guest="netns" tap_address="10.0.1.2/24" tap_address6="2001:db8:1::2/64" tap_gateway6="fe80::1"/>`, ""},
+		{`<config guest="netns" tap_address="10.0.1.2/24" tap_address6="2001:4860::2/64"/>`, "2001:db8::/32 or fd00::/8"},
+		{`<config guest="netns" tap_address="10.0.1.2/24" tap_gateway6="::"/>`, "tap_gateway6="},
+		{`<config tap_address6="fd00::2/64"/>`, "netns guest's"},
 	} {
 		n, err := config.Parse("vm.xml", []byte(tc.xml))
 		if err != nil {
@@ -51,6 +63,11 @@ func TestParseConfig(t *testing.T) {
 		case err == nil && len(cfg.MAC) != 6:
 			t.Errorf("%s: no default MAC", tc.xml)
 		}
+	}
+	n, _ := config.Parse("vm.xml", []byte(`<config guest="netns" tap_address="10.0.1.2/24" tap_address6="fd00:1::2/64" tap_gateway6="fd00:1::1"/>`))
+	cfg, err := ParseConfig(n, "vm")
+	if args := cfg.TapArgs(); err != nil || args["address6"] != "fd00:1::2/64" || args["gateway6"] != "fd00:1::1" {
+		t.Errorf("TapArgs %v, %v", args, err)
 	}
 	a, b := defaultMAC("vm"), defaultMAC("vm2")
 	if a.String() == b.String() || a[0]&2 == 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,10 @@ type Counters struct {
 	// RRTests counts finished request/response tests (each size of both phases), RRErrors
 	// failed ones; RecordRR's counters carry their figures.
 	RRTests, RRErrors *atomic.Uint64
-	get               func(string) *atomic.Uint64
+	// IPv6Addresses counts the IPv6 addresses in use: link-local, static and SLAAC (the log
+	// names each as it comes and goes).
+	IPv6Addresses *atomic.Uint64
+	get           func(string) *atomic.Uint64
 }
 
 // counterEvery is how often the stack's own counters are copied into Counters.
@@ -61,7 +65,7 @@ func NewCounters(get func(string) *atomic.Uint64) *Counters {
 		FastRetransmits: get("tcp_fast_retransmits"), SlowStartRetransmits: get("tcp_slow_start_retransmits"),
 		DSACKSegments: get("tcp_dsack_segments"), SpuriousRecovery: get("tcp_spurious_recoveries"), SpuriousRTO: get("tcp_spurious_rtos"),
 		SendErrors: get("tcp_send_errors"),
-		RRTests:    get("rr_tests"), RRErrors: get("rr_errors"), get: get}
+		RRTests:    get("rr_tests"), RRErrors: get("rr_errors"), IPv6Addresses: get("ipv6_addresses"), get: get}
 }
 
 // store copies the stack's TCP counters.
@@ -121,6 +125,8 @@ type Host struct {
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+
+	addrs6 map[netip.Prefix]bool // the IPv6 addresses in use; the stack's OnAddress alone touches it
 }
 
 // env is what a guest needs of its component: logging, and files written for it.
@@ -133,8 +139,9 @@ type env interface {
 // NewHost builds the stack and starts the guest's work (DHCP, then iperf), which waits for a
 // session to be attached.
 func NewHost(cfg guest.Config, ctr *Counters, env env) (*Host, error) {
-	h := &Host{cfg: cfg, env: env, ctr: ctr}
-	st, err := netstack.New(netstack.Config{MAC: cfg.MAC, MTU: cfg.MTU, Offload: cfg.Offload, Address: cfg.Address, Gateway: cfg.Gateway},
+	h := &Host{cfg: cfg, env: env, ctr: ctr, addrs6: map[netip.Prefix]bool{}}
+	st, err := netstack.New(netstack.Config{MAC: cfg.MAC, MTU: cfg.MTU, Offload: cfg.Offload, Address: cfg.Address, Gateway: cfg.Gateway,
+		Address6: cfg.Address6, Gateway6: cfg.Gateway6, OnAddress: h.addressEvent},
 		netstack.OutboundFunc(h.writeFrames))
 	if err != nil {
 		return nil, err
@@ -152,6 +159,19 @@ func NewHost(cfg guest.Config, ctr *Counters, env env) (*Host, error) {
 		h.copyCounters(ctx)
 	}()
 	return h, nil
+}
+
+// addressEvent logs an IPv6 address that came into use (link-local, static, SLAAC) or went
+// out of it, and counts those in use.
+func (h *Host) addressEvent(ev netstack.AddressEvent) {
+	if ev.Ready {
+		h.addrs6[ev.Prefix] = true
+		h.env.Info("ipv6 address", "address", ev.Prefix)
+	} else {
+		delete(h.addrs6, ev.Prefix)
+		h.env.Warn("ipv6 address not in use", "address", ev.Prefix, "reason", ev.Reason)
+	}
+	h.ctr.IPv6Addresses.Store(uint64(len(h.addrs6)))
 }
 
 func (h *Host) copyCounters(ctx context.Context) {
@@ -180,7 +200,8 @@ func (h *Host) writeFrames(frames []netstack.Frame) int {
 	return p.WriteFrames(frames)
 }
 
-// Attach binds the host to a session's streams (link up).
+// Attach binds the host to a session's streams (link up), and solicits routers anew, as
+// Linux does on a link up: those the stack sent before had no link.
 func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
 	p, err := NewPort(out, in, h.st.DeliverFrames)
 	if err != nil {
@@ -189,6 +210,7 @@ func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
 	if old := h.port.Swap(p); old != nil {
 		old.Close()
 	}
+	h.st.SolicitRouters()
 	return nil
 }
 
@@ -207,24 +229,25 @@ func (h *Host) Close() {
 	h.done.Wait()
 }
 
+// run does the guest's work: without a static IPv4 address it asks DHCP first, and its tests
+// wait for the lease, unless they are IPv6's alone (ipv6Only), which start at once while
+// DHCP goes on beside them.
 func (h *Host) run(ctx context.Context) {
 	if !h.cfg.Address.IsValid() {
-		lease, err := h.st.RunDHCP(ctx)
-		if err != nil {
-			return // closed before a lease came
-		}
-		h.ctr.Leases.Add(1)
-		h.env.Info("dhcp lease", "address", lease.Address, "gateway", lease.Gateway, "lease", lease.Duration)
-		h.done.Add(1)
-		go func() {
-			defer h.done.Done()
-			if err := h.st.KeepLease(ctx, lease); err != nil && ctx.Err() == nil {
-				h.env.Warn("dhcp lease lost", "err", err)
+		if !ipv6Only(h.cfg) {
+			if !h.dhcp(ctx) {
+				return // closed before a lease came
 			}
-		}()
+		} else {
+			h.done.Add(1)
+			go func() {
+				defer h.done.Done()
+				h.dhcp(ctx)
+			}()
+		}
 	}
 	if c := h.cfg.RR; c != nil && c.Server {
-		ln, err := h.st.Listen("tcp", fmt.Sprintf(":%d", c.Port))
+		ln, err := h.st.Listen(c.Network(), fmt.Sprintf(":%d", c.Port))
 		if err != nil {
 			h.env.Warn("rr server", "err", err)
 			return
@@ -273,6 +296,40 @@ func (h *Host) run(ctx context.Context) {
 	}
 }
 
+// dhcp obtains a lease and keeps it renewed in the background; false: ctx ended first.
+func (h *Host) dhcp(ctx context.Context) bool {
+	lease, err := h.st.RunDHCP(ctx)
+	if err != nil {
+		return false
+	}
+	h.ctr.Leases.Add(1)
+	h.env.Info("dhcp lease", "address", lease.Address, "gateway", lease.Gateway, "lease", lease.Duration)
+	h.done.Add(1)
+	go func() {
+		defer h.done.Done()
+		if err := h.st.KeepLease(ctx, lease); err != nil && ctx.Err() == nil {
+			h.env.Warn("dhcp lease lost", "err", err)
+		}
+	}()
+	return true
+}
+
+// ipv6Only says whether the guest has tests and all are IPv6's (-6, or an IPv6 target), so
+// that they need no DHCP lease.
+func ipv6Only(cfg guest.Config) bool {
+	v6 := func(version6 bool, target string) bool {
+		a, err := netip.ParseAddr(target)
+		return version6 || (err == nil && a.Is6() && !a.Is4In6())
+	}
+	if c := cfg.Iperf; c != nil && !v6(c.Version6, c.Client) {
+		return false
+	}
+	if c := cfg.RR; c != nil && !v6(c.Version6, c.Client) {
+		return false
+	}
+	return cfg.Iperf != nil || cfg.RR != nil
+}
+
 // rrResult is one size's request/response test.
 type rrResult struct {
 	rr.Result
@@ -299,7 +356,7 @@ func (h *Host) rrDuring(ctx context.Context, omit, d time.Duration) func() []rrR
 		case <-ctx.Done():
 		case <-time.After(time.Until(start)):
 			for i, size := range c.Sizes {
-				r, err := rr.Run(ctx, h.st, c.Address(), size, start.Add(time.Duration(i+1)*share))
+				r, err := rr.Run(ctx, h.st, c.Network(), c.Address(), size, start.Add(time.Duration(i+1)*share))
 				out = append(out, rrResult{r, err})
 			}
 		}
@@ -323,7 +380,7 @@ func (h *Host) rrIdle(ctx context.Context, c *rr.Command) {
 	deadline := time.Now().Add(guest.ClientRetry)
 	for _, size := range c.Sizes {
 		for ctx.Err() == nil {
-			r, err := rr.Run(ctx, h.st, c.Address(), size, time.Now().Add(c.Time))
+			r, err := rr.Run(ctx, h.st, c.Network(), c.Address(), size, time.Now().Add(c.Time))
 			if err == nil || time.Now().After(deadline) {
 				h.recordRR("idle", rrResult{r, err})
 				break
@@ -403,7 +460,7 @@ func (e *Embedded) Configure(typed any) error {
 		return err
 	}
 	e.c.Queue("stack tx", e.host.Stack().Queue)
-	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address)
+	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address, "address6", cfg.Address6)
 	e.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), packetstream.DefaultConfig(), packetstream.DefaultConfig())
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/rr"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -89,6 +90,58 @@ func TestHostsOverSession(t *testing.T) {
 		client.Close()
 		server.Close()
 	}
+}
+
+// Two embedded hosts with static IPv6 addresses on one session: iperf -6 moves data between
+// the static addresses, rr times round trips to the server's link-local address (from its
+// MAC), and each host counts its two IPv6 addresses in use (link-local, static).
+func TestHostsOverIPv6(t *testing.T) {
+	log := testEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srvCtr, cliCtr := privateCounters(), privateCounters()
+	srvMAC := net.HardwareAddr{2, 0, 0, 0, 0, 2}
+	srvLL := netip.AddrFrom16(header.LinkLocal(header.MAC(srvMAC)))
+	rrCmd, err := rr.ParseCommand(strings.Fields("-c " + srvLL.String() + " -6 -l 1,1K -t 0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvRR, _ := rr.ParseCommand(strings.Fields("-s -6"))
+	srv, err := NewHost(guest.Config{MAC: srvMAC, MTU: 1500, Address6: netip.MustParsePrefix("2001:db8::2/64"),
+		Iperf: command(t, "-s -6"), RR: srvRR}, srvCtr, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, MTU: 1500, Address6: netip.MustParsePrefix("2001:db8::3/64"),
+		Iperf: command(t, "-c 2001:db8::2 -6 -t 0.5"), RR: rrCmd}, cliCtr, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	client, server, err := packetstream.NewHeapSession(packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { client.Close(); server.Close() }()
+	if err := cli.Attach(client.TX, client.RX); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Attach(server.RX, server.TX); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client's iperf test", func() bool { return cliCtr.Tests.Load() > 0 })
+	if cliCtr.Errors.Load() != 0 || cliCtr.Bytes.Load() == 0 {
+		t.Errorf("iperf over IPv6: %d errors, %d bytes", cliCtr.Errors.Load(), cliCtr.Bytes.Load())
+	}
+	waitFor(t, "the client's round trips", func() bool { return cliCtr.RRTests.Load()+cliCtr.RRErrors.Load() >= 2 })
+	if cliCtr.RRErrors.Load() != 0 {
+		t.Errorf("rr to %v: %d errors", srvLL, cliCtr.RRErrors.Load())
+	}
+	for name, ctr := range map[string]*Counters{"server": srvCtr, "client": cliCtr} {
+		if n := ctr.IPv6Addresses.Load(); n != 2 {
+			t.Errorf("%s: %d IPv6 addresses in use, want 2 (link-local, static)", name, n)
+		}
+	}
+	t.Logf("iperf -6: %.0f Mbit/s over a heap session", float64(cliCtr.Bps.Load())/1e6)
 }
 
 // An rr client next to an iperf client times round trips during the test and then idle, each

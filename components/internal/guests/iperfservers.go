@@ -15,7 +15,7 @@ func (h *Host) serveIperf(ctx context.Context, cmd *iperf.Command) {
 	for i := range max(h.cfg.IperfServers, 1) {
 		c := *cmd
 		c.Port += i
-		ln, err := h.st.Listen("tcp", c.ListenAddress())
+		ln, err := h.st.Listen(c.ListenNetwork(), c.ListenAddress())
 		if err != nil {
 			h.env.Warn("iperf server", "err", err)
 			break

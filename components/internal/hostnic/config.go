@@ -3,6 +3,8 @@ package hostnic
 import (
 	"hash/fnv"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,12 +15,14 @@ import (
 // TapSchema is linux_nic's <config>:
 //
 //	<config mac="02:..." label="..." netns="lan" address="198.18.0.1/24" gateway="..."
-//	        tap_mtu="65520" offload="yes" exec="iperf3 -s"/>
+//	        address6="2001:db8:ffff::2/64" gateway6="..." tap_mtu="65520" offload="yes" exec="iperf3 -s"/>
 //
 // Everything but mac and label is the TAP's (the supervisor's "Tap" service arguments): the
-// Linux side of the wire lives in the namespace netns the supervisor makes.
+// Linux side of the wire lives in the namespace netns the supervisor makes. address6 and
+// gateway6 (in 2001:db8::/32 or fd00::/8) are its IPv6 address, set without duplicate address
+// detection so that a server there binds it at once, and default route.
 var TapSchema = &config.Schema{Type: "config", Attrs: []string{
-	"mac", "label", "netns", "address", "gateway", "tap_mtu", "offload", "exec"}}
+	"mac", "label", "netns", "address", "gateway", "address6", "gateway6", "tap_mtu", "offload", "exec"}}
 
 // PacketSchema is packet_nic's <config>:
 //
@@ -28,7 +32,7 @@ var TapSchema = &config.Schema{Type: "config", Attrs: []string{
 // rx_irq_throttle is in a NIC's ITR units of 256 ns (0: off): the least interval between two
 // RX wakeups, and (rounded up to whole ms) the retire timeout of an RX block.
 var PacketSchema = &config.Schema{Type: "config", Attrs: []string{
-	"mac", "label", "netns", "address", "gateway", "mtu", "exec", "rx_irq_throttle"}}
+	"mac", "label", "netns", "address", "gateway", "address6", "gateway6", "mtu", "exec", "rx_irq_throttle"}}
 
 // DefaultRxIrqThrottle is Genode's ITR value: 651 x 256 ns = 166.7 µs.
 const DefaultRxIrqThrottle = 651
@@ -65,7 +69,7 @@ func (k *Kind) ParseConfig(n *config.Node, start string) (cfg Config, err error)
 		return cfg, config.Errorf(a.Pos, "mac=%q is a multicast address", a.Value)
 	}
 	cfg.MAC = mac
-	for _, k := range []string{"netns", "address", "gateway", "exec"} {
+	for _, k := range []string{"netns", "address", "gateway", "address6", "gateway6", "exec"} {
 		if v, ok := n.Attr(k); ok {
 			cfg.Args[k] = v.Value
 		}
@@ -74,6 +78,9 @@ func (k *Kind) ParseConfig(n *config.Node, start string) (cfg Config, err error)
 		return cfg, err
 	}
 	if _, _, err := n.IPv4("gateway"); err != nil {
+		return cfg, err
+	}
+	if err := checkIPv6(n); err != nil {
 		return cfg, err
 	}
 	mtuAttr := "mtu"
@@ -123,4 +130,29 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// ipv6Ranges are the ranges address6 may come from: never one routed out of the scenario.
+var ipv6Ranges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
+
+// checkIPv6 refuses an address6 that is no IPv6 prefix in ipv6Ranges, and a gateway6 that
+// is no unicast IPv6 address.
+func checkIPv6(n *config.Node) error {
+	p, ok, err := n.Prefix6("address6")
+	if err != nil {
+		return err
+	}
+	if ok && !slices.ContainsFunc(ipv6Ranges, func(r netip.Prefix) bool { return r.Contains(p.Addr()) }) {
+		a, _ := n.Attr("address6")
+		return config.Errorf(a.Pos, "address6=%q: want an address in 2001:db8::/32 or fd00::/8", a.Value)
+	}
+	g, ok, err := n.IPv6("gateway6")
+	if err != nil {
+		return err
+	}
+	if ok && (g.IsMulticast() || g.IsUnspecified() || g.IsLoopback()) {
+		a, _ := n.Attr("gateway6")
+		return config.Errorf(a.Pos, "gateway6=%q: want a router's unicast address", a.Value)
+	}
+	return nil
 }

@@ -39,6 +39,28 @@ func TestTapConfig(t *testing.T) {
 	}
 }
 
+// TestTapConfigIPv6: the far end's address6 and gateway6 become the Tap session's arguments;
+// an address outside the scenario's IPv6 ranges, or not IPv6, is refused at its line.
+func TestTapConfigIPv6(t *testing.T) {
+	cfg, err := parse(t, TapNIC, `<config netns="far" address="198.18.0.2/24" address6="2001:db8:ffff::2/64" gateway6="fe80::1" exec="iperf3 -s"/>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Args["address6"] != "2001:db8:ffff::2/64" || cfg.Args["gateway6"] != "fe80::1" {
+		t.Errorf("args %v", cfg.Args)
+	}
+	for text, want := range map[string]string{
+		`<config address6="2001:4860::2/64"/>`: "2001:db8::/32 or fd00::/8",
+		`<config address6="198.18.0.2/24"/>`:   "IPv6 prefix",
+		`<config gateway6="198.18.0.1"/>`:      "IPv6 address",
+		`<config gateway6="ff02::1"/>`:         "gateway6=",
+	} {
+		if _, err := parse(t, TapNIC, text); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "test:1:") {
+			t.Errorf("%s: error %v, want one naming test:1: and %q", text, err, want)
+		}
+	}
+}
+
 func TestPacketConfigThrottle(t *testing.T) {
 	for _, c := range []struct {
 		text          string

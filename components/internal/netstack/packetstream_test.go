@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,20 +94,29 @@ func streamPair(t testing.TB, offload bool) (a, b *Stack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var outA, outB Outbound
+	// A stack sends from the start (IPv6's duplicate address detection): until its end of the
+	// session is bound, its frames are lost.
+	var outA, outB atomic.Pointer[Outbound]
+	send := func(out *atomic.Pointer[Outbound], f []Frame) int {
+		if o := out.Load(); o != nil {
+			return (*o).WriteFrames(f)
+		}
+		return len(f)
+	}
 	a, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Offload: offload, Address: netip.MustParsePrefix("198.18.0.1/24")},
-		OutboundFunc(func(f []Frame) int { return outA.WriteFrames(f) }))
+		OutboundFunc(func(f []Frame) int { return send(&outA, f) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err = New(Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Offload: offload, Address: netip.MustParsePrefix("198.18.0.2/24")},
-		OutboundFunc(func(f []Frame) int { return outB.WriteFrames(f) }))
+		OutboundFunc(func(f []Frame) int { return send(&outB, f) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(); b.Close(); client.Close(); server.Close() })
-	outA = bind(t, a, client.TX, client.RX)
-	outB = bind(t, b, server.RX, server.TX)
+	oa, ob := bind(t, a, client.TX, client.RX), bind(t, b, server.RX, server.TX)
+	outA.Store(&oa)
+	outB.Store(&ob)
 	return a, b
 }
 
@@ -146,7 +156,7 @@ func BenchmarkOverPacketStream(b *testing.B) {
 	}{{"mtu1500", false}, {"gso", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			client, server := streamPair(b, bc.offload)
-			benchBulkTCP(b, client, server)
+			benchBulkTCP(b, client, server, "198.18.0.2:9")
 			st := client.Stats()
 			b.ReportMetric(float64(st.TxDropped.Load()), "dropped")
 		})

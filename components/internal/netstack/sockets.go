@@ -11,6 +11,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -76,49 +78,70 @@ func endpointOf(c any) (tcpip.Endpoint, bool, error) {
 	return nil, false, fmt.Errorf("netstack: %T is not a connection of this stack", c)
 }
 
-// DialContext opens a TCP connection or a connected UDP socket to address ("ip:port"; no name
-// resolution), with o set before it connects.
+// DialContext opens a TCP connection or a connected UDP socket to address ("ip:port" or
+// "[ipv6]:port"; no name resolution), with o set before it connects. network is "tcp" or
+// "udp", or with 4 or 6 appended to insist on the address's family.
 func (s *Stack) DialContext(ctx context.Context, network, address string, o iperf.Options) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return nil, fmt.Errorf("netstack: %w", err)
 	}
-	if !ap.Addr().Unmap().Is4() {
-		return nil, fmt.Errorf("netstack: %v is not IPv4", ap.Addr())
+	proto, family, err := splitNetwork(network)
+	if err != nil {
+		return nil, err
 	}
-	to := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4(ap.Addr().Unmap().As4()), Port: ap.Port()}
+	to, netProto := fullAddress(ap.Addr(), ap.Port())
+	if (family == '4' && netProto != ipv4.ProtocolNumber) || (family == '6' && netProto != ipv6.ProtocolNumber) {
+		return nil, fmt.Errorf("netstack: dial %s %v: address of the other family", network, ap.Addr())
+	}
 	var wq waiter.Queue
-	switch network {
-	case "tcp", "tcp4":
-		ep, terr := s.s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
-		if terr != nil {
-			return nil, errors.New(terr.String())
-		}
-		if err := s.setOptions(ep, true, o); err != nil {
-			ep.Close()
-			return nil, err
-		}
+	isTCP := proto == "tcp"
+	transport := udp.ProtocolNumber
+	if isTCP {
+		transport = tcp.ProtocolNumber
+	}
+	ep, terr := s.s.NewEndpoint(transport, netProto, &wq)
+	if terr != nil {
+		return nil, errors.New(terr.String())
+	}
+	if err := s.setOptions(ep, isTCP, o); err != nil {
+		ep.Close()
+		return nil, err
+	}
+	if isTCP {
 		if err := connect(ctx, ep, &wq, to); err != nil {
 			ep.Close()
 			return nil, &net.OpError{Op: "dial", Net: network, Addr: net.TCPAddrFromAddrPort(ap), Err: err}
 		}
 		return &tcpConn{gonet.NewTCPConn(&wq, ep), ep}, nil
-	case "udp", "udp4":
-		ep, terr := s.s.NewEndpoint(udp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
-		if terr != nil {
-			return nil, errors.New(terr.String())
-		}
-		if err := s.setOptions(ep, false, o); err != nil {
-			ep.Close()
-			return nil, err
-		}
-		if terr := ep.Connect(to); terr != nil {
-			ep.Close()
-			return nil, &net.OpError{Op: "dial", Net: network, Addr: net.UDPAddrFromAddrPort(ap), Err: errors.New(terr.String())}
-		}
-		return &udpConn{gonet.NewUDPConn(&wq, ep), ep}, nil
 	}
-	return nil, fmt.Errorf("netstack: network %q not supported", network)
+	if terr := ep.Connect(to); terr != nil {
+		ep.Close()
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: net.UDPAddrFromAddrPort(ap), Err: errors.New(terr.String())}
+	}
+	return &udpConn{gonet.NewUDPConn(&wq, ep), ep}, nil
+}
+
+// splitNetwork reads "tcp", "udp", "tcp4", "udp6"... as the protocol and the family (0 for
+// either).
+func splitNetwork(network string) (string, byte, error) {
+	proto, family := network, byte(0)
+	if n := len(network); n > 0 && (network[n-1] == '4' || network[n-1] == '6') {
+		proto, family = network[:n-1], network[n-1]
+	}
+	if proto != "tcp" && proto != "udp" {
+		return "", 0, fmt.Errorf("netstack: network %q not supported", network)
+	}
+	return proto, family, nil
+}
+
+// fullAddress is a on the interface, as gVisor addresses it: an IPv4 address (or an
+// IPv4-mapped one) as IPv4, any other as IPv6; a zone is ignored, as there is one interface.
+func fullAddress(a netip.Addr, port uint16) (tcpip.FullAddress, tcpip.NetworkProtocolNumber) {
+	if a.Unmap().Is4() {
+		return tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4(a.Unmap().As4()), Port: port}, ipv4.ProtocolNumber
+	}
+	return tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom16(a.As16()), Port: port}, ipv6.ProtocolNumber
 }
 
 // connect opens a TCP connection on ep, waiting for the handshake or ctx.
@@ -141,23 +164,17 @@ func connect(ctx context.Context, ep tcpip.Endpoint, wq *waiter.Queue, to tcpip.
 	return nil
 }
 
-// Listen accepts TCP connections on address ("ip:port" or ":port" for any address).
+// Listen accepts TCP connections on address ("ip:port", or ":port" for any address), as Go's
+// net.Listen: "tcp" on ":port" or "[::]:port" takes both families, "0.0.0.0:port" and "tcp4"
+// IPv4 only, "tcp6" IPv6 only.
 func (s *Stack) Listen(network, address string) (net.Listener, error) {
-	if network != "tcp" && network != "tcp4" {
+	if proto, _, err := splitNetwork(network); err != nil || proto != "tcp" {
 		return nil, fmt.Errorf("netstack: network %q not supported", network)
 	}
-	at, err := bindAddress(address)
+	l := &listener{stack: s, cancel: make(chan struct{})}
+	ep, err := s.bind(tcp.ProtocolNumber, network, address, &l.wq)
 	if err != nil {
 		return nil, err
-	}
-	l := &listener{stack: s, cancel: make(chan struct{})}
-	ep, terr := s.s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &l.wq)
-	if terr != nil {
-		return nil, errors.New(terr.String())
-	}
-	if terr := ep.Bind(at); terr != nil {
-		ep.Close()
-		return nil, fmt.Errorf("netstack: bind %s: %s", address, terr)
 	}
 	if terr := ep.Listen(4096); terr != nil {
 		ep.Close()
@@ -167,45 +184,65 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 	return l, nil
 }
 
-// ListenPacket opens an unconnected UDP socket on address ("ip:port" or ":port").
+// ListenPacket opens an unconnected UDP socket on address, of the families Listen's would take.
 func (s *Stack) ListenPacket(network, address string) (net.PacketConn, error) {
-	if network != "udp" && network != "udp4" {
+	if proto, _, err := splitNetwork(network); err != nil || proto != "udp" {
 		return nil, fmt.Errorf("netstack: network %q not supported", network)
 	}
-	at, err := bindAddress(address)
+	var wq waiter.Queue
+	ep, err := s.bind(udp.ProtocolNumber, network, address, &wq)
 	if err != nil {
 		return nil, err
 	}
-	var wq waiter.Queue
-	ep, terr := s.s.NewEndpoint(udp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	return &udpConn{gonet.NewUDPConn(&wq, ep), ep}, nil
+}
+
+// bind makes an endpoint of transport bound to address, of the family network and address
+// ask for: IPv4, IPv6 only, or both (an IPv6 endpoint that takes IPv4 too).
+func (s *Stack) bind(transport tcpip.TransportProtocolNumber, network, address string, wq *waiter.Queue) (tcpip.Endpoint, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("netstack: %w", err)
+	}
+	port, err := net.LookupPort("tcp", portStr)
+	if err != nil {
+		return nil, fmt.Errorf("netstack: %w", err)
+	}
+	_, family, _ := splitNetwork(network)
+	at := tcpip.FullAddress{NIC: nicID, Port: uint16(port)}
+	netProto, v6only := ipv6.ProtocolNumber, family == '6'
+	if family == '4' {
+		netProto = ipv4.ProtocolNumber
+	}
+	if host != "" {
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return nil, fmt.Errorf("netstack: listen address %q: %w", host, err)
+		}
+		switch {
+		case a.Unmap().Is4() && family == '6', !a.Unmap().Is4() && family == '4':
+			return nil, fmt.Errorf("netstack: listen %s %s: address of the other family", network, address)
+		case a.Unmap().Is4():
+			netProto = ipv4.ProtocolNumber
+			if !a.Unmap().IsUnspecified() {
+				at.Addr = tcpip.AddrFrom4(a.Unmap().As4())
+			}
+		case !a.IsUnspecified():
+			at.Addr, v6only = tcpip.AddrFrom16(a.As16()), true
+		}
+	}
+	ep, terr := s.s.NewEndpoint(transport, netProto, wq)
 	if terr != nil {
 		return nil, errors.New(terr.String())
+	}
+	if netProto == ipv6.ProtocolNumber {
+		ep.SocketOptions().SetV6Only(v6only)
 	}
 	if terr := ep.Bind(at); terr != nil {
 		ep.Close()
 		return nil, fmt.Errorf("netstack: bind %s: %s", address, terr)
 	}
-	return &udpConn{gonet.NewUDPConn(&wq, ep), ep}, nil
-}
-
-func bindAddress(address string) (tcpip.FullAddress, error) {
-	host, portStr, err := net.SplitHostPort(address)
-	if err != nil {
-		return tcpip.FullAddress{}, fmt.Errorf("netstack: %w", err)
-	}
-	port, err := net.LookupPort("tcp", portStr)
-	if err != nil {
-		return tcpip.FullAddress{}, fmt.Errorf("netstack: %w", err)
-	}
-	fa := tcpip.FullAddress{NIC: nicID, Port: uint16(port)}
-	if host != "" && host != "0.0.0.0" && host != "::" {
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Unmap().Is4() {
-			return fa, fmt.Errorf("netstack: listen address %q is not IPv4", host)
-		}
-		fa.Addr = tcpip.AddrFrom4(a.Unmap().As4())
-	}
-	return fa, nil
+	return ep, nil
 }
 
 // listener accepts like gonet's, but keeps each connection's endpoint.
@@ -266,7 +303,7 @@ func (s *Stack) Tune(c any, o iperf.Options) (iperf.Socket, error) {
 	ops := ep.SocketOptions()
 	sock := iperf.Socket{SndBuf: int(ops.GetSendBufferSize()), RcvBuf: int(ops.GetReceiveBufferSize())}
 	if isTCP {
-		sock.MSS = s.mss()
+		sock.MSS = s.mss(ep)
 		var cc tcpip.CongestionControlOption
 		if ep.GetSockOpt(&cc) == nil {
 			sock.Congestion = string(cc)
@@ -292,7 +329,11 @@ func (s *Stack) setOptions(ep tcpip.Endpoint, isTCP bool, o iperf.Options) error
 		ops.SetSendBufferSize(int64(o.Window)*2, true)
 	}
 	if o.TOS > 0 {
-		if terr := ep.SetSockOptInt(tcpip.IPv4TOSOption, o.TOS); terr != nil {
+		opt := tcpip.IPv4TOSOption
+		if isIPv6(ep) {
+			opt = tcpip.IPv6TrafficClassOption
+		}
+		if terr := ep.SetSockOptInt(opt, o.TOS); terr != nil {
 			return &iperf.Error{Code: iperf.CodeSetTOS, Errno: syscall.EINVAL, Err: errors.New(terr.String())}
 		}
 	}
@@ -315,9 +356,25 @@ func (s *Stack) setOptions(ep tcpip.Endpoint, isTCP bool, o iperf.Options) error
 	return nil
 }
 
-// mss is the segment size TCP sends at most: what the link's MTU leaves after the IPv4 and
-// TCP headers (gVisor does not report the negotiated one, nor -M once connected).
-func (s *Stack) mss() int { return int(s.link.mtu) - 20 - 20 }
+// mss is the segment size TCP sends at most on ep: what the link's MTU leaves after the IP
+// (IPv4's or IPv6's) and TCP headers (gVisor does not report the negotiated one, nor -M once
+// connected).
+func (s *Stack) mss(ep tcpip.Endpoint) int {
+	if isIPv6(ep) {
+		return int(s.link.mtu) - 40 - 20
+	}
+	return int(s.link.mtu) - 20 - 20
+}
+
+// isIPv6 says whether ep's traffic is IPv6: an IPv6 endpoint, unless it is a dual-stack one's
+// connection over IPv4.
+func isIPv6(ep tcpip.Endpoint) bool {
+	info, ok := ep.Info().(*stack.TransportEndpointInfo)
+	if !ok || info.NetProto != ipv6.ProtocolNumber {
+		return false
+	}
+	return info.ID.LocalAddress.Len() != 4
+}
 
 // TCPInfo reads a TCP connection's state from its gVisor endpoint, in TCP_INFO's terms: gVisor
 // counts the congestion window in segments, and keeps no copy of the peer's window (SndWnd 0).
@@ -330,7 +387,7 @@ func (s *Stack) TCPInfo(c net.Conn) (iperf.TCPInfo, error) {
 	if terr := tc.ep.GetSockOpt(&info); terr != nil {
 		return iperf.TCPInfo{}, errors.New(terr.String())
 	}
-	ti := iperf.TCPInfo{SndCwnd: uint64(info.SndCwnd) * uint64(s.mss()), RTT: uint32(info.RTT.Microseconds()),
+	ti := iperf.TCPInfo{SndCwnd: uint64(info.SndCwnd) * uint64(s.mss(tc.ep)), RTT: uint32(info.RTT.Microseconds()),
 		RTTVar: uint32(info.RTTVar.Microseconds()), PMTU: s.link.mtu}
 	if st, ok := tc.ep.Stats().(*tcp.Stats); ok {
 		ti.Retransmits = st.SendErrors.Retransmits.Value()

@@ -8,8 +8,10 @@ import (
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -33,17 +35,34 @@ type Config struct {
 	// without one until SetAddress or RunDHCP.
 	Address netip.Prefix
 	Gateway netip.Addr // optional default gateway for a static address
+	// Address6 is a static IPv6 address such as 2001:db8::2/64, beside the link-local one and
+	// whatever SLAAC makes of router advertisements; Gateway6 an optional default router for it.
+	Address6 netip.Prefix
+	Gateway6 netip.Addr
+	// OnAddress, when set, hears of each IPv6 address that came into use or went out of it;
+	// it is called from the stack's own goroutine, one event at a time.
+	OnAddress func(AddressEvent)
 }
 
-// Stack is one IPv4 host: an interface fed with frames, ARP, ICMP echo, TCP and UDP.
+// Stack is one dual-stack host: an interface fed with frames, ARP, NDP, ICMP and ICMPv6 echo,
+// TCP and UDP over IPv4 and IPv6.
 type Stack struct {
 	s    *stack.Stack
 	link *link
 	out  *sendQueue
 
-	mu      sync.Mutex
-	addr    netip.Prefix
-	gateway netip.Addr
+	ndp       *ndpEvents
+	onAddress func(AddressEvent)
+	stop      chan struct{}
+	stopped   sync.WaitGroup
+	closing   sync.Once
+
+	mu        sync.Mutex
+	addr      netip.Prefix
+	gateway   netip.Addr
+	addr6     netip.Prefix
+	gateway6  netip.Addr
+	ndpRoutes []tcpip.Route // on-link prefixes and default routers from router advertisements
 }
 
 // outQueueLen bounds the frames waiting for the Outbound, like a NIC's TX ring.
@@ -62,9 +81,10 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 	}
 	l := &link{mtu: uint32(cfg.MTU), mac: tcpip.LinkAddress(cfg.MAC), offload: cfg.Offload, out: out}
 	l.gro.Init(true)
+	ndp := newNDPEvents()
 	s := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4},
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol, ipv6.NewProtocolWithOptions(ipv6Options(ndp))},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
 	})
 	if err := tuneTCP(s); err != nil {
 		s.Close()
@@ -75,9 +95,23 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("netstack: creating the interface: %s", err)
 	}
-	st := &Stack{s: s, link: l, out: q}
+	st := &Stack{s: s, link: l, out: q, ndp: ndp, onAddress: cfg.OnAddress, stop: make(chan struct{})}
+	st.stopped.Add(1)
+	go func() {
+		defer st.stopped.Done()
+		st.applyNDP(st.stop)
+	}()
+	st.mu.Lock()
+	st.setRoutes()
+	st.mu.Unlock()
 	if cfg.Address.IsValid() {
 		if err := st.SetAddress(cfg.Address, cfg.Gateway); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	if cfg.Address6.IsValid() {
+		if err := st.SetAddress6(cfg.Address6, cfg.Gateway6); err != nil {
 			st.Close()
 			return nil, err
 		}
@@ -160,7 +194,7 @@ func (s *Stack) TCPStats() TCPStats {
 func (s *Stack) MAC() net.HardwareAddr { return net.HardwareAddr(s.link.mac) }
 
 // SetAddress gives the interface its one IPv4 address, replacing any previous one, with a route
-// to its subnet and, when gateway is valid, a default route.
+// to its subnet and, when gateway is valid, a default route. IPv6 keeps its addresses and routes.
 func (s *Stack) SetAddress(p netip.Prefix, gateway netip.Addr) error {
 	if !p.Addr().Is4() {
 		return fmt.Errorf("netstack: %v is not an IPv4 prefix", p)
@@ -177,14 +211,38 @@ func (s *Stack) SetAddress(p netip.Prefix, gateway netip.Addr) error {
 	if err := s.s.AddProtocolAddress(nicID, pa, stack.AddressProperties{}); err != nil {
 		return fmt.Errorf("netstack: adding %v: %s", p, err)
 	}
-	routes := []tcpip.Route{{Destination: pa.AddressWithPrefix.Subnet(), NIC: nicID}}
-	if gateway.IsValid() {
-		def, _ := tcpip.NewSubnet(tcpip.AddrFrom4([4]byte{}), tcpip.MaskFromBytes(make([]byte, 4)))
-		routes = append(routes, tcpip.Route{Destination: def, Gateway: tcpip.AddrFrom4(gateway.As4()), NIC: nicID})
-	}
-	s.s.SetRouteTable(routes)
 	s.addr, s.gateway = p, gateway
+	s.setRoutes()
 	return nil
+}
+
+// setRoutes sets the route table from the addresses and what NDP found, the prefixes before
+// the default routes (gVisor takes the first route that matches). s.mu is held.
+func (s *Stack) setRoutes() {
+	var prefixes, defaults []tcpip.Route
+	if s.addr.IsValid() {
+		a := tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4(s.addr.Addr().As4()), PrefixLen: s.addr.Bits()}
+		prefixes = append(prefixes, tcpip.Route{Destination: a.Subnet(), NIC: nicID})
+		if s.gateway.IsValid() {
+			defaults = append(defaults, tcpip.Route{Destination: header.IPv4EmptySubnet, Gateway: tcpip.AddrFrom4(s.gateway.As4()), NIC: nicID})
+		}
+	}
+	if s.addr6.IsValid() {
+		a := tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(s.addr6.Addr().As16()), PrefixLen: s.addr6.Bits()}
+		prefixes = append(prefixes, tcpip.Route{Destination: a.Subnet(), NIC: nicID})
+		if s.gateway6.IsValid() {
+			defaults = append(defaults, tcpip.Route{Destination: header.IPv6EmptySubnet, Gateway: tcpip.AddrFrom16(s.gateway6.As16()), NIC: nicID})
+		}
+	}
+	prefixes = append(prefixes, linkLocal)
+	for _, r := range s.ndpRoutes {
+		if r.Gateway.Len() == 0 {
+			prefixes = append(prefixes, r)
+		} else {
+			defaults = append(defaults, r)
+		}
+	}
+	s.s.SetRouteTable(append(prefixes, defaults...))
 }
 
 // Address returns the interface's address (zero before one is set).
@@ -203,6 +261,10 @@ func (s *Stack) Queue() netdev.Depth { return s.out.Depth() }
 
 // Close tears the stack down; connections fail from then on.
 func (s *Stack) Close() {
-	s.s.Close()
-	s.s.Wait()
+	s.closing.Do(func() {
+		close(s.stop)
+		s.stopped.Wait()
+		s.s.Close()
+		s.s.Wait()
+	})
 }
