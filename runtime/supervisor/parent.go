@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nicstack/nicstack/runtime/dhcplease"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -25,7 +26,9 @@ import (
 //
 // Args: netns (a name local to the run), netns_path (instead of the run's namespace of that
 // name, an existing one at that path under /run/netns or /var/run/netns: a container's, left
-// alone when the session closes but for the interface), address (CIDR of the Linux side), gateway (default
+// alone when the session closes but for the interface), address (CIDR of the Linux side, or
+// dhcp: the supervisor takes a lease from the router's DHCP server on the interface's behalf,
+// runtime/dhcplease, and sets its address and route), gateway (default
 // route inside the namespace), mtu (1500), exec (a shell command run inside the namespace once
 // the interface is up, killed when the session closes; $NICSTACK_INTERFACE names the
 // interface); a service may know more (offload).
@@ -59,6 +62,7 @@ type parentSession struct {
 	adopted bool       // ns is another's (netns_path): the session's close removes its name
 	undo    func()     // the service's own clean-up (ParentDevice.Close)
 	exec    *exec.Cmd
+	lease   *dhcplease.Runner // address=dhcp: the lease taken for the interface
 	mtu     int
 }
 
@@ -77,8 +81,8 @@ var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 
 // openParent makes session id of a parent service for client. It runs off the supervisor
 // goroutine (the ip commands take 100-400 ms) and touches no supervisor state but the
-// namespaces.
-func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64) (*parentSession, error) {
+// namespaces. remembered is the DHCP lease client's attachment holds, asked for again.
+func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64, remembered *dhcplease.Lease) (*parentSession, error) {
 	open, ok := s.opts.ParentServices[service]
 	if !ok {
 		return nil, noParentService(service, s.opts.ParentServices)
@@ -126,7 +130,7 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 	if p.iface == "" { // a device that is no interface (Platform): nothing to configure
 		return p, nil
 	}
-	if err := s.configure(p); err != nil {
+	if err := s.configure(p, remembered); err != nil {
 		p.close()
 		return nil, fmt.Errorf("%s session in namespace %s: %w", service, name, err)
 	}
@@ -194,9 +198,14 @@ func withArg(args map[string]string, k, v string) map[string]string {
 // namespaces are the run's own, but the addresses must never collide with the host's networks.
 var benchRange = netip.MustParsePrefix("198.18.0.0/15")
 
-// configure sets the Linux side's address and route and starts the exec'd command.
-func (s *Supervisor) configure(p *parentSession) error {
-	if a := p.args["address"]; a != "" {
+// configure sets the Linux side's address and route, or starts taking its lease, and starts
+// the exec'd command.
+func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) error {
+	dhcp := p.args["address"] == "dhcp"
+	if dhcp && p.args["gateway"] != "" {
+		return fmt.Errorf("gateway=%q: an address by DHCP takes its gateway from the lease", p.args["gateway"])
+	}
+	if a := p.args["address"]; a != "" && !dhcp {
 		pfx, err := netip.ParsePrefix(a)
 		if err != nil || !(benchRange.Contains(pfx.Addr()) || pfx.Addr().IsPrivate()) {
 			return fmt.Errorf("address=%q: want a CIDR in 198.18.0.0/15 or a private range", a)
@@ -213,6 +222,15 @@ func (s *Supervisor) configure(p *parentSession) error {
 			return fmt.Errorf("gateway=%q: %w", g, err)
 		}
 		if err := p.ns.IP("route", "add", "default", "via", g, "dev", p.iface); err != nil {
+			return err
+		}
+	}
+	if dhcp {
+		var err error
+		client := p.client
+		p.lease, err = dhcplease.Run(dhcplease.RunConfig{NS: p.ns, Iface: p.iface, ClientID: append([]byte{0}, client...),
+			Remembered: remembered, Log: s.log, OnLease: func(l *dhcplease.Lease) { go s.post(func() { s.keepLease(client, l) }) }})
+		if err != nil {
 			return err
 		}
 	}
@@ -240,6 +258,9 @@ func (s *Supervisor) configure(p *parentSession) error {
 func (p *parentSession) close() {
 	if p.exec != nil {
 		syscall.Kill(-p.exec.Process.Pid, syscall.SIGKILL)
+	}
+	if p.lease != nil {
+		p.lease.Stop() // released before, when detached; else kept for the run's next start
 	}
 	if p.iface != "" {
 		p.ns.IP("link", "del", p.iface)
