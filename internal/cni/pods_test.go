@@ -24,11 +24,104 @@ import (
 // pods is a node (deploy/cni.hid under `nicstack run --name`) and the built plugin, which the
 // test runs as a container runtime does: the environment and the network config on stdin.
 type pods struct {
-	t    *testing.T
-	run  string // the run's name
-	sock string
-	cni  string // the plugin binary
-	conf map[string]any
+	t        *testing.T
+	run      string // the run's name
+	sock     string
+	cni      string // the plugin binary
+	conf     map[string]any
+	scenario string
+	bin      string
+	cmd      *exec.Cmd // the run, while it runs
+	out      *testutil.SyncBuffer
+}
+
+// newPods prepares a node running scenario under a name of the test's, with the network
+// config of deploy/cni/nicstack.conflist; the test's end stops it.
+func newPods(t *testing.T, scenario string) *pods {
+	testutil.RequireRoot(t)
+	testutil.RequireCommand(t, "iperf3", "ip")
+	for _, c := range []string{"linux_nic", "nic_router", "vm"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	p := &pods{t: t, run: fmt.Sprintf("cnitest-%d", os.Getpid()), cni: testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack-cni"),
+		scenario: scenario, bin: testutil.BinDir(t), out: &testutil.SyncBuffer{}}
+	var list struct {
+		CNIVersion string           `json:"cniVersion"`
+		Name       string           `json:"name"`
+		Plugins    []map[string]any `json:"plugins"`
+	}
+	b, err := os.ReadFile("../../deploy/cni/nicstack.conflist")
+	if err != nil || json.Unmarshal(b, &list) != nil || len(list.Plugins) != 1 {
+		t.Fatalf("deploy/cni/nicstack.conflist: %v", err)
+	}
+	// A runtime hands each plugin its entry with the list's version and name.
+	p.conf = list.Plugins[0]
+	p.conf["cniVersion"], p.conf["name"], p.conf["run"] = list.CNIVersion, list.Name, p.run
+	if p.sock, err = supervisor.InstanceSocket(p.run); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("nicstack output:\n%s", p.out.String())
+		}
+	})
+	return p
+}
+
+// start starts the run and waits until STATUS says it is ready.
+func (p *pods) start() {
+	p.cmd = exec.Command(filepath.Join(p.bin, "nicstack"), "run", "--name", p.run, p.scenario)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := p.plugin("STATUS", "", "", "", nil); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("STATUS never ready")
+		}
+	}
+}
+
+// stop stops the run as Ctrl-C does (killing it after 20 s), kill with SIGKILL.
+func (p *pods) stop() { p.end(syscall.SIGINT) }
+func (p *pods) kill() { p.end(syscall.SIGKILL) }
+
+func (p *pods) end(sig syscall.Signal) {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+	p.cmd = nil
+}
+
+// reach connects to the far end's iperf3 -s from inside ns, through the router's NAT (ping is
+// no tool the tests install), trying for 20 s while the pod's interface comes up.
+func reach(ns *netns.NS) error {
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", "198.18.0.2:5201", time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if err = ns.Do(dial); err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
 }
 
 // plugin runs the plugin's command for container id's ifname eth0 in the namespace at nsPath
@@ -66,70 +159,13 @@ func (p *pods) attachments() []supervisor.Attachment {
 	return st.Attachments
 }
 
-// Pods attached by the plugin reach the far end (a TCP connection to its iperf3 server) through the router, CHECK holds, GC detaches
+// Pods attached by the plugin with static addresses (CNI_ARGS IP=, which win over the
+// conflist's dhcp) reach the far end (a TCP connection to its iperf3 server) through the router, CHECK holds, GC detaches
 // the ones the runtime no longer lists, DEL is idempotent (twice, and with the run stopped),
 // and nothing of theirs stays: no attachment, no interface, no namespace name of the run.
 func TestPods(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, "iperf3", "ip")
-	for _, c := range []string{"linux_nic", "nic_router", "vm"} {
-		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
-	}
-	bin := testutil.BinDir(t)
-	p := &pods{t: t, run: fmt.Sprintf("cnitest-%d", os.Getpid()), cni: testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack-cni")}
-	var list struct {
-		CNIVersion string           `json:"cniVersion"`
-		Name       string           `json:"name"`
-		Plugins    []map[string]any `json:"plugins"`
-	}
-	b, err := os.ReadFile("../../deploy/cni/nicstack.conflist")
-	if err != nil || json.Unmarshal(b, &list) != nil || len(list.Plugins) != 1 {
-		t.Fatalf("deploy/cni/nicstack.conflist: %v", err)
-	}
-	// A runtime hands each plugin its entry with the list's version and name.
-	p.conf = list.Plugins[0]
-	p.conf["cniVersion"], p.conf["name"], p.conf["run"] = list.CNIVersion, list.Name, p.run
-	if p.sock, err = supervisor.InstanceSocket(p.run); err != nil {
-		t.Fatal(err)
-	}
-
-	out := &testutil.SyncBuffer{}
-	run := exec.Command(filepath.Join(bin, "nicstack"), "run", "--name", p.run, "../../deploy/cni.hid")
-	run.Stdout, run.Stderr = out, out
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		run.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { run.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			run.Process.Kill()
-			<-done
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("nicstack output:\n%s", out.String())
-		}
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := p.plugin("STATUS", "", "", "", nil); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("STATUS never ready")
-		}
-	}
-
+	p := newPods(t, "../../deploy/cni.hid")
+	p.start()
 	const n = 3
 	var spaces []*netns.NS
 	t.Cleanup(func() {
@@ -162,21 +198,7 @@ func TestPods(t *testing.T) {
 		}
 	}
 	for i, ns := range spaces {
-		// The far end's iperf3 -s, through the router's NAT (ping is no tool the tests install).
-		dial := func() error {
-			c, err := net.DialTimeout("tcp", "198.18.0.2:5201", time.Second)
-			if err == nil {
-				c.Close()
-			}
-			return err
-		}
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if err = ns.Do(dial); err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil {
+		if err := reach(ns); err != nil {
 			t.Errorf("pod %d does not reach the far end: %v", i, err)
 		}
 		if _, err := p.plugin("CHECK", fmt.Sprintf("ctr%d", i), ns.File.Name(), fmt.Sprintf("IP=10.0.2.%d/24;GATEWAY=10.0.2.1", 10+i), nil); err != nil {
@@ -213,8 +235,8 @@ func TestPods(t *testing.T) {
 			}
 		}
 	}
-	pid := run.Process.Pid
-	stop()
+	pid := p.cmd.Process.Pid
+	p.stop()
 	if _, err := p.plugin("DEL", "ctr0", spaces[0].File.Name(), "", nil); err != nil {
 		t.Errorf("DEL with the run stopped: %v", err)
 	}

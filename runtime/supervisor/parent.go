@@ -229,7 +229,7 @@ func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) er
 		var err error
 		client := p.client
 		p.lease, err = dhcplease.Run(dhcplease.RunConfig{NS: p.ns, Iface: p.iface, ClientID: append([]byte{0}, client...),
-			Remembered: remembered, Log: s.log, OnLease: func(l *dhcplease.Lease) { go s.post(func() { s.keepLease(client, l) }) }})
+			Remembered: remembered, Log: s.log.With("guest", client), OnLease: func(l *dhcplease.Lease) { go s.post(func() { s.keepLease(client, l) }) }})
 		if err != nil {
 			return err
 		}

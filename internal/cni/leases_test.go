@@ -1,0 +1,160 @@
+package cni
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/nicstack/nicstack/runtime/netns"
+)
+
+// leasesAlive is the number of DHCP allocations nic_router's state report shows alive, over
+// all its interfaces.
+func leasesAlive(t *testing.T, report string) (int, bool) {
+	b, err := os.ReadFile(report)
+	if err != nil {
+		return 0, false
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`<dhcp-allocations>\s*<alive value="(\d+)"`).FindAllStringSubmatch(string(b), -1) {
+		k, _ := strconv.Atoi(m[1])
+		n += k
+	}
+	return n, true
+}
+
+// Pods with the conflist's ipam, type dhcp, get distinct leases of the pods' range from the
+// router's DHCP server, which the supervisor takes for them; the result names the lease with
+// the router as gateway and default route; they reach the far end and CHECK holds. A SIGKILL
+// of the supervisor and a run of the same name give each pod its address back. DEL releases
+// each lease (DHCPRELEASE, the supervisor's log says) and the router's state report then
+// shows no DHCP allocation alive.
+func TestLeasedPods(t *testing.T) {
+	// deploy/cni.hid with the router's state report in a file.
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	report := filepath.Join(dir, "router.xml")
+	hid, err := os.ReadFile("../../deploy/cni.hid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anchor = "    + policy | label: pod | domain: pods\n"
+	if !strings.Contains(string(hid), anchor) {
+		t.Fatalf("deploy/cni.hid has no %q", anchor)
+	}
+	scenario := filepath.Join(dir, "cni.hid")
+	withReport := strings.Replace(string(hid), anchor, "    + report | interval_sec: 1 | stats: yes | config: no | bytes: no | quota: no | file: "+report+"\n"+anchor, 1)
+	if err := os.WriteFile(scenario, []byte(withReport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newPods(t, scenario)
+	p.start()
+
+	const n = 3
+	var spaces []*netns.NS
+	t.Cleanup(func() {
+		for _, ns := range spaces {
+			ns.Close()
+		}
+	})
+	pool := netip.MustParsePrefix("10.0.2.0/24")
+	addrs := map[netip.Prefix]int{}
+	for i := range n {
+		ns, err := netns.New("pod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spaces = append(spaces, ns)
+		id := fmt.Sprintf("ctr%d", i)
+		res, err := p.plugin("ADD", id, ns.File.Name(), "K8S_POD_NAME="+id, nil)
+		if err != nil {
+			t.Fatalf("ADD %s: %v", id, err)
+		}
+		var r types100.Result
+		if err := json.Unmarshal(res, &r); err != nil || len(r.IPs) != 1 {
+			t.Fatalf("ADD %s: result %s: %v", id, res, err)
+		}
+		a, _ := netip.ParsePrefix(r.IPs[0].Address.String())
+		if host := a.Addr().As4()[3]; !pool.Contains(a.Addr()) || a.Bits() != 24 || host < 100 || host > 199 ||
+			r.IPs[0].Gateway.String() != "10.0.2.1" || len(r.Routes) != 1 || r.Routes[0].GW.String() != "10.0.2.1" {
+			t.Errorf("ADD %s: result %s, want a /24 of 10.0.2.100-199 via 10.0.2.1", id, res)
+		}
+		if _, dup := addrs[a]; dup {
+			t.Errorf("ADD %s: %s leased twice", id, a)
+		}
+		addrs[a] = i
+	}
+	leased := make([]netip.Prefix, n)
+	for a, i := range addrs {
+		leased[i] = a
+	}
+	for i, ns := range spaces {
+		if err := reach(ns); err != nil {
+			t.Errorf("pod %d (%s) does not reach the far end: %v", i, leased[i], err)
+		}
+		if _, err := p.plugin("CHECK", fmt.Sprintf("ctr%d", i), ns.File.Name(), "", nil); err != nil {
+			t.Errorf("CHECK pod %d: %v", i, err)
+		}
+	}
+	waitAlive := func(want int) {
+		t.Helper()
+		var got int
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			var ok bool
+			if got, ok = leasesAlive(t, report); ok && got == want {
+				return
+			}
+		}
+		b, _ := os.ReadFile(report)
+		t.Fatalf("the router's report shows %d DHCP allocations alive, want %d:\n%s", got, want, b)
+	}
+	waitAlive(n)
+
+	// The supervisor killed and a run of the same name: each pod gets its address back.
+	p.kill()
+	os.Remove(report)
+	p.start()
+	for i, ns := range spaces {
+		id := fmt.Sprintf("ctr%d", i)
+		var err error
+		for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if _, err = p.plugin("CHECK", id, ns.File.Name(), "", nil); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("after the restart, CHECK pod %d: %v", i, err)
+		}
+		for _, a := range p.attachments() {
+			if a.ContainerID == id && (a.Lease == nil || a.Lease.Address != leased[i]) {
+				t.Errorf("after the restart, pod %d holds %v, want %s", i, a.Lease, leased[i])
+			}
+		}
+		if err := reach(ns); err != nil {
+			t.Errorf("after the restart, pod %d does not reach the far end: %v", i, err)
+		}
+	}
+	waitAlive(n)
+
+	for i, ns := range spaces {
+		if _, err := p.plugin("DEL", fmt.Sprintf("ctr%d", i), ns.File.Name(), "", nil); err != nil {
+			t.Errorf("DEL pod %d: %v", i, err)
+		}
+	}
+	if got := p.attachments(); len(got) != 0 {
+		t.Errorf("after DEL: %+v", got)
+	}
+	waitAlive(0)
+	if released := len(regexp.MustCompile(`DHCP lease of 10\.0\.2\.1\d\d on eth0 released`).FindAllString(p.out.String(), -1)); released != n {
+		t.Errorf("%d DHCP leases released, want %d", released, n)
+	}
+}
