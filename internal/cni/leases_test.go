@@ -2,6 +2,7 @@ package cni
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/nicstack/nicstack/runtime/netns"
@@ -38,25 +40,29 @@ func leasesAlive(t *testing.T, report string) (int, bool) {
 // of the supervisor and a run of the same name give each pod its address back. DEL releases
 // each lease (DHCPRELEASE, the supervisor's log says) and the router's state report then
 // shows no DHCP allocation alive.
+// node writes deploy/cni.hid with the line old replaced by new into dir and returns its path.
+func node(t *testing.T, dir, old, new string) string {
+	hid, err := os.ReadFile("../../deploy/cni.hid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(hid), old) {
+		t.Fatalf("deploy/cni.hid has no %q", old)
+	}
+	path := filepath.Join(dir, "cni.hid")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(hid), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestLeasedPods(t *testing.T) {
 	// deploy/cni.hid with the router's state report in a file.
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	report := filepath.Join(dir, "router.xml")
-	hid, err := os.ReadFile("../../deploy/cni.hid")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const anchor = "    + policy | label: pod | domain: pods\n"
-	if !strings.Contains(string(hid), anchor) {
-		t.Fatalf("deploy/cni.hid has no %q", anchor)
-	}
-	scenario := filepath.Join(dir, "cni.hid")
-	withReport := strings.Replace(string(hid), anchor, "    + report | interval_sec: 1 | stats: yes | config: no | bytes: no | quota: no | file: "+report+"\n"+anchor, 1)
-	if err := os.WriteFile(scenario, []byte(withReport), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := newPods(t, scenario)
+	p := newPods(t, node(t, dir, anchor, "    + report | interval_sec: 1 | stats: yes | config: no | bytes: no | quota: no | file: "+report+"\n"+anchor))
 	p.start()
 
 	const n = 3
@@ -156,5 +162,25 @@ func TestLeasedPods(t *testing.T) {
 	waitAlive(0)
 	if released := len(regexp.MustCompile(`DHCP lease of 10\.0\.2\.1\d\d on eth0 released`).FindAllString(p.out.String(), -1)); released != n {
 		t.Errorf("%d DHCP leases released, want %d", released, n)
+	}
+}
+
+// An ADD whose lease does not come (the pods' domain has no DHCP server) fails within its
+// bound, and nothing of it stays attached.
+func TestNoLease(t *testing.T) {
+	p := newPods(t, node(t, t.TempDir(), "      + dhcp-server | ip_first: 10.0.2.100 | ip_last: 10.0.2.199 | ip_lease_time_sec: 3600\n", ""))
+	p.start()
+	ns, err := netns.New("pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	_, err = p.plugin("ADD", "ctr0", ns.File.Name(), "", nil)
+	var e *types.Error
+	if !errors.As(err, &e) || e.Code != types.ErrInternal || !strings.Contains(e.Msg, "no DHCP lease") {
+		t.Fatalf("ADD without a DHCP server: %v, want code 999, no DHCP lease", err)
+	}
+	if got := p.attachments(); len(got) != 0 {
+		t.Errorf("after the failed ADD: %+v", got)
 	}
 }
