@@ -194,3 +194,51 @@ func TestNoLease(t *testing.T) {
 		t.Errorf("after the failed ADD: %+v", got)
 	}
 }
+
+// With a 6 s lease, the supervisor renews a pod's lease at T1, unicast to the router from
+// the leased address, and the pod keeps its address past the first lease's end.
+func TestLeaseRenewed(t *testing.T) {
+	const pods = "    + domain pods | interface: 10.0.2.1/24\n"
+	p := newPods(t, node(t, t.TempDir(),
+		"ip_lease_time_sec: 3600", "ip_lease_time_sec: 6",
+		pods, strings.TrimSuffix(pods, "\n")+" | verbose_packets: yes\n"))
+	p.start()
+	ns, err := netns.New("pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if _, err := p.plugin("ADD", "ctr0", ns.File.Name(), "", nil); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	first := p.attachments()[0].Lease
+	if first == nil {
+		t.Fatal("no lease after ADD")
+	}
+	// Two renewals at least: the lease then ends 6 s after the first one would have.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		l := p.attachments()[0].Lease
+		if l != nil && l.Expires.After(first.Expires.Add(5*time.Second)) {
+			if l.Address != first.Address {
+				t.Fatalf("renewed as %s, leased as %s", l.Address, first.Address)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease %+v was not renewed twice (first %+v)", l, first)
+		}
+	}
+	if _, err := p.plugin("CHECK", "ctr0", ns.File.Name(), "", nil); err != nil {
+		t.Errorf("CHECK past the first lease's end: %v", err)
+	}
+	unicast := fmt.Sprintf("IPV4 %s > 10.0.2.1 UDP 68 > 67 DHCP REQUEST", first.Address.Addr())
+	if !strings.Contains(p.out.String(), unicast) {
+		t.Errorf("no renewing REQUEST %q in the router's log", unicast)
+	}
+	if strings.Contains(p.out.String(), "lost") {
+		t.Error("the lease was lost meanwhile")
+	}
+	if _, err := p.plugin("DEL", "ctr0", ns.File.Name(), "", nil); err != nil {
+		t.Errorf("DEL: %v", err)
+	}
+}

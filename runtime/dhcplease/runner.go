@@ -41,6 +41,10 @@ type Runner struct {
 	server header.MAC // the server's link address, from its last ACK: RENEWING and RELEASE go there
 	in     chan packet
 	stop   chan bool // true: release first
+	// Dropped replies are logged once a second at most (another pod may send to port 68):
+	// when the last line was, and how many were dropped since without one.
+	droppedAt time.Time
+	quiet     int
 	done   chan struct{}
 	once   sync.Once
 }
@@ -149,7 +153,16 @@ func (r *Runner) loop() {
 // do carries out a step: from is the link address of the reply it answers.
 func (r *Runner) do(s Step, from header.MAC) {
 	if s.Dropped != "" {
-		r.cfg.Log.Warn(fmt.Sprintf("DHCP on %s: reply dropped: %s", r.cfg.Iface, s.Dropped))
+		if now := time.Now(); now.Sub(r.droppedAt) >= time.Second {
+			more := ""
+			if r.quiet > 0 {
+				more = fmt.Sprintf(" (and %d more since the last line)", r.quiet)
+			}
+			r.cfg.Log.Warn(fmt.Sprintf("DHCP on %s: reply dropped: %s%s", r.cfg.Iface, s.Dropped, more))
+			r.droppedAt, r.quiet = now, 0
+		} else {
+			r.quiet++
+		}
 	}
 	if s.Lost != nil {
 		r.cfg.Log.Warn(fmt.Sprintf("DHCP on %s: lease of %s lost", r.cfg.Iface, s.Lost.Address))
