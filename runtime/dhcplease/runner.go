@@ -45,8 +45,8 @@ type Runner struct {
 	// when the last line was, and how many were dropped since without one.
 	droppedAt time.Time
 	quiet     int
-	done   chan struct{}
-	once   sync.Once
+	done      chan struct{}
+	once      sync.Once
 }
 
 type packet struct {
