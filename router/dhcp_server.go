@@ -33,13 +33,23 @@ func newDHCPServer(m *model.DHCPServer) *dhcpServer {
 		allocs: map[header.MAC]*allocation{}, used: map[uint32]*allocation{}}
 }
 
-func (s *dhcpServer) alloc(r *Router, i *Interface, mac header.MAC) *allocation {
+// alloc allocates the address a DISCOVER suggests (option 50; zero: none) when it is in the
+// range and free, as RFC 2131 4.3.1 orders the server's choice, else the first free one: a
+// client that lost its lease with a restarted router (nicstack's pod leases after a restart
+// of the supervisor) gets its address back. Genode's nic_router ignores the suggestion.
+func (s *dhcpServer) alloc(r *Router, i *Interface, mac header.MAC, want [4]byte) *allocation {
+	take := func(n uint32) *allocation {
+		a := &allocation{mac: mac, ifc: i, deadline: r.now.Add(r.cfg.DHCPOfferTimeout)}
+		a.ip = [4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+		s.allocs[mac], s.used[n] = a, a
+		return a
+	}
+	if n := be(want); n >= s.first && n <= s.last && s.used[n] == nil {
+		return take(n)
+	}
 	for n := s.first; n <= s.last && n >= s.first; n++ {
 		if s.used[n] == nil {
-			a := &allocation{mac: mac, ifc: i, deadline: r.now.Add(r.cfg.DHCPOfferTimeout)}
-			a.ip = [4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
-			s.allocs[mac], s.used[n] = a, a
-			return a
+			return take(n)
 		}
 	}
 	return nil
@@ -101,7 +111,8 @@ func (r *Router) serveDHCP(i *Interface, d *domain, ip header.IPv4) {
 	switch msg.MessageType() {
 	case header.DHCPDiscover:
 		if a == nil {
-			if a = s.alloc(r, i, mac); a == nil {
+			want, _ := msg.OptionIPv4(header.OptRequestedIP)
+			if a = s.alloc(r, i, mac, want); a == nil {
 				r.drop(d, "DHCP address range used up")
 				return
 			}

@@ -105,6 +105,23 @@ func TestDHCPServerExchange(t *testing.T) {
 	}
 }
 
+// A DISCOVER that suggests a free address of the range gets it; one that suggests a taken
+// address or one outside the range gets the first free one.
+func TestDHCPServerSuggestedAddress(t *testing.T) {
+	b := newBench(t, natConfig)
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
+	for k, c := range []struct{ want, got string }{
+		{"10.0.1.3", "10.0.1.3"}, // free: taken
+		{"10.0.1.3", "10.0.1.2"}, // another's now
+		{"10.0.9.9", "10.0.1.4"}, // outside the range
+	} {
+		b.send(vm, dhcpRequest(header.MAC{2, 9, 9, 9, 9, byte(k)}, header.DHCPDiscover, uint32(k), ip4(c.want)))
+		if o := dhcpReplyOf(t, vmp); o.YIAddr() != ip4(c.got) {
+			t.Errorf("DISCOVER %d suggesting %s: offered %v, want %s", k, c.want, o.YIAddr(), c.got)
+		}
+	}
+}
+
 func TestDHCPServerNak(t *testing.T) {
 	b := newBench(t, natConfig)
 	vm, vmp := b.attach("vm", Nic, header.MAC{})

@@ -25,7 +25,8 @@ it starts again; detach removes one. Refused, with nothing changed: a name the s
 has, a label no policy selects, a full DHCP pool in its domain, a missing namespace.
 
 Guests: embedded (gVisor's stack, its address by DHCP), netns (a TAP into a namespace, made
-for it by the run or --netns, with --address on the Linux side: needs a root run) and
+for it by the run or --netns, with --address on the Linux side, a CIDR or dhcp for a lease
+the run takes from the router's DHCP server on its behalf: needs a root run) and
 vhost-user (a QEMU connects to NAME.sock in the run folder).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -50,7 +51,7 @@ vhost-user (a QEMU connects to NAME.sock in the run folder).`,
 	f.StringVar(&a.Router, "router", "", "the child that serves the Nic session (default the one that provides Nic)")
 	f.StringVar(&a.Affinity, "affinity", "", "X,Y: the cell of the affinity space the guest runs on")
 	f.StringVar(&a.Netns, "netns", "", "netns guest: an existing namespace, as /run/netns/NAME (default one the run makes)")
-	f.StringVar(&a.Address, "address", "", "netns guest: the address of the Linux side, CIDR")
+	f.StringVar(&a.Address, "address", "", "netns guest: the address of the Linux side, CIDR, or dhcp (a lease the run takes for it)")
 	f.StringVar(&a.Gateway, "gateway", "", "netns guest: the default route of the Linux side")
 	root.AddCommand(attach)
 

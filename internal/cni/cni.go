@@ -1,7 +1,8 @@
 // Package cni is nicstack-cni's logic: the CNI commands (spec 1.0.0 and 1.1.0, through
 // containernetworking/cni's skel) over a nicstack run's attach and detach. A pod's network is
 // an attachment: a netns guest whose TAP the supervisor puts into the pod's namespace, named
-// as the runtime asks, with the static address of the network config. It is not the attach
+// as the runtime asks, with a lease the supervisor takes from the router's DHCP server or the
+// static address of the network config. It is not the attach
 // itself (runtime/supervisor) nor the command (cmd/nicstack-cni, which only calls Main).
 package cni
 
@@ -24,14 +25,19 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/nicstack/nicstack/runtime/dhcplease"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // Versions are the spec versions nicstack-cni speaks: GC and STATUS came with 1.1.0.
 var Versions = version.PluginSupports("1.0.0", "1.1.0")
 
-// upTimeout bounds ADD's wait for the supervisor to make the pod's interface.
-const upTimeout = 20 * time.Second
+// upTimeout bounds ADD's wait for the supervisor to make the pod's interface, leaseTimeout
+// its wait for the lease.
+const (
+	upTimeout    = 20 * time.Second
+	leaseTimeout = 30 * time.Second
+)
 
 // Main runs the command the runtime's environment names and exits, printing a CNI error as
 // JSON on failure.
@@ -47,14 +53,15 @@ func AttachmentName(containerID, ifname string) string {
 	return "cni_" + hex.EncodeToString(h[:6])
 }
 
-// Add attaches the container's namespace as CNI_IFNAME with the config's static address and
-// prints the result; on an error nothing stays attached.
+// Add attaches the container's namespace as CNI_IFNAME, with a lease the supervisor takes
+// from the router's DHCP server or the config's static address, and prints the result; on an
+// error nothing stays attached.
 func Add(args *skel.CmdArgs) error {
 	conf, err := ParseNetConf(args.StdinData)
 	if err != nil {
 		return err
 	}
-	st, err := conf.Static(args.Args)
+	st, leased, err := address(conf, args.Args)
 	if err != nil {
 		return err
 	}
@@ -70,8 +77,11 @@ func Add(args *skel.CmdArgs) error {
 	}
 	a := supervisor.Attachment{
 		Name: AttachmentName(args.ContainerID, args.IfName), Guest: conf.Guest, Label: conf.Label,
-		Router: conf.Router, Netns: args.Netns, Address: st.Address.String(), Ifname: args.IfName,
+		Router: conf.Router, Netns: args.Netns, Address: "dhcp", Ifname: args.IfName,
 		ContainerID: args.ContainerID,
+	}
+	if !leased {
+		a.Address = st.Address.String()
 	}
 	if st.Gateway.IsValid() {
 		a.Gateway = st.Gateway.String()
@@ -82,9 +92,17 @@ func Add(args *skel.CmdArgs) error {
 		}
 		return types.NewError(types.ErrInternal, "nicstack refused the attachment", err.Error())
 	}
+	var lease *dhcplease.Lease
+	if leased {
+		if lease, err = waitLease(sock, a.Name); err != nil {
+			supervisor.RequestDetach(sock, a.Name) // nothing stays of a failed ADD
+			return types.NewError(types.ErrInternal, fmt.Sprintf("no DHCP lease for %s in %s", args.IfName, args.Netns), err.Error())
+		}
+		st = Static{Address: lease.Address, Gateway: lease.Gateway}
+	}
 	iface, err := waitUp(args.Netns, args.IfName, st)
 	if err != nil {
-		supervisor.RequestDetach(sock, a.Name) // nothing stays of a failed ADD
+		supervisor.RequestDetach(sock, a.Name)
 		return types.NewError(types.ErrInternal, fmt.Sprintf("the interface %s did not come up in %s", args.IfName, args.Netns), err.Error())
 	}
 	r := &types100.Result{
@@ -97,10 +115,49 @@ func Add(args *skel.CmdArgs) error {
 		r.IPs[0].Gateway = net.IP(st.Gateway.AsSlice())
 		r.Routes = []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: r.IPs[0].Gateway}}
 	}
+	if lease != nil && len(lease.DNS) > 0 {
+		r.DNS = types.DNS{}
+		for _, d := range lease.DNS {
+			r.DNS.Nameservers = append(r.DNS.Nameservers, d.String())
+		}
+	}
 	if r.DNS.IsEmpty() {
 		r.DNS = conf.DNS
 	}
 	return types.PrintResult(r, conf.CNIVersion)
+}
+
+// address is the pod's address: leased (from the router's DHCP server, the supervisor's to
+// take) or static (st).
+func address(conf *NetConf, cniArgs string) (st Static, leased bool, err error) {
+	if leased, err = conf.Leased(cniArgs); err != nil || leased {
+		return st, leased, err
+	}
+	st, err = conf.Static(cniArgs)
+	return st, false, err
+}
+
+// waitLease waits for the supervisor to hold a lease for the attachment name, as its status
+// shows it; the supervisor's client retransmits with RFC 2131's backoff (4, 8, 16 s), so a
+// router that answers at all answers within leaseTimeout.
+func waitLease(sock, name string) (*dhcplease.Lease, error) {
+	deadline := time.Now().Add(leaseTimeout)
+	for {
+		status, err := supervisor.QueryStatus(sock)
+		if err == nil {
+			i := slices.IndexFunc(status.Attachments, func(a supervisor.Attachment) bool { return a.Name == name })
+			switch {
+			case i < 0:
+				return nil, errors.New("the run detached it")
+			case status.Attachments[i].Lease != nil:
+				return status.Attachments[i].Lease, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("none within %v (%v)", leaseTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Del detaches the container's interface. What is already gone is no error: the attachment,
@@ -126,14 +183,15 @@ func detach(sock, name string) error {
 	return nil
 }
 
-// Check verifies the container's attachment: the run keeps it and runs its guest, and the
-// interface in the namespace has the address and the default route.
+// Check verifies the container's attachment: the run keeps it and runs its guest (holding its
+// lease, for a leased address), and the interface in the namespace has the address and the
+// default route.
 func Check(args *skel.CmdArgs) error {
 	conf, err := ParseNetConf(args.StdinData)
 	if err != nil {
 		return err
 	}
-	st, err := conf.Static(args.Args)
+	st, leased, err := address(conf, args.Args)
 	if err != nil {
 		return err
 	}
@@ -150,8 +208,19 @@ func Check(args *skel.CmdArgs) error {
 	if i < 0 || status.Attachments[i].ContainerID != args.ContainerID {
 		return types.NewError(types.ErrUnknownContainer, fmt.Sprintf("the run has no attachment %s of container %s", name, args.ContainerID), "")
 	}
-	if a := status.Attachments[i]; a.Netns != args.Netns || a.Address != st.Address.String() {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("attachment %s is %s in %s, the config says %s in %s", name, a.Address, a.Netns, st.Address, args.Netns), "")
+	a := status.Attachments[i]
+	want := "dhcp"
+	if !leased {
+		want = st.Address.String()
+	}
+	if a.Netns != args.Netns || a.Address != want {
+		return types.NewError(types.ErrInternal, fmt.Sprintf("attachment %s is %s in %s, the config says %s in %s", name, a.Address, a.Netns, want, args.Netns), "")
+	}
+	if leased {
+		if a.Lease == nil {
+			return types.NewError(types.ErrInternal, fmt.Sprintf("attachment %s holds no DHCP lease", name), "")
+		}
+		st = Static{Address: a.Lease.Address, Gateway: a.Lease.Gateway}
 	}
 	for _, c := range status.Components {
 		if c.Name == name && c.State != "running" {

@@ -47,6 +47,19 @@ func TestParseNetConf(t *testing.T) {
 	if err != nil || st.Address != netip.MustParsePrefix("10.0.2.11/24") {
 		t.Errorf("static from CNI_ARGS %+v, %v", st, err)
 	}
+	// No ipam, or type dhcp: a lease, unless CNI_ARGS give the pod its address.
+	for _, ipam := range []string{"", `"ipam": {"type": "dhcp", "routes": [{"dst": "0.0.0.0/0"}]}`} {
+		c, err := ParseNetConf(conf(ipam))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, leased, err := address(c, "K8S_POD_NAME=a"); !leased || err != nil {
+			t.Errorf("%s: leased %v, %v", ipam, leased, err)
+		}
+		if st, leased, err := address(c, "IP=10.0.2.11/24;GATEWAY=10.0.2.1"); leased || err != nil || st.Address != netip.MustParsePrefix("10.0.2.11/24") {
+			t.Errorf("%s with CNI_ARGS IP=: %+v, leased %v, %v", ipam, st, leased, err)
+		}
+	}
 	if c, err := ParseNetConf([]byte(`{"name": "net", "ipam": {"type": "static"}}`)); err != nil || c.Label != "net" {
 		t.Errorf("the label defaults to the network's name: %+v, %v", c, err)
 	}
@@ -60,8 +73,8 @@ func TestParseNetConf(t *testing.T) {
 		{string(conf(`"ipam": {"type": "static", "routes": [{"dst": "nonsense"}]}`)), "", types.ErrDecodingFailure, "decoding"},
 		{string(conf(`"guest": "embedded", ` + static)), "", types.ErrInvalidNetworkConfig, `guest "embedded"`},
 		{string(conf(`"guest": "vhost-user", ` + static)), "", types.ErrUnsupportedField, "socketPath"},
-		{string(conf("")), "", types.ErrUnsupportedField, "DHCP server is still to come"},
-		{string(conf(`"ipam": {"type": "dhcp"}`)), "", types.ErrUnsupportedField, "DHCP server is still to come"},
+		{string(conf(`"ipam": {"type": "dhcp", "addresses": [{"address": "10.0.2.10/24"}]}`)), "", types.ErrInvalidNetworkConfig, "addresses are for type static"},
+		{string(conf(`"ipam": {"type": "dhcp", "routes": [{"dst": "10.9.0.0/16"}]}`)), "", types.ErrUnsupportedField, "only the default route"},
 		{string(conf(`"ipam": {"type": "host-local"}`)), "", types.ErrInvalidNetworkConfig, `ipam type "host-local"`},
 		{string(conf(`"ipam": {"type": "static"}`)), "", types.ErrInvalidNetworkConfig, "no address"},
 		{string(conf(`"ipam": {"type": "static", "addresses": [{"address": "10.0.2.10"}]}`)), "", types.ErrInvalidNetworkConfig, "want a CIDR"},
@@ -76,7 +89,7 @@ func TestParseNetConf(t *testing.T) {
 	} {
 		c, err := ParseNetConf([]byte(tc.conf))
 		if err == nil {
-			_, err = c.Static(tc.args)
+			_, _, err = address(c, tc.args)
 		}
 		var e *types.Error
 		if !errors.As(err, &e) || e.Code != tc.code || !strings.Contains(e.Msg+e.Details, tc.msg) {

@@ -28,12 +28,14 @@ type NetConf struct {
 	Guest string `json:"guest,omitempty"`
 	// Router is the child that serves the pods' Nic sessions; "": the one that provides Nic.
 	Router string `json:"router,omitempty"`
-	// IPAM is CNI's static IPAM plugin's config, which this plugin reads itself: the
-	// supervisor puts the address on the interface it makes.
+	// IPAM is read by this plugin itself: type dhcp (or none) for a lease from the router's
+	// DHCP server, which the supervisor takes on the pod's behalf, or CNI's static IPAM
+	// plugin's config, an address the supervisor puts on the interface it makes.
 	IPAM IPAM `json:"ipam"`
 }
 
-// IPAM is the static IPAM config (github.com/containernetworking/plugins' static plugin).
+// IPAM is type dhcp, or the static IPAM config (github.com/containernetworking/plugins'
+// static plugin).
 type IPAM struct {
 	Type      string         `json:"type"`
 	Addresses []IPAMAddress  `json:"addresses,omitempty"`
@@ -79,12 +81,33 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 		return nil, unsupported("guest vhost-user (an interface with a socketPath) is still to come; use guest netns")
 	case c.Guest != "netns":
 		return nil, invalid(fmt.Sprintf("guest %q: a pod's guest is netns, a TAP in its namespace", c.Guest))
-	case c.IPAM.Type == "" || c.IPAM.Type == "dhcp":
-		return nil, unsupported("an address from nic_router's DHCP server is still to come: give ipam type static with the address")
-	case c.IPAM.Type != "static":
-		return nil, invalid(fmt.Sprintf("ipam type %q: want static", c.IPAM.Type))
+	case c.IPAM.Type == "":
+		c.IPAM.Type = "dhcp"
+	case c.IPAM.Type != "static" && c.IPAM.Type != "dhcp":
+		return nil, invalid(fmt.Sprintf("ipam type %q: want dhcp or static", c.IPAM.Type))
+	}
+	if c.IPAM.Type == "dhcp" && len(c.IPAM.Addresses) > 0 {
+		return nil, invalid("ipam type dhcp: the address comes from the lease; addresses are for type static")
 	}
 	return &c, nil
+}
+
+// Leased says whether the pod's address is a lease from the router's DHCP server: ipam type
+// dhcp (or none), unless CNI_ARGS give the pod a static address (IP=, GATEWAY=), which wins
+// as over a static config.
+func (c *NetConf) Leased(cniArgs string) (bool, error) {
+	ip, _, err := argsAddress(cniArgs)
+	if err != nil || c.IPAM.Type != "dhcp" || ip != "" {
+		return false, err
+	}
+	for _, r := range c.IPAM.Routes {
+		dst, ok := netip.AddrFromSlice(r.Dst.IP)
+		bits, _ := r.Dst.Mask.Size()
+		if !ok || netip.PrefixFrom(dst.Unmap(), bits) != ipv4Default || r.GW != nil {
+			return false, unsupported(fmt.Sprintf("ipam route %s: only the default route via the lease's router so far", r))
+		}
+	}
+	return true, nil
 }
 
 // Static is the pod's address from the static IPAM config, or from the runtime's CNI_ARGS

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,32 +15,42 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/netns"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// node is deploy/cni.hid under `nicstack run --name`, as a Kubernetes node runs it, with the
-// network config deploy/cni/nicstack.conflist names it by and the built plugin.
+// node is a node's scenario (deploy/cni.hid, or a variant of it) under `nicstack run --name`,
+// as a Kubernetes node runs it, with the network config deploy/cni/nicstack.conflist names it
+// by and the built plugin.
 type node struct {
-	t    testing.TB
-	run  string // the run's name
-	sock string
-	bin  string // the folder of the built binaries, nicstack-cni among them
-	cni  string // the plugin binary
-	list map[string]any
-	out  *testutil.SyncBuffer
-	cmd  *exec.Cmd
-	done chan struct{}
+	t        testing.TB
+	run      string // the run's name
+	scenario string
+	sock     string
+	bin      string // the folder of the built binaries, nicstack-cni among them
+	cni      string // the plugin binary
+	list     map[string]any
+	out      *testutil.SyncBuffer
+	cmd      *exec.Cmd // nil until started
+	done     chan struct{}
 }
 
-// startNode starts the node and waits until the plugin's STATUS says it is ready. The node
-// stops (SIGINT) at the end of the test.
+// startNode starts deploy/cni.hid as the node and waits until it runs.
 func startNode(t testing.TB) *node {
+	n := newNode(t, "../../deploy/cni.hid")
+	n.start()
+	return n
+}
+
+// newNode prepares a node that runs scenario, not yet started; it stops (SIGINT) at the end
+// of the test.
+func newNode(t testing.TB, scenario string) *node {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "iperf3", "ip")
 	for _, c := range []string{"linux_nic", "nic_router", "vm"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	n := &node{t: t, run: fmt.Sprintf("cnitest-%d", os.Getpid()), out: &testutil.SyncBuffer{},
+	n := &node{t: t, run: fmt.Sprintf("cnitest-%d", os.Getpid()), scenario: scenario, out: &testutil.SyncBuffer{},
 		cni: testutil.Binary(t, "github.com/nicstack/nicstack/cmd/nicstack-cni"), bin: testutil.BinDir(t)}
 	b, err := os.ReadFile("../../deploy/cni/nicstack.conflist")
 	if err == nil {
@@ -53,7 +64,6 @@ func startNode(t testing.TB) *node {
 	if n.sock, err = supervisor.InstanceSocket(n.run); err != nil {
 		t.Fatal(err)
 	}
-	n.start()
 	t.Cleanup(func() {
 		n.stop()
 		if t.Failed() {
@@ -75,7 +85,7 @@ func (n *node) conf() map[string]any {
 }
 
 func (n *node) start() {
-	n.cmd = exec.Command(filepath.Join(n.bin, "nicstack"), "run", "--name", n.run, "../../deploy/cni.hid")
+	n.cmd = exec.Command(filepath.Join(n.bin, "nicstack"), "run", "--name", n.run, n.scenario)
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
@@ -111,6 +121,9 @@ func (n *node) kill9() {
 
 // stop stops the node in order, as Ctrl-C does.
 func (n *node) stop() {
+	if n.cmd == nil {
+		return
+	}
 	select {
 	case <-n.done:
 		return
@@ -159,4 +172,22 @@ func (n *node) plugin(command, id, nsPath, args string, extra map[string]any) ([
 		return out, fmt.Errorf("%s: %v: %s", command, err, out)
 	}
 	return out, nil
+}
+
+// reach connects to the far end's iperf3 -s from inside ns, through the router's NAT, trying
+// for 20 s while the pod's interface comes up.
+func reach(ns *netns.NS) error {
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", "198.18.0.2:5201", time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if err = ns.Do(dial); err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/dhcplease"
 )
 
 // Attachment is a guest attached at run time: what `nicstack attach` asks for. Attach fills
@@ -40,9 +41,15 @@ type Attachment struct {
 	// Netns is an existing namespace (a path, as /run/netns/NAME) a netns guest's TAP goes
 	// into; "": the run makes one for the guest, named after it.
 	Netns string `json:"netns,omitempty"`
-	// Address and Gateway are a netns guest's Linux side: its address (CIDR) and default route.
+	// Address and Gateway are a netns guest's Linux side: its address (CIDR) and default
+	// route; or Address "dhcp": the supervisor takes a lease from the router's DHCP server on
+	// the guest's behalf, sets its address and route, and keeps it in Lease.
 	Address string `json:"address,omitempty"`
 	Gateway string `json:"gateway,omitempty"`
+	// Lease is the DHCP lease held for an Address "dhcp", while there is one: kept with the
+	// attachment so that a run of the same name that starts again asks for the same address
+	// (INIT-REBOOT), and shown to nicstack-cni, whose result it is.
+	Lease *dhcplease.Lease `json:"lease,omitempty"`
 	// Ifname names a netns guest's interface in its namespace (1 to 15 characters); "": tapN.
 	Ifname string `json:"ifname,omitempty"`
 	// Socket is where a vhost-user guest's front end (QEMU, a VM runtime) connects: NAME.sock in
@@ -85,6 +92,7 @@ func (s *Supervisor) Detach(name string) error {
 
 // attach plans a, keeps it and starts it (on the loop).
 func (s *Supervisor) attach(a Attachment) (Attachment, error) {
+	a.Lease = nil // the supervisor's to take, not the request's to say
 	sc, a, err := s.plan(a)
 	if err != nil {
 		return a, err
@@ -120,6 +128,7 @@ func (s *Supervisor) detach(name, why string) error {
 		return err
 	}
 	s.log.Info(fmt.Sprintf("%s %s", name, why))
+	s.releaseLeases(name)
 	s.checkConfigs(sc, func(*Start) bool { return false })
 	s.apply(sc)
 	return nil
@@ -160,7 +169,9 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 	case a.Guest != "netns" && (a.Netns != "" || a.Address != "" || a.Gateway != "" || a.Ifname != ""):
 		return fail("a namespace, interface name, address and gateway are for a netns guest")
 	case a.Guest == "netns" && a.Address == "":
-		return fail("a netns guest needs the address of its Linux side (CIDR)")
+		return fail("a netns guest needs the address of its Linux side (CIDR, or dhcp)")
+	case a.Address == "dhcp" && a.Gateway != "":
+		return fail("an address by DHCP takes its gateway from the lease: leave the gateway out")
 	case a.Guest == "netns" && !attachedNetns.MatchString(a.Name):
 		return fail("a netns guest's name names its namespace: want 1 to 16 letters, digits or _")
 	}
@@ -408,6 +419,38 @@ func (s *Supervisor) restoreAttachments() error {
 		return s.saveAttachments()
 	}
 	return nil
+}
+
+// releaseLeases gives back the DHCP leases held for the attached guest name (its Tap
+// session's, address=dhcp) while the guest still bridges its interface to the router: the
+// DHCPRELEASE goes out before the guest stops and its TAP goes.
+func (s *Supervisor) releaseLeases(name string) {
+	for _, r := range s.requests {
+		if r.key.client == name && r.parent != nil && r.parent.lease != nil {
+			r.parent.lease.Release()
+		}
+	}
+}
+
+// leaseOf is the DHCP lease the attachment name holds, nil without.
+func (s *Supervisor) leaseOf(name string) *dhcplease.Lease {
+	if a := s.attachment(name); a != nil {
+		return a.Lease
+	}
+	return nil
+}
+
+// keepLease records the lease (nil: lost) of the attachment name and saves the attachments,
+// so that a run that starts again asks for the same address.
+func (s *Supervisor) keepLease(name string, l *dhcplease.Lease) {
+	a := s.attachment(name)
+	if a == nil {
+		return
+	}
+	a.Lease = l
+	if err := s.saveAttachments(); err != nil {
+		s.log.Error(err.Error())
+	}
 }
 
 // detachVanished detaches the netns guests whose namespace is gone (its container ended).

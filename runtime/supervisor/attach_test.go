@@ -2,13 +2,16 @@ package supervisor
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nicstack/nicstack/components"
 	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/dhcplease"
 )
 
 // attachScenario has two servers of Nic, the router (whose policies select its clients) and a
@@ -99,6 +102,7 @@ func TestAttachPlan(t *testing.T) {
 		{Attachment{Name: "c1", Affinity: "2,0"}, `affinity "2,0": want X,Y within the affinity space 2x1`},
 		{Attachment{Name: "c1", Guest: "tap"}, `guest "tap": want embedded, netns, vhost-user`},
 		{Attachment{Name: "c1", Guest: "netns"}, "needs the address of its Linux side"},
+		{Attachment{Name: "c1", Guest: "netns", Address: "dhcp", Gateway: "10.0.1.1"}, "takes its gateway from the lease"},
 		{Attachment{Name: "c1", Guest: "netns", Address: "10.0.1.9/24", Netns: "/run/netns/nicstack-no-such-ns"}, "namespace /run/netns/nicstack-no-such-ns: no such file or directory"},
 		{Attachment{Name: "c1", Address: "10.0.1.9/24"}, "for a netns guest"},
 		{Attachment{Name: "c1", Ifname: "eth0"}, "for a netns guest"},
@@ -140,6 +144,26 @@ func TestAttachPlan(t *testing.T) {
 	}
 	if err := s.detach("vm9", "detached"); err == nil || !strings.Contains(err.Error(), `no attachment "vm9"`) {
 		t.Errorf("detaching what is not there: %v", err)
+	}
+}
+
+// A leased address's lease is kept with its attachment and comes back with it.
+func TestLeaseKept(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := planner(t, attachScenario, dir)
+	l := &dhcplease.Lease{Address: netip.MustParsePrefix("10.0.1.2/24"), Server: netip.MustParseAddr("10.0.1.1"), Expires: time.Now().Add(time.Hour)}
+	a := take(t, s, Attachment{Name: "vm_c1", Guest: "netns", Address: "dhcp"})
+	if cfg := a.start(s.file).Sub("config"); cfg.String("tap_address", "") != "dhcp" {
+		t.Errorf("a leased attachment's config: %v", cfg.Attrs)
+	}
+	s.keepLease("vm_c1", l)
+	again, _ := planner(t, attachScenario, dir)
+	if got := again.leaseOf("vm_c1"); got == nil || got.Address != l.Address || got.Server != l.Server || !got.Expires.Equal(l.Expires) {
+		t.Fatalf("restored lease %+v, want %+v", got, l)
+	}
+	s.keepLease("vm_c1", nil)
+	if again, _ := planner(t, attachScenario, dir); again.leaseOf("vm_c1") != nil {
+		t.Error("a lost lease is still kept")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nicstack/nicstack/runtime/dhcplease"
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
@@ -26,7 +27,9 @@ import (
 //
 // Args: netns (a name local to the run), netns_path (instead of the run's namespace of that
 // name, an existing one at that path under /run/netns or /var/run/netns: a container's, left
-// alone when the session closes but for the interface), address (CIDR of the Linux side), gateway (default
+// alone when the session closes but for the interface), address (CIDR of the Linux side, or
+// dhcp: the supervisor takes a lease from the router's DHCP server on the interface's behalf,
+// runtime/dhcplease, and sets its address and route), gateway (default
 // route inside the namespace), mtu (1500), exec (a shell command run inside the namespace once
 // the interface is up, killed when the session closes; $NICSTACK_INTERFACE names the
 // interface); a service may know more (offload).
@@ -60,6 +63,7 @@ type parentSession struct {
 	adopted bool       // ns is another's (netns_path): the session's close removes its name
 	undo    func()     // the service's own clean-up (ParentDevice.Close)
 	exec    *exec.Cmd
+	lease   *dhcplease.Runner // address=dhcp: the lease taken for the interface
 	mtu     int
 }
 
@@ -78,8 +82,8 @@ var netnsName = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 
 // openParent makes session id of a parent service for client. It runs off the supervisor
 // goroutine (the ip commands take 100-400 ms) and touches no supervisor state but the
-// namespaces.
-func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64) (*parentSession, error) {
+// namespaces. remembered is the DHCP lease client's attachment holds, asked for again.
+func (s *Supervisor) openParent(service, client string, args map[string]string, id uint64, remembered *dhcplease.Lease) (*parentSession, error) {
 	open, ok := s.opts.ParentServices[service]
 	if !ok {
 		return nil, noParentService(service, s.opts.ParentServices)
@@ -127,7 +131,7 @@ func (s *Supervisor) openParent(service, client string, args map[string]string, 
 	if p.iface == "" { // a device that is no interface (Platform): nothing to configure
 		return p, nil
 	}
-	if err := s.configure(p); err != nil {
+	if err := s.configure(p, remembered); err != nil {
 		p.close()
 		return nil, fmt.Errorf("%s session in namespace %s: %w", service, name, err)
 	}
@@ -199,9 +203,14 @@ var benchRange = netip.MustParsePrefix("198.18.0.0/15")
 // prefix and unique local addresses, which no host routes out.
 var ipv6Ranges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
 
-// configure sets the Linux side's addresses and routes and starts the exec'd command.
-func (s *Supervisor) configure(p *parentSession) error {
-	if a := p.args["address"]; a != "" {
+// configure sets the Linux side's addresses and routes, or starts taking its IPv4 lease, and
+// starts the exec'd command.
+func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) error {
+	dhcp := p.args["address"] == "dhcp"
+	if dhcp && p.args["gateway"] != "" {
+		return fmt.Errorf("gateway=%q: an address by DHCP takes its gateway from the lease", p.args["gateway"])
+	}
+	if a := p.args["address"]; a != "" && !dhcp {
 		pfx, err := netip.ParsePrefix(a)
 		if err != nil || !(benchRange.Contains(pfx.Addr()) || pfx.Addr().IsPrivate()) {
 			return fmt.Errorf("address=%q: want a CIDR in 198.18.0.0/15 or a private range", a)
@@ -239,6 +248,15 @@ func (s *Supervisor) configure(p *parentSession) error {
 			return fmt.Errorf("gateway6=%q: want an IPv6 address", g)
 		}
 		if err := p.ns.IP("-6", "route", "add", "default", "via", g, "dev", p.iface); err != nil {
+			return err
+		}
+	}
+	if dhcp {
+		var err error
+		client := p.client
+		p.lease, err = dhcplease.Run(dhcplease.RunConfig{NS: p.ns, Iface: p.iface, ClientID: append([]byte{0}, client...),
+			Remembered: remembered, Log: s.log.With("guest", client), OnLease: func(l *dhcplease.Lease) { go s.post(func() { s.keepLease(client, l) }) }})
+		if err != nil {
 			return err
 		}
 	}
@@ -288,6 +306,9 @@ func ipv6Host(ns *netns.NS, iface string, need bool) error {
 func (p *parentSession) close() {
 	if p.exec != nil {
 		syscall.Kill(-p.exec.Process.Pid, syscall.SIGKILL)
+	}
+	if p.lease != nil {
+		p.lease.Stop() // released before, when detached; else kept for the run's next start
 	}
 	if p.iface != "" {
 		p.ns.IP("link", "del", p.iface)

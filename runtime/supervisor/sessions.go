@@ -362,11 +362,11 @@ func (s *Supervisor) openAtParent(r *request) {
 		}
 	}
 	r.openedAt, r.opening = time.Now(), true
-	service, client, args := r.service, r.key.client, r.args
+	service, client, args, lease := r.service, r.key.client, r.args, s.leaseOf(r.key.client)
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
-		p, err := s.openParent(service, client, args, id)
+		p, err := s.openParent(service, client, args, id, lease)
 		select {
 		case s.events <- func() { s.openedAtParent(r, id, p, err) }:
 		case <-s.quitting:

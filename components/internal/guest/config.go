@@ -29,6 +29,7 @@ import (
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
 //	<config guest="netns" netns_path="/run/netns/c1" tap_address="10.0.1.2/24"/>   a container's
 //	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="10.0.1.2/24"/>   as CNI names it
+//	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="dhcp"/>   the supervisor leases it
 //	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
 //
@@ -75,8 +76,8 @@ type Config struct {
 	UplinkMAC net.HardwareAddr
 	// The netns guest: the namespace the supervisor makes (or, NetnsPath, an existing one it
 	// puts the TAP into: a container's, under /run/netns or /var/run/netns), the TAP's
-	// Linux-side address and default route, and a command run in the namespace once the TAP
-	// is up. Ifname names the TAP inside the namespace (a CNI runtime's CNI_IFNAME); "": the
+	// Linux-side address ("dhcp": the supervisor takes a lease from the router's DHCP server
+	// for it) and default route, and a command run in the namespace once the TAP is up. Ifname names the TAP inside the namespace (a CNI runtime's CNI_IFNAME); "": the
 	// supervisor's tapN.
 	Netns      string
 	NetnsPath  string
@@ -180,7 +181,10 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		return c, config.Errorf(a.Pos, "ifname=%q: want a netns guest's interface name of 1 to 15 characters, without '/', ':' or white space", c.Ifname)
 	}
 	if c.Guest == "netns" && c.TapAddress == "" {
-		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR)")
+		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR, or dhcp)")
+	}
+	if a, ok := n.Attr("tap_gateway"); ok && c.TapAddress == "dhcp" {
+		return c, config.Errorf(a.Pos, "tap_gateway with tap_address=\"dhcp\": the lease's router option is the gateway")
 	}
 	if a, ok := n.Attr("iperf"); ok && c.Guest == "netns" && c.Exec == "" {
 		c.Exec = realIperf3(c.Iperf, strings.Join(strings.Fields(a.Value), " "))

@@ -63,18 +63,17 @@ func (g *Netns) Open(s *component.Session) error {
 		if err != nil {
 			return err
 		}
-		g.dev, g.nic, g.ran = dev, nicbridge.New(dev, g.stats), make(chan error, 1)
+		g.dev, g.nic = dev, nicbridge.New(dev, g.stats)
 		g.nic.LimitFrames(nicbridge.TapFrameLimit(g.cfg.Offload, g.cfg.MTU))
-		go func(nic *nicbridge.NIC, ran chan<- error) { ran <- nic.Run(nil) }(g.nic, g.ran)
 		g.c.Log.Info("tap open", "interface", dev.Name(), "netns", g.cfg.Netns)
 		if g.nicSes != nil {
-			return g.nic.Attach(g.nicSes.Client)
+			return g.attach(g.nicSes)
 		}
 	case s.Client != nil:
 		g.nicSes = s
 		g.c.Log.Info("link up", "session", s.ID, "label", s.Label)
 		if g.nic != nil {
-			return g.nic.Attach(s.Client)
+			return g.attach(s)
 		}
 	default:
 		return fmt.Errorf("session %d (%s) answers no request of the netns guest", s.ID, s.Service)
@@ -95,14 +94,30 @@ func (g *Netns) Close(s *component.Session) {
 	}
 }
 
+// attach binds the TAP to the Nic session s and starts reading the TAP then, not before: what
+// the namespace sent meanwhile (the first DHCP DISCOVER of the supervisor's lease client for a
+// leased address) waits in the TAP's queue instead of being dropped for want of a session.
+func (g *Netns) attach(s *component.Session) error {
+	if err := g.nic.Attach(s.Client); err != nil {
+		return err
+	}
+	if g.ran == nil {
+		g.ran = make(chan error, 1)
+		go func(nic *nicbridge.NIC, ran chan<- error) { ran <- nic.Run(nil) }(g.nic, g.ran)
+	}
+	return nil
+}
+
 func (g *Netns) closeTap() {
 	if g.dev == nil {
 		return
 	}
 	g.nic.Detach()
 	g.dev.Close()
-	<-g.ran
-	g.dev, g.nic = nil, nil
+	if g.ran != nil {
+		<-g.ran
+	}
+	g.dev, g.nic, g.ran = nil, nil, nil
 	g.c.Log.Info("tap closed")
 }
 
