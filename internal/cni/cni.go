@@ -61,6 +61,9 @@ func Add(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	if conf.Guest == "vhost-user" {
+		return addVhostUser(args, conf)
+	}
 	st, leased, err := address(conf, args.Args)
 	if err != nil {
 		return err
@@ -156,7 +159,7 @@ func waitLease(sock, name string) (*dhcplease.Lease, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("none within %v (%v)", leaseTimeout, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -190,6 +193,9 @@ func Check(args *skel.CmdArgs) error {
 	conf, err := ParseNetConf(args.StdinData)
 	if err != nil {
 		return err
+	}
+	if conf.Guest == "vhost-user" {
+		return checkVhostUser(args, conf)
 	}
 	st, leased, err := address(conf, args.Args)
 	if err != nil {

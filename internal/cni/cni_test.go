@@ -60,6 +60,9 @@ func TestParseNetConf(t *testing.T) {
 			t.Errorf("%s with CNI_ARGS IP=: %+v, leased %v, %v", ipam, st, leased, err)
 		}
 	}
+	if c, err := ParseNetConf([]byte(`{"name": "net", "guest": "vhost-user"}`)); err != nil || c.Guest != "vhost-user" {
+		t.Errorf("a vhost-user pod without ipam: %+v, %v", c, err)
+	}
 	if c, err := ParseNetConf([]byte(`{"name": "net", "ipam": {"type": "static"}}`)); err != nil || c.Label != "net" {
 		t.Errorf("the label defaults to the network's name: %+v, %v", c, err)
 	}
@@ -72,7 +75,7 @@ func TestParseNetConf(t *testing.T) {
 		{`{"name": "nicstack",`, "", types.ErrDecodingFailure, "decoding"},
 		{string(conf(`"ipam": {"type": "static", "routes": [{"dst": "nonsense"}]}`)), "", types.ErrDecodingFailure, "decoding"},
 		{string(conf(`"guest": "embedded", ` + static)), "", types.ErrInvalidNetworkConfig, `guest "embedded"`},
-		{string(conf(`"guest": "vhost-user", ` + static)), "", types.ErrUnsupportedField, "socketPath"},
+		{string(conf(`"guest": "vhost-user", ` + static)), "", types.ErrInvalidNetworkConfig, "leave ipam out"},
 		{string(conf(`"ipam": {"type": "dhcp", "addresses": [{"address": "10.0.2.10/24"}]}`)), "", types.ErrInvalidNetworkConfig, "addresses are for type static"},
 		{string(conf(`"ipam": {"type": "dhcp", "routes": [{"dst": "10.9.0.0/16"}]}`)), "", types.ErrUnsupportedField, "only the default route"},
 		{string(conf(`"ipam": {"type": "host-local"}`)), "", types.ErrInvalidNetworkConfig, `ipam type "host-local"`},

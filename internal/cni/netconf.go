@@ -24,7 +24,8 @@ type NetConf struct {
 	// Label is what the router's policies select the pods' domain by; default the network's
 	// name.
 	Label string `json:"label,omitempty"`
-	// Guest is the attachment's guest: netns (the default), a TAP in the pod's namespace.
+	// Guest is the attachment's guest: netns (the default), a TAP in the pod's namespace, or
+	// vhost-user, a socket a VM runtime's VMM connects to (the result's socketPath).
 	Guest string `json:"guest,omitempty"`
 	// Router is the child that serves the pods' Nic sessions; "": the one that provides Nic.
 	Router string `json:"router,omitempty"`
@@ -78,9 +79,12 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 	}
 	switch {
 	case c.Guest == "vhost-user":
-		return nil, unsupported("guest vhost-user (an interface with a socketPath) is still to come; use guest netns")
+		if c.IPAM.Type != "" || len(c.IPAM.Addresses) > 0 {
+			return nil, invalid("guest vhost-user: the VM takes its address from nic_router's DHCP server itself; leave ipam out")
+		}
+		return &c, nil
 	case c.Guest != "netns":
-		return nil, invalid(fmt.Sprintf("guest %q: a pod's guest is netns, a TAP in its namespace", c.Guest))
+		return nil, invalid(fmt.Sprintf("guest %q: a pod's guest is netns (a TAP in its namespace) or vhost-user (a VM's socket)", c.Guest))
 	case c.IPAM.Type == "":
 		c.IPAM.Type = "dhcp"
 	case c.IPAM.Type != "static" && c.IPAM.Type != "dhcp":

@@ -158,7 +158,7 @@ func (c control) Capture(req *supervisorpb.CaptureRequest, stream grpc.ServerStr
 // attachmentFromProto and attachmentToProto carry an Attachment over the service.
 func attachmentFromProto(a *supervisorpb.Attachment) Attachment {
 	return Attachment{Name: a.Name, Guest: a.Guest, Label: a.Label, Router: a.Router, Affinity: a.Affinity,
-		Netns: a.Netns, Address: a.Address, Gateway: a.Gateway, Ifname: a.Ifname, ContainerID: a.ContainerId}
+		Netns: a.Netns, Address: a.Address, Gateway: a.Gateway, Ifname: a.Ifname, ContainerID: a.ContainerId, Socket: a.Socket}
 }
 
 func attachmentToProto(a Attachment) *supervisorpb.Attachment {

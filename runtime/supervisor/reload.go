@@ -58,6 +58,7 @@ func (s *Supervisor) apply(sc *Scenario) {
 			s.log.Info(fmt.Sprintf("%s removed from the scenario; stopping it", name))
 			s.stop(c)
 			delete(s.children, name)
+			s.closeSocketsOf(name)
 		}
 	}
 	for _, st := range sc.Starts {

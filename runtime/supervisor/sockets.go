@@ -118,10 +118,17 @@ func socketFiles(socks []*boundSocket, first int) (files []*os.File, env string)
 }
 
 // closeSockets ends the run's sockets and removes their files.
-func (s *Supervisor) closeSockets() {
+func (s *Supervisor) closeSockets() { s.closeSocketsOf("") }
+
+// closeSocketsOf ends the sockets of the start name ("": of every start) and removes their
+// files: a start removed from the scenario (a detached guest) leaves no socket that nothing
+// serves any more.
+func (s *Supervisor) closeSocketsOf(name string) {
 	for k, b := range s.sockets {
-		b.file.Close()
-		os.Remove(b.path)
-		delete(s.sockets, k)
+		if name == "" || strings.HasPrefix(k, name+"\x00") {
+			b.file.Close()
+			os.Remove(b.path)
+			delete(s.sockets, k)
+		}
 	}
 }
