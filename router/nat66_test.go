@@ -223,3 +223,26 @@ func TestRestartKeepsIPv6Links(t *testing.T) {
 		t.Fatal("a new flow got the restored link's NAT port")
 	}
 }
+
+// A reconfiguration carries IPv6 links over as IPv4's: the same config keeps them with their
+// NAT66 ports (the reply still passes), one whose uplink no longer translates the lan lets
+// them go.
+func TestReconfigureKeepsIPv6Links(t *testing.T) {
+	b, vm, vmp, up, upp := nat66Bench(t, nat66Config, nil, nil)
+	b.send(vm, ip6Frame(vm.MAC(), routerMACNic, vm6, far6, header.ProtoUDP, 64, udp6(vm6, far6, 5000, 53, nil)))
+	_, natPort, _ := out6(t, upp)
+	b.r.Configure(modelOf(t, nat66Config))
+	vmp.take() // DAD again where the interfaces joined anew
+	upp.take()
+	if len(b.r.links) != 1 {
+		t.Fatalf("%d link states after the same config, want 1", len(b.r.links))
+	}
+	b.send(up, ip6Frame(macGateway, macUplink, far6, up6, header.ProtoUDP, 64, udp6(far6, up6, 53, natPort, nil)))
+	if ip, _, dport := out6(t, vmp); ip.Dst() != vm6 || dport != 5000 {
+		t.Fatalf("reply reached %x:%d after the reconfiguration", ip.Dst(), dport)
+	}
+	b.r.Configure(modelOf(t, strings.Replace(nat66Config, `<nat domain="lan" tcp-ports="2" udp-ports="10" icmp-ids="10"/>`, "", 1)))
+	if len(b.r.links) != 0 || b.r.domains["up"].ports6[pUDP].InUse() != 0 {
+		t.Fatalf("%d link states after NAT66 was taken away, want 0", len(b.r.links))
+	}
+}
