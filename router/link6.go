@@ -272,14 +272,3 @@ func errorFor6(p header.IPv6, k flowKey6, router [16]byte) {
 	}
 	m.UpdateChecksum(p.Src(), p.Dst())
 }
-
-// setMACs addresses a copy leaving through interface o to the next hop's MAC.
-func setMACs(buf []byte, o *Interface, mac *macOrNone) {
-	eth := header.Eth(buf)
-	eth.SetSrc(o.routerMAC)
-	if mac.ok {
-		eth.SetDst(mac.mac)
-	} else {
-		eth.SetDst(o.routerMAC) // use_arp="no"
-	}
-}
