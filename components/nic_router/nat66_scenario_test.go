@@ -115,6 +115,11 @@ func TestNAT66SurvivesRouterKill(t *testing.T) {
 		done <- result{r, failed}
 	}()
 	sc.waitCounter("nic_router", "frames_received", 20000) // the test's data flows
+	select {
+	case res := <-done:
+		t.Fatalf("iperf3 ended before the kill: %+v %s", res.r.End.SumReceived, res.failed)
+	default:
+	}
 	killed := time.Now()
 	pid := sc.Kill("nic_router")
 	sc.WaitRestarted("nic_router", pid)
