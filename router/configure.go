@@ -160,15 +160,20 @@ func sameDNSOffer(s, o *dhcpServer) bool {
 func (r *Router) carryOver(l *link) {
 	oc, os := l.sides[0].dom, l.sides[1].dom
 	c, s := r.domains[oc.name], r.domains[os.name]
-	ok := c != nil && s != nil && c.ip.valid && s.ip.valid && c.ip.addr == oc.ip.addr && s.ip.addr == os.ip.addr
-	if !ok || !r.admit(l, c, s) {
+	var ok bool
+	if l.v6 {
+		ok = c != nil && s != nil && c.ip6.addr == oc.ip6.addr && s.ip6.addr == os.ip6.addr && r.admit6(l, c, s)
+	} else {
+		ok = c != nil && s != nil && c.ip.valid && s.ip.valid && c.ip.addr == oc.ip.addr && s.ip.addr == os.ip.addr && r.admit(l, c, s)
+	}
+	if !ok {
 		l.natPort = 0 // the old domains' port spaces are gone with them
 		r.unkeep(&l.slot)
 		l.owner.links--
 		l.owner.counts.links[l.p].destroyed++
 		if r.cfg.Verbose {
 			r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", oc.name,
-				"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", "no longer allowed by the config")
+				"client", l.client(), "reason", "no longer allowed by the config")
 		}
 		return
 	}
@@ -187,18 +192,7 @@ func (r *Router) admit(l *link, c, s *domain) bool {
 	if !found || dec.to != s || dec.dst != sk.src || dec.dport != srvPort || c.links[ck] != nil || s.links[sk] != nil {
 		return false
 	}
-	quota, nat := s.natQuota(c, l.p)
-	if l.natPort != 0 {
-		used := s.quota[c.name]
-		if used == nil {
-			used = &[3]int{}
-			s.quota[c.name] = used
-		}
-		if !nat || used[l.p] >= quota || !s.ports[l.p].Take(l.natPort) {
-			return false
-		}
-		used[l.p]++
-	} else if nat {
+	if !r.takeNAT(l, c, s, &s.ports[l.p]) {
 		return false
 	}
 	l.sides[0].dom, l.sides[1].dom = c, s

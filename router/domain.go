@@ -100,7 +100,11 @@ type domain struct {
 	// and skip hashing the key.
 	last  *side
 	ports [3]nat.Ports
-	quota map[string]*[3]int // NAT ports in use here per translated domain
+	quota map[string]*[3]int // NAT ports in use here per translated domain, of both families
+	// The IPv6 link states and NAT66's port spaces (link6.go): a port of each family is
+	// paired with a different address, so the two spaces do not collide; the quota is shared.
+	links6 map[flowKey6]*side
+	ports6 [3]nat.Ports
 
 	dhcpServer *dhcpServer
 	dhcpClient *dhcpClient
@@ -147,6 +151,7 @@ func newDomain(m *model.Domain) *domain {
 		arp:      map[[4]byte]header.MAC{},
 		waiters:  map[[4]byte]*arpWaiter{},
 		links:    map[flowKey]*side{},
+		links6:   map[flowKey6]*side{},
 		nd:       map[[16]byte]header.MAC{},
 		waiters6: map[[16]byte]*arpWaiter{},
 		quota:    map[string]*[3]int{},

@@ -54,6 +54,12 @@ func FuzzRouterFrame(f *testing.F) {
 		return w
 	})
 	f.Add(append(seed(0, ns, routed, routed), seed(1, na)...))
+	// NAT66: a flow out, the gateway's NA, the reply to the NAT port, an ICMPv6 error about it.
+	reply := ip6Frame(macGateway, macUplink, far6, up6, header.ProtoUDP, 64, udp6(far6, up6, 53, 49152, []byte("a")))
+	quote := ip6Frame(macUplink, macGateway, up6, far6, header.ProtoUDP, 63, udp6(up6, far6, 49152, 53, []byte("q")))[header.EthLen:]
+	e := make([]byte, header.IPv6Len+header.ICMPv6Len+len(quote))
+	e = e[:header.PutICMPv6Error(e, header.ICMPv6DestUnreach, header.ICMPv6PortUnreachable, 0, far6, up6, quote)]
+	f.Add(append(append(seed(1, na), seed(0, ns, routed)...), seed(1, reply, ethFrame(macGateway, macUplink, header.EtherTypeIPv6, e))...))
 	f.Add(seed(0, ip6Frame(vmMAC, routerMACNic, vm6, far6, header.ProtoRouting, 64, append([]byte{header.ProtoUDP, 0, 0, 1, 0, 0, 0, 0}, udp6(vm6, far6, 1, 2, nil)...))))
 	f.Add(seed(0, ip6Frame(vmMAC, routerMACNic, vm6, far6, header.ProtoFragment, 64, append([]byte{header.ProtoUDP, 0, 0, 1, 0, 0, 0, 9}, udp6(vm6, far6, 1, 2, nil)...))))
 	cfg := strings.Replace(natConfig, `verbose_packet_drop="yes"`, ``, 1)

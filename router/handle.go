@@ -361,6 +361,18 @@ func rewriteFields(ip header.IPv4, off *netdev.Offload, rw *rewrite) {
 	binary.BigEndian.PutUint16(seg[csumOff:], c)
 }
 
+// setMACs addresses a copy leaving through interface o to the next hop's MAC (copyTo does
+// the same inline, on the hot path).
+func setMACs(buf []byte, o *Interface, mac *macOrNone) {
+	eth := header.Eth(buf)
+	eth.SetSrc(o.routerMAC)
+	if mac.ok {
+		eth.SetDst(mac.mac)
+	} else {
+		eth.SetDst(o.routerMAC) // use_arp="no"
+	}
+}
+
 // quickRewrite is rewriteFields for a packet with complete checksums that carries rw.from
 // (viaLink's packets all do; anything else is left to the field-by-field way): it adds the
 // summed changes to each checksum once.

@@ -96,13 +96,7 @@ func (r *Router) icmpError(i *Interface, d *domain, frame []byte, off *netdev.Of
 		if buf == nil {
 			continue
 		}
-		eth := header.Eth(buf)
-		eth.SetSrc(out.routerMAC)
-		if mac.ok {
-			eth.SetDst(mac.mac)
-		} else {
-			eth.SetDst(out.routerMAC)
-		}
+		setMACs(buf, out, &mac)
 		translateICMPError(buf[header.EthLen:], o.key, o.dom.ip.addr)
 		r.submit(out, buf, off)
 	}

@@ -23,7 +23,7 @@ func (r *Router) setIPConfig(d *domain, c ipConfig) {
 	if old.valid && !c.sameAddressing(&old) {
 		r.clearARP(d)
 		for l := range r.links {
-			if l.sides[0].dom == d || l.sides[1].dom == d {
+			if !l.v6 && (l.sides[0].dom == d || l.sides[1].dom == d) {
 				r.dissolve(l, "IPv4 config of "+d.name+" changed")
 			}
 		}

@@ -11,8 +11,8 @@ import (
 // IPv6 is our extension to Genode's router (docs/ipv6.md): a domain with interface_ipv6 has
 // a global address and, on each of its interfaces, a link-local one from the router's MAC
 // there. Within the domain the router is a hub for IPv6 as for IPv4; between domains it
-// routes by the rules with IPv6 dst prefixes, without NAT and without link states (every
-// packet is checked against the rules on its own), decrementing the hop limit.
+// routes by the rules with IPv6 dst prefixes, decrementing the hop limit, with link states
+// and NAT66 as IPv4 (link6.go).
 
 // ip6Config is a domain's IPv6 identity, from interface_ipv6 and gateway_ipv6.
 type ip6Config struct {
@@ -115,19 +115,36 @@ func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.O
 			return r.handleNDP(i, d, frame, off, ip, &c)
 		}
 	}
-	switch {
-	case header.IsMulticast6(dst):
+	if header.IsMulticast6(dst) {
 		// The router joins no group but NDP's: multicast stays within the domain.
 		r.domainBroadcast(i, d, frame, off)
 		return Done
-	case own6(i, d, dst):
-		if m != nil && m.Type() == header.ICMPv6EchoRequest && d.m.ICMPEchoServer {
-			if !m.ChecksumValid(src, dst) {
-				return r.drop(d, "bad ICMPv6 checksum")
-			}
-			r.echoReply6(i, frame, ip, m)
-			return Done
+	}
+	toRouter := own6(i, d, dst)
+	key, flow := flowKeyOf6(ip, &c, m)
+	if toRouter && m != nil && m.Type() == header.ICMPv6EchoRequest && d.m.ICMPEchoServer {
+		if !m.ChecksumValid(src, dst) {
+			return r.drop(d, "bad ICMPv6 checksum")
 		}
+		r.echoReply6(i, frame, ip, m)
+		return Done
+	}
+	// Link states first, as IPv4's: the replies of a flow, NATed to the router's address
+	// or routed back to a client, pass without a rule of their own.
+	if flow {
+		if s := r.lookup6(d, &key); s != nil {
+			return r.viaLink6(i, s, frame, off, id, ip, &c)
+		}
+	}
+	if m != nil && m.IsError() && c.Offset == header.IPv6Len {
+		if k, ok := quoted6(m); ok {
+			if s := r.lookup6(d, &k); s != nil {
+				return r.linkError6(i, s, frame, off, id, ip)
+			}
+		}
+	}
+	switch {
+	case toRouter:
 		if m != nil {
 			// Other ICMPv6 messages to the router, informational or errors, are dropped
 			// silently (RFC 4443 2.4(b), (d)).
@@ -142,28 +159,61 @@ func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.O
 		r.icmp6Error(i, d, frame, ip, header.ICMPv6DestUnreach, header.ICMPv6BeyondScope, 0)
 		return r.drop6(d, Drop6Scope)
 	}
-	return r.route6(i, d, frame, off, id, ip, &c, m)
+	return r.route6(i, d, frame, off, id, ip, &c, m, &key, flow)
 }
 
 // route6 routes a packet to another domain by the first rule with an IPv6 prefix that
 // matches, as IPv4's rules route a link state's first packet: the longest-prefix <tcp>/<udp>
-// rule (permit-any before permit) or <icmp> rule (echo and errors), then <ip>. Unlike IPv4
-// nothing is remembered: the way back needs rules of its own.
-func (r *Router) route6(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64, ip header.IPv6, c *header.IPv6Chain, m header.ICMPv6) Verdict {
+// rule (permit-any before permit) or <icmp> rule (echo and errors), then <ip>. A TCP or UDP
+// packet or an echo request (flow, key) routed by a <tcp>, <udp> or <icmp> rule opens a link
+// state, NATed where the target domain has <nat> for d (NAT66); what an <ip> rule routes,
+// and ICMPv6 that opens no link, passes as it is, checked on its own.
+func (r *Router) route6(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64, ip header.IPv6, c *header.IPv6Chain, m header.ICMPv6, key *flowKey6, flow bool) Verdict {
 	dst := ip.Dst()
-	to, code := d.decide6(c.Proto, dst, ip[c.Offset:], m)
+	var dport uint16
+	has := m != nil
+	if l4 := ip[c.Offset:]; c.Proto == header.ProtoTCP || c.Proto == header.ProtoUDP {
+		has = len(l4) >= 4
+		if has {
+			dport = header.Ports(l4).Dst()
+		}
+	}
+	to, code, stateful := d.decide6(c.Proto, dst, dport, has)
 	if to == nil {
 		if m == nil || !m.IsError() {
 			r.icmp6Error(i, d, frame, ip, header.ICMPv6DestUnreach, code, 0)
 		}
 		return r.drop6(d, Drop6NoRule)
 	}
+	opens := stateful && flow && (m == nil || m.Type() == header.ICMPv6EchoRequest)
+	if _, nat := to.natQuota(d, protoIndex(c.Proto)); nat && stateful && !opens {
+		return r.drop(d, "no link state for a packet to translate") // it would leave un-NATed
+	}
+	mac, v, ok := r.out6(i, d, to, frame, off, id, ip, dst)
+	if !ok {
+		return v
+	}
+	if !opens {
+		r.sendTo6(i, to, frame, off, &mac, nil, c.Proto, c.Offset)
+		return Done
+	}
+	l, ok := r.newLink6(i, d, to, *key)
+	if !ok {
+		return r.drop(d, "link state refused")
+	}
+	return r.viaLink6(i, &l.sides[0], frame, off, id, ip, c)
+}
+
+// out6 checks a packet from domain d for leaving through domain to towards dst: to speaks
+// IPv6, the hop limit, to's MTU (else an ICMPv6 error), and the next hop's MAC (else the frame
+// waits for it). It returns the MAC, or false with the verdict.
+func (r *Router) out6(i *Interface, d, to *domain, frame []byte, off *netdev.Offload, id uint64, ip header.IPv6, dst [16]byte) (macOrNone, Verdict, bool) {
 	if !to.ip6.valid {
-		return r.drop6(d, Drop6NoConfig)
+		return macOrNone{}, r.drop6(d, Drop6NoConfig), false
 	}
 	if ip.HopLimit() <= 1 {
 		r.icmp6Error(i, d, frame, ip, header.ICMPv6TimeExceeded, header.ICMPv6HopLimitExceeded, 0)
-		return r.drop6(d, Drop6HopLimit)
+		return macOrNone{}, r.drop6(d, Drop6HopLimit), false
 	}
 	size := len(ip)
 	if off.GSOType&^netdev.GSOECN != netdev.GSONone { // a super-frame leaves as segments
@@ -171,38 +221,39 @@ func (r *Router) route6(i *Interface, d *domain, frame []byte, off *netdev.Offlo
 	}
 	if size > to.m.MTU {
 		r.icmp6Error(i, d, frame, ip, header.ICMPv6PacketTooBig, 0, uint32(to.m.MTU))
-		return r.drop6(d, Drop6TooBig)
+		return macOrNone{}, r.drop6(d, Drop6TooBig), false
 	}
 	hop := dst
 	if !to.ip6.onLink(dst) {
 		if !to.ip6.hasGW {
 			r.icmp6Error(i, d, frame, ip, header.ICMPv6DestUnreach, header.ICMPv6NoRoute, 0)
-			return r.drop(to, "cannot find next hop")
+			return macOrNone{}, r.drop(to, "cannot find next hop"), false
 		}
 		hop = to.ip6.gateway
 	}
 	mac, ok := r.resolve6(to, hop)
 	if !ok {
-		return r.hold6(i, d, to, hop, frame, off, id)
+		return macOrNone{}, r.hold6(i, d, to, hop, frame, off, id), false
 	}
-	r.sendTo6(i, to, frame, off, &mac)
-	return Done
+	return mac, Done, true
 }
 
 // decide6 is the domain the rules send an IPv6 packet to (nil: none), and otherwise the
 // destination unreachable code: administratively prohibited where a <tcp>/<udp> rule
 // covers the destination but permits not the port, no route where no rule covers it.
-func (d *domain) decide6(proto uint8, dst [16]byte, l4 []byte, m header.ICMPv6) (*domain, uint8) {
+// stateful: a <tcp>, <udp> or <icmp> rule routes it, which makes link states; has: a TCP or
+// UDP packet carries its ports (dport), an ICMPv6 one is a message (not NDP).
+func (d *domain) decide6(proto uint8, dst [16]byte, dport uint16, has bool) (to *domain, code uint8, stateful bool) {
 	a := netip.AddrFrom16(dst)
-	code := uint8(header.ICMPv6NoRoute)
+	code = header.ICMPv6NoRoute
 	switch {
-	case proto == header.ProtoICMPv6 && m != nil:
+	case proto == header.ProtoICMPv6 && has:
 		for _, r := range d.icmp6Rules {
 			if r.dst6.Contains(a) {
-				return r.to, 0
+				return r.to, 0, true
 			}
 		}
-	case (proto == header.ProtoTCP || proto == header.ProtoUDP) && len(l4) >= 4:
+	case (proto == header.ProtoTCP || proto == header.ProtoUDP) && has:
 		rules := d.tcp6Rules
 		if proto == header.ProtoUDP {
 			rules = d.udp6Rules
@@ -212,10 +263,10 @@ func (d *domain) decide6(proto uint8, dst [16]byte, l4 []byte, m header.ICMPv6) 
 				continue
 			}
 			if r.permitAny != nil {
-				return r.permitAny, 0
+				return r.permitAny, 0, true
 			}
-			if to := r.permit[header.Ports(l4).Dst()]; to != nil {
-				return to, 0
+			if to := r.permit[dport]; to != nil {
+				return to, 0, true
 			}
 			code = header.ICMPv6AdminProhibited
 			break // only the longest-prefix rule counts
@@ -223,15 +274,16 @@ func (d *domain) decide6(proto uint8, dst [16]byte, l4 []byte, m header.ICMPv6) 
 	}
 	for _, r := range d.ip6Rules {
 		if r.dst6.Contains(a) {
-			return r.to, 0
+			return r.to, 0, false
 		}
 	}
-	return nil, code
+	return nil, code, false
 }
 
 // sendTo6 copies an IPv6 frame to every interface of domain to but the one it came from,
-// to the next hop's MAC, with the hop limit one less.
-func (r *Router) sendTo6(from *Interface, to *domain, frame []byte, off *netdev.Offload, mac *macOrNone) {
+// to the next hop's MAC, with the hop limit one less and, for a link state, rewritten by rw
+// (the upper layer, proto, at l4off).
+func (r *Router) sendTo6(from *Interface, to *domain, frame []byte, off *netdev.Offload, mac *macOrNone, rw *rewrite6, proto uint8, l4off int) {
 	sent := false
 	for _, o := range to.ifs {
 		if o == from {
@@ -242,15 +294,12 @@ func (r *Router) sendTo6(from *Interface, to *domain, frame []byte, off *netdev.
 		if buf == nil {
 			continue
 		}
-		eth := header.Eth(buf)
-		eth.SetSrc(o.routerMAC)
-		if mac.ok {
-			eth.SetDst(mac.mac)
-		} else {
-			eth.SetDst(o.routerMAC) // use_arp="no"
-		}
+		setMACs(buf, o, mac)
 		ip := header.IPv6(buf[header.EthLen:])
 		ip.SetHopLimit(ip.HopLimit() - 1)
+		if rw != nil {
+			rw.apply(ip, proto, l4off, off)
+		}
 		r.submit(o, buf, off)
 	}
 	if !sent {

@@ -66,9 +66,22 @@ func (r *Router) keepLink(l *link) {
 	if r.keep == nil {
 		return
 	}
+	if l.v6 {
+		r.keepLink6(l)
+		return
+	}
 	rec := region.Link{Proto: l.sides[0].key.proto, TCP: l.tcp, Client: l.sides[0].dom.key, Server: l.sides[1].dom.key,
 		Owner: l.owner.key, ClientTuple: tuple(l.sides[0].key), ServerTuple: tuple(l.sides[1].key),
 		NATPort: l.natPort, ClosedAt: l.closedAt}
+	l.slot = r.kept(r.keep.Put(l.slot, &rec))
+}
+
+// keepLink6 keeps an IPv6 link: its client tuple, and of the server's what NAT66 changed.
+func (r *Router) keepLink6(l *link) {
+	ck := &l.sides[0].key6
+	rec := region.Link6{Proto: ck.proto, TCP: l.tcp, Client: l.sides[0].dom.key, Server: l.sides[1].dom.key, Owner: l.owner.key,
+		ClientTuple: region.Tuple6{Src: ck.src, Dst: ck.dst, Sport: ck.sport, Dport: ck.dport},
+		ServerDst:   l.sides[1].key6.dst, NATPort: l.natPort, ClosedAt: l.closedAt}
 	l.slot = r.kept(r.keep.Put(l.slot, &rec))
 }
 
@@ -229,6 +242,10 @@ func (r *Router) restore(c *region.Contents) {
 		rec := &c.Links[k]
 		note(3, r.restoreLink(byKey[rec.Client], byKey[rec.Server], rec), rec.Slot)
 	}
+	for k := range c.Links6 {
+		rec := &c.Links6[k]
+		note(3, r.restoreLink6(byKey[rec.Client], byKey[rec.Server], rec), rec.Slot)
+	}
 	r.gen++
 	if kept != [4]int{} || dropped != [4]int{} {
 		r.log.Info("state region: restored", "dhcp_clients", kept[0], "arp_entries", kept[1], "dhcp_leases", kept[2], "link_states", kept[3],
@@ -324,6 +341,38 @@ func (r *Router) restoreLink(c, s *domain, rec *region.Link) bool {
 	l.sides[0] = side{l: l, key: ck, idx: 0}
 	l.sides[1] = side{l: l, key: sk, idx: 1}
 	if !r.admit(l, c, s) {
+		return false
+	}
+	owner.links++
+	return true
+}
+
+// restoreLink6 is restoreLink for an IPv6 link state: the server side's tuple is the client
+// side's reversed with what NAT66 changed, and admit6 checks it against the config.
+func (r *Router) restoreLink6(c, s *domain, rec *region.Link6) bool {
+	if c == nil || s == nil {
+		return false
+	}
+	owner := r.orphan(rec.Owner)
+	if owner.links >= maxLinksPerInterface {
+		return false
+	}
+	t := &rec.ClientTuple
+	ck := flowKey6{src: t.Src, dst: t.Dst, sport: t.Sport, dport: t.Dport, proto: rec.Proto}
+	sk := flowKey6{src: ck.dst, dst: rec.ServerDst, sport: ck.dport, dport: ck.sport, proto: rec.Proto}
+	p := protoIndex(rec.Proto)
+	if rec.NATPort != 0 {
+		sk.dport = rec.NATPort
+		if p == pICMP {
+			sk.sport = rec.NATPort
+		}
+	}
+	l := &link{p: p, owner: owner, lastActive: r.nowNs, tcp: rec.TCP, natPort: rec.NATPort, slot: rec.Slot, v6: true}
+	if l.tcp.State == tcpstate.Closed {
+		l.closedAt = rec.ClosedAt
+	}
+	l.sides[0].key6, l.sides[1].key6 = ck, sk
+	if !r.admit6(l, c, s) {
 		return false
 	}
 	owner.links++

@@ -246,7 +246,8 @@ func TestRestartKeepsDHCPClientLease(t *testing.T) {
 func keptState(r *Router) string {
 	var lines []string
 	for l := range r.links {
-		lines = append(lines, fmt.Sprintf("link %s %v %v %d %v %d %d", l.sides[0].dom.name, l.sides[0].key, l.sides[1].key, l.natPort, l.tcp, l.closedAt, l.owner.key))
+		lines = append(lines, fmt.Sprintf("link %s %v %v %v %v %d %v %d %d", l.sides[0].dom.name, l.sides[0].key, l.sides[1].key,
+			l.sides[0].key6, l.sides[1].key6, l.natPort, l.tcp, l.closedAt, l.owner.key))
 	}
 	for _, d := range r.domains {
 		for ip, mac := range d.arp {

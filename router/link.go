@@ -2,6 +2,7 @@ package router
 
 import (
 	"github.com/nicstack/nicstack/netdev/header"
+	"github.com/nicstack/nicstack/router/nat"
 	"github.com/nicstack/nicstack/router/tcpstate"
 )
 
@@ -26,6 +27,9 @@ type side struct {
 	// plan is how packets arriving here leave at the other side, as viaLink worked it out
 	// last: valid while plan.gen is the router's gen.
 	plan plan
+	// key6 and rw6 take key's and plan's place in an IPv6 link (link6.go).
+	key6 flowKey6
+	rw6  rewrite6
 }
 
 // plan is viaLink's work for one link side: the destination MAC and the rewrite with its
@@ -52,6 +56,7 @@ type link struct {
 	tcp        tcpstate.Conn
 	natPort    uint16 // 0: no NAT; else the port or ID allocated at the server side's domain
 	slot       int32  // in the state region; region.None: none
+	v6         bool   // an IPv6 link: its sides' tuples are key6, in their domains' links6
 }
 
 // newLink creates a link state for a first packet from client side key in domain c routed
@@ -69,21 +74,10 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	l := &link{p: protoIndex(key.proto), owner: owner, lastActive: r.nowNs}
 	srv := flowKey{src: to.dst, dst: key.src, sport: to.dport, dport: key.sport, proto: key.proto}
 	if quota, ok := to.to.natQuota(c, l.p); ok {
-		used := to.to.quota[c.name]
-		if used == nil {
-			used = &[3]int{}
-			to.to.quota[c.name] = used
-		}
-		if used[l.p] >= quota {
-			r.refuseNAT(owner, c, to.to, l.p, "NAT quota used up")
-			return nil, false
-		}
-		port, ok := to.to.ports[l.p].Alloc()
+		port, ok := r.allocNAT(owner, c, to.to, l.p, quota, &to.to.ports[l.p])
 		if !ok {
-			r.refuseNAT(owner, c, to.to, l.p, "NAT port space used up")
 			return nil, false
 		}
-		used[l.p]++
 		l.natPort = port
 		srv.dst, srv.dport = to.to.ip.addr, port
 		if l.p == pICMP {
@@ -112,6 +106,46 @@ func (r *Router) newLink(owner *Interface, c *domain, key flowKey, to decision) 
 	return l, true
 }
 
+// allocNAT takes a port of ports at domain at for a link of protocol p from domain c, within
+// c's quota there (shared by both families).
+func (r *Router) allocNAT(owner *Interface, c, at *domain, p, quota int, ports *nat.Ports) (uint16, bool) {
+	used := at.quota[c.name]
+	if used == nil {
+		used = &[3]int{}
+		at.quota[c.name] = used
+	}
+	if used[p] >= quota {
+		r.refuseNAT(owner, c, at, p, "NAT quota used up")
+		return 0, false
+	}
+	port, ok := ports.Alloc()
+	if !ok {
+		r.refuseNAT(owner, c, at, p, "NAT port space used up")
+		return 0, false
+	}
+	used[p]++
+	return port, true
+}
+
+// takeNAT takes link l's NAT port of ports at server domain s again (a link carried over a
+// reconfiguration or a restart), within c's quota; a link without one must not need one.
+func (r *Router) takeNAT(l *link, c, s *domain, ports *nat.Ports) bool {
+	quota, nat := s.natQuota(c, l.p)
+	if l.natPort == 0 {
+		return !nat
+	}
+	used := s.quota[c.name]
+	if used == nil {
+		used = &[3]int{}
+		s.quota[c.name] = used
+	}
+	if !nat || used[l.p] >= quota || !ports.Take(l.natPort) {
+		return false
+	}
+	used[l.p]++
+	return true
+}
+
 func (r *Router) refuseNAT(owner *Interface, c, at *domain, p int, why string) {
 	r.stats.NATRefused.add(1)
 	owner.counts.links[p].refusedForPorts++
@@ -125,7 +159,11 @@ func (l *link) freeNAT(c, s *domain) {
 	if l.natPort == 0 {
 		return
 	}
-	s.ports[l.p].Free(l.natPort)
+	if l.v6 {
+		s.ports6[l.p].Free(l.natPort)
+	} else {
+		s.ports[l.p].Free(l.natPort)
+	}
 	if used := s.quota[c.name]; used != nil && used[l.p] > 0 {
 		used[l.p]--
 	}
@@ -140,11 +178,20 @@ func (r *Router) dissolve(l *link, why string) {
 			d.last = nil
 		}
 	}
-	if c.links[l.sides[0].key] == &l.sides[0] {
-		delete(c.links, l.sides[0].key)
-	}
-	if s.links[l.sides[1].key] == &l.sides[1] {
-		delete(s.links, l.sides[1].key)
+	if l.v6 {
+		if c.links6[l.sides[0].key6] == &l.sides[0] {
+			delete(c.links6, l.sides[0].key6)
+		}
+		if s.links6[l.sides[1].key6] == &l.sides[1] {
+			delete(s.links6, l.sides[1].key6)
+		}
+	} else {
+		if c.links[l.sides[0].key] == &l.sides[0] {
+			delete(c.links, l.sides[0].key)
+		}
+		if s.links[l.sides[1].key] == &l.sides[1] {
+			delete(s.links, l.sides[1].key)
+		}
 	}
 	l.freeNAT(c, s)
 	r.unkeep(&l.slot)
@@ -153,8 +200,16 @@ func (r *Router) dissolve(l *link, why string) {
 	l.owner.counts.links[l.p].destroyed++
 	if r.cfg.Verbose {
 		r.log.Info("dissolve link state", "protocol", protoNames[l.p], "client_domain", c.name, "server_domain", s.name,
-			"client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "reason", why)
+			"client", l.client(), "reason", why)
 	}
+}
+
+// client is the client side's address and port, for the log.
+func (l *link) client() string {
+	if k := &l.sides[0].key6; l.v6 {
+		return addrPort6(k.src, k.sport)
+	}
+	return addrPort(l.sides[0].key.src, l.sides[0].key.sport)
 }
 
 // expired: TCP links dissolve two maximum segment lifetimes after closing, every link after
@@ -205,7 +260,7 @@ func (r *Router) touch(s *side, seg []byte) {
 		l.closedAt = r.nowNs
 	}
 	if now != was && r.cfg.Verbose {
-		r.log.Info("TCP link state", "domain", l.sides[0].dom.name, "client", addrPort(l.sides[0].key.src, l.sides[0].key.sport), "state", now.String())
+		r.log.Info("TCP link state", "domain", l.sides[0].dom.name, "client", l.client(), "state", now.String())
 	}
 	r.keepLink(l)
 }

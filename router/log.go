@@ -10,6 +10,10 @@ func addrPort(a [4]byte, port uint16) string {
 	return netip.AddrPortFrom(netip.AddrFrom4(a), port).String()
 }
 
+func addrPort6(a [16]byte, port uint16) string {
+	return netip.AddrPortFrom(netip.AddrFrom16(a), port).String()
+}
+
 // logPacket logs a frame received ("rcv") or sent ("snd") in domain d as Genode's nic_router
 // does under verbose_packets: "[domain] rcv ETH ...". d is nil for a frame from an interface
 // without domain ("[?]").

@@ -44,14 +44,7 @@ func TestIPv6GuestsThroughRouter(t *testing.T) {
 		<config guest="netns" netns="vm" tap_address="10.0.1.2/24" tap_gateway="10.0.1.1" mtu="1500" offload="no"/>
 	</start>
 </config>`)
-	within := func(what string, ok func() bool, show func() string) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30 s\n%s\nlogs:\n%s", what, show(), sc.Logs.String())
-			}
-		}
-	}
+	within := sc.within
 	vm, far := ipv6Namespace(t, sc, within, "vm"), ipv6Namespace(t, sc, within, "far")
 	show := func() string { return vm.ip("-6", "addr") + vm.ip("-6", "route") + far.ip("-6", "addr") }
 	within("the vm's SLAAC address from the RA's prefix", func() bool {
@@ -70,6 +63,16 @@ func TestIPv6GuestsThroughRouter(t *testing.T) {
 		}
 	}
 	t.Logf("vm: %s", strings.TrimSpace(vm.ip("-6", "-o", "addr", "show", "dev", vm.dev, "scope", "global")))
+}
+
+// within waits up to 30 s for ok, and fails the test with what, show's and the logs.
+func (sc *scenario) within(what string, ok func() bool, show func() string) {
+	sc.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			sc.t.Fatalf("%s: not within 30 s\n%s\nlogs:\n%s", what, show(), sc.Logs.String())
+		}
+	}
 }
 
 // ipv6NS is a namespace of the scenario with IPv6 turned on, and its TAP.

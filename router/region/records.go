@@ -62,57 +62,150 @@ type Link struct {
 const linkLen = 1 + tcpstate.BinaryLen + 3*8 + 2*tupleLen + 2 + 8
 
 func (l *Link) encode(b []byte) {
-	b[0] = l.Proto
-	if l.Proto == header.ProtoTCP {
-		l.TCP.PutBinary(b[1:])
-	} else {
-		b[1] = byte(l.TCP.State) // opening until the server side answered, then open
-	}
-	o := 1 + tcpstate.BinaryLen
-	binary.LittleEndian.PutUint64(b[o:], uint64(l.Client))
-	binary.LittleEndian.PutUint64(b[o+8:], uint64(l.Server))
-	binary.LittleEndian.PutUint64(b[o+16:], uint64(l.Owner))
-	l.ClientTuple.put(b[o+24:])
-	l.ServerTuple.put(b[o+24+tupleLen:])
-	o += 24 + 2*tupleLen
-	binary.LittleEndian.PutUint16(b[o:], l.NATPort)
-	binary.LittleEndian.PutUint64(b[o+2:], uint64(l.ClosedAt))
+	o := putHead(b, l.Proto, &l.TCP, l.Client, l.Server, l.Owner)
+	l.ClientTuple.put(b[o:])
+	l.ServerTuple.put(b[o+tupleLen:])
+	putTail(b[o+2*tupleLen:], l.NATPort, l.ClosedAt)
 }
 
 func (l *Link) decode(b []byte) error {
 	if !isZero(b[linkLen:]) {
 		return errTail
 	}
-	l.Proto = b[0]
-	if l.Proto == header.ProtoTCP {
+	o, err := getHead(b, &l.Proto, &l.TCP, &l.Client, &l.Server, &l.Owner, header.ProtoICMP)
+	if err != nil {
+		return err
+	}
+	l.ClientTuple.get(b[o:])
+	l.ServerTuple.get(b[o+tupleLen:])
+	l.NATPort, l.ClosedAt = getTail(b[o+2*tupleLen:])
+	if err := checkTail(l.NATPort, l.ClosedAt, &l.TCP); err != nil {
+		return err
+	}
+	if l.Proto == header.ProtoICMP && (l.ClientTuple.Sport != l.ClientTuple.Dport || l.ServerTuple.Sport != l.ServerTuple.Dport) {
+		return errors.New("ICMP echo tuple with two IDs")
+	}
+	return nil
+}
+
+// putHead writes what both families' link records begin with: the protocol, the TCP state
+// (of another protocol only opening or open), the domains and the owner. It returns where
+// the rest goes.
+func putHead(b []byte, proto uint8, tcp *tcpstate.Conn, client, server, owner Name) int {
+	b[0] = proto
+	if proto == header.ProtoTCP {
+		tcp.PutBinary(b[1:])
+	} else {
+		b[1] = byte(tcp.State) // opening until the server side answered, then open
+	}
+	o := 1 + tcpstate.BinaryLen
+	binary.LittleEndian.PutUint64(b[o:], uint64(client))
+	binary.LittleEndian.PutUint64(b[o+8:], uint64(server))
+	binary.LittleEndian.PutUint64(b[o+16:], uint64(owner))
+	return o + 24
+}
+
+// getHead reads what putHead wrote; echo is the family's ICMP protocol number.
+func getHead(b []byte, proto *uint8, tcp *tcpstate.Conn, client, server, owner *Name, echo uint8) (int, error) {
+	*proto = b[0]
+	if *proto != header.ProtoTCP && *proto != header.ProtoUDP && *proto != echo {
+		return 0, fmt.Errorf("protocol %d", *proto)
+	}
+	if *proto == header.ProtoTCP {
 		var ok bool
-		if l.TCP, ok = tcpstate.FromBinary(b[1:]); !ok {
-			return errors.New("TCP state no connection has")
+		if *tcp, ok = tcpstate.FromBinary(b[1:]); !ok {
+			return 0, errors.New("TCP state no connection has")
 		}
 	} else {
 		if b[1] > byte(tcpstate.Open) || !isZero(b[2:1+tcpstate.BinaryLen]) {
-			return errors.New("TCP state on a link that is not TCP")
+			return 0, errors.New("TCP state on a link that is not TCP")
 		}
-		l.TCP.State = tcpstate.State(b[1])
+		*tcp = tcpstate.Conn{State: tcpstate.State(b[1])}
 	}
 	o := 1 + tcpstate.BinaryLen
-	l.Client = Name(binary.LittleEndian.Uint64(b[o:]))
-	l.Server = Name(binary.LittleEndian.Uint64(b[o+8:]))
-	l.Owner = Name(binary.LittleEndian.Uint64(b[o+16:]))
-	l.ClientTuple.get(b[o+24:])
-	l.ServerTuple.get(b[o+24+tupleLen:])
-	o += 24 + 2*tupleLen
-	l.NATPort = binary.LittleEndian.Uint16(b[o:])
-	l.ClosedAt = int64(binary.LittleEndian.Uint64(b[o+2:]))
+	*client = Name(binary.LittleEndian.Uint64(b[o:]))
+	*server = Name(binary.LittleEndian.Uint64(b[o+8:]))
+	*owner = Name(binary.LittleEndian.Uint64(b[o+16:]))
+	return o + 24, nil
+}
+
+// putTail and getTail write and read a link record's NAT port and closing time.
+func putTail(b []byte, natPort uint16, closedAt int64) {
+	binary.LittleEndian.PutUint16(b, natPort)
+	binary.LittleEndian.PutUint64(b[2:], uint64(closedAt))
+}
+
+func getTail(b []byte) (uint16, int64) {
+	return binary.LittleEndian.Uint16(b), int64(binary.LittleEndian.Uint64(b[2:]))
+}
+
+func checkTail(natPort uint16, closedAt int64, tcp *tcpstate.Conn) error {
 	switch {
-	case l.Proto != header.ProtoTCP && l.Proto != header.ProtoUDP && l.Proto != header.ProtoICMP:
-		return fmt.Errorf("protocol %d", l.Proto)
-	case l.NATPort != 0 && l.NATPort < 49152:
-		return fmt.Errorf("NAT port %d outside the dynamic range", l.NATPort)
-	case l.ClosedAt < 0 || l.ClosedAt != 0 && l.TCP.State != tcpstate.Closed:
+	case natPort != 0 && natPort < 49152:
+		return fmt.Errorf("NAT port %d outside the dynamic range", natPort)
+	case closedAt < 0 || closedAt != 0 && tcp.State != tcpstate.Closed:
 		return errors.New("closing time of a link that is not closed")
-	case l.Proto == header.ProtoICMP && (l.ClientTuple.Sport != l.ClientTuple.Dport || l.ServerTuple.Sport != l.ServerTuple.Dport):
-		return errors.New("ICMP echo tuple with two IDs")
+	}
+	return nil
+}
+
+// Tuple6 is an IPv6 link side's 4-tuple (ICMPv6 echo: the query ID as both ports).
+type Tuple6 struct {
+	Src, Dst     [16]byte
+	Sport, Dport uint16
+}
+
+const tuple6Len = 36
+
+// Link6 is an IPv6 link state. Two IPv6 tuples do not fit a slot beside the rest, and the
+// server side's is the client side's reversed but for what NAT66 changed: ServerDst, the
+// router's address at the server domain with NAT66 (else the client's address), and the
+// NAT port or echo ID. The router checks the result against its config as for IPv4.
+type Link6 struct {
+	Proto          uint8
+	TCP            tcpstate.Conn
+	Client, Server Name
+	Owner          Name
+	ClientTuple    Tuple6
+	ServerDst      [16]byte
+	NATPort        uint16
+	ClosedAt       int64
+	Slot           int32
+}
+
+const link6Len = 1 + tcpstate.BinaryLen + 3*8 + tuple6Len + 16 + 2 + 8
+
+func (l *Link6) encode(b []byte) {
+	o := putHead(b, l.Proto, &l.TCP, l.Client, l.Server, l.Owner)
+	t := &l.ClientTuple
+	copy(b[o:], t.Src[:])
+	copy(b[o+16:], t.Dst[:])
+	binary.LittleEndian.PutUint16(b[o+32:], t.Sport)
+	binary.LittleEndian.PutUint16(b[o+34:], t.Dport)
+	copy(b[o+tuple6Len:], l.ServerDst[:])
+	putTail(b[o+tuple6Len+16:], l.NATPort, l.ClosedAt)
+}
+
+func (l *Link6) decode(b []byte) error {
+	if !isZero(b[link6Len:]) {
+		return errTail
+	}
+	o, err := getHead(b, &l.Proto, &l.TCP, &l.Client, &l.Server, &l.Owner, header.ProtoICMPv6)
+	if err != nil {
+		return err
+	}
+	t := &l.ClientTuple
+	copy(t.Src[:], b[o:])
+	copy(t.Dst[:], b[o+16:])
+	t.Sport = binary.LittleEndian.Uint16(b[o+32:])
+	t.Dport = binary.LittleEndian.Uint16(b[o+34:])
+	copy(l.ServerDst[:], b[o+tuple6Len:])
+	l.NATPort, l.ClosedAt = getTail(b[o+tuple6Len+16:])
+	if err := checkTail(l.NATPort, l.ClosedAt, &l.TCP); err != nil {
+		return err
+	}
+	if l.Proto == header.ProtoICMPv6 && t.Sport != t.Dport {
+		return errors.New("ICMPv6 echo tuple with two IDs")
 	}
 	return nil
 }
@@ -280,18 +373,20 @@ func (c *Client) decode(b []byte) error {
 	return nil
 }
 
-// Record is what a slot holds: a *Link, *ARP, *Lease or *Client.
+// Record is what a slot holds: a *Link, *Link6, *ARP, *Lease or *Client.
 type Record interface {
 	kind() Kind
 	encode(b []byte)
 }
 
 func (*Link) kind() Kind   { return KindLink }
+func (*Link6) kind() Kind  { return KindLink6 }
 func (*ARP) kind() Kind    { return KindARP }
 func (*Lease) kind() Kind  { return KindLease }
 func (*Client) kind() Kind { return KindClient }
 
 func (l *Link) addTo(c *Contents, s int32)    { l.Slot = s; c.Links = append(c.Links, *l) }
+func (l *Link6) addTo(c *Contents, s int32)   { l.Slot = s; c.Links6 = append(c.Links6, *l) }
 func (a *ARP) addTo(c *Contents, s int32)     { a.Slot = s; c.ARP = append(c.ARP, *a) }
 func (l *Lease) addTo(c *Contents, s int32)   { l.Slot = s; c.Leases = append(c.Leases, *l) }
 func (cl *Client) addTo(c *Contents, s int32) { cl.Slot = s; c.Clients = append(c.Clients, *cl) }

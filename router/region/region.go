@@ -1,5 +1,5 @@
 // Package region is the nic_router's state region: the dynamic state a restarted router needs
-// to go on with the same flows (link states with their NAT ports, ARP caches, DHCP leases, the
+// to go on with the same flows (link states of both families with their NAT ports, ARP caches, DHCP leases, the
 // DHCP client's lease), kept in shared memory that outlives the router process. It is a table
 // of fixed-size slots written in place when an entry comes, changes or goes, never per frame.
 // It is not a log and not a snapshot: the router knows which slot holds what.
@@ -42,6 +42,7 @@ const (
 	KindARP
 	KindLease
 	KindClient
+	KindLink6
 	kinds
 )
 
@@ -55,6 +56,8 @@ func (k Kind) String() string {
 		return "DHCP lease"
 	case KindClient:
 		return "DHCP client"
+	case KindLink6:
+		return "IPv6 link state"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -74,6 +77,7 @@ func Size(n int) int { return (n + 1) * SlotSize }
 // Contents is what Open found in a region.
 type Contents struct {
 	Links   []Link
+	Links6  []Link6
 	ARP     []ARP
 	Leases  []Lease
 	Clients []Client
@@ -270,6 +274,8 @@ func (r *Region) load(s int32, c *Contents) error {
 		rec = new(Lease)
 	case KindClient:
 		rec = new(Client)
+	case KindLink6:
+		rec = new(Link6)
 	default:
 		return fmt.Errorf("unknown record kind %d", b[8])
 	}

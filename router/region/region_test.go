@@ -65,7 +65,7 @@ func tupleGen(t *rapid.T, label string) Tuple {
 
 // record draws any well-formed record; put writes it to slot s of r.
 func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
-	switch rapid.IntRange(0, 3).Draw(t, "kind") {
+	switch rapid.IntRange(0, 4).Draw(t, "kind") {
 	case 0:
 		l := &Link{Proto: rapid.SampledFrom([]uint8{header.ProtoTCP, header.ProtoUDP, header.ProtoICMP}).Draw(t, "proto"),
 			Client: Name(rapid.Uint64().Draw(t, "client")), Server: Name(rapid.Uint64().Draw(t, "server")),
@@ -81,6 +81,29 @@ func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
 			}
 		case header.ProtoICMP:
 			l.ClientTuple.Dport, l.ServerTuple.Dport = l.ClientTuple.Sport, l.ServerTuple.Sport
+			fallthrough
+		default:
+			l.TCP.State = tcpstate.State(rapid.IntRange(0, 1).Draw(t, "open"))
+		}
+		return *l, func(r *Region, s int32) int32 { return r.Put(s, l) }
+	case 4:
+		l := &Link6{Proto: rapid.SampledFrom([]uint8{header.ProtoTCP, header.ProtoUDP, header.ProtoICMPv6}).Draw(t, "proto"),
+			Client: Name(rapid.Uint64().Draw(t, "client")), Server: Name(rapid.Uint64().Draw(t, "server")),
+			Owner: Name(rapid.Uint64().Draw(t, "owner")),
+			ClientTuple: Tuple6{Src: [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "src")),
+				Dst: [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "dst")), Sport: rapid.Uint16().Draw(t, "sport"), Dport: rapid.Uint16().Draw(t, "dport")},
+			ServerDst: [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "serverdst"))}
+		if rapid.Bool().Draw(t, "nat") {
+			l.NATPort = rapid.Uint16Range(49152, 65535).Draw(t, "port")
+		}
+		switch l.Proto {
+		case header.ProtoTCP:
+			l.TCP = conn(t)
+			if l.TCP.State == tcpstate.Closed {
+				l.ClosedAt = rapid.Int64Min(0).Draw(t, "closed")
+			}
+		case header.ProtoICMPv6:
+			l.ClientTuple.Dport = l.ClientTuple.Sport
 			fallthrough
 		default:
 			l.TCP.State = tcpstate.State(rapid.IntRange(0, 1).Draw(t, "open"))
@@ -112,6 +135,7 @@ func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
 func found(c *Contents) map[int32]any {
 	out := map[int32]any{}
 	bySlot(out, c.Links, func(x *Link) *int32 { return &x.Slot })
+	bySlot(out, c.Links6, func(x *Link6) *int32 { return &x.Slot })
 	bySlot(out, c.ARP, func(x *ARP) *int32 { return &x.Slot })
 	bySlot(out, c.Leases, func(x *Lease) *int32 { return &x.Slot })
 	bySlot(out, c.Clients, func(x *Client) *int32 { return &x.Slot })
@@ -240,16 +264,17 @@ func TestFlippedBytesDiscarded(t *testing.T) {
 // FuzzOpen loads any bytes as a region: nothing panics, and a second Open finds the same,
 // discards nothing and changes no byte (the first left only what it trusts).
 func FuzzOpen(f *testing.F) {
-	mem := make([]byte, Size(4))
+	mem := make([]byte, Size(5))
 	r, _, _ := Open(mem)
 	r.Put(None, &Link{Proto: header.ProtoTCP, NATPort: 50000, ClientTuple: Tuple{Sport: 1, Dport: 2}})
 	r.Put(None, &ARP{Domain: 7, IP: [4]byte{10, 0, 0, 1}})
+	r.Put(None, &Link6{Proto: header.ProtoICMPv6, NATPort: 50000, ClientTuple: Tuple6{Sport: 3, Dport: 3}})
 	r.Put(None, &Lease{Domain: 7, Bound: true, Deadline: 5})
 	r.Put(None, &Client{Domain: 7, State: 3, PrefixBits: 24, DNS: [][4]byte{{1, 1, 1, 1}}, DNSDomain: "example.org"})
 	f.Add(bytes.Clone(mem))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := make([]byte, Size(4))
+		mem := make([]byte, Size(5))
 		copy(mem, data)
 		if len(data) < hdrLen { // most inputs keep the valid header to reach the records
 			copy(mem, seedHeader(t))
@@ -267,9 +292,18 @@ func FuzzOpen(f *testing.F) {
 }
 
 func seedHeader(t *testing.T) []byte {
-	mem := make([]byte, Size(4))
+	mem := make([]byte, Size(5))
 	if _, _, err := Open(mem); err != nil {
 		t.Fatal(err)
 	}
 	return mem[:hdrLen]
+}
+
+// TestRecordsFitASlot: each kind's record fits the body of a slot.
+func TestRecordsFitASlot(t *testing.T) {
+	for k, n := range map[Kind]int{KindLink: linkLen, KindLink6: link6Len, KindARP: arpLen, KindLease: leaseLen, KindClient: clientLen} {
+		if n > SlotSize-bodyOff {
+			t.Errorf("%v: %d bytes, a slot holds %d", k, n, SlotSize-bodyOff)
+		}
+	}
 }
