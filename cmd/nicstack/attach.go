@@ -26,8 +26,10 @@ has, a label no policy selects, a full DHCP pool in its domain, a missing namesp
 
 Guests: embedded (gVisor's stack, its address by DHCP), netns (a TAP into a namespace, made
 for it by the run or --netns, with --address on the Linux side, a CIDR or dhcp for a lease
-the run takes from the router's DHCP server on its behalf: needs a root run) and
-vhost-user (a QEMU connects to NAME.sock in the run folder).`,
+the run takes from the router's DHCP server on its behalf: needs a root run), tap (a netns
+guest whose interface the run only brings up, unconfigured, for what owns the namespace: a
+VM runtime's bridge, a DHCP client of its own) and vhost-user (a QEMU connects to NAME.sock
+in the run folder).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := supervisor.FindSocket(socket, name)
@@ -46,11 +48,11 @@ vhost-user (a QEMU connects to NAME.sock in the run folder).`,
 	f := attach.Flags()
 	f.StringVarP(&name, "name", "s", "", "attach to the run started with --name NAME (a systemd instance: nicstack@NAME)")
 	f.StringVar(&socket, "socket", "", "attach to the supervisor at this Unix socket (default: the unnamed run's, else the one named run)")
-	f.StringVar(&a.Guest, "guest", "embedded", "the guest: embedded, netns or vhost-user")
+	f.StringVar(&a.Guest, "guest", "embedded", "the guest: embedded, netns, tap or vhost-user")
 	f.StringVar(&a.Label, "label", "", "the label the router sees, which its policies select a domain by (default NAME)")
 	f.StringVar(&a.Router, "router", "", "the child that serves the Nic session (default the one that provides Nic)")
 	f.StringVar(&a.Affinity, "affinity", "", "X,Y: the cell of the affinity space the guest runs on")
-	f.StringVar(&a.Netns, "netns", "", "netns guest: an existing namespace, as /run/netns/NAME (default one the run makes)")
+	f.StringVar(&a.Netns, "netns", "", "netns or tap guest: an existing namespace, as /run/netns/NAME (default one the run makes)")
 	f.StringVar(&a.Address, "address", "", "netns guest: the address of the Linux side, CIDR, or dhcp (a lease the run takes for it)")
 	f.StringVar(&a.Gateway, "gateway", "", "netns guest: the default route of the Linux side")
 	root.AddCommand(attach)

@@ -171,3 +171,53 @@ func TestAttachNetnsGuest(t *testing.T) {
 		}
 	}
 }
+
+// A tap guest's interface comes up unconfigured, for what owns the namespace; configured
+// there by hand, it reaches remote_host through the router.
+func TestAttachTapGuest(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns, err := netns.New("attach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	r := attachRun(t, "")
+	waitCounters(t, r.S, "vm", "dhcp_leases")
+	if _, err := r.S.Attach(supervisor.Attachment{Name: "vm_t1", Guest: "tap", Netns: ns.File.Name(), Ifname: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := ns.Exec("ip", "-4", "-o", "addr", "show", "dev", "eth0", "up")
+		if err == nil {
+			if strings.TrimSpace(string(out)) != "" {
+				t.Fatalf("the tap guest's interface has an address: %s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no eth0 up in the namespace: %v", err)
+		}
+	}
+	if err := ns.IP("addr", "add", "10.0.1.60/24", "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.IP("route", "add", "default", "via", "10.0.1.1"); err != nil {
+		t.Fatal(err)
+	}
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", "198.18.0.2:5201", time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := ns.Do(dial)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection from the tap guest's namespace to remote_host: %v", err)
+		}
+	}
+}

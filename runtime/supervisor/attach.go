@@ -29,7 +29,10 @@ import (
 // in what it defaults (Label, Router), so that the saved attachment comes back the same.
 type Attachment struct {
 	Name  string `json:"name"`
-	Guest string `json:"guest"` // embedded (the default), netns or vhost-user
+	// Guest is embedded (the default), netns, tap (a netns guest whose interface the supervisor
+	// leaves unconfigured, for what owns the namespace: a VM runtime's bridge, a DHCP client of
+	// its own) or vhost-user.
+	Guest string `json:"guest"`
 	// Label is the label the router sees for the guest's Nic session, which its policies
 	// select a domain by; default Name.
 	Label string `json:"label,omitempty"`
@@ -61,7 +64,7 @@ type Attachment struct {
 }
 
 // Guest kinds an attachment may be.
-var attachGuests = []string{"embedded", "netns", "vhost-user"}
+var attachGuests = []string{"embedded", "netns", "tap", "vhost-user"}
 
 // attachmentsFile holds a named run's attachments in its state folder, as JSON.
 const attachmentsFile = "attachments.json"
@@ -166,14 +169,16 @@ func (s *Supervisor) plan(a Attachment) (*Scenario, Attachment, error) {
 		return refuseAs(codes.AlreadyExists, "%s that name already", where)
 	case !slices.Contains(attachGuests, a.Guest):
 		return fail("guest %q: want %s", a.Guest, strings.Join(attachGuests, ", "))
-	case a.Guest != "netns" && (a.Netns != "" || a.Address != "" || a.Gateway != "" || a.Ifname != ""):
+	case a.Guest != "netns" && a.Guest != "tap" && (a.Netns != "" || a.Address != "" || a.Gateway != "" || a.Ifname != ""):
 		return fail("a namespace, interface name, address and gateway are for a netns guest")
+	case a.Guest == "tap" && (a.Address != "" || a.Gateway != ""):
+		return fail("a tap guest's interface stays unconfigured: no address or gateway (a netns guest has them)")
 	case a.Guest == "netns" && a.Address == "":
 		return fail("a netns guest needs the address of its Linux side (CIDR, or dhcp)")
 	case a.Address == "dhcp" && a.Gateway != "":
 		return fail("an address by DHCP takes its gateway from the lease: leave the gateway out")
-	case a.Guest == "netns" && !attachedNetns.MatchString(a.Name):
-		return fail("a netns guest's name names its namespace: want 1 to 16 letters, digits or _")
+	case (a.Guest == "netns" || a.Guest == "tap") && !attachedNetns.MatchString(a.Name):
+		return fail("a %s guest's name names its namespace: want 1 to 16 letters, digits or _", a.Guest)
 	}
 	if a.Netns != "" {
 		if err := namespaceThere(a.Netns); err != nil {
@@ -319,9 +324,13 @@ func (a Attachment) start(root *config.Node) *config.Node {
 	}
 	st.Nodes = append(st.Nodes, route)
 	cfg := node("config", "guest", a.Guest)
-	if a.Guest == "netns" {
+	switch a.Guest {
+	case "netns":
 		cfg = node("config", "guest", a.Guest, "netns", a.Name, "netns_path", a.Netns, "ifname", a.Ifname,
 			"tap_address", a.Address, "tap_gateway", a.Gateway)
+	case "tap": // a netns guest whose interface the supervisor only brings up
+		cfg = node("config", "guest", "netns", "netns", a.Name, "netns_path", a.Netns, "ifname", a.Ifname,
+			"tap_address", "none")
 	}
 	st.Nodes = append(st.Nodes, cfg)
 	return st

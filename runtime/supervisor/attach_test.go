@@ -100,7 +100,9 @@ func TestAttachPlan(t *testing.T) {
 		{Attachment{Name: "c1", Router: "nope"}, `router "nope": the scenario has no such child`},
 		{Attachment{Name: "c1", Router: "vm1"}, `router "vm1" does not provide Nic`},
 		{Attachment{Name: "c1", Affinity: "2,0"}, `affinity "2,0": want X,Y within the affinity space 2x1`},
-		{Attachment{Name: "c1", Guest: "tap"}, `guest "tap": want embedded, netns, vhost-user`},
+		{Attachment{Name: "c1", Guest: "tun"}, `guest "tun": want embedded, netns, tap, vhost-user`},
+		{Attachment{Name: "c1", Guest: "tap", Address: "10.0.1.9/24"}, "stays unconfigured"},
+		{Attachment{Name: "c-1", Guest: "tap"}, "a tap guest's name names its namespace"},
 		{Attachment{Name: "c1", Guest: "netns"}, "needs the address of its Linux side"},
 		{Attachment{Name: "c1", Guest: "netns", Address: "dhcp", Gateway: "10.0.1.1"}, "takes its gateway from the lease"},
 		{Attachment{Name: "c1", Guest: "netns", Address: "10.0.1.9/24", Netns: "/run/netns/nicstack-no-such-ns"}, "namespace /run/netns/nicstack-no-such-ns: no such file or directory"},
@@ -122,6 +124,10 @@ func TestAttachPlan(t *testing.T) {
 	cni := Attachment{Name: "c1", Guest: "netns", Netns: "/run/netns/c1", Address: "10.0.1.9/24", Ifname: "eth0", ContainerID: "ctr1"}
 	if cfg := cni.start(s.file).Sub("config"); cfg.String("ifname", "") != "eth0" || cfg.String("netns_path", "") != "/run/netns/c1" {
 		t.Errorf("a netns attachment's config: %v", cfg.Attrs)
+	}
+	tap := Attachment{Name: "c1", Guest: "tap", Netns: "/run/netns/c1", Ifname: "eth0"}
+	if cfg := tap.start(s.file).Sub("config"); cfg.String("guest", "") != "netns" || cfg.String("tap_address", "") != "none" || cfg.String("ifname", "") != "eth0" {
+		t.Errorf("a tap attachment's config: %v", cfg.Attrs)
 	}
 	// intel_nic_hw's component selects no clients: a label it is asked for is its business.
 	if _, _, err := s.plan(Attachment{Name: "c1", Label: "other", Router: "intel_nic_hw"}); err != nil {

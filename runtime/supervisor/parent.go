@@ -206,11 +206,11 @@ var ipv6Ranges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.Mu
 // configure sets the Linux side's addresses and routes, or starts taking its IPv4 lease, and
 // starts the exec'd command.
 func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) error {
-	dhcp := p.args["address"] == "dhcp"
-	if dhcp && p.args["gateway"] != "" {
-		return fmt.Errorf("gateway=%q: an address by DHCP takes its gateway from the lease", p.args["gateway"])
+	dhcp, none := p.args["address"] == "dhcp", p.args["address"] == "none"
+	if (dhcp || none) && p.args["gateway"] != "" {
+		return fmt.Errorf("gateway=%q with address=%s: an address by DHCP takes its gateway from the lease, and an unconfigured interface has none", p.args["gateway"], p.args["address"])
 	}
-	if a := p.args["address"]; a != "" && !dhcp {
+	if a := p.args["address"]; a != "" && !dhcp && !none {
 		pfx, err := netip.ParsePrefix(a)
 		if err != nil || !(benchRange.Contains(pfx.Addr()) || pfx.Addr().IsPrivate()) {
 			return fmt.Errorf("address=%q: want a CIDR in 198.18.0.0/15 or a private range", a)

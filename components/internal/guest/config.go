@@ -30,6 +30,7 @@ import (
 //	<config guest="netns" netns_path="/run/netns/c1" tap_address="10.0.1.2/24"/>   a container's
 //	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="10.0.1.2/24"/>   as CNI names it
 //	<config guest="netns" netns_path="/run/netns/c1" ifname="eth0" tap_address="dhcp"/>   the supervisor leases it
+//	<config guest="netns" netns_path="/run/netns/c1" tap_address="none"/>   up, left to the namespace's owner
 //	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
 //
@@ -181,10 +182,13 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		return c, config.Errorf(a.Pos, "ifname=%q: want a netns guest's interface name of 1 to 15 characters, without '/', ':' or white space", c.Ifname)
 	}
 	if c.Guest == "netns" && c.TapAddress == "" {
-		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR, or dhcp)")
+		return c, config.Errorf(n.Pos, "guest=\"netns\" needs tap_address (the Linux side's address, CIDR, dhcp, or none)")
 	}
 	if a, ok := n.Attr("tap_gateway"); ok && c.TapAddress == "dhcp" {
 		return c, config.Errorf(a.Pos, "tap_gateway with tap_address=\"dhcp\": the lease's router option is the gateway")
+	}
+	if a, ok := n.Attr("tap_gateway"); ok && c.TapAddress == "none" {
+		return c, config.Errorf(a.Pos, "tap_gateway with tap_address=\"none\": the interface stays unconfigured")
 	}
 	if a, ok := n.Attr("iperf"); ok && c.Guest == "netns" && c.Exec == "" {
 		c.Exec = realIperf3(c.Iperf, strings.Join(strings.Fields(a.Value), " "))

@@ -30,6 +30,8 @@ func TestParseConfig(t *testing.T) {
 		{`<config guest="netns" tap_address="10.0.1.2/24" ifname="eth/0"/>`, "ifname="},
 		{`<config guest="netns" tap_address="10.0.1.2/24" ifname=".."/>`, "ifname="},
 		{`<config guest="embedded" ifname="eth0"/>`, "ifname="},
+		{`<config guest="netns" tap_address="none"/>`, ""},
+		{`<config guest="netns" tap_address="none" tap_gateway="10.0.1.1"/>`, "stays unconfigured"},
 		{`<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>`, ""},
 		{`<config iperf="-c 198.18.0.2" iperf_servers="2"/>`, "iperf_servers"},
 		{`<config address="198.18.0.2/24" iperf="-s" iperf_servers="0"/>`, "iperf_servers=0"},
