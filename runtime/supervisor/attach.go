@@ -28,7 +28,7 @@ import (
 // Attachment is a guest attached at run time: what `nicstack attach` asks for. Attach fills
 // in what it defaults (Label, Router), so that the saved attachment comes back the same.
 type Attachment struct {
-	Name  string `json:"name"`
+	Name string `json:"name"`
 	// Guest is embedded (the default), netns, tap (a netns guest whose interface the supervisor
 	// leaves unconfigured, for what owns the namespace: a VM runtime's bridge, a DHCP client of
 	// its own) or vhost-user.
