@@ -48,7 +48,7 @@ func TestRouterCheckRejectsBadAddresses(t *testing.T) {
 		{`+ domain a | interface: 10.0.1.1/24 | gateway: 10.0.1.300`, `router.hid:2:39: attribute "gateway" of <domain>: "10.0.1.300" is not an IPv4 address`},
 		{`+ domain a | interface: 10.0.1.1/33`, `router.hid:2:14: attribute "interface" of <domain>: "10.0.1.1/33" is not an IPv4 prefix`},
 		{"+ domain a | interface: 10.0.1.1/24\n  + udp | dst: 10.0.2.x/24 | + permit-any | domain: a",
-			`router.hid:3:11: attribute "dst" of <udp>: "10.0.2.x/24" is not an IPv4 prefix`},
+			`router.hid:3:11: attribute "dst" of <udp>: "10.0.2.x/24" is not an IPv4 or IPv6 prefix`},
 	} {
 		n, err := config.Parse("router.hid", []byte("config\n"+c.domain+"\n-\n"))
 		if err != nil {
