@@ -5,7 +5,6 @@ import (
 	"image/color"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/nicstack/nicstack/bench"
 )
 
 // drawPlot draws throughput (top), with --latency the 1-byte round trips' p99 (idle solid,
@@ -199,15 +200,7 @@ func drawPlot(path string, all, refs []point) error {
 		legends[i].Top, legends[i].Left = true, true
 		legends[i].Draw(draw.Crop(tiles.At(right, 0, i), 0, 0, 0, -vg.Points(24)))
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return bench.WritePNG(img, path)
 }
 
 // throttleLabel is a category's tick label: the value as given, its interval and the

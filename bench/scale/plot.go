@@ -3,7 +3,6 @@ package scale
 import (
 	"errors"
 	"image/color"
-	"os"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -11,6 +10,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/nicstack/nicstack/bench"
 )
 
 // drawPlot draws each figure against the number of guests, one panel each (a log axis of
@@ -100,13 +101,5 @@ func drawPlot(path string, points []Point) error {
 			plots[i][j].Draw(canvases[i][j])
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return bench.WritePNG(img, path)
 }

@@ -125,23 +125,7 @@ func TestAttachNetnsGuest(t *testing.T) {
 	if _, err := r.S.Attach(supervisor.Attachment{Name: "vm_c1", Guest: "netns", Netns: ns.File.Name(), Address: "10.0.1.50/24", Gateway: "10.0.1.1"}); err != nil {
 		t.Fatal(err)
 	}
-	// remote_host's iperf server, through the router's NAT.
-	dial := func() error {
-		c, err := net.DialTimeout("tcp", "198.18.0.2:5201", time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := ns.Do(dial)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection from the guest's namespace to remote_host: %v", err)
-		}
-	}
+	reachRemote(t, ns)
 	if _, err := r.S.Attach(supervisor.Attachment{Name: "vm_c2", Guest: "netns", Netns: "/run/netns/nicstack-no-such-ns", Address: "10.0.1.51/24"}); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("attaching into a namespace that is not there: %v", err)
 	}
@@ -204,6 +188,13 @@ func TestAttachTapGuest(t *testing.T) {
 	if err := ns.IP("route", "add", "default", "via", "10.0.1.1"); err != nil {
 		t.Fatal(err)
 	}
+	reachRemote(t, ns)
+}
+
+// reachRemote connects from ns to remote_host's iperf server, through the router's NAT,
+// trying for 30 s while the guest's interface comes up.
+func reachRemote(t *testing.T, ns *netns.NS) {
+	t.Helper()
 	dial := func() error {
 		c, err := net.DialTimeout("tcp", "198.18.0.2:5201", time.Second)
 		if err == nil {
@@ -214,10 +205,10 @@ func TestAttachTapGuest(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		err := ns.Do(dial)
 		if err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no connection from the tap guest's namespace to remote_host: %v", err)
+			t.Fatalf("no connection from %s to remote_host: %v", ns.Name, err)
 		}
 	}
 }
