@@ -87,10 +87,11 @@ func pingFar(ns *netns.NS) error {
 // Sixteen pods, added by cnitool all at once, reach the far end (ping, and one a real iperf3),
 // pass CHECK, come back after the node's supervisor is killed with -9 and started again, and
 // go with DEL (twice each) and GC, leaving nothing behind: no attachment, child, interface,
-// lease, state file or cached result.
+// lease (the router's state report), state file or cached result.
 func TestCNIToolSixteenPods(t *testing.T) {
 	testutil.RequireCommand(t, "ping")
-	n := startNode(t)
+	n, report := reportingNode(t, t.TempDir())
+	n.start()
 	tool := newCNITool(n)
 	last := time.Now()
 	phase := func(what string) {
@@ -120,6 +121,9 @@ func TestCNIToolSixteenPods(t *testing.T) {
 	}
 	phase("16 namespaces and ADDs")
 	t.Logf("each ADD: %s", latencies(took))
+	if tool.n.static(0) == "" { // the conflist's leases
+		waitLeases(t, report, pods)
+	}
 	if got := n.attachments(); len(got) != pods {
 		t.Fatalf("%d attachments after 16 ADDs", len(got))
 	}
@@ -131,17 +135,17 @@ func TestCNIToolSixteenPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report struct {
+	var iperf struct {
 		End struct {
 			SumReceived struct {
 				Bytes float64 `json:"bytes"`
 			} `json:"sum_received"`
 		} `json:"end"`
 	}
-	if err := json.Unmarshal(out, &report); err != nil || report.End.SumReceived.Bytes == 0 {
+	if err := json.Unmarshal(out, &iperf); err != nil || iperf.End.SumReceived.Bytes == 0 {
 		t.Fatalf("iperf3 from pod 0: %v: %s", err, out)
 	}
-	t.Logf("pod 0's iperf3: %.0f Mbit/s", report.End.SumReceived.Bytes*8/2/1e6)
+	t.Logf("pod 0's iperf3: %.0f Mbit/s", iperf.End.SumReceived.Bytes*8/2/1e6)
 	check := func(when string) {
 		t.Helper()
 		if err := each(spaces, func(i int, ns *netns.NS) error { _, _, err := tool.do("check", i, ns); return err }); err != nil {
@@ -174,6 +178,7 @@ func TestCNIToolSixteenPods(t *testing.T) {
 	}
 	phase("DEL twice and GC")
 	n.assertEmpty(spaces)
+	waitLeases(t, report, 0)
 }
 
 // assertEmpty fails the test if anything of a pod stays in the run: an attachment, an attached

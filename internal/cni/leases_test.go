@@ -19,6 +19,31 @@ import (
 	"github.com/nicstack/nicstack/runtime/netns"
 )
 
+// waitLeases waits (15 s at most) until the router's state report shows want DHCP
+// allocations alive.
+func waitLeases(t *testing.T, report string, want int) {
+	t.Helper()
+	var got int
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if got, ok = leasesAlive(t, report); ok && got == want {
+			return
+		}
+	}
+	b, _ := os.ReadFile(report)
+	t.Fatalf("the router's report shows %d DHCP allocations alive, want %d:\n%s", got, want, b)
+}
+
+// reportingNode is deploy/cni.hid with the router's state report in a file of dir, whose path
+// it returns, and the scenario's other lines replaced as oldNew pairs say.
+func reportingNode(t *testing.T, dir string, oldNew ...string) (*node, string) {
+	os.Chmod(dir, 0o755)
+	report := filepath.Join(dir, "router.xml")
+	const anchor = "    + policy | label: pod | domain: pods\n"
+	replace := append([]string{anchor, "    + report | interval_sec: 1 | stats: yes | config: no | bytes: no | quota: no | file: " + report + "\n" + anchor}, oldNew...)
+	return newNode(t, nodeScenario(t, dir, replace...)), report
+}
+
 // leasesAlive is the number of DHCP allocations nic_router's state report shows alive, over
 // all its interfaces.
 func leasesAlive(t *testing.T, report string) (int, bool) {
@@ -64,13 +89,8 @@ func nodeScenario(t *testing.T, dir string, oldNew ...string) string {
 func TestLeasedPods(t *testing.T) {
 	// deploy/cni.hid with the router's state report in a file, and the frames of the pods'
 	// domain in its log, where the DHCPRELEASEs show.
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	report := filepath.Join(dir, "router.xml")
-	const anchor = "    + policy | label: pod | domain: pods\n"
 	const pods = "    + domain pods | interface: 10.0.2.1/24\n"
-	p := newNode(t, nodeScenario(t, dir, anchor, "    + report | interval_sec: 1 | stats: yes | config: no | bytes: no | quota: no | file: "+report+"\n"+anchor,
-		pods, strings.TrimSuffix(pods, "\n")+" | verbose_packets: yes\n"))
+	p, report := reportingNode(t, t.TempDir(), pods, strings.TrimSuffix(pods, "\n")+" | verbose_packets: yes\n")
 	p.start()
 
 	const n = 3
@@ -119,19 +139,7 @@ func TestLeasedPods(t *testing.T) {
 			t.Errorf("CHECK pod %d: %v", i, err)
 		}
 	}
-	waitAlive := func(want int) {
-		t.Helper()
-		var got int
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			var ok bool
-			if got, ok = leasesAlive(t, report); ok && got == want {
-				return
-			}
-		}
-		b, _ := os.ReadFile(report)
-		t.Fatalf("the router's report shows %d DHCP allocations alive, want %d:\n%s", got, want, b)
-	}
-	waitAlive(n)
+	waitLeases(t, report, n)
 
 	// The supervisor killed and a run of the same name: each pod gets its address back.
 	p.kill9()
@@ -157,7 +165,7 @@ func TestLeasedPods(t *testing.T) {
 			t.Errorf("after the restart, pod %d does not reach the far end: %v", i, err)
 		}
 	}
-	waitAlive(n)
+	waitLeases(t, report, n)
 
 	for i, ns := range spaces {
 		if _, err := p.plugin("DEL", fmt.Sprintf("ctr%d", i), ns.File.Name(), "", nil); err != nil {
@@ -167,7 +175,7 @@ func TestLeasedPods(t *testing.T) {
 	if got := p.attachments(); len(got) != 0 {
 		t.Errorf("after DEL: %+v", got)
 	}
-	waitAlive(0)
+	waitLeases(t, report, 0)
 	// The router got each release before the pod's session closed (which frees a client's
 	// allocation too).
 	if released := strings.Count(p.out.String(), "DHCP RELEASE"); released != n {
