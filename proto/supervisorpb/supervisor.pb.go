@@ -118,7 +118,7 @@ func (x *StatusReply) GetJson() []byte {
 type Attachment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// embedded (the default), netns or vhost-user.
+	// embedded (the default), netns, tap (a netns guest left unconfigured) or vhost-user.
 	Guest string `protobuf:"bytes,2,opt,name=guest,proto3" json:"guest,omitempty"`
 	// The label the router sees for the guest's Nic session; default the name.
 	Label string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
