@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // NetConf is nicstack-cni's network configuration: CNI's own fields, the run the pods attach
@@ -52,10 +54,6 @@ type IPAMAddress struct {
 
 // ipv4Default is the only route the supervisor sets: the default one via the gateway.
 var ipv4Default = netip.MustParsePrefix("0.0.0.0/0")
-
-// benchRange and the private ranges are the addresses the supervisor puts on an interface
-// (its configure); checked here too, so that a wrong one is refused before anything is made.
-var benchRange = netip.MustParsePrefix("198.18.0.0/15")
 
 // Static is what the attachment gets from the static IPAM config: its address and its
 // gateway (the default route, when valid).
@@ -140,7 +138,7 @@ func (c *NetConf) Static(cniArgs string) (Static, error) {
 		return st, invalid(fmt.Sprintf("ipam address %q: want a CIDR", addrs[0].Address))
 	case !p.Addr().Is4():
 		return st, unsupported(fmt.Sprintf("ipam address %s: IPv4 only so far", p))
-	case !benchRange.Contains(p.Addr()) && !p.Addr().IsPrivate():
+	case !netns.ScenarioAddr(p.Addr()): // as the supervisor checks it, refused before anything is made
 		return st, invalid(fmt.Sprintf("ipam address %s: want one in 198.18.0.0/15 or a private range", p))
 	}
 	st.Address = p

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,14 +194,6 @@ func withArg(args map[string]string, k, v string) map[string]string {
 	return out
 }
 
-// benchRange and private addresses are the only ones a scenario may put on interfaces: the
-// namespaces are the run's own, but the addresses must never collide with the host's networks.
-var benchRange = netip.MustParsePrefix("198.18.0.0/15")
-
-// ipv6Ranges are the only IPv6 ranges a scenario may put on interfaces: the documentation
-// prefix and unique local addresses, which no host routes out.
-var ipv6Ranges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
-
 // configure sets the Linux side's addresses and routes, or starts taking its IPv4 lease, and
 // starts the exec'd command.
 func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) error {
@@ -212,7 +203,7 @@ func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) er
 	}
 	if a := p.args["address"]; a != "" && !dhcp && !none {
 		pfx, err := netip.ParsePrefix(a)
-		if err != nil || !(benchRange.Contains(pfx.Addr()) || pfx.Addr().IsPrivate()) {
+		if err != nil || !pfx.Addr().Is4() || !netns.ScenarioAddr(pfx.Addr()) {
 			return fmt.Errorf("address=%q: want a CIDR in 198.18.0.0/15 or a private range", a)
 		}
 		if err := p.ns.IP("addr", "add", a, "dev", p.iface); err != nil {
@@ -224,7 +215,7 @@ func (s *Supervisor) configure(p *parentSession, remembered *dhcplease.Lease) er
 	}
 	if a := p.args["address6"]; a != "" {
 		pfx, err := netip.ParsePrefix(a)
-		if err != nil || !pfx.Addr().Is6() || !slices.ContainsFunc(ipv6Ranges, func(r netip.Prefix) bool { return r.Contains(pfx.Addr()) }) {
+		if err != nil || !pfx.Addr().Is6() || !netns.ScenarioAddr(pfx.Addr()) {
 			return fmt.Errorf("address6=%q: want a CIDR in 2001:db8::/32 or fd00::/8", a)
 		}
 		// nodad: a server in the namespace (iperf3 -s) binds it at once, a second early.

@@ -15,6 +15,7 @@ import (
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/rr"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/netns"
 )
 
 // Schema is the <config> of the vm and remote_host components:
@@ -199,20 +200,6 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 // maxIperfServers bounds iperf_servers: each is a listener and goroutines in the guest.
 const maxIperfServers = 1024
 
-// ranges6 are the IPv6 ranges a netns guest's TAP may have addresses of: the documentation
-// prefix and unique local addresses, never one routed out of the scenario's namespaces.
-var ranges6 = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
-
-// inRanges6 says whether a lies in one of ranges6.
-func inRanges6(a netip.Addr) bool {
-	for _, r := range ranges6 {
-		if r.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // parseIPv6 reads address6 and gateway6 (an embedded guest's) and tap_address6 and
 // tap_gateway6 (a netns guest's).
 func (c *Config) parseIPv6(n *config.Node) error {
@@ -247,7 +234,7 @@ func (c *Config) parseIPv6(n *config.Node) error {
 			return config.Errorf(a.Pos, "%s is a netns guest's; an embedded guest takes %s", name, name[len("tap_"):])
 		}
 	}
-	if a, ok := n.Attr("tap_address6"); ok && !inRanges6(p.Addr()) {
+	if a, ok := n.Attr("tap_address6"); ok && !netns.ScenarioAddr(p.Addr()) {
 		return config.Errorf(a.Pos, "tap_address6=%q: want an address in 2001:db8::/32 or fd00::/8", a.Value)
 	}
 	if a, ok := n.Attr("tap_gateway6"); ok && (g.IsMulticast() || g.IsUnspecified() || g.IsLoopback()) {

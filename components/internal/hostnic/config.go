@@ -3,12 +3,11 @@ package hostnic
 import (
 	"hash/fnv"
 	"net"
-	"net/netip"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/netns"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -132,17 +131,14 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// ipv6Ranges are the ranges address6 may come from: never one routed out of the scenario.
-var ipv6Ranges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fd00::/8")}
-
-// checkIPv6 refuses an address6 that is no IPv6 prefix in ipv6Ranges, and a gateway6 that
+// checkIPv6 refuses an address6 that is no IPv6 prefix a scenario may have (netns.ScenarioAddr), and a gateway6 that
 // is no unicast IPv6 address.
 func checkIPv6(n *config.Node) error {
 	p, ok, err := n.Prefix6("address6")
 	if err != nil {
 		return err
 	}
-	if ok && !slices.ContainsFunc(ipv6Ranges, func(r netip.Prefix) bool { return r.Contains(p.Addr()) }) {
+	if ok && !netns.ScenarioAddr(p.Addr()) {
 		a, _ := n.Attr("address6")
 		return config.Errorf(a.Pos, "address6=%q: want an address in 2001:db8::/32 or fd00::/8", a.Value)
 	}
