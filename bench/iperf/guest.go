@@ -124,7 +124,7 @@ func (g *guestScenario) patch(m setting, o Options) error {
 	} else if cmd, err = g.command(text); err != nil {
 		return err
 	}
-	setAttr(g.arg, "value", "--run="+cmd)
+	g.arg.Set("value", "--run="+cmd)
 	return nil
 }
 

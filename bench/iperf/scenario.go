@@ -175,27 +175,17 @@ func loadScenario(path string) (*scenario, error) {
 	return sc, nil
 }
 
-func setAttr(n *config.Node, name, value string) {
-	for i := range n.Attrs {
-		if n.Attrs[i].Name == name {
-			n.Attrs[i].Value = value
-			return
-		}
-	}
-	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
-}
-
 // patch returns the scenario of one run at setting m as XML: the driver's settings, the
 // clients' test (time, direction, --udp-rate), and with --latency their rr clients and the
 // servers' rr.
 func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 	d, latency := o.Time, o.Latency
 	if sc.driver != nil && m.itr != nil {
-		setAttr(sc.driver, "rx_irq_throttle", string(*m.itr))
+		sc.driver.Set("rx_irq_throttle", string(*m.itr))
 		// As in bench driver: without batching the driver is iPXE's (an interrupt per sent
 		// descriptor), with it Genode's (queue-empty interrupts only).
-		setAttr(sc.driver, "tx_batch", yesNo(*m.batch))
-		setAttr(sc.driver, "tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
+		sc.driver.Set("tx_batch", yesNo(*m.batch))
+		sc.driver.Set("tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	for _, c := range sc.clients {
 		if c.guest != nil {
@@ -211,11 +201,11 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 			c.cmd.Rate, c.cmd.Length = uint64(o.UDPRate)*udpPayload*8, udpPayload
 		}
 		if c.vmArg != nil {
-			setAttr(c.vmArg, "value", qemuIperf+clientCommand(c.cmd))
+			c.vmArg.Set("value", qemuIperf+clientCommand(c.cmd))
 		} else if c.netns == "" {
-			setAttr(c.cfg, "iperf", clientCommand(c.cmd))
+			c.cfg.Set("iperf", clientCommand(c.cmd))
 			if latency {
-				setAttr(c.cfg, "rr", rrCommand(c.cmd.Client))
+				c.cfg.Set("rr", rrCommand(c.cmd.Client))
 			}
 		} else {
 			removeAttr(c.cfg, "iperf") // the bench runs it
@@ -223,7 +213,7 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 	}
 	for _, cfg := range sc.servers {
 		if latency {
-			setAttr(cfg, "rr", "-s")
+			cfg.Set("rr", "-s")
 		}
 	}
 	return sc.root.XML(), nil

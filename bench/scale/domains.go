@@ -89,7 +89,7 @@ func splitRouter(cfg *config.Node, prefix string, n int) (bool, error) {
 		case c == tmpl:
 			for i := 1; i <= n; i++ {
 				d := clone(c)
-				setAttr(d, "name", prefix+strconv.Itoa(i))
+				d.Set("name", prefix+strconv.Itoa(i))
 				renumber(d, i)
 				nodes = append(nodes, d)
 			}
@@ -141,7 +141,7 @@ func copyRefs(n *config.Node, name, prefix string, count int) error {
 		}
 		for i := 1; i <= count; i++ {
 			d := clone(c)
-			setAttr(d, "domain", prefix+strconv.Itoa(i))
+			d.Set("domain", prefix+strconv.Itoa(i))
 			nodes = append(nodes, d)
 		}
 	}

@@ -95,8 +95,8 @@ func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 		}
 		cfg := st.Sub("config")
 		if st.Name() != b.prefix {
-			setAttr(cfg, "iperf", fmt.Sprintf("-s -p %d", firstPort))
-			setAttr(cfg, "iperf_servers", strconv.Itoa(n))
+			cfg.Set("iperf", fmt.Sprintf("-s -p %d", firstPort))
+			cfg.Set("iperf_servers", strconv.Itoa(n))
 			kept = append(kept, st)
 			continue
 		}
@@ -105,12 +105,12 @@ func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 		}
 		for i := 1; i <= n; i++ {
 			g := clone(st)
-			setAttr(g, "name", b.prefix+strconv.Itoa(i))
+			g.Set("name", b.prefix+strconv.Itoa(i))
 			cmd := fmt.Sprintf("-c %s -p %d -t %g", b.client.Client, firstPort+i-1, t.time.Seconds())
 			if t.rx {
 				cmd += " -R"
 			}
-			setAttr(g.Sub("config"), "iperf", cmd)
+			g.Sub("config").Set("iperf", cmd)
 			kept = append(kept, g)
 		}
 	}
@@ -160,16 +160,6 @@ func size(first, last netip.Addr) int {
 	a := int(f[0])<<24 | int(f[1])<<16 | int(f[2])<<8 | int(f[3])
 	z := int(l[0])<<24 | int(l[1])<<16 | int(l[2])<<8 | int(l[3])
 	return z - a + 1
-}
-
-func setAttr(n *config.Node, name, value string) {
-	for i := range n.Attrs {
-		if n.Attrs[i].Name == name {
-			n.Attrs[i].Value = value
-			return
-		}
-	}
-	n.Attrs = append(n.Attrs, config.Attr{Name: name, Value: value})
 }
 
 // guestNumber is i of the guest PREFIXi, 0 for another start.

@@ -67,6 +67,18 @@ func (n *Node) Attr(name string) (Attr, bool) {
 	return Attr{}, false
 }
 
+// Set gives attribute name the value, adding it after the others if the node lacks it: how
+// a tool derives a scenario from another (the benches' variants).
+func (n *Node) Set(name, value string) {
+	for i := range n.Attrs {
+		if n.Attrs[i].Name == name {
+			n.Attrs[i].Value = value
+			return
+		}
+	}
+	n.Attrs = append(n.Attrs, Attr{Name: name, Value: value})
+}
+
 // Has reports whether the node has attribute name.
 func (n *Node) Has(name string) bool { _, ok := n.Attr(name); return ok }
 
