@@ -104,6 +104,9 @@ func (d *domain) inherit(o *domain) {
 	if d.m.Interface6 == o.m.Interface6 {
 		d.nd = o.nd
 	}
+	if d.slaac != nil && o.slaac != nil {
+		d.slaac, d.ip6, d.nd = o.slaac, o.ip6, o.nd
+	}
 	if d.dhcpClient != nil && o.dhcpClient != nil {
 		d.dhcpClient, d.ip = o.dhcpClient, o.ip
 		d.arp = o.arp

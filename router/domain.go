@@ -94,6 +94,7 @@ type domain struct {
 	nd       map[[16]byte]header.MAC
 	waiters6 map[[16]byte]*arpWaiter
 	ra       raState
+	slaac    *slaacClient // interface_ipv6="slaac" (slaac.go)
 
 	links map[flowKey]*side
 	// last is the side the previous lookup found: bulk transfers hit it frame after frame
@@ -167,6 +168,8 @@ func newDomain(m *model.Domain) *domain {
 	}
 	if m.Interface6.IsValid() {
 		d.ip6 = newIP6Config(m.Interface6, m.Gateway6)
+	} else if m.SLAAC {
+		d.slaac = &slaacClient{}
 	}
 	return d
 }
@@ -220,6 +223,9 @@ func (d *domain) resolveRules(all map[string]*domain) {
 	}
 	if s := d.dhcpServer; s != nil && s.m.DNSConfigFrom != "" {
 		s.from = all[s.m.DNSConfigFrom]
+	}
+	if ra := d.m.RA; ra != nil && ra.DNSConfigFrom != "" {
+		d.ra.from = all[ra.DNSConfigFrom]
 	}
 	d.ipRules, d.icmpRules = direct(d.m.IPRules, false), direct(d.m.ICMPRules, false)
 	d.tcpRules, d.udpRules = transport(d.m.TCPRules, false), transport(d.m.UDPRules, false)

@@ -124,7 +124,7 @@ func (r *Router) reportInterface(rc *model.Report, i *Interface, live *liveObjec
 		live = &liveObjects{}
 	}
 	n := node("interface", "label", i.label)
-	ll := rc.Config && i.dom != nil && i.dom.ip6.valid
+	ll := rc.Config && i.dom != nil && (i.dom.ip6.valid || i.dom.slaac != nil)
 	if ll {
 		attr(n, "ipv6_link_local", netip.AddrFrom16(i.ll).String())
 		if i.llDup {
