@@ -168,6 +168,9 @@ func reportIPv6(dn *config.Node, d *domain) {
 	if d.ip6.dup {
 		attr(dn, "ipv6_state", "duplicate")
 	}
+	for _, a := range d.dns6() { // learned by SLAAC's RDNSS or DHCPv6, beside IPv4's
+		dn.Nodes = append(dn.Nodes, node("dns", "ip", a.String()))
+	}
 	ips := make([]netip.Addr, 0, len(d.nd))
 	for ip := range d.nd {
 		ips = append(ips, netip.AddrFrom16(ip))

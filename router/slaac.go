@@ -42,8 +42,13 @@ const (
 	twoHours      = int64(2 * time.Hour)
 )
 
-// start solicits at once, as when a link comes up (RFC 4861 6.3.7), on every interface of d.
+// start solicits at once, as when a link comes up (RFC 4861 6.3.7), on every interface of d,
+// unless a router is followed: an interface joins again at every reconfiguration, and
+// the uplink's link coming back (its session attaching again) found the domain reset.
 func (c *slaacClient) start(r *Router, d *domain) {
+	if d.ip6.hasGW {
+		return
+	}
 	c.nextRS, c.rsGap = r.nowNs, rsInterval
 	c.solicit(r, d)
 	c.dhcp.restart(r, d)

@@ -153,7 +153,7 @@ func TestSLAACUplink(t *testing.T) {
 		t.Fatalf("the lan's RA after the uplink learned its DNS server: %d RAs", len(ras))
 	}
 	rep := string(b.r.Report().XML())
-	if !strings.Contains(rep, `ipv6="2001:db8:2::ff:fe00:10/64"`) || !strings.Contains(rep, `ipv6_gw="fe80::1"`) {
+	if !strings.Contains(rep, `ipv6="2001:db8:2::ff:fe00:10/64"`) || !strings.Contains(rep, `ipv6_gw="fe80::1"`) || !strings.Contains(rep, `<dns ip="2001:db8:2::53"/>`) {
 		t.Fatalf("report:\n%s", rep)
 	}
 	// Solicitations stop: a router is followed.
@@ -485,5 +485,25 @@ func TestRDNSSFollowsUplink(t *testing.T) {
 		if len(rdnssOf(ra)) != 0 {
 			t.Fatalf("RDNSS %v after the uplink's ended", rdnssOf(ra))
 		}
+	}
+}
+
+// A reconfiguration keeps the SLAAC config, the router followed and the NAT66 links, and
+// sends no RS while a router is followed.
+func TestSLAACKeptByReconfiguration(t *testing.T) {
+	b := newBench(t, slaacConfig)
+	vm, _ := b.attach("vm", Nic, header.MAC{})
+	up, upp := b.attach("up", Uplink, macUplink)
+	b.send(up, upstreamRA(goodRA))
+	vm6 := addr6("2001:db8:1::5")
+	b.send(vm, ip6Frame(vm.MAC(), routerMACNic, vm6, far6, header.ProtoUDP, 64, udp6(vm6, far6, 5000, 53, []byte("q"))))
+	upp.take()
+	b.r.Configure(modelOf(t, strings.Replace(slaacConfig, `udp-ports="4"`, `udp-ports="5"`, 1)))
+	d := b.r.domains["up"]
+	if d.ip6.addr != upSLAAC || d.ip6.gateway != gwLL6 || len(b.r.links) != 1 || len(d.dns6()) != 1 {
+		t.Fatalf("after reconfiguring: %+v, %d links, DNS %v", d.ip6, len(b.r.links), d.dns6())
+	}
+	if rs := ndpOf(t, upp.take(), header.NDPRouterSolicit); len(rs) != 0 {
+		t.Fatal("RS at a reconfiguration while a router is followed")
 	}
 }
