@@ -81,6 +81,7 @@ type domain struct {
 	ipRules, icmpRules []directRule
 	tcpRules, udpRules []transportRule
 	forward            [2]map[uint16]forwardRule // pTCP, pUDP
+	forward6           [2]map[uint16]forwardRule // those to IPv6 addresses (forward6.go)
 	// The rules with IPv6 dst prefixes (ipv6.go), apart so that IPv4's stay as they were.
 	ip6Rules, icmp6Rules []directRule
 	tcp6Rules, udp6Rules []transportRule
@@ -141,6 +142,7 @@ type transportRule struct {
 type forwardRule struct {
 	to     *domain
 	addr   [4]byte
+	addr6  [16]byte // of a rule in forward6
 	toPort uint16
 }
 
@@ -217,7 +219,13 @@ func (d *domain) resolveRules(all map[string]*domain) {
 	forward := func(rs map[uint16]model.ForwardRule) map[uint16]forwardRule {
 		out := map[uint16]forwardRule{}
 		for p, r := range rs {
-			out[p] = forwardRule{to: all[r.Domain], addr: r.To.As4(), toPort: r.ToPort}
+			f := forwardRule{to: all[r.Domain], toPort: r.ToPort}
+			if r.To.Is6() {
+				f.addr6 = r.To.As16()
+			} else {
+				f.addr = r.To.As4()
+			}
+			out[p] = f
 		}
 		return out
 	}
@@ -232,6 +240,7 @@ func (d *domain) resolveRules(all map[string]*domain) {
 	d.ip6Rules, d.icmp6Rules = direct(d.m.IPRules, true), direct(d.m.ICMPRules, true)
 	d.tcp6Rules, d.udp6Rules = transport(d.m.TCPRules, true), transport(d.m.UDPRules, true)
 	d.forward = [2]map[uint16]forwardRule{forward(d.m.TCPForward), forward(d.m.UDPForward)}
+	d.forward6 = [2]map[uint16]forwardRule{forward(d.m.TCPForward6), forward(d.m.UDPForward6)}
 }
 
 // ready is Genode's domain ready state: false while the domain's DHCP server takes its DNS

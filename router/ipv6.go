@@ -154,6 +154,11 @@ func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.O
 			}
 		}
 	}
+	if toRouter && flow && key.proto != header.ProtoICMPv6 && dst == d.ip6.addr {
+		if f, ok := d.forward6[protoIndex(key.proto)][key.dport]; ok {
+			return r.forwardPort6(i, d, frame, off, id, ip, &c, &key, f)
+		}
+	}
 	switch {
 	case toRouter:
 		if m != nil {
@@ -208,7 +213,7 @@ func (r *Router) route6(i *Interface, d *domain, frame []byte, off *netdev.Offlo
 		r.sendTo6(i, to, frame, off, &mac, nil, c.Proto, c.Offset)
 		return Done
 	}
-	l, ok := r.newLink6(i, d, to, *key)
+	l, ok := r.newLink6(i, d, to, *key, key.dst, key.dport)
 	if !ok {
 		return r.drop(d, "link state refused")
 	}

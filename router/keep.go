@@ -359,7 +359,9 @@ func (r *Router) restoreLink6(c, s *domain, rec *region.Link6) bool {
 	}
 	t := &rec.ClientTuple
 	ck := flowKey6{src: t.Src, dst: t.Dst, sport: t.Sport, dport: t.Dport, proto: rec.Proto}
-	sk := flowKey6{src: ck.dst, dst: rec.ServerDst, sport: ck.dport, dport: ck.sport, proto: rec.Proto}
+	// The server's address and port are the client's destination, or a forward rule's.
+	_, addr, port, _ := c.server6(&ck)
+	sk := flowKey6{src: addr, dst: rec.ServerDst, sport: port, dport: ck.sport, proto: rec.Proto}
 	p := protoIndex(rec.Proto)
 	if rec.NATPort != 0 {
 		sk.dport = rec.NATPort

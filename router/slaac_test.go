@@ -507,3 +507,36 @@ func TestSLAACKeptByReconfiguration(t *testing.T) {
 		t.Fatal("RS at a reconfiguration while a router is followed")
 	}
 }
+
+// FuzzSLAACUplink is FuzzRouterFrame on a router whose uplink takes its IPv6 config by SLAAC
+// and DHCPv6, seeded with the upstream router's RAs, a DHCPv6 Reply, a NATed flow and its
+// answer. The state region keeps no SLAAC config yet, so a restarted router is not
+// compared.
+func FuzzSLAACUplink(f *testing.F) {
+	seed := func(ifc byte, flags byte, frames ...[]byte) []byte {
+		var out []byte
+		for _, fr := range frames {
+			if len(fr) > 255 {
+				fr = fr[:255]
+			}
+			out = append(out, ifc, flags, byte(len(fr)))
+			out = append(out, fr...)
+		}
+		return out
+	}
+	vmMAC := header.MAC{2, 2, 2, 2, 2, 1}
+	vm6 := addr6("2001:db8:1::5")
+	o := goodRA
+	o.flags = header.RAOther
+	flow := ip6Frame(vmMAC, routerMACNic, vm6, far6, header.ProtoUDP, 64, udp6(vm6, far6, 5000, 53, []byte("q")))
+	answer := ip6Frame(macGateway, macUplink, far6, upSLAAC, header.ProtoUDP, 64, udp6(far6, upSLAAC, 53, 49152, []byte("a")))
+	f.Add(append(seed(1, 0, upstreamRA(o)), seed(0, 0, flow)...))
+	f.Add(append(append(seed(1, 2, upstreamRA(o)), seed(0, 0, flow)...), seed(1, 0, answer, dhcp6Reply(0x6e6964, upstream6, 0))...))
+	f.Add(seed(1, 2, upstreamRA(raOpts{routerLife: 60}), upstreamRA(goodRA)))
+	short := goodRA
+	short.valid, short.preferred = 5, 5
+	f.Add(append(seed(1, 2, upstreamRA(short)), seed(0, 2, flow, flow)...))
+	cfg := strings.Replace(slaacConfig, `label="up"`, `label="uplink"`, 1)
+	cfg = strings.Replace(cfg, `verbose_packet_drop="yes"`, ``, 1)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFrames(t, cfg, data, false) })
+}
