@@ -51,6 +51,9 @@ func (c *slaacClient) start(r *Router, d *domain) {
 	}
 	c.nextRS, c.rsGap = r.nowNs, rsInterval
 	c.solicit(r, d)
+	if d.m.DHCPv6 == "always" {
+		c.dhcp.want(r, d)
+	}
 	c.dhcp.restart(r, d)
 }
 
@@ -229,7 +232,7 @@ func (r *Router) slaacRA(i *Interface, d *domain, ip header.IPv6, n header.NDP) 
 			}
 		}
 	}
-	if n.RAFlags()&(header.RAOther|header.RAManaged) != 0 {
+	if n.RAFlags()&(header.RAOther|header.RAManaged) != 0 && d.m.DHCPv6 == "ra" {
 		c.dhcp.want(r, d)
 	}
 	return Done

@@ -540,3 +540,31 @@ func FuzzSLAACUplink(f *testing.F) {
 	cfg = strings.Replace(cfg, `verbose_packet_drop="yes"`, ``, 1)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzFrames(t, cfg, data, false) })
 }
+
+// dhcpv6="always" asks by DHCPv6 as the link comes up, without an RA; dhcpv6="no" never,
+// whatever the RA's flags.
+func TestDHCPv6AlwaysOrNever(t *testing.T) {
+	for _, mode := range []string{"always", "no"} {
+		b := newBench(t, strings.Replace(slaacConfig, `interface_ipv6="slaac"`, `interface_ipv6="slaac" dhcpv6="`+mode+`"`, 1))
+		up, upp := b.attach("up", Uplink, macUplink)
+		if mode == "no" {
+			o := goodRA
+			o.flags = header.RAOther | header.RAManaged
+			b.send(up, upstreamRA(o))
+		}
+		requests := 0
+		for k := 0; k < 3; k++ {
+			b.clock.advance(time.Second)
+			b.r.Tick()
+			for _, f := range upp.take() {
+				if _, ip, _ := sent6(t, f); ip.NextHeader() == header.ProtoUDP {
+					dhcp6Of(t, f)
+					requests++
+				}
+			}
+		}
+		if (mode == "always") != (requests > 0) {
+			t.Fatalf("dhcpv6=%q: %d Information-Requests", mode, requests)
+		}
+	}
+}

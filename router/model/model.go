@@ -101,6 +101,9 @@ type Domain struct {
 	// an upstream router's RA (RFC 4862), as a domain without interface takes its IPv4
 	// config by DHCP, and DNS servers from the RA's RDNSS or DHCPv6 (Information-Request).
 	SLAAC bool
+	// DHCPv6 is dhcpv6: when a SLAAC domain asks for DNS servers by stateless DHCPv6:
+	// "ra" when an RA has the O or M flag (the default), "always", or "no".
+	DHCPv6 string
 	// MTU is the link MTU of the domain's interfaces: an IPv6 packet larger than it gets a
 	// packet too big instead, and the RA carries it. IPv4 forwarding ignores it, as Genode's.
 	MTU int

@@ -242,7 +242,7 @@ func TestIPv6UplinkAndForwards(t *testing.T) {
 		t.Fatal(errs)
 	}
 	up, lan, lan2 := c.Domains["up"], c.Domains["lan"], c.Domains["lan2"]
-	if !up.SLAAC || up.Interface6.IsValid() || up.Interface.IsValid() {
+	if !up.SLAAC || up.Interface6.IsValid() || up.Interface.IsValid() || up.DHCPv6 != "ra" {
 		t.Fatalf("up: %+v", up)
 	}
 	if up.TCPForward[80].To.String() != "10.0.1.5" || up.TCPForward6[80].To.String() != "2001:db8:1::5" ||
@@ -255,6 +255,8 @@ func TestIPv6UplinkAndForwards(t *testing.T) {
 	}
 	for _, bad := range []struct{ attrs, body, want string }{
 		{`interface_ipv6="slaac" gateway_ipv6="fe80::1"`, ``, `gateway_ipv6 with interface_ipv6="slaac"`},
+		{`interface_ipv6="slaac" dhcpv6="yes"`, ``, `test:2:65: attribute "dhcpv6" of <domain>: "yes" is not "ra", "always" or "no"`},
+		{`interface_ipv6="2001:db8:1::1/64" dhcpv6="always"`, ``, `attribute "dhcpv6" of <domain>: only a domain with interface_ipv6="slaac" asks by DHCPv6`},
 		{`interface_ipv6="SLAAC"`, ``, `test:2:42: attribute "interface_ipv6" of <domain>: "SLAAC" is neither an IPv6 prefix`},
 		{`interface_ipv6="slaac"`, `<ra/>`, `invalid <ra> at test:3:2: a domain with interface_ipv6="slaac" has no prefix of its own to advertise`},
 		{`interface_ipv6="2001:db8:1::1/64"`, `<ra dns_config_from="nowhere"/>`, `test:3:5: invalid domain "x": invalid <ra>: dns_config_from names unknown or invalid domain "nowhere"`},

@@ -336,6 +336,16 @@ func (p *parser) ipv6(n *config.Node, d *Domain) string {
 		}
 		d.Interface6 = pfx
 	}
+	d.DHCPv6 = "ra"
+	if a, ok := n.Attr("dhcpv6"); ok {
+		switch {
+		case a.Value != "ra" && a.Value != "always" && a.Value != "no":
+			return config.Errorf(a.Pos, "attribute \"dhcpv6\" of <domain>: %q is not \"ra\", \"always\" or \"no\"", a.Value).Error()
+		case !d.SLAAC:
+			return config.Errorf(a.Pos, "attribute \"dhcpv6\" of <domain>: only a domain with interface_ipv6=\"slaac\" asks by DHCPv6").Error()
+		}
+		d.DHCPv6 = a.Value
+	}
 	if a, ok := n.Attr("gateway_ipv6"); ok {
 		gw, err := netip.ParseAddr(a.Value)
 		if err != nil || !gw.Is6() || gw.Is4In6() || gw.Zone() != "" {

@@ -26,7 +26,7 @@ type Description struct {
 }
 
 // SchemaAttr is one attribute: Kind is one of bool, seconds, number, port, ipv4,
-// ipv4_prefix, ip (either family), ipv6, ipv6_prefix, ipv6_prefix_or_slaac, ip_prefix (either family), domain, label, name, icmp_code,
+// ipv4_prefix, ip (either family), ipv6, ipv6_prefix, ipv6_prefix_or_slaac, ra_always_no, ip_prefix (either family), domain, label, name, icmp_code,
 // path; Default is empty when the attribute has none.
 type SchemaAttr struct {
 	Name    string
@@ -114,7 +114,7 @@ func RouterSchema() *Description {
 					// Our IPv6 extension (docs/ipv6.md), named as Genode names a family's
 					// attributes (dropped_fragm_ipv4, icmp_type_3_code_on_fragm_ipv4).
 					{"interface_ipv6", "ipv6_prefix_or_slaac", ""}, {"gateway_ipv6", "ipv6", ""},
-					{"mtu", "number", "1500"},
+					{"mtu", "number", "1500"}, {"dhcpv6", "ra_always_no", "ra"},
 				},
 				Nodes: []*Description{
 					// dst takes a prefix of either family: an IPv6 one routes IPv6.
