@@ -568,3 +568,66 @@ func TestDHCPv6AlwaysOrNever(t *testing.T) {
 		}
 	}
 }
+
+// upstreamConfig is a second router on the uplink's wire, the upstream one: its <ra>
+// announces 2001:db8:2::/64 and a DNS server.
+const upstreamConfig = `<config>
+  <policy label="down" domain="down"/>
+  <domain name="down" interface="198.18.0.1/24" interface_ipv6="2001:db8:2::1/64">
+    <ra max_interval_sec="30"><dns-server ip="2001:db8:2::53"/></ra>
+  </domain>
+</config>`
+
+// Two routers on one wire: the upstream one's <ra> configures the other's SLAAC uplink
+// (address, gateway, its DNS server carried on into the lan's RA), and a VM's echo request
+// to the upstream router's address goes out NATed and its reply comes back. Each router's
+// frames reach the other by a pump, as a wire would carry them.
+func TestSLAACFromUpstreamRouter(t *testing.T) {
+	a := newBench(t, upstreamConfig)
+	b := newBench(t, slaacConfig)
+	macA := header.MAC{2, 0, 0, 0, 0, 0xa}
+	down, downp := a.attach("down", Uplink, macA)
+	vm, vmp := b.attach("vm", Nic, header.MAC{})
+	up, upp := b.attach("up", Uplink, macUplink)
+	vm6 := addr6("2001:db8:1::5")
+	b.r.domains["lan"].nd[vm6] = vm.MAC()
+	pump := func() {
+		for n := 0; n < 100 && len(downp.sent)+len(upp.sent) > 0; n++ {
+			for _, f := range downp.take() {
+				b.send(up, f)
+			}
+			for _, f := range upp.take() {
+				a.send(down, f)
+			}
+		}
+	}
+	for k := 0; k < 5; k++ {
+		pump()
+		a.clock.advance(time.Second)
+		b.clock.advance(time.Second)
+		a.r.Tick()
+		b.r.Tick()
+	}
+	pump()
+	d := b.r.domains["up"]
+	if !d.ip6.valid || d.ip6.addr != upSLAAC || d.ip6.gateway != header.LinkLocal(macA) || d.ip6.prefix.String() != "2001:db8:2::/64" {
+		t.Fatalf("the uplink's SLAAC config from the upstream router: %+v\n%s", d.ip6, b.log)
+	}
+	var dns bool
+	for _, ra := range ndpOf(t, vmp.take(), header.NDPRouterAdvert) {
+		dns = dns || rdnssOf(ra)[netip.MustParseAddr("2001:db8:2::53")] != 0
+	}
+	if !dns {
+		t.Fatal("the lan's RAs lack the upstream router's DNS server")
+	}
+	upstream := addr6("2001:db8:2::1")
+	b.send(vm, ip6Frame(vm.MAC(), routerMACNic, vm6, upstream, header.ProtoICMPv6, 64, echo6(vm6, upstream, 8)))
+	pump()
+	sent := vmp.take()
+	if len(sent) != 1 {
+		t.Fatalf("%d frames back for the echo request", len(sent))
+	}
+	if _, ip, m := sent6(t, sent[0]); m == nil || m.Type() != header.ICMPv6EchoReply || ip.Src() != upstream || ip.Dst() != vm6 {
+		t.Fatalf("echo reply %x", sent[0])
+	}
+}
