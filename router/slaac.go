@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev/header"
+	"github.com/nicstack/nicstack/router/region"
 )
 
 // SLAAC (RFC 4862) is how a domain with interface_ipv6="slaac" gets its IPv6 config, as a
@@ -32,6 +33,7 @@ type slaacClient struct {
 	rdnss    []netip.Addr
 	rdnssEnd int64
 	dhcp     dhcp6Client
+	slot     int32 // in the state region, while the domain has its address
 }
 
 // RFC 4861 10's RTR_SOLICITATION_INTERVAL and RFC 7559's MAX_RTR_SOLICITATION_INTERVAL;
@@ -89,16 +91,19 @@ func (c *slaacClient) tick(r *Router, d *domain) {
 		r.log.Info("SLAAC address's valid lifetime ended", "domain", d.name, "address", netip.AddrFrom16(d.ip6.addr))
 		r.setIP6Config(d, ip6Config{})
 		c.startOver(r)
+		r.keepSLAAC(d)
 	case d.ip6.hasGW && r.nowNs >= c.routerEnd:
 		r.log.Info("SLAAC router lifetime ended", "domain", d.name, "gateway", netip.AddrFrom16(d.ip6.gateway))
 		cfg := d.ip6
 		cfg.hasGW, cfg.gateway = false, [16]byte{}
 		r.setIP6Config(d, cfg)
 		c.startOver(r)
+		r.keepSLAAC(d)
 	}
 	if c.rdnss != nil && r.nowNs >= c.rdnssEnd {
 		c.rdnss = nil
 		r.followDNS6(d)
+		r.keepSLAAC(d)
 	}
 	c.solicit(r, d)
 	c.dhcp.tick(r, d)
@@ -115,6 +120,7 @@ func (c *slaacClient) startOver(r *Router) {
 func (r *Router) resetSLAAC(d *domain) {
 	c := d.slaac
 	had := len(c.dns()) > 0
+	r.unkeep(&c.slot)
 	*c = slaacClient{}
 	if d.ip6.valid {
 		r.setIP6Config(d, ip6Config{})
@@ -235,7 +241,61 @@ func (r *Router) slaacRA(i *Interface, d *domain, ip header.IPv6, n header.NDP) 
 	if n.RAFlags()&(header.RAOther|header.RAManaged) != 0 && d.m.DHCPv6 == "ra" {
 		c.dhcp.want(r, d)
 	}
+	r.keepSLAAC(d)
 	return Done
+}
+
+// keepSLAAC keeps d's SLAAC config in the state region while it has an address, so that a
+// restarted router has it (and the IPv6 links through it) at once; without one it frees it.
+func (r *Router) keepSLAAC(d *domain) {
+	c := d.slaac
+	if r.keep == nil {
+		return
+	}
+	if !d.ip6.valid {
+		r.unkeep(&c.slot)
+		return
+	}
+	rec := region.SLAAC{Domain: d.key, Addr: d.ip6.addr, PrefixBits: uint8(d.ip6.prefix.Bits()), Gateway: d.ip6.gateway,
+		HasGateway: d.ip6.hasGW, ValidEnd: c.validEnd, PreferredEnd: c.preferredEnd, RouterEnd: c.routerEnd,
+		MTU: uint16(c.mtu), RDNSSEnd: c.rdnssEnd}
+	for _, a := range c.rdnss[:min(len(c.rdnss), region.MaxRDNSS)] {
+		rec.RDNSS = append(rec.RDNSS, a.As16())
+	}
+	c.slot = r.kept(r.keep.Put(c.slot, &rec))
+}
+
+// restoreSLAAC gives SLAAC domain d the config a router before this one kept, if it is one
+// SLAAC could have made (a global unicast address of a /64, or its /128 when not on-link,
+// a link-local gateway, an MTU the domain's link takes) and its address is still valid. An
+// RS goes only if no router is followed, as after a reconfiguration; DHCPv6 asks again.
+func (r *Router) restoreSLAAC(d *domain, rec *region.SLAAC) bool {
+	if d == nil || d.slaac == nil || d.ip6.valid {
+		return false
+	}
+	a := netip.AddrFrom16(rec.Addr)
+	gw := netip.AddrFrom16(rec.Gateway)
+	switch {
+	case !a.IsGlobalUnicast() && !a.IsPrivate(), rec.PrefixBits != 64 && rec.PrefixBits != 128, rec.ValidEnd <= r.nowNs,
+		rec.HasGateway && !gw.IsLinkLocalUnicast(), rec.MTU != 0 && (rec.MTU < header.IPv6MinMTU || int(rec.MTU) > d.m.MTU):
+		return false
+	}
+	c := d.slaac
+	d.ip6 = ip6Config{valid: true, addr: rec.Addr, prefix: netip.PrefixFrom(a, int(rec.PrefixBits)).Masked()}
+	if rec.HasGateway && rec.RouterEnd > r.nowNs {
+		d.ip6.gateway, d.ip6.hasGW = rec.Gateway, true
+	}
+	c.validEnd, c.preferredEnd, c.routerEnd, c.mtu = rec.ValidEnd, rec.PreferredEnd, rec.RouterEnd, int(rec.MTU)
+	for _, s := range rec.RDNSS {
+		if a := netip.AddrFrom16(s); !a.IsMulticast() && !a.IsUnspecified() && !slices.Contains(c.rdnss, a) {
+			c.rdnss = append(c.rdnss, a)
+		}
+	}
+	c.rdnssEnd, c.slot = rec.RDNSSEnd, rec.Slot
+	if !d.ip6.hasGW {
+		c.startOver(r)
+	}
+	return true
 }
 
 // dns are the IPv6 DNS servers d learned: the RA's RDNSS, then DHCPv6's.

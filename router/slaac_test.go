@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev/header"
+	"github.com/nicstack/nicstack/router/region"
 )
 
 // slaacConfig is issue 35's uplink: the up domain takes its IPv6 config from an upstream
@@ -510,8 +512,8 @@ func TestSLAACKeptByReconfiguration(t *testing.T) {
 
 // FuzzSLAACUplink is FuzzRouterFrame on a router whose uplink takes its IPv6 config by SLAAC
 // and DHCPv6, seeded with the upstream router's RAs, a DHCPv6 Reply, a NATed flow and its
-// answer. The state region keeps no SLAAC config yet, so a restarted router is not
-// compared.
+// answer; a router restarted on the state region must find the same SLAAC config and
+// links.
 func FuzzSLAACUplink(f *testing.F) {
 	seed := func(ifc byte, flags byte, frames ...[]byte) []byte {
 		var out []byte
@@ -538,7 +540,7 @@ func FuzzSLAACUplink(f *testing.F) {
 	f.Add(append(seed(1, 2, upstreamRA(short)), seed(0, 2, flow, flow)...))
 	cfg := strings.Replace(slaacConfig, `label="up"`, `label="uplink"`, 1)
 	cfg = strings.Replace(cfg, `verbose_packet_drop="yes"`, ``, 1)
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzFrames(t, cfg, data, false) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFrames(t, cfg, data, true) })
 }
 
 // dhcpv6="always" asks by DHCPv6 as the link comes up, without an RA; dhcpv6="no" never,
@@ -629,5 +631,42 @@ func TestSLAACFromUpstreamRouter(t *testing.T) {
 	}
 	if _, ip, m := sent6(t, sent[0]); m == nil || m.Type() != header.ICMPv6EchoReply || ip.Src() != upstream || ip.Dst() != vm6 {
 		t.Fatalf("echo reply %x", sent[0])
+	}
+}
+
+// The SLAAC config survives a restart on the state region, and with it the NAT66 link to
+// its address: the restarted router has the same address, gateway, lifetimes and RDNSS
+// before any RA, sends no RS (a router is followed), and the flow's reply passes.
+func TestSLAACSurvivesRestart(t *testing.T) {
+	mem := make([]byte, region.Size(64))
+	b := keptBench(t, slaacConfig, mem, nil)
+	vm, _ := b.attach("vm", Nic, header.MAC{})
+	up, upp := b.attach("up", Uplink, macUplink)
+	vm6 := addr6("2001:db8:1::5")
+	b.send(up, upstreamRA(goodRA))
+	b.r.domains["lan"].nd[vm6] = vm.MAC()
+	upp.take()
+	b.send(vm, ip6Frame(vm.MAC(), routerMACNic, vm6, far6, header.ProtoUDP, 64, udp6(vm6, far6, 5000, 53, []byte("q"))))
+	_, port, _ := out6(t, upp)
+	before := keptState(b.r)
+
+	b2 := keptBench(t, slaacConfig, bytes.Clone(mem), b.clock)
+	if got := keptState(b2.r); got != before || !strings.Contains(b2.log.String(), "slaac_configs=1") {
+		t.Fatalf("restarted with\n%s\nhad\n%s\nlog:\n%s", got, before, b2.log)
+	}
+	vm, vmp := b2.attach("vm", Nic, header.MAC{})
+	up, upp = b2.attach("up", Uplink, macUplink)
+	if rs := ndpOf(t, upp.take(), header.NDPRouterSolicit); len(rs) != 0 {
+		t.Fatal("RS after a restart that restored the router followed")
+	}
+	b2.r.domains["lan"].nd[vm6] = vm.MAC()
+	b2.r.domains["up"].nd[gwLL6] = macGateway
+	vmp.take()
+	b2.send(up, ip6Frame(macGateway, macUplink, far6, upSLAAC, header.ProtoUDP, 64, udp6(far6, upSLAAC, 53, port, []byte("a"))))
+	if ip, _, dport := out6(t, vmp); ip.Dst() != vm6 || dport != 5000 {
+		t.Fatalf("reply reached %x:%d after the restart", ip.Dst(), dport)
+	}
+	if dns := b2.r.domains["up"].dns6(); len(dns) != 1 || dns[0] != netip.AddrFrom16(upstream6) {
+		t.Fatalf("RDNSS after the restart: %v", dns)
 	}
 }
