@@ -254,7 +254,7 @@ func TestIPv6UplinkAndForwards(t *testing.T) {
 		t.Fatalf("dns_config_from %q %q", lan.RA.DNSConfigFrom, lan2.RA.DNSConfigFrom)
 	}
 	for _, bad := range []struct{ attrs, body, want string }{
-		{`interface_ipv6="slaac" gateway_ipv6="fe80::1"`, ``, `gateway_ipv6 with interface_ipv6="slaac"`},
+		{`interface_ipv6="slaac" gateway_ipv6="fe80::1"`, ``, `test:2:65: attribute "gateway_ipv6" of <domain>: not with interface_ipv6="slaac"`},
 		{`interface_ipv6="slaac" dhcpv6="yes"`, ``, `test:2:65: attribute "dhcpv6" of <domain>: "yes" is not "ra", "always" or "no"`},
 		{`interface_ipv6="2001:db8:1::1/64" dhcpv6="always"`, ``, `attribute "dhcpv6" of <domain>: only a domain with interface_ipv6="slaac" asks by DHCPv6`},
 		{`interface_ipv6="SLAAC"`, ``, `test:2:42: attribute "interface_ipv6" of <domain>: "SLAAC" is neither an IPv6 prefix`},

@@ -353,7 +353,7 @@ func (p *parser) ipv6(n *config.Node, d *Domain) string {
 		}
 		switch {
 		case d.SLAAC:
-			return "gateway_ipv6 with interface_ipv6=\"slaac\": the gateway is the router whose RA gives the address"
+			return config.Errorf(a.Pos, "attribute \"gateway_ipv6\" of <domain>: not with interface_ipv6=\"slaac\": the gateway is the router whose RA gives the address").Error()
 		case !d.Interface6.IsValid():
 			return "gateway_ipv6 without interface_ipv6"
 		case !gw.IsLinkLocalUnicast() && !d.Interface6.Masked().Contains(gw):
