@@ -670,3 +670,32 @@ func TestSLAACSurvivesRestart(t *testing.T) {
 		t.Fatalf("RDNSS after the restart: %v", dns)
 	}
 }
+
+// A SLAAC record SLAAC could not have made, or whose address has expired, is not restored
+// (the domain solicits instead); a good one is.
+func TestSLAACRestoreChecks(t *testing.T) {
+	good := region.SLAAC{Domain: region.NameOf("up"), Addr: upSLAAC, PrefixBits: 64, Gateway: gwLL6, HasGateway: true,
+		ValidEnd: time.Unix(5000, 0).UnixNano(), PreferredEnd: time.Unix(4000, 0).UnixNano(), RouterEnd: time.Unix(3000, 0).UnixNano(), MTU: 1400}
+	for name, change := range map[string]func(*region.SLAAC){
+		"good":                    func(*region.SLAAC) {},
+		"a link-local address":    func(c *region.SLAAC) { c.Addr = header.LinkLocal(macUplink) },
+		"a /48":                   func(c *region.SLAAC) { c.PrefixBits = 48 },
+		"expired":                 func(c *region.SLAAC) { c.ValidEnd = time.Unix(999, 0).UnixNano() },
+		"a global gateway":        func(c *region.SLAAC) { c.Gateway = addr6("2001:db8:2::1") },
+		"an MTU above the link's": func(c *region.SLAAC) { c.MTU = 9000 },
+		"another domain":          func(c *region.SLAAC) { c.Domain = region.NameOf("lan") },
+	} {
+		mem := make([]byte, region.Size(8))
+		reg, _, err := region.Open(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := good
+		change(&rec)
+		reg.Put(region.None, &rec)
+		b := keptBench(t, slaacConfig, mem, nil)
+		if d := b.r.domains["up"]; d.ip6.valid != (name == "good") {
+			t.Errorf("%s: restored %v", name, d.ip6.valid)
+		}
+	}
+}
