@@ -159,8 +159,8 @@ func (r *Router) enter6(l *link, c, s *domain, ck, sk flowKey6) {
 }
 
 // admit6 is admit for an IPv6 link l (a reconfiguration, a restart): the rules still route
-// its first packet from c to s by a rule that makes link states, to the same server, NAT66 as before (its port
-// taken again), and neither tuple is taken.
+// its first packet from c to s by a rule that makes link states, to the same server, NAT66
+// as before (its port taken again), and neither tuple is taken.
 func (r *Router) admit6(l *link, c, s *domain) bool {
 	ck, sk := l.sides[0].key6, l.sides[1].key6
 	if !c.ip6.valid || !s.ip6.valid {
