@@ -186,11 +186,11 @@ func (r *Router) slaacRA(i *Interface, d *domain, ip header.IPv6, n header.NDP) 
 		}
 	}
 	cfg := d.ip6
+	if hasPfx && !d.ip6.valid && pfx.Valid == 0 {
+		hasPfx = false // RFC 4862 5.5.3 d): no address of a prefix that is gone
+	}
 	if hasPfx {
 		if !d.ip6.valid {
-			if pfx.Valid == 0 {
-				return r.drop(d, "RA with a prefix of valid lifetime 0")
-			}
 			p := netip.PrefixFrom(netip.AddrFrom16(pfx.Prefix), 64).Masked()
 			cfg = ip6Config{valid: true, addr: header.SLAACAddr(p.Addr().As16(), d.ifs[0].routerMAC), prefix: p}
 			if pfx.Flags&header.PrefixL == 0 {
