@@ -276,6 +276,11 @@ func (h *Host) run(ctx context.Context) {
 	}
 	cmd := h.cfg.Iperf
 	switch {
+	case cmd == nil && h.cfg.RRLoad > 0:
+		// Beside another guest's test, started as this guest started (the bench's guest B).
+		for _, r := range h.rrDuring(ctx, h.cfg.RRLoadOmit, h.cfg.RRLoad)() {
+			h.recordRR("load", r)
+		}
 	case cmd == nil:
 	case cmd.Server:
 		h.serveIperf(ctx, cmd)
