@@ -104,7 +104,7 @@ func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 			st.Nodes = append(st.Nodes, &config.Node{Type: "binary", Pos: st.Pos, Attrs: []config.Attr{{Name: "name", Value: startBinary(st)}}})
 		}
 		for i := 1; i <= n; i++ {
-			g := clone(st)
+			g := st.Clone()
 			g.Set("name", b.prefix+strconv.Itoa(i))
 			cmd := fmt.Sprintf("-c %s -p %d -t %g", b.client.Client, firstPort+i-1, t.time.Seconds())
 			if t.rx {
