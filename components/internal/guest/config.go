@@ -25,6 +25,7 @@ import (
 //	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
 //	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
 //	<config rr="-c 198.18.0.2" rr_load_sec="10" rr_load_omit_sec="3"/>   beside another guest's test
+//	<config iperf="-c 198.18.0.2 -t 10" iperf_start="2026-12-05T10:00:05Z"/>   not before then
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>   ports 5201-5232
 //	<config address6="2001:db8::2/64" gateway6="fe80::1" iperf="-c 2001:db8:ffff::2 -6 -t 5"/>   static IPv6
@@ -43,7 +44,8 @@ import (
 // rr_load_sec (and rr_load_omit_sec) give a guest with an rr client and no iperf client the
 // times of an iperf test that another guest starts when this one starts (`bench iperf
 // --latency-guest separate`): it times its "load" round trips where that test would have
-// its own, then the idle ones.
+// its own, then the idle ones. iperf_start (RFC 3339) holds an embedded guest's iperf client
+// until that time, so that many guests' tests start together (`bench scale`).
 // iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
 // each serves one test at a time as iperf3 does, so a far end that N guests measure against
 // at once (`nicstack bench scale`) runs one per guest.
@@ -53,7 +55,7 @@ import (
 // gateway6 if given; a netns guest's TAP accepts router advertisements as Linux does, beside
 // tap_address6 and tap_gateway6 if given (docs/ipv6.md).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
 	"tap_address6", "tap_gateway6", "exec", "socket",
 }}
@@ -75,7 +77,9 @@ type Config struct {
 	// IperfServers is how many iperf servers an embedded guest runs, on consecutive ports
 	// from Iperf's (1 unless iperf_servers says more).
 	IperfServers int
-	RR           *rr.Command // nil: no request/response test
+	// IperfStart holds an embedded iperf client until then; zero: it starts at once.
+	IperfStart time.Time
+	RR         *rr.Command // nil: no request/response test
 	// RRLoad and RRLoadOmit are the test (-t and -O) an rr client without an iperf client
 	// times its load phase beside; 0: none, idle round trips only.
 	RRLoad, RRLoadOmit time.Duration
@@ -186,6 +190,14 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		}
 		if c.RR, err = rr.ParseCommand(strings.Fields(a.Value)); err != nil {
 			return c, config.Errorf(a.Pos, "rr=%q: %v", a.Value, err)
+		}
+	}
+	if a, ok := n.Attr("iperf_start"); ok {
+		if c.IperfStart, err = time.Parse(time.RFC3339Nano, a.Value); err != nil {
+			return c, config.Errorf(a.Pos, "iperf_start=%q: want a time as RFC 3339 writes it (2026-12-05T10:00:05Z)", a.Value)
+		}
+		if c.Iperf == nil || c.Iperf.Server || c.Guest != "embedded" {
+			return c, config.Errorf(a.Pos, "iperf_start: only for an embedded guest's iperf client")
 		}
 	}
 	if err := c.parseRRLoad(n); err != nil {

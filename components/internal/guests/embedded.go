@@ -285,6 +285,10 @@ func (h *Host) run(ctx context.Context) {
 	case cmd.Server:
 		h.serveIperf(ctx, cmd)
 	default:
+		select { // iperf_start: with other guests' tests
+		case <-ctx.Done():
+		case <-time.After(time.Until(h.cfg.IperfStart)):
+		}
 		deadline := time.Now().Add(guest.ClientRetry)
 		for ctx.Err() == nil {
 			cfg := cmd.ClientConfig(h.st)
