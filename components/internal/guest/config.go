@@ -44,7 +44,7 @@ import (
 // rr_load_sec (and rr_load_omit_sec) give a guest with an rr client and no iperf client the
 // times of an iperf test that another guest starts when this one starts (`bench iperf
 // --latency-guest separate`): it times its "load" round trips where that test would have
-// its own, then the idle ones. iperf_start (RFC 3339) holds an embedded guest's iperf client
+// its own, then, once that test has ended, the idle ones. iperf_start (RFC 3339) holds an embedded guest's iperf client
 // until that time, so that many guests' tests start together (`bench scale`).
 // iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
 // each serves one test at a time as iperf3 does, so a far end that N guests measure against
