@@ -154,6 +154,9 @@ func drawPlot(path string, all, refs []point) error {
 				xy[i] = plotter.XY{X: x(p), Y: p.CPU[n]}
 			}
 			name := n
+			if f := l.pts[0].Flows; f > 0 {
+				name += fmt.Sprintf(" flows=%d", f)
+			}
 			if l.pts[0].TxBatch != nil {
 				name += " tx_batch=" + yesNo(batched)
 			}
