@@ -167,7 +167,10 @@ func benchIperfCmd() *cobra.Command {
 			"second, its TX interrupts and TDT doorbells per 1000 frames sent, the packet streams' signals\n" +
 			"per 1000 frames, and for rx_irq_throttle=adaptive how long the driver held each latency class.\n" +
 			"--latency adds round trips (p50/p99/p99.9 of 1 B and 1 KiB transactions, as `nicstack rr`)\n" +
-			"timed by the guest during the test and on the idle path after it.\n" +
+			"timed by the guest during the test and on the idle path after it, and the ratio of the 1 B p99s;\n" +
+			"with --flows 1,4 --direction bidir that is RRUL's shape (bulk up and down, round trips beside).\n" +
+			"--latency-guest separate times them in a second guest B (a copy of the client's start, its own\n" +
+			"session) while the client runs the bulk test alone: one guest's delay under another's load.\n" +
 			"A terminal shows a progress bar on stderr, anything else (and -v) a line per run.\n" +
 			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
 			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
@@ -203,6 +206,8 @@ func benchIperfCmd() *cobra.Command {
 	f.IntVar(&o.UDPRate, "udp-rate", 0, "a UDP stream of this many 64-byte datagrams per second instead of bulk TCP (0: TCP)")
 	f.StringVar(&o.Congestion, "congestion", "", "TCP congestion control of every Linux iperf3, the netns guests' and the references' (iperf3 -C): cubic, bbr, ...; default: the kernel's")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
+	f.StringVar(&o.LatencyGuest, "latency-guest", "same", "who times the round trips: same (the guest of the bulk test) or separate (a second guest, a copy of it, while it runs the bulk)")
+	f.IntSliceVar(&o.Flows, "flows", nil, "parallel bulk streams per client and direction (iperf -P), a dimension of the matrix: 1,4; default: the scenario's")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }
