@@ -24,6 +24,7 @@ import (
 // Daemon is a libvirtd in a mount and PID namespace of its own. The folders it would share
 // with the host's libvirt (/etc/libvirt, /run, /var) are folders of Dir there, so its config,
 // state, domains and logs stay in Dir; its QEMUs are in its PID namespace and die with it.
+// What its domains name (kernel, sockets, console files) must be outside /run and /var too.
 // Debian 12 ships the monolithic libvirtd only (virtqemud came later to Debian).
 type Daemon struct {
 	Dir string // config, state, the client socket, logs
@@ -43,8 +44,8 @@ auth_unix_rw = "none"
 log_outputs = "3:stderr"
 `
 
-// The QEMU driver's config: QEMU as root (it reaches the test's socket and files, and no
-// libvirt-qemu user need exist), no security driver (AppArmor or SELinux profiles are the
+// The QEMU driver's config: QEMU as root (it reaches the test's socket and files), no
+// security driver (AppArmor or SELinux profiles are the
 // host's), no cgroups and no namespaces of libvirt's (a container may not allow them), QEMU's
 // output to a file instead of virtlogd.
 const qemuConf = `user = "root"
