@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -50,6 +51,7 @@ type point struct {
 	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
 	TxBatch       *bool              `json:"tx_batch"`
 	Direction     string             `json:"direction"`
+	IP            int                `json:"ip"`        // the IP version of the test: 4 or 6
 	Runs          int                `json:"runs"`      // runs that measured; the figures are their medians
 	Mbps          float64            `json:"mbps"`      // receiver side, as iperf reports it
 	MbpsRuns      []float64          `json:"mbps_runs"` // each run's, in the order measured
@@ -95,6 +97,7 @@ type Options struct {
 	Throttles  []string      // the driver's rx_irq_throttle values: ITR intervals or adaptive
 	Batches    []string      // the driver's tx_batch values (yes, no)
 	Directions []string      // rx, tx, bidir
+	IPs        []string      // the IP versions of the tests: 4, 6 (family.go)
 	Runs       int           // runs per point, in rounds over the matrix; medians are reported
 	Time       time.Duration // iperf test time per run, measured
 	// Omit is left out at each test's start, whole seconds (iperf3's -O): TCP's slow start,
@@ -147,6 +150,7 @@ type setting struct {
 	batch *bool
 	dir   string
 	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
+	ip    int    // the IP version of the test: 4 or 6
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -240,8 +244,10 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	for i, m := range matrix {
 		points[i] = medianPoint(runs[i])
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
+		points[i].IP = m.ip
 	}
 	writeTables(out, points, sc, o)
+	writeFamilyRatios(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -254,7 +260,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		}
 		if len(rr.runs) > 0 {
 			rp := medianPoint(rr.runs)
-			rp.Reference, rp.Direction = rr.ref.name, rr.dir
+			rp.Reference, rp.Direction, rp.IP = rr.ref.name, rr.dir, ipv4
 			var gbit []float64
 			for _, r := range rr.runs {
 				if r.GbitPerCPUSecond > 0 {
@@ -351,19 +357,30 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 			return nil, nil, fmt.Errorf("--tx-batch %q: expected yes or no", b)
 		}
 	}
+	ips, err := o.families()
+	if err != nil {
+		return nil, nil, err
+	}
+	if slices.Contains(ips, ipv6) {
+		if err := sc.findTargets6(*o); err != nil {
+			return nil, nil, err
+		}
+	}
 	var matrix []setting
-	for _, d := range o.Directions {
-		if sc.driver == nil {
-			matrix = append(matrix, setting{dir: d})
-			continue
-		}
-		for i := range itrs {
-			for j := range batches {
-				matrix = append(matrix, setting{&itrs[i], &batches[j], d, ""})
+	for _, ip := range ips {
+		for _, d := range o.Directions {
+			if sc.driver == nil {
+				matrix = append(matrix, setting{dir: d, ip: ip})
+				continue
 			}
-		}
-		for _, r := range guestRefs {
-			matrix = append(matrix, setting{dir: d, ref: r})
+			for i := range itrs {
+				for j := range batches {
+					matrix = append(matrix, setting{&itrs[i], &batches[j], d, "", ip})
+				}
+			}
+			for _, r := range guestRefs {
+				matrix = append(matrix, setting{dir: d, ref: r, ip: ip})
+			}
 		}
 	}
 	if sc.driver == nil {
@@ -373,13 +390,17 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 }
 
 func (s setting) String() string {
+	dir := s.dir
+	if s.ip == ipv6 {
+		dir += " IPv6"
+	}
 	if s.ref != "" {
-		return s.dir + " --compare " + s.ref
+		return dir + " --compare " + s.ref
 	}
 	if s.itr == nil {
-		return s.dir + " scenario as written"
+		return dir + " scenario as written"
 	}
-	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", s.dir, *s.itr, yesNo(*s.batch))
+	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", dir, *s.itr, yesNo(*s.batch))
 }
 
 // pathCPU is the CPU of the whole path in percent of one CPU: every component and the ends.

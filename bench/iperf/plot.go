@@ -77,6 +77,9 @@ func drawPlot(path string, all, refs []point) error {
 	lineOf := map[string]int{}
 	for _, p := range points {
 		k := p.Direction
+		if p.IP == ipv6 {
+			k += " IPv6"
+		}
 		if p.TxBatch != nil {
 			k += " tx_batch=" + yesNo(*p.TxBatch)
 		}

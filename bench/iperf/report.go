@@ -42,10 +42,15 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	}
 	sort.Strings(others)
 	names = append(names, others...)
-	for _, dir := range o.Directions {
+	ips, _ := o.families() // checked by matrix
+	for _, table := range tablesOf(ips, o.Directions) {
+		dir, title := table.dir, directionTitle[table.dir]
+		if f := familyName(table.ip, ips); f != "" {
+			title += ", over " + f
+		}
 		var pts []point
 		for _, p := range points {
-			if p.Direction == dir {
+			if p.Direction == dir && p.IP == table.ip {
 				pts = append(pts, p)
 			}
 		}
@@ -53,7 +58,7 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		if o.Omit > 0 {
 			omitted = fmt.Sprintf(" after %v left out", o.Omit)
 		}
-		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", directionTitle[dir], o.Runs, o.Time, omitted)
+		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", title, o.Runs, o.Time, omitted)
 		if sc.linuxTCP() || len(o.Compare) > 0 {
 			fmt.Fprintf(out, "%s in every Linux iperf3\n", o.congestionTitle())
 		}
@@ -134,7 +139,7 @@ func (p point) settingColumns() string {
 }
 
 func (p point) setting() string {
-	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
+	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference, p.IP}.String()
 }
 
 // writeComparison prints a reference path's result in one direction (rp, the median of its
