@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -50,6 +51,7 @@ type point struct {
 	RxIrqThrottle *throttle `json:"rx_irq_throttle"`
 	TxBatch       *bool     `json:"tx_batch"`
 	Direction     string    `json:"direction"`
+	IP            int       `json:"ip"`              // the IP version of the test: 4 or 6
 	Flows         int       `json:"flows,omitempty"` // --flows: parallel streams per client (and direction)
 	// LatencyGuest says who timed the round trips (--latency-guest): same, or separate
 	LatencyGuest string             `json:"latency_guest,omitempty"`
@@ -105,6 +107,7 @@ type Options struct {
 	Throttles  []string      // the driver's rx_irq_throttle values: ITR intervals or adaptive
 	Batches    []string      // the driver's tx_batch values (yes, no)
 	Directions []string      // rx, tx, bidir
+	IPs        []string      // the IP versions of the tests: 4, 6 (family.go)
 	Runs       int           // runs per point, in rounds over the matrix; medians are reported
 	Time       time.Duration // iperf test time per run, measured
 	// Omit is left out at each test's start, whole seconds (iperf3's -O): TCP's slow start,
@@ -170,6 +173,7 @@ type setting struct {
 	dir   string
 	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
 	flows int    // the clients' parallel streams; 0: the scenario's
+	ip    int    // the IP version of the test: 4 or 6
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -260,11 +264,13 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i] = medianPoint(runs[i])
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
 		points[i].Flows = m.flows
+		points[i].IP = m.ip
 		if o.Latency {
 			points[i].LatencyGuest = o.LatencyGuest
 		}
 	}
 	writeTables(out, points, sc, o)
+	writeFamilyRatios(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -277,7 +283,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		}
 		if len(rr.runs) > 0 {
 			rp := medianPoint(rr.runs)
-			rp.Reference, rp.Direction = rr.ref.name, rr.dir
+			rp.Reference, rp.Direction, rp.IP = rr.ref.name, rr.dir, ipv4
 			var gbit []float64
 			for _, r := range rr.runs {
 				if r.GbitPerCPUSecond > 0 {
@@ -383,20 +389,31 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 			return nil, nil, fmt.Errorf("--flows %d: want at least 1 parallel stream", f)
 		}
 	}
+	ips, err := o.families()
+	if err != nil {
+		return nil, nil, err
+	}
+	if slices.Contains(ips, ipv6) {
+		if err := sc.findTargets6(*o); err != nil {
+			return nil, nil, err
+		}
+	}
 	var matrix []setting
-	for _, d := range o.Directions {
-		for _, f := range flows {
-			if sc.driver == nil {
-				matrix = append(matrix, setting{dir: d, flows: f})
-				continue
-			}
-			for i := range itrs {
-				for j := range batches {
-					matrix = append(matrix, setting{itr: &itrs[i], batch: &batches[j], dir: d, flows: f})
+	for _, ip := range ips {
+		for _, d := range o.Directions {
+			for _, f := range flows {
+				if sc.driver == nil {
+					matrix = append(matrix, setting{dir: d, flows: f, ip: ip})
+					continue
 				}
-			}
-			for _, r := range guestRefs {
-				matrix = append(matrix, setting{dir: d, ref: r, flows: f})
+				for i := range itrs {
+					for j := range batches {
+						matrix = append(matrix, setting{itr: &itrs[i], batch: &batches[j], dir: d, flows: f, ip: ip})
+					}
+				}
+				for _, r := range guestRefs {
+					matrix = append(matrix, setting{dir: d, ref: r, flows: f, ip: ip})
+				}
 			}
 		}
 	}
@@ -406,7 +423,12 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	return matrix, refs, nil
 }
 
-func (s setting) String() string { return s.dir + " " + s.label() }
+func (s setting) String() string {
+	if s.ip == ipv6 {
+		return s.dir + " IPv6 " + s.label()
+	}
+	return s.dir + " " + s.label()
+}
 
 // label is the setting without its direction, for the lines under a direction's title.
 func (s setting) label() string {

@@ -80,6 +80,9 @@ func drawPlot(path string, all, refs []point) error {
 		if p.Flows > 0 {
 			k += fmt.Sprintf(" flows=%d", p.Flows)
 		}
+		if p.IP == ipv6 {
+			k += " IPv6"
+		}
 		if p.TxBatch != nil {
 			k += " tx_batch=" + yesNo(*p.TxBatch)
 		}

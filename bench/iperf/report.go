@@ -43,10 +43,15 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	sort.Strings(others)
 	names = append(names, others...)
 	flows := len(o.Flows) > 0
-	for _, dir := range o.Directions {
+	ips, _ := o.families() // checked by matrix
+	for _, table := range tablesOf(ips, o.Directions) {
+		dir, title := table.dir, directionTitle[table.dir]
+		if f := familyName(table.ip, ips); f != "" {
+			title += ", over " + f
+		}
 		var pts []point
 		for _, p := range points {
-			if p.Direction == dir {
+			if p.Direction == dir && p.IP == table.ip {
 				pts = append(pts, p)
 			}
 		}
@@ -54,7 +59,7 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		if o.Omit > 0 {
 			omitted = fmt.Sprintf(" after %v left out", o.Omit)
 		}
-		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", directionTitle[dir], o.Runs, o.Time, omitted)
+		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", title, o.Runs, o.Time, omitted)
 		if sc.linuxTCP() || len(o.Compare) > 0 {
 			fmt.Fprintf(out, "%s in every Linux iperf3\n", o.congestionTitle())
 		}
@@ -156,7 +161,7 @@ func (p point) settingColumns(flows bool) string {
 }
 
 func (p point) setting() setting {
-	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows}
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP}
 }
 
 func (p point) label() string { return p.setting().label() }

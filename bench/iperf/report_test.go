@@ -20,7 +20,7 @@ func samplePoints() []point {
 	for _, dir := range []string{dirRX, dirTX} {
 		for _, itr := range []throttle{"0", "651", "5580", "adaptive"} {
 			for _, batch := range []bool{false, true} {
-				p := point{RxIrqThrottle: &itr, TxBatch: &batch, Direction: dir, Runs: 3, Mbps: 912.4,
+				p := point{RxIrqThrottle: &itr, TxBatch: &batch, Direction: dir, IP: ipv4, Runs: 3, Mbps: 912.4,
 					CPU:      map[string]float64{"nic_drv": 31, "nic_router": 24, "intel_nic_hw": 20, "remote_host": 23, "vm": 29},
 					IrqsPerS: 11007, TxIrqsPerK: 755.2, DoorbellsPerK: 967.8, SignalsPerK: 112.6, RetransPerS: 12}
 				for _, phase := range rrPhases {

@@ -37,8 +37,11 @@ type client struct {
 	cfg   *config.Node // its <config>, with iperf="-c ..."
 	netns string       // the netns guest's namespace, "" for an embedded guest
 	cmd   *iperf.Command
-	vmArg *config.Node   // a QEMU guest's <arg value="--iperf=..."/>
-	guest *guestScenario // a QEMU guest that runs a scenario with the client inside
+	// target4 and target6 are the far end's addresses of each IP version when --ip has 6
+	// (findTargets6); empty otherwise, and the test goes to cmd's as written.
+	target4, target6 string
+	vmArg            *config.Node   // a QEMU guest's <arg value="--iperf=..."/>
+	guest            *guestScenario // a QEMU guest that runs a scenario with the client inside
 	// server is the start whose iperf server a QEMU guest's test reaches (its counters, and
 	// traffic through its sessions, stand for the guest's).
 	server string
@@ -200,6 +203,7 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 			}
 			continue
 		}
+		c.setFamily(m.ip)
 		c.cmd.Time, c.cmd.Omit = d.Seconds(), int(o.Omit/time.Second)
 		c.cmd.Reverse, c.cmd.Bidir = m.dir == dirRX, m.dir == dirBidir
 		if m.flows > 0 {
@@ -254,6 +258,9 @@ func clientCommand(c *iperf.Command) string {
 	}
 	if c.UDP {
 		s += fmt.Sprintf(" -u -b %d", c.Rate)
+	}
+	if c.Version6 {
+		s += " -6"
 	}
 	return strings.Join(append([]string{s}, directionArgs(c)...), " ")
 }

@@ -185,7 +185,9 @@ func benchIperfCmd() *cobra.Command {
 			"guest: the driver's and the guest's components' figures come from the guest's supervisor, CPU\n" +
 			"in % of one vCPU, \"guest\" the whole guest's, \"qemu\" QEMU's on the host; --compare linux\n" +
 			"runs Linux's e1000e in the same guest in its place, as a row of the tables.\n" +
-			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.",
+			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.\n" +
+			"--ip 4,6 runs every point over IPv4 and over IPv6 (iperf -6 to the far end's address6, the one\n" +
+			"beside the IPv4 address a guest's iperf names) and prints each IPv6 point's ratio to IPv4's.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -197,6 +199,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringSliceVar(&o.Throttles, "rx-irq-throttle", []string{"0", "651", "5580"}, "the driver's rx_irq_throttle values: ITR intervals (256 ns units) or adaptive")
 	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
 	f.StringSliceVar(&o.Directions, "direction", []string{"rx"}, "rx (the far end sends to the guest, iperf -R), tx (the guest sends), bidir (both at once, iperf --bidir)")
+	f.StringSliceVar(&o.IPs, "ip", []string{"4"}, "the IP versions of the tests: 4, 6 (iperf -6 to the far end's address6); 4,6 prints IPv6/IPv4")
 	f.IntVar(&o.Runs, "runs", 1, "runs per point, in rounds over the matrix; the tables show medians")
 	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per run, measured")
 	f.DurationVar(&o.Omit, "omit", 3*time.Second, "whole seconds at each test's start left out of throughput and the components' CPU (iperf3's -O): TCP's slow start")
