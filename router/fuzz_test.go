@@ -15,7 +15,9 @@ import (
 // records (interface byte, flag byte, length byte, frame bytes) so that one input can open a
 // link state and then hit it. Nothing may panic, what the router keeps (held frames, link
 // states, neighbours) stays bounded, IPv4 and IPv6 alike, a router without its fast path (forwardLinked) does exactly the same
-// with every frame, and a router restarted on the state region finds what the router had.
+// with every frame, and a router restarted on the state region finds what the router had. Each
+// input runs twice: as Genode's router sends, and with <fq-codel> queues at both domains'
+// egress, which must hold no buffer once everything is detached.
 func FuzzRouterFrame(f *testing.F) {
 	vmMAC := header.MAC{2, 2, 2, 2, 2, 1}
 	seed := func(ifc byte, frames ...[]byte) []byte {
@@ -67,59 +69,71 @@ func FuzzRouterFrame(f *testing.F) {
     <ip dst="2001:db8:1::/64" domain="default"/>`, 1)
 	cfg = strings.Replace(cfg, `<domain name="default" interface="10.0.1.1/24">`, `<domain name="default" interface="10.0.1.1/24" interface_ipv6="2001:db8:1::1/64">
     <udp dst="::/0"><permit-any domain="uplink"/></udp> <icmp dst="::/0" domain="uplink"/> <ra max_interval_sec="4"/>`, 1)
+	cfgFQ := strings.ReplaceAll(cfg, `<dhcp-server`, `<fq-codel limit="16"/><dhcp-server`)
+	cfgFQ = strings.Replace(cfgFQ, `<nat domain="default"`, `<fq-codel target_us="1" interval_us="2"/><nat domain="default"`, 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := make([]byte, region.Size(256))
-		p := newPairedBench(t, cfg, mem, "vm", "uplink")
-		p.handle(t, 1, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink), nil, "gateway ARP reply")
-		for n := 0; len(data) >= 3; n++ {
-			k, flags, size := int(data[0])%2, data[1], int(data[2])
-			data = data[3:]
-			size = min(size, len(data))
-			frame := data[:size]
-			data = data[size:]
-			var off *netdev.Offload // none, as most frames come
-			if flags&1 != 0 {
-				off = &netdev.Offload{Flags: netdev.OffloadNeedsCsum}
-			}
-			p.handle(t, k, frame, off, fmt.Sprintf("record %d", n))
-			if flags&2 != 0 {
-				for _, b := range []*bench{p.fast, p.general} {
-					b.clock.advance(1e9 * 5)
-					b.r.Tick()
-				}
-			}
-		}
-		r := p.fast.r
-		if len(r.links) > maxLinksPerInterface*2 {
-			t.Fatalf("%d link states", len(r.links))
-		}
-		held := map[*Interface]int{}
-		for _, w := range r.waiters {
-			for _, f := range w.frames {
-				held[f.from] += len(f.frame)
-			}
-		}
-		for _, i := range p.fastIfs {
-			if held[i] != i.heldBytes {
-				t.Fatalf("%s holds %d bytes, counts %d", i.label, held[i], i.heldBytes)
-			}
-		}
-		for _, d := range r.domains {
-			if len(d.arp) > maxARPEntries || len(d.nd) > maxARPEntries {
-				t.Fatalf("%d ARP entries, %d neighbours", len(d.arp), len(d.nd))
-			}
-		}
-		if !r.keepFull {
-			restarted := keptBench(t, cfg, bytes.Clone(mem), p.fast.clock)
-			if got, want := keptState(restarted.r), keptState(r); got != want {
-				t.Fatalf("restarted on the state region with\n%s\nthe router had\n%s", got, want)
-			}
-		}
-		for k := range p.fastIfs {
-			r.Detach(p.fastIfs[k])
-		}
-		if len(r.waiters) != 0 || len(r.links) != 0 {
-			t.Fatal("held frames or link states left after detaching everything")
-		}
+		fuzzRouterFrame(t, cfg, data)
+		fuzzRouterFrame(t, cfgFQ, data)
 	})
+}
+
+func fuzzRouterFrame(t *testing.T, cfg string, data []byte) {
+	mem := make([]byte, region.Size(256))
+	p := newPairedBench(t, cfg, mem, "vm", "uplink")
+	p.handle(t, 1, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink), nil, "gateway ARP reply")
+	for n := 0; len(data) >= 3; n++ {
+		k, flags, size := int(data[0])%2, data[1], int(data[2])
+		data = data[3:]
+		size = min(size, len(data))
+		frame := data[:size]
+		data = data[size:]
+		var off *netdev.Offload // none, as most frames come
+		if flags&1 != 0 {
+			off = &netdev.Offload{Flags: netdev.OffloadNeedsCsum}
+		}
+		p.handle(t, k, frame, off, fmt.Sprintf("record %d", n))
+		if flags&2 != 0 {
+			for _, b := range []*bench{p.fast, p.general} {
+				b.clock.advance(1e9 * 5)
+				b.r.Tick()
+			}
+		}
+	}
+	r := p.fast.r
+	if len(r.links) > maxLinksPerInterface*2 {
+		t.Fatalf("%d link states", len(r.links))
+	}
+	held := map[*Interface]int{}
+	for _, w := range r.waiters {
+		for _, f := range w.frames {
+			held[f.from] += len(f.frame)
+		}
+	}
+	for _, i := range p.fastIfs {
+		if held[i] != i.heldBytes {
+			t.Fatalf("%s holds %d bytes, counts %d", i.label, held[i], i.heldBytes)
+		}
+	}
+	for _, d := range r.domains {
+		if len(d.arp) > maxARPEntries || len(d.nd) > maxARPEntries {
+			t.Fatalf("%d ARP entries, %d neighbours", len(d.arp), len(d.nd))
+		}
+	}
+	if !r.keepFull {
+		restarted := keptBench(t, cfg, bytes.Clone(mem), p.fast.clock)
+		if got, want := keptState(restarted.r), keptState(r); got != want {
+			t.Fatalf("restarted on the state region with\n%s\nthe router had\n%s", got, want)
+		}
+	}
+	for k := range p.fastIfs {
+		r.Detach(p.fastIfs[k])
+	}
+	if len(r.waiters) != 0 || len(r.links) != 0 {
+		t.Fatal("held frames or link states left after detaching everything")
+	}
+	for _, port := range p.fastPorts {
+		if port.holding != 0 {
+			t.Fatalf("%d egress buffers held after detaching everything", port.holding)
+		}
+	}
 }
