@@ -76,7 +76,11 @@ type point struct {
 	RRP99us  float64    `json:"rr_p99_us,omitempty"`
 	RRP999us float64    `json:"rr_p999_us,omitempty"`
 	RR       []rrFigure `json:"rr,omitempty"`
-	Error    string     `json:"error,omitempty"`
+	// FQCodel is the --fq-codel value of the point (on, off; empty: the scenario as
+	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
+	FQCodel string                 `json:"fq_codel,omitempty"`
+	Queues  map[string]queueFigure `json:"queues,omitempty"`
+	Error   string                 `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -114,6 +118,9 @@ type Options struct {
 	// each kernel's default. Pacing senders (BBR) and bursting ones (CUBIC) load a path of
 	// batching components differently, so a comparison names the one it used.
 	Congestion string
+	// FQCodel, when set, runs every point once per value: on, <fq-codel/> in every domain of
+	// the nic_router; off, none (fqcodel.go).
+	FQCodel []string
 	bench.Components
 }
 
@@ -147,6 +154,7 @@ type setting struct {
 	batch *bool
 	dir   string
 	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
+	fq    string // --fq-codel's on or off, "" without
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -240,8 +248,10 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	for i, m := range matrix {
 		points[i] = medianPoint(runs[i])
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
+		points[i].FQCodel = m.fq
 	}
 	writeTables(out, points, sc, o)
+	writeFQCodel(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -359,7 +369,7 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 		}
 		for i := range itrs {
 			for j := range batches {
-				matrix = append(matrix, setting{&itrs[i], &batches[j], d, ""})
+				matrix = append(matrix, setting{itr: &itrs[i], batch: &batches[j], dir: d})
 			}
 		}
 		for _, r := range guestRefs {
@@ -369,17 +379,25 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if sc.driver == nil {
 		fmt.Fprintf(out, "%s has no %s: one run per direction, the driver matrix does not apply\n", path, driverBinary)
 	}
-	return matrix, refs, nil
+	fq, err := o.fqCodelValues(sc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return withFQCodel(matrix, fq), refs, nil
 }
 
 func (s setting) String() string {
 	if s.ref != "" {
 		return s.dir + " --compare " + s.ref
 	}
-	if s.itr == nil {
-		return s.dir + " scenario as written"
+	fq := ""
+	if s.fq != "" {
+		fq = " fq-codel=" + s.fq
 	}
-	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", s.dir, *s.itr, yesNo(*s.batch))
+	if s.itr == nil {
+		return s.dir + " scenario as written" + fq
+	}
+	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s%s", s.dir, *s.itr, yesNo(*s.batch), fq)
 }
 
 // pathCPU is the CPU of the whole path in percent of one CPU: every component and the ends.
@@ -442,6 +460,7 @@ func medianPoint(runs []point) point {
 		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
 	}
 	p.RR = medianRR(ok)
+	p.Queues = medianQueues(ok)
 	if f, ok := p.idleRR(); ok {
 		p.RRP50us, p.RRP99us, p.RRP999us = f.P50us, f.P99us, f.P999us
 	}

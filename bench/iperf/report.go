@@ -127,14 +127,18 @@ func (p point) settingColumns() string {
 	if p.Reference != "" {
 		return p.Reference + "\t-"
 	}
-	if p.RxIrqThrottle == nil {
-		return "as written\t-"
+	fq := ""
+	if p.FQCodel != "" {
+		fq = ", fq-codel " + p.FQCodel
 	}
-	return fmt.Sprintf("%s\t%s", *p.RxIrqThrottle, yesNo(*p.TxBatch))
+	if p.RxIrqThrottle == nil {
+		return "as written\t-" + fq
+	}
+	return fmt.Sprintf("%s\t%s%s", *p.RxIrqThrottle, yesNo(*p.TxBatch), fq)
 }
 
 func (p point) setting() string {
-	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
+	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference, p.FQCodel}.String()
 }
 
 // writeComparison prints a reference path's result in one direction (rp, the median of its
