@@ -1,8 +1,12 @@
 package router
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
@@ -257,5 +261,42 @@ func TestFQCodelForwardingDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 || qp.sent-sent < 400 {
 		t.Errorf("%.1f allocations per round, %d sent", allocs, qp.sent-sent)
+	}
+}
+
+// BenchmarkForwardFQCodel is BenchmarkForward's nat case through an uplink with <fq-codel>
+// (on) and without (off): each frame is held, queued, picked and submitted as the peer
+// acknowledges a batch's frames. One op is one frame; allocs/op must be 0.
+func BenchmarkForwardFQCodel(b *testing.B) {
+	for _, fq := range []string{"off", "on"} {
+		for _, size := range []int{64, 1500} {
+			b.Run(fmt.Sprintf("%s/%d", fq, size), func(b *testing.B) {
+				cfg := natConfig
+				if fq == "on" {
+					cfg = strings.Replace(cfg, `gateway="198.18.0.1">`, `gateway="198.18.0.1"><fq-codel/>`, 1)
+				}
+				r := New(Options{Clock: &fakeClock{t: time.Unix(1, 0)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				r.Configure(modelOf(b, cfg))
+				vm := r.Attach(Session{Label: "vm", Kind: Nic, Port: &benchPort{buf: make([]byte, 2048)}})
+				qp := newQueueBenchPort(256)
+				up := r.Attach(Session{Label: "uplink", Kind: Uplink, MAC: macUplink, Port: qp})
+				r.Handle(up, arpFrame(header.ARPReply, macGateway, ip4("198.18.0.1"), macUplink, ip4("198.18.0.10"), macUplink), nil, 0)
+				out := udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, make([]byte, size-header.EthLen-28))
+				r.Handle(vm, out, nil, 0)
+				r.Flush()
+				qp.ackAll()
+				max := r.MaxPacketsPerSignal()
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for k := 0; k < b.N; k++ {
+					r.Handle(vm, out, nil, 0)
+					if k%max == max-1 {
+						r.Flush()
+						qp.ackAll()
+					}
+				}
+			})
+		}
 	}
 }
