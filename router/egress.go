@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev"
-	"github.com/nicstack/nicstack/router/bql"
+	"github.com/nicstack/nicstack/netdev/dql"
 	"github.com/nicstack/nicstack/router/fqcodel"
 	"github.com/nicstack/nicstack/router/model"
 )
@@ -13,7 +13,7 @@ import (
 // of a domain with <fq-codel> (docs/isolation.md). A frame is copied once, into a buffer Hold
 // allocates in the egress stream, rewritten there, and waits in the router's scheduler; it is
 // submitted when the scheduler picks it and the bytes in flight to the peer are below what
-// the interface's byte queue limit (package bql) allows. A Port that is no QueuePort sends at
+// the interface's byte queue limit (netdev/dql) allows. A Port that is no QueuePort sends at
 // once even in such a domain.
 type QueuePort interface {
 	Port
@@ -35,7 +35,7 @@ type QueuePort interface {
 
 // bqlHoldTime is how long slack must persist before the byte queue limit shrinks (Linux's
 // one second).
-const bqlHoldTime = int64(time.Second)
+const bqlHoldTime = time.Second
 
 // egress is the queue of an interface of a domain with <fq-codel>.
 type egress struct {
@@ -50,7 +50,7 @@ type egress struct {
 	pending int32
 	class   int
 	dropped []uint64 // the scheduler's drops, scratch
-	bql     *bql.Limit
+	bql     dql.Limit
 	// inflight is the most frames submitted and unacknowledged: a quarter of the buffer, the
 	// scheduler's limit another quarter, so that held and in-flight frames never fill it.
 	inflight int
@@ -100,7 +100,7 @@ func (r *Router) setEgress(i *Interface) {
 	}
 	e := &egress{port: qp, m: *m, mtu: mtu, s: s, slots: make([]queuedFrame, limit+1), free: make([]int32, limit+1),
 		pending: -1, dropped: make([]uint64, 0, limit+1+fqcodel.Defaults.Batch),
-		bql: bql.New(uint64(mtu), uint64(max(mtu, bytes/4)), bqlHoldTime), inflight: max(1, frames/4)}
+		bql: dql.New(uint32(mtu), uint32(max(mtu, bytes/4)), bqlHoldTime, time.Duration(r.nowNs)), inflight: max(1, frames/4)}
 	for k := range e.free {
 		e.free[k] = int32(len(e.free) - 1 - k)
 	}
@@ -219,8 +219,8 @@ func (r *Router) discard(i *Interface, dropped []uint64, counted bool) {
 func (r *Router) service(i *Interface) {
 	e := i.eg
 	frames, bytes := e.port.Unacked()
-	if done := e.bql.Inflight() - min(e.bql.Inflight(), uint64(bytes)); done > 0 || frames == 0 {
-		e.bql.Completed(done, r.nowNs)
+	if done := e.bql.InFlight() - min(e.bql.InFlight(), uint32(bytes)); done > 0 || frames == 0 {
+		e.bql.Completed(done, time.Duration(r.nowNs))
 	}
 	for e.s.Len() > 0 && e.bql.Avail() >= 0 && frames < e.inflight && i.up {
 		var fr fqcodel.Frame
@@ -243,7 +243,7 @@ func (r *Router) service(i *Interface) {
 		}
 		*q = queuedFrame{}
 		e.free = append(e.free, int32(fr.Handle))
-		e.bql.Queued(n)
+		e.bql.Queued(uint32(n))
 		frames++
 		r.sent(i, n)
 	}
@@ -271,7 +271,7 @@ func (r *Router) countEgress(i *Interface) {
 func (r *Router) serviceAll() {
 	r.setNow()
 	for _, i := range r.egresses {
-		if e := i.eg; e.s.Len() > 0 || e.bql.Inflight() > 0 {
+		if e := i.eg; e.s.Len() > 0 || e.bql.InFlight() > 0 {
 			r.service(i)
 			r.touchInterface(i)
 		}
