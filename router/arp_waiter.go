@@ -107,11 +107,14 @@ func (r *Router) continueWaiter(d *domain, ip [4]byte) {
 
 // rehandle routes again every frame of waiter w, whose address is now resolved.
 func (r *Router) rehandle(w *arpWaiter) {
+	in := r.ingress
 	for _, f := range r.unhold(w) {
+		r.ingress = f.from // its sender's class at an egress queue
 		if r.handle(f.from, f.frame, &f.off, f.id) == Done {
 			f.from.port.Release(f.id)
 		}
 	}
+	r.ingress = in
 }
 
 // expireWaiters drops the frames of every waiter whose ARP request timed out.

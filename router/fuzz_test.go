@@ -15,7 +15,9 @@ import (
 // records (interface byte, flag byte, length byte, frame bytes) so that one input can open a
 // link state and then hit it. Nothing may panic, what the router keeps (held frames, link
 // states, neighbours) stays bounded, IPv4 and IPv6 alike, a router without its fast path (forwardLinked) does exactly the same
-// with every frame, and a router restarted on the state region finds what the router had.
+// with every frame, and a router restarted on the state region finds what the router had. Each
+// input runs twice: as Genode's router sends, and with <fq-codel> queues at both domains'
+// egress, which must hold no buffer once everything is detached.
 func FuzzRouterFrame(f *testing.F) {
 	vmMAC := header.MAC{2, 2, 2, 2, 2, 1}
 	seed := func(ifc byte, frames ...[]byte) []byte {
@@ -71,7 +73,12 @@ func FuzzRouterFrame(f *testing.F) {
     <ip dst="2001:db8:1::/64" domain="default"/> <tcp-forward port="80" domain="default" to="2001:db8:1::5"/>`, 1)
 	cfg = strings.Replace(cfg, `<domain name="default" interface="10.0.1.1/24">`, `<domain name="default" interface="10.0.1.1/24" interface_ipv6="2001:db8:1::1/64">
     <udp dst="::/0"><permit-any domain="uplink"/></udp> <icmp dst="::/0" domain="uplink"/> <ra max_interval_sec="4"/>`, 1)
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzFrames(t, cfg, data, true) })
+	cfgFQ := strings.ReplaceAll(cfg, `<dhcp-server`, `<fq-codel limit="16"/><dhcp-server`)
+	cfgFQ = strings.Replace(cfgFQ, `<nat domain="default"`, `<fq-codel target_us="1" interval_us="2"/><nat domain="default"`, 1)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzFrames(t, cfg, data, true)
+		fuzzFrames(t, cfgFQ, data, true)
+	})
 }
 
 // fuzzFrames is FuzzRouterFrame's body on cfg, whose domains the policies of natConfig
@@ -130,5 +137,10 @@ func fuzzFrames(t *testing.T, cfg string, data []byte, restart bool) {
 	}
 	if len(r.waiters) != 0 || len(r.links) != 0 {
 		t.Fatal("held frames or link states left after detaching everything")
+	}
+	for _, port := range p.fastPorts {
+		if port.holding != 0 {
+			t.Fatalf("%d egress buffers held after detaching everything", port.holding)
+		}
 	}
 }

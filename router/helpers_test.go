@@ -40,6 +40,13 @@ type fakePort struct {
 	link     []bool
 	capacity int // 0: unlimited
 	full     bool
+	// As a QueuePort (egress_test.go): buffers held, how many are held and how many were
+	// discarded; with manual the peer acknowledges only on ack, inflight the sizes till then.
+	bufs      [][]byte
+	holding   int
+	discarded int
+	manual    bool
+	inflight  []int
 }
 
 func (p *fakePort) Alloc(n int) ([]byte, bool) {

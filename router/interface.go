@@ -1,6 +1,8 @@
 package router
 
 import (
+	"sync/atomic"
+
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/region"
@@ -85,6 +87,12 @@ type Interface struct {
 	ll    [16]byte
 	llDup bool
 	llDAD int64
+	// eg is the egress queue of a domain with <fq-codel> (nil: frames are sent at once);
+	// class is the interface's scheduler class there as a sender (egress.go); queued is what
+	// eg holds, as last published.
+	eg     *egress
+	class  int
+	queued struct{ frames, bytes atomic.Uint64 }
 }
 
 // Label is the session label.
@@ -134,6 +142,7 @@ func (r *Router) Attach(s Session) *Interface {
 		i.peerMAC = header.MAC{2, 2, 2, 2, byte(2 + i.macIndex>>8), byte(i.macIndex)}
 	}
 	r.ifs = append(r.ifs, i)
+	r.takeClass(i)
 	r.adopt(i)
 	r.assign(i)
 	if !i.up { // assign told only a change from the initial down
@@ -158,6 +167,8 @@ func (r *Router) allocMAC() uint16 {
 // it), the link states it opened and its DHCP leases are dissolved.
 func (r *Router) Detach(i *Interface) {
 	r.leave(i)
+	r.dropEgress(i)
+	r.freeClass(i)
 	r.ifs = without(r.ifs, i)
 	delete(r.macs, i.macIndex)
 	i.stats.publish()
@@ -178,6 +189,7 @@ func (r *Router) assign(i *Interface) {
 			r.log.Info("no domain for interface", "label", i.label, "policy_domain", name)
 		}
 		r.setLink(i, false)
+		r.setEgress(i)
 		return
 	}
 	i.dom = d
@@ -186,6 +198,7 @@ func (r *Router) assign(i *Interface) {
 		r.log.Info("interface joins domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
 	}
 	r.setLink(i, i.linkState())
+	r.setEgress(i)
 	if d.dhcpClient != nil {
 		d.dhcpClient.interfaceAdded(r, d)
 	}
@@ -261,6 +274,9 @@ func (r *Router) setLink(i *Interface, up bool) {
 // transmit copies frame into a new buffer of interface i, where the caller rewrites it. A
 // full destination, or one whose link is down, drops the frame and counts it; nothing waits.
 func (r *Router) transmit(i *Interface, frame []byte) []byte {
+	if i.eg != nil {
+		return r.transmitQueued(i, frame)
+	}
 	buf, ok := i.port.Alloc(len(frame))
 	if !ok || len(buf) < len(frame) {
 		r.full(i)
@@ -303,10 +319,19 @@ func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 			r.logPacket(d, "snd", buf)
 		}
 	}
+	if i.eg != nil {
+		r.enqueue(i, buf, off)
+		return
+	}
 	i.port.Submit(buf, *off)
+	r.sent(i, len(buf))
+}
+
+// sent counts a frame of n bytes submitted to i's port and marks i for the next Flush.
+func (r *Router) sent(i *Interface, n int) {
 	r.stats.Sent.add(1)
 	i.stats.TxFrames.add(1)
-	i.stats.TxBytes.add(uint64(len(buf)))
+	i.stats.TxBytes.add(uint64(n))
 	if !i.dirty {
 		i.dirty = true
 		r.dirty = append(r.dirty, i)
@@ -316,9 +341,12 @@ func (r *Router) submit(i *Interface, buf []byte, off *netdev.Offload) {
 
 // emit sends a frame the router made itself out of interface i.
 func (r *Router) emit(i *Interface, frame []byte) {
+	in := r.ingress
+	r.ingress = nil // the router's own class at an egress queue
 	if buf := r.transmit(i, frame); buf != nil {
 		r.submit(i, buf, &netdev.Offload{})
 	}
+	r.ingress = in
 }
 
 // without removes i from list, keeping the order.

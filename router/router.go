@@ -95,6 +95,12 @@ type Router struct {
 
 	icmp6Full int64 // when the ICMPv6 error bucket is full again (icmp6Allowed)
 
+	// ingress is the interface whose frame is being handled (nil: none, the router's own
+	// frames): the class of what it sends at an egress queue. egresses are the interfaces
+	// with one; classes the interfaces by class (0: the router's own, always nil).
+	ingress       *Interface
+	egresses      []*Interface
+	classes       []*Interface
 	reportTrigger bool
 	// general routes every frame the general way, without forwardLinked: tests check the
 	// fast path against it.
@@ -116,6 +122,7 @@ func New(opt Options) *Router {
 		links:   map[*link]struct{}{},
 		macs:    map[uint16]bool{},
 		xid:     0x6e696300,
+		classes: make([]*Interface, 1),
 		gen:     1,
 	}
 	r.Configure(model.Parse(&config.Node{Type: "config"}))
@@ -174,12 +181,18 @@ func (r *Router) Handle(i *Interface, frame []byte, off *netdev.Offload, id uint
 	r.stats.Received.add(1)
 	i.stats.RxFrames.add(1)
 	i.stats.RxBytes.add(uint64(len(frame)))
-	return r.handle(i, frame, off, id)
+	r.ingress = i
+	v := r.handle(i, frame, off, id)
+	r.ingress = nil
+	return v
 }
 
 // Flush wakes every interface that got frames since the last Flush, once, and publishes the
 // counters.
 func (r *Router) Flush() {
+	if len(r.egresses) > 0 {
+		r.serviceAll()
+	}
 	for _, i := range r.dirty {
 		i.dirty = false
 		i.port.Flush()

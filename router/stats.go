@@ -38,11 +38,16 @@ type Stats struct {
 	IPv6Dropped         [NumDrop6]Counter
 	ICMPv6ErrorsLimited Counter
 	NeighborEvictions   Counter
+
+	// Egress queues (<fq-codel>, our extension): frames CoDel dropped, frames it marked CE
+	// instead, and frames dropped because a queue was over its limit.
+	CoDelDropped, CoDelMarked, Overlimit Counter
 }
 
 func (s *Stats) publish() {
 	for _, c := range [...]*Counter{&s.Received, &s.Sent, &s.Dropped, &s.DroppedFull, &s.NATRefused,
-		&s.ARPTimeouts, &s.FragmentsSeen, &s.ICMPv6ErrorsLimited, &s.NeighborEvictions} {
+		&s.ARPTimeouts, &s.FragmentsSeen, &s.ICMPv6ErrorsLimited, &s.NeighborEvictions,
+		&s.CoDelDropped, &s.CoDelMarked, &s.Overlimit} {
 		c.publish()
 	}
 	for k := range s.IPv6Dropped {
@@ -84,10 +89,13 @@ type InterfaceStats struct {
 	RxFrames, RxBytes Counter
 	TxFrames, TxBytes Counter
 	DroppedFull       Counter
+	// At the interface's egress queue (<fq-codel>): as Stats'.
+	CoDelDropped, CoDelMarked, Overlimit Counter
 }
 
 func (s *InterfaceStats) publish() {
-	for _, c := range [...]*Counter{&s.RxFrames, &s.RxBytes, &s.TxFrames, &s.TxBytes, &s.DroppedFull} {
+	for _, c := range [...]*Counter{&s.RxFrames, &s.RxBytes, &s.TxFrames, &s.TxBytes, &s.DroppedFull,
+		&s.CoDelDropped, &s.CoDelMarked, &s.Overlimit} {
 		c.publish()
 	}
 }

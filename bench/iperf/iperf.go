@@ -88,7 +88,11 @@ type point struct {
 	RRLoadRatio     float64    `json:"rr_p99_load_ratio,omitempty"`
 	RRLoadRatioRuns []float64  `json:"rr_p99_load_ratio_runs,omitempty"`
 	RR              []rrFigure `json:"rr,omitempty"`
-	Error           string     `json:"error,omitempty"`
+	// FQCodel is the --fq-codel value of the point (on, off; empty: the scenario as
+	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
+	FQCodel string                 `json:"fq_codel,omitempty"`
+	Queues  map[string]queueFigure `json:"queues,omitempty"`
+	Error   string                 `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -133,6 +137,9 @@ type Options struct {
 	// each kernel's default. Pacing senders (BBR) and bursting ones (CUBIC) load a path of
 	// batching components differently, so a comparison names the one it used.
 	Congestion string
+	// FQCodel, when set, runs every point once per value: on, <fq-codel/> in every domain of
+	// the nic_router; off, none (fqcodel.go).
+	FQCodel []string
 	bench.Components
 }
 
@@ -174,6 +181,7 @@ type setting struct {
 	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
 	flows int    // the clients' parallel streams; 0: the scenario's
 	ip    int    // the IP version of the test: 4 or 6
+	fq    string // --fq-codel's on or off, "" without
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -265,12 +273,14 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
 		points[i].Flows = m.flows
 		points[i].IP = m.ip
+		points[i].FQCodel = m.fq
 		if o.Latency {
 			points[i].LatencyGuest = o.LatencyGuest
 		}
 	}
 	writeTables(out, points, sc, o)
 	writeFamilyRatios(out, points)
+	writeFQCodel(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -420,14 +430,22 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if sc.driver == nil {
 		fmt.Fprintf(out, "%s has no %s: one run per direction, the driver matrix does not apply\n", path, driverBinary)
 	}
-	return matrix, refs, nil
+	fq, err := o.fqCodelValues(sc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return withFQCodel(matrix, fq), refs, nil
 }
 
 func (s setting) String() string {
-	if s.ip == ipv6 {
-		return s.dir + " IPv6 " + s.label()
+	fq := ""
+	if s.fq != "" {
+		fq = " fq-codel=" + s.fq
 	}
-	return s.dir + " " + s.label()
+	if s.ip == ipv6 {
+		return s.dir + " IPv6 " + s.label() + fq
+	}
+	return s.dir + " " + s.label() + fq
 }
 
 // label is the setting without its direction, for the lines under a direction's title.
@@ -505,6 +523,7 @@ func medianPoint(runs []point) point {
 		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
 	}
 	p.setRR(ok)
+	p.Queues = medianQueues(ok)
 	for class := range ok[0].ITRPercent {
 		if p.ITRPercent == nil {
 			p.ITRPercent = map[string]float64{}

@@ -165,6 +165,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 	deadline := time.Now().Add(limit)
 	prev := sample{at: time.Now()}
 	win := trafficWindow{omit: o.Omit}
+	queues := queueSamples{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -188,6 +189,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 		cur := sc.read(st, results)
 		if win.counts(prev, cur) {
 			acc.add(prev, cur)
+			queues.add(st)
 		}
 		if !win.start.IsZero() {
 			prog.traffic(cur.at.Sub(win.start).Seconds())
@@ -203,6 +205,7 @@ func measure(ctx context.Context, sc *scenario, m setting, o Options, prog *prog
 		}
 	}
 	acc.fill(&p)
+	p.Queues = queues.figures()
 	if acc.seconds > 0 {
 		p.RetransPerS = float64(retransmits) / acc.seconds
 	}

@@ -145,14 +145,18 @@ func settingHeader(flows bool) string {
 // settingColumns are the first columns of a row, each ended by a tab: the throttle, tx_batch,
 // and with --flows the parallel streams.
 func (p point) settingColumns(flows bool) string {
+	fq := ""
+	if p.FQCodel != "" {
+		fq = ", fq-codel " + p.FQCodel
+	}
 	var s string
 	switch {
 	case p.Reference != "":
 		s = p.Reference + "\t-\t"
 	case p.RxIrqThrottle == nil:
-		s = "as written\t-\t"
+		s = "as written\t-" + fq + "\t"
 	default:
-		s = fmt.Sprintf("%s\t%s\t", *p.RxIrqThrottle, yesNo(*p.TxBatch))
+		s = fmt.Sprintf("%s\t%s%s\t", *p.RxIrqThrottle, yesNo(*p.TxBatch), fq)
 	}
 	if flows {
 		s += fmt.Sprintf("%d\t", p.Flows)
@@ -161,7 +165,7 @@ func (p point) settingColumns(flows bool) string {
 }
 
 func (p point) setting() setting {
-	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP}
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel}
 }
 
 func (p point) label() string { return p.setting().label() }

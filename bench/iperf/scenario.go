@@ -196,6 +196,7 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		sc.driver.Set("tx_batch", yesNo(*m.batch))
 		sc.driver.Set("tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
+	sc.patchFQCodel(m.fq)
 	for _, c := range sc.clients {
 		if c.guest != nil {
 			if err := c.guest.patch(m, o); err != nil {

@@ -161,6 +161,7 @@ func (h *Handler) Open(s *component.Session) error {
 	}
 	ifc := a.Interface()
 	h.c.Queue(component.Hop(label, "arp"), func() netdev.Depth { return ifc.Held(time.Now()) })
+	h.c.Queue(component.Hop(label, "fq-codel"), ifc.Queued)
 	h.attached[s.ID] = a
 	h.sessions[s.ID] = s
 	return nil

@@ -22,8 +22,9 @@ type LoopOptions struct {
 	// nil: counters are kept privately. The loop keeps frames_received, frames_sent, dropped,
 	// dropped_full (destination queue or buffer full), nat_refused, arp_timeouts,
 	// ipv6_dropped (of dropped, those for a reason of router.Drop6), icmpv6_errors_limited,
-	// neighbor_evictions (the router's Stats), interfaces, rounds and waits (rounds that
-	// found nothing to do and waited).
+	// neighbor_evictions, codel_dropped, codel_marked and overlimit (the egress queues of
+	// <fq-codel>) (the router's Stats), interfaces, rounds and waits (rounds that found
+	// nothing to do and waited).
 	Counter func(name string) *atomic.Uint64
 	// Report receives the router's <report> every interval or trigger (nil: none is made).
 	Report func(*config.Node)
@@ -74,6 +75,7 @@ func (a *Attachment) Interface() *router.Interface { return a.ifc }
 type counters struct {
 	received, sent, dropped, droppedFull, natRefused, arpTimeouts, interfaces, rounds, waits *atomic.Uint64
 	ipv6Dropped, icmpv6Limited, neighborEvictions                                            *atomic.Uint64
+	codelDropped, codelMarked, overlimit                                                     *atomic.Uint64
 	nRounds, nWaits                                                                          uint64
 }
 
@@ -86,6 +88,7 @@ func (c *counters) init(get func(string) *atomic.Uint64) {
 	c.arpTimeouts = get("arp_timeouts")
 	c.ipv6Dropped, c.icmpv6Limited, c.neighborEvictions = get("ipv6_dropped"), get("icmpv6_errors_limited"), get("neighbor_evictions")
 	c.interfaces, c.rounds, c.waits = get("interfaces"), get("rounds"), get("waits")
+	c.codelDropped, c.codelMarked, c.overlimit = get("codel_dropped"), get("codel_marked"), get("overlimit")
 }
 
 // roundClock is the router's clock: the time read once per round, so that frames do not each
@@ -380,6 +383,9 @@ func (l *Loop) copyCounters() {
 	c.ipv6Dropped.Store(v6)
 	c.icmpv6Limited.Store(s.ICMPv6ErrorsLimited.Load())
 	c.neighborEvictions.Store(s.NeighborEvictions.Load())
+	c.codelDropped.Store(s.CoDelDropped.Load())
+	c.codelMarked.Store(s.CoDelMarked.Load())
+	c.overlimit.Store(s.Overlimit.Load())
 	c.rounds.Store(c.nRounds)
 	c.waits.Store(c.nWaits)
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/router"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
@@ -21,6 +22,9 @@ type Port struct {
 	since       int64       // round time of the first of them
 	coalesce    int         // unsignalled frames that make the port signal at once
 }
+
+// A Port can hold frames for the router's egress queue of a domain with <fq-codel>.
+var _ router.QueuePort = (*Port)(nil)
 
 // coalescing is what a Loop tells its ports while a round runs.
 type coalescing struct {
@@ -71,10 +75,58 @@ func (p *Port) wakeOut(now bool) {
 	p.unsignalled = 0
 }
 
-// Release acknowledges a frame the router held; id is frameID of its packet.
-func (p *Port) Release(id uint64) {
-	p.ack(packetstream.Packet{Offset: uint32(id >> 32), Size: uint32(id)})
+// Hold allocates a frame in out's bulk buffer for the router's egress queue (router.QueuePort):
+// it waits there, unsubmitted, until the router's scheduler picks it. id is frameID of its
+// packet.
+func (p *Port) Hold(size int) (uint64, []byte, bool) {
+	pk, err := p.out.Alloc(size)
+	if err == packetstream.ErrExhausted && p.reclaim() {
+		pk, err = p.out.Alloc(size)
+	}
+	if err != nil {
+		return 0, nil, false
+	}
+	return frameID(pk), p.out.Payload(pk), true
 }
+
+// SubmitHeld submits the frame Hold allocated as id, its first size bytes.
+func (p *Port) SubmitHeld(id uint64, size int, off *netdev.Offload) bool {
+	pk := heldPacket(id)
+	if size < int(pk.Size) {
+		pk = p.out.Trim(pk, size)
+	}
+	if *off != (netdev.Offload{}) {
+		pk = pk.WithOffload(*off)
+	}
+	if !p.out.TrySubmit(pk) {
+		return false
+	}
+	if p.unsignalled == 0 {
+		p.since = p.sig.now
+	}
+	p.unsignalled++
+	return true
+}
+
+// Discard frees a frame Hold allocated.
+func (p *Port) Discard(id uint64) { p.out.Release(heldPacket(id)) }
+
+// Unacked is what out has in flight.
+func (p *Port) Unacked() (frames, bytes int) { return p.out.InFlight(), p.out.InFlightBytes() }
+
+// Buffer is what out can hold: descriptors or blocks, the fewer, and bytes.
+func (p *Port) Buffer() (frames, bytes int) {
+	c := p.out.Config()
+	return min(c.QueueSize, c.BulkSize/packetstream.BlockSize), c.BulkSize
+}
+
+// heldPacket is the packet of a frameID.
+func heldPacket(id uint64) packetstream.Packet {
+	return packetstream.Packet{Offset: uint32(id >> 32), Size: uint32(id)}
+}
+
+// Release acknowledges a frame the router held; id is frameID of its packet.
+func (p *Port) Release(id uint64) { p.ack(heldPacket(id)) }
 
 // ack acknowledges a received frame, or keeps it for retryAcks while the ack queue is full.
 func (p *Port) ack(pk packetstream.Packet) {

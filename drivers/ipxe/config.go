@@ -45,7 +45,7 @@ func (p PhyReset) String() string {
 //	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="no" phy_reset="auto" pci="0000:00:02.0"/>
 //
 // rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" bounds the
-// TX ring's bytes in flight by a limit learned from completions (dql.go); frames beyond it
+// TX ring's bytes in flight by a limit learned from completions (netdev/dql); frames beyond it
 // wait in the Uplink session. pci names a PCI device (bound to vfio-pci) the driver gets
 // through VFIO from its parent's Platform service; without it the driver drives the emulated
 // NIC of its Platform session.

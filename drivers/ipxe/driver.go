@@ -21,6 +21,7 @@ import (
 
 	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/dql"
 )
 
 // MMIO is the device's register page as the driver reaches it.
@@ -113,7 +114,7 @@ type Counters struct {
 	// transmit queue stood still with frames in it (a DMA fault or a hung device), receive
 	// descriptors written back with nonsense, and resets that brought the device back.
 	DeviceGone, TXHangs, RXBadDescriptors, DeviceResets *atomic.Uint64
-	// The TX byte limit (tx_bql; dql.go): the limit now (0 while off), times it left frames
+	// The TX byte limit (tx_bql; netdev/dql): the limit now (0 while off), times it left frames
 	// waiting in the session, and completions of more than was in flight (a driver bug).
 	TXBQLLimit, TXBQLStops, TXBQLErrors *atomic.Uint64
 }
@@ -164,7 +165,7 @@ type Driver struct {
 	txLimited      bool             // stalled by the byte limit, not a full ring
 	txMask         uint32           // the TX interrupt cause unmasked now (txCause)
 	txLen          [RingSize]uint16 // each TX descriptor's frame length, for the byte limit
-	bql            dql              // the byte limit, kept while tx_bql is on
+	bql            dql.Limit        // the byte limit, kept while tx_bql is on
 	faults         faults
 	rings          ringDepth
 }
@@ -201,7 +202,7 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if d.clock == nil {
 		d.clock = regs.Monotonic()
 	}
-	d.bql = newDQL(bqlMin, bqlMax, bqlHold, d.clock.Now())
+	d.bql = dql.New(bqlMin, bqlMax, bqlHold, d.clock.Now())
 	d.faults.log = dev.Log
 	if d.regs.Read32(regs.STATUS) == allOnes {
 		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
@@ -296,7 +297,7 @@ func (d *Driver) setupRings() {
 	d.rxNext, d.txTail, d.txReap = 0, 0, 0
 	now := d.clock.Now()
 	d.rings.reset(now)
-	d.bql.reset(now)
+	d.bql.Reset(now)
 	d.publishLimit()
 	// collision threshold 15, collision distance 63: the datasheet's full-duplex values
 	d.regs.Write32(regs.TCTL, regs.TctlEN|regs.TctlPSP|0x0f<<4|0x3f<<12)
@@ -422,7 +423,7 @@ func (d *Driver) Configure(cfg Config) error {
 		d.regs.Write32(regs.ITR, d.startThrottle())
 	}
 	if cfg.TxBQL && !oldCfg.TxBQL {
-		d.bql.reset(d.clock.Now())
+		d.bql.Reset(d.clock.Now())
 		for i := d.txReap; i != d.txTail; i = (i + 1) % RingSize {
 			d.bql.Queued(uint32(d.txLen[i]))
 		}

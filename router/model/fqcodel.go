@@ -9,9 +9,6 @@ import (
 // FQCodel is a domain's <fq-codel>, our extension (docs/isolation.md): flow queueing with
 // CoDel at the egress of each of the domain's interfaces, sessions first, then flows.
 // Genode's router has no queue at all.
-//
-// Not wired yet: neither RouterSchema nor Parse reads the node; ParseFQCodel is its
-// validation for when they do.
 type FQCodel struct {
 	Target      time.Duration // target_us
 	Interval    time.Duration // interval_us
@@ -39,6 +36,12 @@ func ParseFQCodel(n *config.Node) (FQCodel, []error) {
 	for _, e := range config.Check(n, FQCodelSchema().configSchema()) {
 		p.errs = append(p.errs, e)
 	}
+	return p.fqCodel(n), p.errs
+}
+
+// fqCodel reads <fq-codel> whose attribute names were checked already (Parse checks the
+// whole config against RouterSchema).
+func (p *parser) fqCodel(n *config.Node) FQCodel {
 	q := FQCodel{
 		Target:      time.Duration(p.number(n, "target_us", 5000, 1e7)) * time.Microsecond,
 		Interval:    time.Duration(p.number(n, "interval_us", 100000, 1e8)) * time.Microsecond,
@@ -64,5 +67,5 @@ func ParseFQCodel(n *config.Node) (FQCodel, []error) {
 			q.Target.Microseconds(), q.Interval.Microseconds())
 		q.Target, q.Interval = 5*time.Millisecond, 100*time.Millisecond
 	}
-	return q, p.errs
+	return q
 }

@@ -44,3 +44,33 @@ func TestParseFQCodel(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDomainFQCodel: Parse reads a domain's <fq-codel> and reports its problems with
+// their position (what `nicstack check` shows); a bad value keeps the domain with the
+// default, a second node makes it invalid.
+func TestParseDomainFQCodel(t *testing.T) {
+	dom := func(inner string) string {
+		return `<config><domain name="up" interface="198.18.0.10/24">` + inner + `</domain></config>`
+	}
+	c, errs := parsed(t, dom(`<fq-codel target_us="2000" ecn="no"/>`))
+	if q := c.Domains["up"].FQCodel; len(errs) != 0 || q == nil || q.Target != 2*time.Millisecond || q.ECN || q.Limit != 10240 {
+		t.Fatalf("%+v, problems %v", q, errs)
+	}
+	if c, _ := parsed(t, dom(``)); c.Domains["up"].FQCodel != nil {
+		t.Error("a domain without <fq-codel> has one")
+	}
+	for _, tc := range []struct{ inner, want string }{
+		{`<fq-codel quantum="0"/>`, `test:1:64: attribute "quantum" of <fq-codel>: 0 is no quantum`},
+		{`<fq-codel tagret_us="1"/>`, `test:1:64: unknown attribute "tagret_us"`},
+		{`<fq-codel interval_us="100"/>`, `test:1:55: <fq-codel>: target_us 5000 must be above 0 and at most interval_us 100`},
+		{`<fq-codel/><fq-codel/>`, `invalid <fq-codel> at test:1:66: more than one <fq-codel>`},
+	} {
+		c, errs := parsed(t, dom(tc.inner))
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("%s: problems %v, want %q", tc.inner, errs, tc.want)
+		}
+		if d := c.Domains["up"]; !strings.Contains(tc.inner, "/><fq") && (d == nil || d.FQCodel == nil) {
+			t.Errorf("%s: domain or queue lost", tc.inner)
+		}
+	}
+}

@@ -121,6 +121,9 @@ type Domain struct {
 	UDPForward6 map[uint16]ForwardRule
 	NAT         map[string]NAT // by the domain whose packets are translated
 	DHCPServer  *DHCPServer
+	// FQCodel is <fq-codel>, our extension: flow queueing with CoDel at the egress of each of
+	// the domain's interfaces (docs/isolation.md); nil: frames are sent at once, as Genode's.
+	FQCodel *FQCodel
 }
 
 // DirectRule is <ip> or <icmp>.

@@ -271,6 +271,15 @@ func (p *parser) domain(n *config.Node, c *Config) (*Domain, string) {
 			} else {
 				d.RA, why = p.ra(rn, d)
 			}
+		case "fq-codel":
+			// Bad values are reported and their defaults used, as for the router's other
+			// attributes; only a second node invalidates the domain.
+			if d.FQCodel != nil {
+				why = "more than one <fq-codel>"
+			} else {
+				q := p.fqCodel(rn)
+				d.FQCodel = &q
+			}
 		}
 		if why != "" {
 			return d, fmt.Sprintf("invalid <%s> at %s: %s", rn.Type, rn.Pos, why)

@@ -144,6 +144,8 @@ func RouterSchema() *Description {
 						Nodes: []*Description{
 							{Type: "dns-server", Attrs: []SchemaAttr{{"ip", "ipv6", ""}}},
 						}},
+					// Our extension: flow queueing with CoDel at the egress (docs/isolation.md).
+					FQCodelSchema(),
 				}},
 		},
 	}

@@ -96,8 +96,10 @@ func TestAllocatorModel(t *testing.T) {
 }
 
 // Source and sink on a heap region against a model of the two queues: frames come out in
-// order, exactly once, the queues hold QueueSize entries, and packets in flight never share
-// bulk bytes. Runs under -race with real atomics.
+// order, exactly once, the queues hold QueueSize entries, packets in flight never share
+// bulk bytes, and with a byte bound (SetQueueBytes) the bytes in flight stay within it unless
+// one frame alone is larger, while a frame that fits is never refused for bytes. Runs under
+// -race with real atomics.
 func TestStreamModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := Config{
@@ -110,6 +112,17 @@ func TestStreamModel(t *testing.T) {
 		}
 		defer src.Close()
 		defer snk.Close()
+		queueBytes := 0
+		if rapid.Bool().Draw(t, "byte bound") {
+			queueBytes = rapid.IntRange(1, 4*BlockSize).Draw(t, "queue bytes")
+		}
+		src.SetQueueBytes(queueBytes)
+		inFlightBytes := func(m map[uint32]int) (n int) {
+			for _, size := range m {
+				n += size
+			}
+			return n
+		}
 		var (
 			owned      []Packet // allocated, not submitted
 			submitted  []int    // sequence numbers in the submit queue, in order
@@ -118,8 +131,12 @@ func TestStreamModel(t *testing.T) {
 			seq, next  int
 			srcDirty   bool // source did try calls since its last Wakeup
 			sinkDirty  bool
-			inFlightAt = map[uint32]bool{}
+			inFlightAt = map[uint32]int{} // size by offset
 		)
+		fits := func(size int) bool {
+			n := inFlightBytes(inFlightAt)
+			return queueBytes == 0 || n == 0 || n+size <= queueBytes
+		}
 		t.Repeat(map[string]func(*rapid.T){
 			"alloc": func(t *rapid.T) {
 				size := rapid.IntRange(8, min(cfg.MaxFrame(), 3*BlockSize)).Draw(t, "size")
@@ -139,7 +156,7 @@ func TestStreamModel(t *testing.T) {
 						t.Fatalf("packet %+v overlaps %+v", p, q)
 					}
 				}
-				if inFlightAt[p.Offset] {
+				if inFlightAt[p.Offset] > 0 {
 					t.Fatalf("packet at %d allocated while in flight", p.Offset)
 				}
 				fill(b, seq)
@@ -159,18 +176,22 @@ func TestStreamModel(t *testing.T) {
 					t.Skip()
 				}
 				p := owned[0]
+				fit := fits(int(p.Size))
 				ok := src.TrySubmit(p)
 				if ok && len(submitted) >= cfg.QueueSize {
 					t.Fatalf("TrySubmit accepted a %dth entry into a queue of %d", len(submitted)+1, cfg.QueueSize)
 				}
-				if !ok && !sinkDirty && len(submitted) < cfg.QueueSize {
+				if ok && !fit {
+					t.Fatalf("TrySubmit accepted %d bytes over the bound of %d (%d in flight)", p.Size, queueBytes, inFlightBytes(inFlightAt))
+				}
+				if !ok && fit && !sinkDirty && len(submitted) < cfg.QueueSize {
 					// The sink published everything: only a truly full queue refuses.
 					t.Fatalf("TrySubmit refused with %d of %d entries used", len(submitted), cfg.QueueSize)
 				}
 				if ok {
 					owned = owned[1:]
 					submitted = append(submitted, int(p.Offload().GSOSize))
-					inFlightAt[p.Offset] = true
+					inFlightAt[p.Offset] = int(p.Size)
 					srcDirty = true
 				}
 			},
@@ -179,7 +200,11 @@ func TestStreamModel(t *testing.T) {
 					t.Skip("frames are numbered in the order they are submitted")
 				}
 				size := rapid.IntRange(8, min(cfg.MaxFrame(), 3*BlockSize)).Draw(t, "size")
+				fit := fits(size)
 				b, ok := src.Reserve(size)
+				if ok && !fit {
+					t.Fatalf("Reserve accepted %d bytes over the bound of %d (%d in flight)", size, queueBytes, inFlightBytes(inFlightAt))
+				}
 				if !ok {
 					if !sinkDirty && len(submitted) < cfg.QueueSize && src.alloc.inUse == 0 {
 						t.Fatalf("Reserve refused with %d of %d entries used and the buffer empty", len(submitted), cfg.QueueSize)
@@ -198,7 +223,7 @@ func TestStreamModel(t *testing.T) {
 						t.Fatalf("reserved frame at %d overlaps %+v", off, q)
 					}
 				}
-				if inFlightAt[off] {
+				if inFlightAt[off] > 0 {
 					t.Fatalf("frame at %d reserved while in flight", off)
 				}
 				fill(b, seq)
@@ -206,7 +231,7 @@ func TestStreamModel(t *testing.T) {
 				src.Commit(sent, netdev.Offload{GSOSize: uint16(seq), CsumOffset: uint16(seq >> 3), Flags: netdev.OffloadNeedsCsum})
 				submitted = append(submitted, seq)
 				seq++
-				inFlightAt[off] = true
+				inFlightAt[off] = sent
 				srcDirty = true
 			},
 			"sourceWakeup": func(t *rapid.T) { src.Wakeup(); srcDirty = false },
@@ -340,6 +365,12 @@ func TestStreamModel(t *testing.T) {
 				}
 			},
 			"": func(t *rapid.T) {
+				if n := inFlightBytes(inFlightAt); src.InFlightBytes() != n {
+					t.Fatalf("source counts %d bytes in flight, model %d", src.InFlightBytes(), n)
+				}
+				if n := inFlightBytes(inFlightAt); queueBytes > 0 && len(inFlightAt) > 1 && n > queueBytes {
+					t.Fatalf("%d bytes in %d frames in flight over the bound of %d", n, len(inFlightAt), queueBytes)
+				}
 				if src.InFlight() != len(submitted)+len(sinkHeld)+len(acked) {
 					t.Fatalf("source counts %d in flight, model %d", src.InFlight(), len(submitted)+len(sinkHeld)+len(acked))
 				}

@@ -16,11 +16,15 @@ type Source struct {
 	alloc     allocator
 	bulkStart uint64
 	maxFrame  int
-	inFlight  int  // submitted, not yet taken back by GetAcked
-	wantSpace bool // the last try found the submit queue full
-	reserved  int  // block of the frame Reserve returned, not yet committed; -1: none
-	marks     netdev.Marks
-	epoch     time.Time // the marks' clock starts here
+	inFlight  int // submitted, not yet taken back by GetAcked
+	// inFlightBytes are those frames' bytes; queueBytes bounds them (0: no bound but the
+	// queue's descriptors and the buffer), see SetQueueBytes.
+	inFlightBytes int
+	queueBytes    int
+	wantSpace     bool // the last try found the submit queue full
+	reserved      int  // block of the frame Reserve returned, not yet committed; -1: none
+	marks         netdev.Marks
+	epoch         time.Time // the marks' clock starts here
 }
 
 // OpenSource maps the stream and returns its source side.
@@ -81,7 +85,7 @@ func (s *Source) Reserve(size int) ([]byte, bool) {
 		s.alloc.release(s.reserved)
 		s.reserved = -1
 	}
-	if !s.CanSubmit() || size <= 0 || size > s.maxFrame {
+	if !s.CanSubmit() || size <= 0 || size > s.maxFrame || !s.bytesFit(size) {
 		return nil, false
 	}
 	b := s.alloc.alloc(size)
@@ -117,6 +121,7 @@ func (s *Source) submitted(b int, size uint32) {
 	st := &s.alloc.block[b]
 	st.state, st.size = blockSubmitted, size
 	s.inFlight++
+	s.inFlightBytes += int(size)
 	s.frames++
 	s.bytes += uint64(size)
 }
@@ -151,6 +156,10 @@ func (s *Source) owned(p Packet, what string) int {
 // p must come from Alloc (its Size may have been lowered) and not be submitted already.
 func (s *Source) TrySubmit(p Packet) bool {
 	b := s.owned(p, "submit")
+	if !s.bytesFit(int(p.Size)) {
+		s.wantSpace = true
+		return false
+	}
 	if !s.submit.put(uint64(p.Offset), p.Size, p.gso, p.csum) {
 		s.wantSpace = true
 		return false
@@ -181,6 +190,7 @@ func (s *Source) GetAcked() (Packet, bool) {
 		}
 		s.alloc.block[b].state = blockOwned
 		s.inFlight--
+		s.inFlightBytes -= int(size)
 		return Packet{Offset: uint32(off), Size: size, gso: gso, csum: csum}, true
 	}
 }
@@ -189,7 +199,7 @@ func (s *Source) GetAcked() (Packet, bool) {
 // with one look at the ack queue's index, and returns how many.
 func (s *Source) ReleaseAcked() int {
 	n := s.ack.ready(s.ack.size)
-	released := 0
+	released, bytes := 0, 0
 	for i := range n {
 		t := s.ack.tail + i
 		e := s.ack.entry(t)
@@ -201,9 +211,11 @@ func (s *Source) ReleaseAcked() int {
 		}
 		s.alloc.release(b)
 		released++
+		bytes += int(size)
 	}
 	s.ack.advance(n)
 	s.inFlight -= released
+	s.inFlightBytes -= bytes
 	return released
 }
 
@@ -225,18 +237,37 @@ func (s *Source) Release(p Packet) {
 	s.alloc.release(s.owned(p, "release"))
 }
 
-// CanSubmit reports whether the submit queue has room (Genode's ready_to_submit).
+// CanSubmit reports whether the submit queue has room (Genode's ready_to_submit): a
+// descriptor, and bytes below the bound SetQueueBytes set.
 func (s *Source) CanSubmit() bool {
-	ok := s.submit.space()
+	ok := s.submit.space() && (s.queueBytes == 0 || s.inFlightBytes < s.queueBytes)
 	s.wantSpace = !ok
 	return ok
 }
+
+// bytesFit reports whether a frame of size bytes may be submitted under the bound of
+// SetQueueBytes: when the bytes in flight stay within it, or none are in flight (a frame
+// larger than the bound goes alone).
+func (s *Source) bytesFit(size int) bool {
+	return s.queueBytes == 0 || s.inFlightBytes == 0 || s.inFlightBytes+size <= s.queueBytes
+}
+
+// SetQueueBytes bounds the bytes submitted and not yet acknowledged (0: no bound but the
+// queue's descriptors and the buffer): the stream's queue is then bounded by bytes as well
+// as descriptors, so that a stream of large frames (TCP super-frames of 64 KiB) holds no
+// more time's worth of traffic than one of small ones. Reserve, TrySubmit and CanSubmit
+// refuse what would go over it, as they refuse when the queue is full; Submit waits. The
+// bound is the source's alone: the sink needs not know it.
+func (s *Source) SetQueueBytes(n int) { s.queueBytes = max(n, 0) }
 
 // AckAvail reports whether an acknowledgement is waiting.
 func (s *Source) AckAvail() bool { return s.ack.avail() }
 
 // InFlight is the number of packets submitted and not yet taken back by GetAcked.
 func (s *Source) InFlight() int { return s.inFlight }
+
+// InFlightBytes are the bytes of those packets.
+func (s *Source) InFlightBytes() int { return s.inFlightBytes }
 
 // Wakeup publishes what the try calls did and sends the sink at most one signal, and only if
 // it armed itself to sleep: packet_avail for new packets, ready_to_ack for freed ack entries.
@@ -267,9 +298,13 @@ func (s *Source) Wakeup() {
 }
 
 // Submit is the eager submit: it waits while the submit queue is full, then publishes and
-// signals at once.
+// signals at once. Over the bound of SetQueueBytes it fails with ErrExhausted: only the
+// caller's collecting acknowledgements (GetAcked, WaitAcked) makes room in bytes.
 func (s *Source) Submit(p Packet) error {
 	for !s.TrySubmit(p) {
+		if !s.bytesFit(int(p.Size)) {
+			return ErrExhausted
+		}
 		if err := s.own.Wait(); err != nil {
 			return err
 		}
@@ -298,7 +333,7 @@ func (s *Source) WaitAcked() (Packet, error) {
 // ready, arm and disarm make a Source an Endpoint of a Waiter: it waits for acknowledgements
 // while packets are in flight, and for submit space after it found the queue full.
 func (s *Source) ready() bool {
-	return (s.inFlight > 0 && s.ack.avail()) || (s.wantSpace && s.submit.space())
+	return (s.inFlight > 0 && s.ack.avail()) || (s.wantSpace && s.submit.space() && (s.queueBytes == 0 || s.inFlightBytes < s.queueBytes))
 }
 
 func (s *Source) arm() {

@@ -1,11 +1,15 @@
-package ipxe
+// Package dql is a dynamic queue limit over bytes, Linux's byte queue limits
+// (lib/dynamic_queue_limits.c) written anew: a limit on the bytes handed to a queue's
+// consumer and not yet completed, learned from completions. ipxe_nic bounds its TX ring with
+// one (tx_bql), nic_router the egress packet stream below its <fq-codel> scheduler.
+package dql
 
 import (
 	"math"
 	"time"
 )
 
-// dql is a dynamic queue limit over bytes, the idea of Linux's byte queue limits
+// Limit is a dynamic queue limit over bytes, the idea of Linux's byte queue limits
 // (lib/dynamic_queue_limits.c): a limit on the bytes handed to the NIC and not yet completed,
 // learned from completions, so that the TX ring holds what keeps the wire busy until the next
 // completion and no more, and frames beyond it wait upstream, where a scheduler can order
@@ -14,9 +18,10 @@ import (
 // interval sent; it shrinks by the least slack (in flight beyond what the wire needed) seen
 // over a hold time in which the queue stayed busy.
 //
-// The driver's event loop owns it: no locks, no allocation; the clock is handed in. Totals
+// The caller's event loop owns it (the driver's, the router's): no locks, no allocation; the
+// clock is handed in. Totals
 // run free in uint32 and are compared by difference, so they may wrap.
-type dql struct {
+type Limit struct {
 	min, max uint32
 	hold     time.Duration
 
@@ -34,20 +39,20 @@ type dql struct {
 	slackStart  time.Duration
 }
 
-// newDQL makes a limit between min and max bytes that shrinks after hold, starting at min.
-func newDQL(min, max uint32, hold time.Duration, now time.Duration) dql {
-	q := dql{min: min, max: max, hold: hold}
-	q.reset(now)
+// New makes a limit between min and max bytes that shrinks after hold, starting at min.
+func New(min, max uint32, hold time.Duration, now time.Duration) Limit {
+	q := Limit{min: min, max: max, hold: hold}
+	q.Reset(now)
 	return q
 }
 
-// reset forgets what is in flight and what was learned: the ring was reset at now.
-func (q *dql) reset(now time.Duration) {
-	*q = dql{min: q.min, max: q.max, hold: q.hold, limit: q.min, lowestSlack: math.MaxUint32, slackStart: now}
+// Reset forgets what is in flight and what was learned: the queue was reset at now.
+func (q *Limit) Reset(now time.Duration) {
+	*q = Limit{min: q.min, max: q.max, hold: q.hold, limit: q.min, lowestSlack: math.MaxUint32, slackStart: now}
 }
 
 // Queued counts a frame of bytes handed to the NIC.
-func (q *dql) Queued(bytes uint32) {
+func (q *Limit) Queued(bytes uint32) {
 	q.queued += bytes
 	q.lastFrame = bytes
 }
@@ -55,20 +60,20 @@ func (q *dql) Queued(bytes uint32) {
 // Avail is how many more bytes the limit admits, negative once in flight exceeds it: the
 // driver hands the NIC another frame only while it is not negative, so in flight stays at most
 // the limit plus one frame.
-func (q *dql) Avail() int {
+func (q *Limit) Avail() int {
 	return int(q.limit) - int(q.InFlight())
 }
 
 // InFlight is the bytes queued and not yet completed.
-func (q *dql) InFlight() uint32 { return q.queued - q.completed }
+func (q *Limit) InFlight() uint32 { return q.queued - q.completed }
 
 // Limit is the limit in bytes.
-func (q *dql) Limit() uint32 { return q.limit }
+func (q *Limit) Limit() uint32 { return q.limit }
 
 // Completed counts bytes the NIC finished with at now and moves the limit. More bytes than
 // are in flight is the caller's error (Linux's BUG_ON): they are clamped to what is in
 // flight and ok is false.
-func (q *dql) Completed(bytes uint32, now time.Duration) (ok bool) {
+func (q *Limit) Completed(bytes uint32, now time.Duration) (ok bool) {
 	inFlight := q.InFlight()
 	ok = bytes <= inFlight
 	bytes = min(bytes, inFlight)

@@ -1,4 +1,4 @@
-package ipxe
+package dql
 
 import (
 	"math"
@@ -15,7 +15,7 @@ const (
 )
 
 // fill queues frames of size bytes while the limit admits them, as the driver does.
-func (q *dql) fill(size uint32) {
+func (q *Limit) fill(size uint32) {
 	for q.Avail() >= 0 {
 		q.Queued(size)
 	}
@@ -24,7 +24,7 @@ func (q *dql) fill(size uint32) {
 // TestDQLStarvationGrows: a queue the limit held back that then ran empty grows the limit
 // by what the interval sent, until the queue no longer runs dry between completions.
 func TestDQLStarvationGrows(t *testing.T) {
-	q := newDQL(0, testMax, testHold, 0)
+	q := New(0, testMax, testHold, 0)
 	q.Queued(testFrame) // a limit of 0 still admits one frame
 	if q.Avail() >= 0 {
 		t.Fatalf("Avail %d after a frame over a limit of 0, want negative", q.Avail())
@@ -54,7 +54,7 @@ func TestDQLStarvationGrows(t *testing.T) {
 // TestDQLSlackShrinks: a queue busy through every interval with far more in flight than an
 // interval completes keeps its limit for the hold time, then loses the least slack seen.
 func TestDQLSlackShrinks(t *testing.T) {
-	q := newDQL(0, testMax, testHold, 0)
+	q := New(0, testMax, testHold, 0)
 	// Starve it up to a large limit: complete everything each time.
 	now := time.Duration(0)
 	for q.Limit() < 200_000 {
@@ -86,7 +86,7 @@ func TestDQLSlackShrinks(t *testing.T) {
 // pushed.
 func TestDQLBounds(t *testing.T) {
 	const lo, hi = 4000, 10000
-	q := newDQL(lo, hi, testHold, 0)
+	q := New(lo, hi, testHold, 0)
 	if q.Limit() != lo {
 		t.Fatalf("limit %d at start, want min %d", q.Limit(), lo)
 	}
@@ -107,7 +107,7 @@ func TestDQLBounds(t *testing.T) {
 	if q.Limit() != lo {
 		t.Errorf("limit %d after persistent slack, want min %d", q.Limit(), lo)
 	}
-	q.reset(now)
+	q.Reset(now)
 	if q.Limit() != lo || q.InFlight() != 0 {
 		t.Errorf("after reset: limit %d, in flight %d; want %d, 0", q.Limit(), q.InFlight(), lo)
 	}
@@ -116,7 +116,7 @@ func TestDQLBounds(t *testing.T) {
 // TestDQLOvercompletion: completing more than is in flight is refused as an error and clamped,
 // where Linux stops the kernel.
 func TestDQLOvercompletion(t *testing.T) {
-	q := newDQL(0, testMax, testHold, 0)
+	q := New(0, testMax, testHold, 0)
 	q.Queued(testFrame)
 	if q.Completed(2*testFrame, time.Millisecond) {
 		t.Error("completing twice what was in flight was accepted")
@@ -142,9 +142,9 @@ func TestDQLProperties(t *testing.T) {
 		lo := rapid.Uint32Range(0, 64<<10).Draw(t, "min")
 		hi := rapid.Uint32Range(lo, 1<<20).Draw(t, "max")
 		hold := time.Duration(rapid.Int64Range(0, int64(2*time.Second)).Draw(t, "hold"))
-		q := newDQL(lo, hi, hold, 0)
+		q := New(lo, hi, hold, 0)
 		// w runs the same with totals just short of wrapping.
-		w := newDQL(lo, hi, hold, 0)
+		w := New(lo, hi, hold, 0)
 		w.queued, w.completed, w.prevQueued = math.MaxUint32-5000, math.MaxUint32-5000, math.MaxUint32-5000
 		now := time.Duration(0)
 		for range rapid.IntRange(1, 200).Draw(t, "steps") {
@@ -154,7 +154,7 @@ func TestDQLProperties(t *testing.T) {
 					if q.Avail() < 0 {
 						break
 					}
-					size := rapid.Uint32Range(60, BufSize).Draw(t, "size")
+					size := rapid.Uint32Range(60, 2048).Draw(t, "size")
 					q.Queued(size)
 					w.Queued(size)
 					if q.InFlight() > q.Limit()+size {

@@ -1,0 +1,222 @@
+package iperf
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nicstack/nicstack/bench"
+	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// --fq-codel on,off runs every point of the matrix with <fq-codel/> in every domain of the
+// nic_router's config and without any, in the same rounds (docs/isolation.md), and prints
+// what the issue's targets compare: the 1-byte round trip under load against idle, the
+// throughput with against without, and where each hop's queue stood while traffic flowed.
+
+// fqCodelValues checks --fq-codel.
+func (o *Options) fqCodelValues(sc *scenario) ([]string, error) {
+	for _, v := range o.FQCodel {
+		if v != "on" && v != "off" {
+			return nil, fmt.Errorf("--fq-codel %q: expected on or off", v)
+		}
+	}
+	if len(o.FQCodel) > 0 && sc.routerConfig() == nil {
+		return nil, fmt.Errorf("--fq-codel: the scenario has no %s with a <config>", routerBinary)
+	}
+	return o.FQCodel, nil
+}
+
+// withFQCodel is the matrix with each point once per --fq-codel value.
+func withFQCodel(matrix []setting, values []string) []setting {
+	if len(values) == 0 {
+		return matrix
+	}
+	var out []setting
+	for _, m := range matrix {
+		for _, v := range values {
+			m.fq = v
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// routerConfig is the nic_router's <config>, nil without one.
+func (sc *scenario) routerConfig() *config.Node {
+	for _, st := range sc.root.Subs("start") {
+		if st.Name() == sc.roles[routerBinary] && startBinary(st) == routerBinary {
+			return st.Sub("config")
+		}
+	}
+	return nil
+}
+
+// patchFQCodel puts <fq-codel/> (defaults) into every domain of the router's config (on), or
+// takes every <fq-codel> out (off).
+func (sc *scenario) patchFQCodel(v string) {
+	cfg := sc.routerConfig()
+	if cfg == nil || v == "" {
+		return
+	}
+	for _, d := range cfg.Subs("domain") {
+		kept := d.Nodes[:0]
+		for _, n := range d.Nodes {
+			if n.Type != "fq-codel" {
+				kept = append(kept, n)
+			}
+		}
+		d.Nodes = kept
+		if v == "on" {
+			d.Nodes = append(d.Nodes, &config.Node{Type: "fq-codel", Pos: d.Pos})
+		}
+	}
+}
+
+// queueFigure is where one hop's queue stood while traffic flowed: medians over the status
+// samples of a run (then over the runs), and the largest sample.
+type queueFigure struct {
+	Frames    float64 `json:"frames"`
+	Bytes     float64 `json:"bytes"`
+	SojournUS float64 `json:"sojourn_us"`
+	MaxFrames float64 `json:"max_frames"`
+}
+
+// queueSamples collects each hop's samples of one run, by "component: hop".
+type queueSamples map[string][]supervisor.QueueStatus
+
+func (q queueSamples) add(st supervisor.Status) {
+	for _, c := range st.Components {
+		for _, h := range c.Queues {
+			k := c.Name + ": " + h.Hop
+			q[k] = append(q[k], h)
+		}
+	}
+}
+
+func (q queueSamples) figures() map[string]queueFigure {
+	if len(q) == 0 {
+		return nil
+	}
+	out := map[string]queueFigure{}
+	for k, s := range q {
+		f := queueFigure{
+			Frames:    bench.Median(s, func(h supervisor.QueueStatus) float64 { return float64(h.Frames) }),
+			Bytes:     bench.Median(s, func(h supervisor.QueueStatus) float64 { return float64(h.Bytes) }),
+			SojournUS: bench.Median(s, func(h supervisor.QueueStatus) float64 { return float64(h.Sojourn) / float64(time.Microsecond) }),
+		}
+		for _, h := range s {
+			f.MaxFrames = max(f.MaxFrames, float64(h.Frames))
+		}
+		out[k] = f
+	}
+	return out
+}
+
+// medianQueues is the median of each hop's figures over runs.
+func medianQueues(runs []point) map[string]queueFigure {
+	out := map[string]queueFigure{}
+	for _, r := range runs {
+		for k := range r.Queues {
+			var has []point
+			for _, x := range runs {
+				if _, ok := x.Queues[k]; ok {
+					has = append(has, x)
+				}
+			}
+			med := func(f func(queueFigure) float64) float64 {
+				return bench.Median(has, func(p point) float64 { return f(p.Queues[k]) })
+			}
+			out[k] = queueFigure{
+				Frames:    med(func(q queueFigure) float64 { return q.Frames }),
+				Bytes:     med(func(q queueFigure) float64 { return q.Bytes }),
+				SojournUS: med(func(q queueFigure) float64 { return q.SojournUS }),
+				MaxFrames: med(func(q queueFigure) float64 { return q.MaxFrames }),
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// writeFQCodel prints, per direction and driver setting, the issue's comparison of fq-codel
+// on against off, and each hop's queue under load with both.
+func writeFQCodel(out io.Writer, points []point) {
+	type key struct{ dir, setting string }
+	pairs := map[key][2]*point{}
+	var keys []key
+	for i := range points {
+		p := &points[i]
+		if p.FQCodel == "" || p.Runs == 0 {
+			continue
+		}
+		bare := *p
+		bare.FQCodel = ""
+		k := key{p.Direction, bare.label()}
+		if p.IP == ipv6 {
+			k.setting += " IPv6"
+		}
+		pr, seen := pairs[k]
+		if !seen {
+			keys = append(keys, k)
+		}
+		if p.FQCodel == "on" {
+			pr[0] = p
+		} else {
+			pr[1] = p
+		}
+		pairs[k] = pr
+	}
+	if len(keys) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nfq-codel on against off (issue 33's targets: loaded 1 B p99 at most 2x idle, throughput at least 0.97x)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "direction\tsetting\tfq-codel\tMbit/s\tidle p99 µs\tload p99 µs\tload/idle\ton/off Mbit/s\t")
+	for _, k := range keys {
+		pr := pairs[k]
+		for j, p := range pr {
+			if p == nil {
+				continue
+			}
+			ratio := "-"
+			if j == 0 && pr[1] != nil && pr[1].Mbps > 0 {
+				ratio = fmt.Sprintf("%.3f", p.Mbps/pr[1].Mbps)
+			}
+			idle, load := p.RRP99us, p.RRLoadP99us
+			lr := "-"
+			if p.RRLoadRatio > 0 {
+				lr = fmt.Sprintf("%.1f", p.RRLoadRatio)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n", k.dir, k.setting, p.FQCodel, p.Mbps, idle, load, lr, ratio)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(out, "\nqueues while traffic flowed (medians of the status samples; max: the largest sample)")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "direction\tfq-codel\thop\tframes\tbytes\tsojourn µs\tmax frames\t")
+	for _, k := range keys {
+		for _, p := range pairs[k] {
+			if p == nil {
+				continue
+			}
+			hops := make([]string, 0, len(p.Queues))
+			for h, q := range p.Queues {
+				if q.MaxFrames > 0 {
+					hops = append(hops, h)
+				}
+			}
+			sort.Strings(hops)
+			for _, h := range hops {
+				q := p.Queues[h]
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", k.dir, p.FQCodel, h, q.Frames, q.Bytes, q.SojournUS, q.MaxFrames)
+			}
+		}
+	}
+	tw.Flush()
+}
