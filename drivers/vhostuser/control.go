@@ -15,6 +15,9 @@ import (
 // the guest's memory unmapped and Read and Write return ErrClosed once Serve has returned.
 func (d *Device) Serve() (err error) {
 	defer d.shutdown()
+	if c := d.ctrlQueue(); c != nil {
+		go d.serveCtrl(c)
+	}
 	var hdr [msgHdrLen]byte
 	payload := make([]byte, maxPayload)
 	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
@@ -116,7 +119,7 @@ func (d *Device) handle(m *message, fds []int) error {
 	var err error
 	switch m.request {
 	case reqGetFeatures:
-		reply = le.AppendUint64(nil, offeredFeatures)
+		reply = le.AppendUint64(nil, d.offered())
 	case reqSetFeatures:
 		err = d.setFeatures(m.u64)
 	case reqGetProtocolFeatures:
@@ -130,7 +133,7 @@ func (d *Device) handle(m *message, fds []int) error {
 			d.mu.Unlock()
 		}
 	case reqGetQueueNum:
-		reply = le.AppendUint64(nil, 1)
+		reply = le.AppendUint64(nil, uint64(d.pairs))
 	case reqSetOwner:
 	case reqResetOwner:
 		unlock := d.lockAll()
@@ -184,8 +187,8 @@ func (d *Device) protocolFeatures() bool {
 }
 
 func (d *Device) setFeatures(f uint64) error {
-	if f&^offeredFeatures != 0 {
-		return fmt.Errorf("SET_FEATURES: %#x were not offered (%#x)", f&^uint64(offeredFeatures), uint64(offeredFeatures))
+	if f&^d.offered() != 0 {
+		return fmt.Errorf("SET_FEATURES: %#x were not offered (%#x)", f&^d.offered(), d.offered())
 	}
 	unlock := d.lockAll()
 	defer unlock()
@@ -198,6 +201,13 @@ func (d *Device) setFeatures(f uint64) error {
 	}
 	for i := range d.q {
 		d.q[i].eventIdx = f&featEventIdx != 0
+	}
+	// With the control queue the driver's: one pair until it sets more (virtio-net 5.1.6.5.5);
+	// else the front end enables the pairs' rings.
+	if f&featCtrlVQ != 0 {
+		d.active.Store(1)
+	} else {
+		d.active.Store(int32(d.pairs))
 	}
 	return nil
 }
@@ -235,7 +245,12 @@ func (q *queue) translate() error {
 		q.mem.front(q.addr.avail, availLen(q.num)), q.mem.front(q.addr.used, usedLen(q.num)))
 }
 
+// queue returns the ring m is about; nil (no error) for a ring past the device's that is
+// ignored (ignoreRing).
 func (d *Device) queue(m *message) (*queue, error) {
+	if d.ignoreRing(m.index) {
+		return nil, nil
+	}
 	if m.index >= uint32(len(d.q)) {
 		return nil, fmt.Errorf("%s: queue %d, the device has %d", reqName(m.request), m.index, len(d.q))
 	}
@@ -247,6 +262,12 @@ func (d *Device) vring(m *message) ([]byte, error) {
 	q, err := d.queue(m)
 	if err != nil {
 		return nil, err
+	}
+	if q == nil {
+		if m.request == reqGetVringBase {
+			return le.AppendUint32(le.AppendUint32(nil, m.index), 0), nil
+		}
+		return nil, nil
 	}
 	protocol := d.protocolFeatures()
 	q.mu.Lock()
@@ -311,7 +332,7 @@ func (d *Device) vringFD(m *message, fds []int) error {
 	if err == nil && len(fds) == 1 {
 		err = checkEventfd(fds[0], m)
 	}
-	if err != nil {
+	if err != nil || q == nil {
 		closeAll(fds)
 		return err
 	}
