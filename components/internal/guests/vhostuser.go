@@ -5,7 +5,9 @@ import (
 	"net"
 	"sync"
 
+	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/drivers/vhostuser"
+	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/nicbridge"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
@@ -17,6 +19,11 @@ import (
 // through nicbridge, as the netns guest binds its TAP. One front end at a time: each
 // connection gets a fresh device, and a new connection ends the old one, so a QEMU that
 // was killed and starts again gets a fresh session.
+//
+// With queues="N" the device offers N queue pairs; each pair's transmit queue has a reader
+// of its own, a goroutine on a thread pinned to one of the component's cpus (pair p on the
+// p-th, round), feeding the one Nic session a burst at a time; the session's frames go to
+// the guest through one writer that steers each flow to a pair (drivers/vhostuser).
 type VhostUser struct {
 	c      *component.Component
 	listen func(path string) (*net.UnixListener, error)
@@ -24,6 +31,8 @@ type VhostUser struct {
 	vstats *vhostuser.Stats
 	ln     *net.UnixListener
 	served sync.WaitGroup
+	queues int          // queue pairs offered
+	cpus   affinity.Set // the component's, which the pairs' readers are pinned within
 
 	mu       sync.Mutex
 	stopping bool
@@ -39,6 +48,16 @@ func NewVhostUser(c *component.Component, listen func(string) (*net.UnixListener
 }
 
 func (g *VhostUser) Configure(typed any) error {
+	if g.ln == nil {
+		cfg, err := component.ConfigOf[guest.Config](typed)
+		if err != nil {
+			return err
+		}
+		g.queues = cfg.Queues
+		if g.cpus, err = affinity.Current(); err != nil {
+			return err
+		}
+	}
 	return configureSocketGuest(g.c, typed, g.listen, &g.ln, &g.served, g.accept)
 }
 
@@ -51,6 +70,7 @@ func (g *VhostUser) accept() {
 		if err != nil {
 			return // closed by Stop
 		}
+		dev.SetQueuePairs(g.queues) // checked by the config
 		g.mu.Lock()
 		if g.dev != nil {
 			g.dev.Close()
@@ -83,13 +103,24 @@ func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
 		}
 	}
 	g.mu.Unlock()
-	g.c.Log.Info("front end connected", "connection", g.vstats.Sessions.Load())
+	g.c.Log.Info("front end connected", "connection", g.vstats.Sessions.Load(), "queue_pairs", g.queues)
 	go func() {
 		if err := dev.Serve(); err != nil {
 			g.c.Log.Warn("front end refused; its connection ends", "err", err)
 		}
 	}()
+	var readers sync.WaitGroup
+	for p := 1; p < g.queues; p++ {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			g.pin(p)
+			nic.RunReader(dev.Pair(p), nil)
+		}()
+	}
+	g.pin(0)
 	nic.Run(nil) // until the connection ends: Read returns ErrClosed
+	readers.Wait()
 	<-dev.Done()
 	g.mu.Lock()
 	nic.Detach()
@@ -99,6 +130,16 @@ func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
 	}
 	g.mu.Unlock()
 	g.c.Log.Info("front end disconnected")
+}
+
+// pin binds the calling goroutine's thread to pair p's cpu, with more than one pair.
+func (g *VhostUser) pin(p int) {
+	if g.queues == 1 || len(g.cpus) == 0 {
+		return
+	}
+	if err := affinity.Pin(g.cpus[p%len(g.cpus)]); err != nil {
+		g.c.Log.Warn("pinning a queue pair's reader", "pair", p, "err", err)
+	}
 }
 
 func (g *VhostUser) Open(s *component.Session) error {
