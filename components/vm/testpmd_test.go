@@ -94,12 +94,22 @@ func startTestpmd(t *testing.T, name, huge, sock string, queues int, packed bool
 	}
 	args := []string{"-l", "0-1", "--no-pci", "--file-prefix", fmt.Sprintf("nicstack-mq-%s-%d", name, os.Getpid()),
 		"--huge-dir", huge, "-m", "128", "--single-file-segments", "--vdev", vdev, "--",
-		"--nb-cores=1", fmt.Sprintf("--rxq=%d", queues), fmt.Sprintf("--txq=%d", queues), "--total-num-mbufs=4096"}
+		"--nb-cores=1", "--disable-link-check", "--no-lsc-interrupt", fmt.Sprintf("--rxq=%d", queues), fmt.Sprintf("--txq=%d", queues), "--total-num-mbufs=4096"}
 	p := &testpmd{out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(testpmdBinary, append(args, mode...)...)
+	// Line-buffered: testpmd's output to a pipe is otherwise held until it exits.
+	p.cmd = exec.Command("stdbuf", append([]string{"-oL", testpmdBinary}, append(args, mode...)...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// Without a command line testpmd forwards until a line (or EOF) on its input: a pipe
+	// that stays open keeps it running until SIGINT.
+	in, hold, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdin = in
+	defer in.Close()
+	t.Cleanup(func() { hold.Close() })
 	p.cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	if err = p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.cmd.Wait(); close(p.exited) }()
@@ -162,7 +172,7 @@ func (p *testpmd) stop(t *testing.T, queues int) (rx, tx []uint64) {
 // on every queue. Sent on a queue counts more than its ring holds, so the back end took them.
 func TestTestpmdMultiQueue(t *testing.T) {
 	testutil.RequireRoot(t)
-	testutil.RequireCommand(t, testpmdBinary)
+	testutil.RequireCommand(t, testpmdBinary, "stdbuf")
 	for _, queues := range []int{1, 2, 4} {
 		for _, packed := range []bool{false} {
 			t.Run(fmt.Sprintf("%d queues %s", queues, map[bool]string{false: "split", true: "packed"}[packed]), func(t *testing.T) {
