@@ -30,7 +30,7 @@ const testpmdScenario = `<config>
 	<default caps="100" ram="64M"/>
 	<start name="nic_router" ram="32M">
 		<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
-		<config verbose_packets="yes">
+		<config>
 			<policy label_prefix="vm1" domain="one"/>
 			<policy label_prefix="vm2" domain="two"/>
 			<domain name="one" interface="10.0.1.1/24">
