@@ -167,14 +167,14 @@ func (p *testpmd) stop(t *testing.T, queues int) (rx, tx []uint64) {
 }
 
 // DPDK's virtio-user as the vhost-user front end of two vms with 1, 2 and 4 queue pairs, split
-// rings: testpmd sends UDP flows on every queue of vm1 (txonly, flows varied), nic_router
+// and packed rings: testpmd sends UDP flows on every queue of vm1 (txonly, flows varied), nic_router
 // forwards them to vm2, whose testpmd (icmpecho: it answers the router's ARP) receives them
 // on every queue. Sent on a queue counts more than its ring holds, so the back end took them.
 func TestTestpmdMultiQueue(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, testpmdBinary, "stdbuf")
 	for _, queues := range []int{1, 2, 4} {
-		for _, packed := range []bool{false} {
+		for _, packed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d queues %s", queues, map[bool]string{false: "split", true: "packed"}[packed]), func(t *testing.T) {
 				testpmdRun(t, queues, packed)
 			})
@@ -219,6 +219,9 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 		if got[q] == 0 {
 			t.Errorf("queue %d received nothing", q)
 		}
+	}
+	if want := fmt.Sprintf("packed=%v", packed); strings.Count(r.Logs.String(), want) < 2 {
+		t.Errorf("the vms' logs do not say %s", want)
 	}
 	vm2 := r.Component("vm2").Counters
 	if r.Component("vm1").Counters["vhost_faults"] != 0 || vm2["vhost_faults"] != 0 || vm2["vhost_tx_frames"] == 0 {
