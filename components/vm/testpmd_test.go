@@ -88,7 +88,7 @@ type testpmd struct {
 
 func startTestpmd(t *testing.T, name, huge, sock string, queues int, packed bool, mode ...string) *testpmd {
 	t.Helper()
-	vdev := fmt.Sprintf("net_virtio_user0,path=%s,queues=%d,packed_vq=%d", sock, queues, map[bool]int{false: 0, true: 1}[packed])
+	vdev := fmt.Sprintf("net_virtio_user0,path=%s,queues=%d,in_order=1,packed_vq=%d", sock, queues, map[bool]int{false: 0, true: 1}[packed])
 	if queues > 1 {
 		vdev += ",cq=1"
 	}
@@ -220,8 +220,10 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 			t.Errorf("queue %d received nothing", q)
 		}
 	}
-	if want := fmt.Sprintf("packed=%v", packed); strings.Count(r.Logs.String(), want) < 2 {
-		t.Errorf("the vms' logs do not say %s", want)
+	for _, want := range []string{fmt.Sprintf("packed=%v", packed), "in_order=true"} {
+		if strings.Count(r.Logs.String(), want) < 2 {
+			t.Errorf("the vms' logs do not say %s", want)
+		}
 	}
 	vm2 := r.Component("vm2").Counters
 	if r.Component("vm1").Counters["vhost_faults"] != 0 || vm2["vhost_faults"] != 0 || vm2["vhost_tx_frames"] == 0 {

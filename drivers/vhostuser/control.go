@@ -203,7 +203,7 @@ func (d *Device) setFeatures(f uint64) error {
 		d.q[i].eventIdx = f&featEventIdx != 0
 		d.q[i].setPacked(f&featRingPacked != 0)
 	}
-	d.log.Info("features negotiated", "features", fmt.Sprintf("%#x", f), "packed", f&featRingPacked != 0,
+	d.log.Info("features negotiated", "features", fmt.Sprintf("%#x", f), "packed", f&featRingPacked != 0, "in_order", f&featInOrder != 0,
 		"event_idx", f&featEventIdx != 0, "mrg_rxbuf", f&featMrgRxbuf != 0, "ctrl_vq", f&featCtrlVQ != 0)
 	// With the control queue the driver's: one pair until it sets more (virtio-net 5.1.6.5.5);
 	// else the front end enables the pairs' rings.

@@ -65,9 +65,9 @@ func (d *Device) QueuePairs() int { return d.pairs }
 // offered is the feature set the device offers.
 func (d *Device) offered() uint64 {
 	if d.pairs > 1 {
-		return offeredFeatures | featRingPacked | featMQ | featCtrlVQ
+		return offeredFeatures | featRingPacked | featInOrder | featMQ | featCtrlVQ
 	}
-	return offeredFeatures | featRingPacked
+	return offeredFeatures | featRingPacked | featInOrder
 }
 
 // ctrlQueue returns the control queue, nil without multi-queue.

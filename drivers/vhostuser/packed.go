@@ -16,6 +16,10 @@ import (
 // and checked as the split ring's is.
 const (
 	featRingPacked = 1 << 34
+	// featInOrder (VIRTIO_F_IN_ORDER): the device uses buffers in the order they were made
+	// available, which it does on every queue of either ring type (one used entry per
+	// buffer, not per batch).
+	featInOrder = 1 << 35
 
 	packedAvail = 1 << 7  // descriptor flags: available, as the driver's wrap counter
 	packedUsed  = 1 << 15 // used, as the device's wrap counter
