@@ -39,6 +39,7 @@ type fq struct {
 	num                uint16
 	desc, avail, used  uint64 // guest addresses
 	availIdx, usedSeen uint16
+	availWrap, usedWrap bool // a packed ring's wrap counters
 	kick, call, err    int
 	bufs               uint64 // guest address of this queue's buffers, bufSize each per descriptor
 }
@@ -238,7 +239,11 @@ func (fe *frontend) start(want uint64) {
 func (fe *frontend) startQueue(i uint32) {
 	q := &fe.q[i]
 	fe.must(reqSetVringNum, state(i, uint32(q.num)))
-	fe.must(reqSetVringBase, state(i, uint32(q.availIdx)))
+	base := uint32(q.availIdx)
+	if fe.features&featRingPacked != 0 { // slot 0, wrap counters 1
+		q.availWrap, q.usedWrap, base = true, true, 1<<15
+	}
+	fe.must(reqSetVringBase, state(i, base))
 	fe.must(reqSetVringAddr, vringAddrPayload(i, fe.uaddr(q.desc), fe.uaddr(q.used), fe.uaddr(q.avail)))
 	fe.must(reqSetVringKick, u64(uint64(i)), q.kick)
 	fe.must(reqSetVringCall, u64(uint64(i)), q.call)
