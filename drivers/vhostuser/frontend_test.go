@@ -36,12 +36,12 @@ type frontend struct {
 
 // fq is the driver's side of one queue.
 type fq struct {
-	num                uint16
-	desc, avail, used  uint64 // guest addresses
-	availIdx, usedSeen uint16
+	num                 uint16
+	desc, avail, used   uint64 // guest addresses
+	availIdx, usedSeen  uint16
 	availWrap, usedWrap bool // a packed ring's wrap counters
-	kick, call, err    int
-	bufs               uint64 // guest address of this queue's buffers, bufSize each per descriptor
+	kick, call, err     int
+	bufs                uint64 // guest address of this queue's buffers, bufSize each per descriptor
 }
 
 const (
