@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/drivers/vhostuser"
@@ -21,18 +22,20 @@ import (
 // was killed and starts again gets a fresh session.
 //
 // With queues="N" the device offers N queue pairs; each pair's transmit queue has a reader
-// of its own, a goroutine on a thread pinned to one of the component's cpus (pair p on the
-// p-th, round), feeding the one Nic session a burst at a time; the session's frames go to
+// of its own, a goroutine on a locked thread it pins to one of the component's cpus (pair p
+// on the p-th, round; the sandbox refuses that today, see pin), feeding the one Nic session
+// a burst at a time; the session's frames go to
 // the guest through one writer that steers each flow to a pair (drivers/vhostuser).
 type VhostUser struct {
-	c      *component.Component
-	listen func(path string) (*net.UnixListener, error)
-	stats  *nicbridge.Stats
-	vstats *vhostuser.Stats
-	ln     *net.UnixListener
-	served sync.WaitGroup
-	queues int          // queue pairs offered
-	cpus   affinity.Set // the component's, which the pairs' readers are pinned within
+	c        *component.Component
+	listen   func(path string) (*net.UnixListener, error)
+	stats    *nicbridge.Stats
+	vstats   *vhostuser.Stats
+	ln       *net.UnixListener
+	served   sync.WaitGroup
+	queues   int          // queue pairs offered
+	cpus     affinity.Set // the component's, which the pairs' readers are pinned within
+	unpinned atomic.Bool  // pinning failed once: said so
 
 	mu       sync.Mutex
 	stopping bool
@@ -132,13 +135,15 @@ func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
 	g.c.Log.Info("front end disconnected")
 }
 
-// pin binds the calling goroutine's thread to pair p's cpu, with more than one pair.
+// pin binds the calling goroutine's thread to pair p's cpu, with more than one pair. The
+// component sandbox refuses sched_setaffinity (a thread could leave the cpus its placement
+// gave it): the readers then run unpinned, which one line says.
 func (g *VhostUser) pin(p int) {
 	if g.queues == 1 || len(g.cpus) == 0 {
 		return
 	}
-	if err := affinity.Pin(g.cpus[p%len(g.cpus)]); err != nil {
-		g.c.Log.Warn("pinning a queue pair's reader", "pair", p, "err", err)
+	if err := affinity.Pin(g.cpus[p%len(g.cpus)]); err != nil && !g.unpinned.Swap(true) {
+		g.c.Log.Info("the queue pairs' readers run unpinned", "err", err)
 	}
 }
 
