@@ -104,6 +104,12 @@ func (d *domain) inherit(o *domain) {
 	if d.m.Interface6 == o.m.Interface6 {
 		d.nd = o.nd
 	}
+	if d.slaac != nil && o.slaac != nil {
+		d.slaac, d.ip6, d.nd = o.slaac, o.ip6, o.nd
+	}
+	if d.ra.from != nil && o.ra.from != nil { // what the RAs announced, to withdraw it
+		d.ra.announced, d.ra.withdrawn = o.ra.announced, o.ra.withdrawn
+	}
 	if d.dhcpClient != nil && o.dhcpClient != nil {
 		d.dhcpClient, d.ip = o.dhcpClient, o.ip
 		d.arp = o.arp

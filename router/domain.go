@@ -81,6 +81,7 @@ type domain struct {
 	ipRules, icmpRules []directRule
 	tcpRules, udpRules []transportRule
 	forward            [2]map[uint16]forwardRule // pTCP, pUDP
+	forward6           [2]map[uint16]forwardRule // those to IPv6 addresses (forward6.go)
 	// The rules with IPv6 dst prefixes (ipv6.go), apart so that IPv4's stay as they were.
 	ip6Rules, icmp6Rules []directRule
 	tcp6Rules, udp6Rules []transportRule
@@ -94,6 +95,7 @@ type domain struct {
 	nd       map[[16]byte]header.MAC
 	waiters6 map[[16]byte]*arpWaiter
 	ra       raState
+	slaac    *slaacClient // interface_ipv6="slaac" (slaac.go)
 
 	links map[flowKey]*side
 	// last is the side the previous lookup found: bulk transfers hit it frame after frame
@@ -140,6 +142,7 @@ type transportRule struct {
 type forwardRule struct {
 	to     *domain
 	addr   [4]byte
+	addr6  [16]byte // of a rule in forward6
 	toPort uint16
 }
 
@@ -167,6 +170,8 @@ func newDomain(m *model.Domain) *domain {
 	}
 	if m.Interface6.IsValid() {
 		d.ip6 = newIP6Config(m.Interface6, m.Gateway6)
+	} else if m.SLAAC {
+		d.slaac = &slaacClient{}
 	}
 	return d
 }
@@ -214,18 +219,28 @@ func (d *domain) resolveRules(all map[string]*domain) {
 	forward := func(rs map[uint16]model.ForwardRule) map[uint16]forwardRule {
 		out := map[uint16]forwardRule{}
 		for p, r := range rs {
-			out[p] = forwardRule{to: all[r.Domain], addr: r.To.As4(), toPort: r.ToPort}
+			f := forwardRule{to: all[r.Domain], toPort: r.ToPort}
+			if r.To.Is6() {
+				f.addr6 = r.To.As16()
+			} else {
+				f.addr = r.To.As4()
+			}
+			out[p] = f
 		}
 		return out
 	}
 	if s := d.dhcpServer; s != nil && s.m.DNSConfigFrom != "" {
 		s.from = all[s.m.DNSConfigFrom]
 	}
+	if ra := d.m.RA; ra != nil && ra.DNSConfigFrom != "" {
+		d.ra.from = all[ra.DNSConfigFrom]
+	}
 	d.ipRules, d.icmpRules = direct(d.m.IPRules, false), direct(d.m.ICMPRules, false)
 	d.tcpRules, d.udpRules = transport(d.m.TCPRules, false), transport(d.m.UDPRules, false)
 	d.ip6Rules, d.icmp6Rules = direct(d.m.IPRules, true), direct(d.m.ICMPRules, true)
 	d.tcp6Rules, d.udp6Rules = transport(d.m.TCPRules, true), transport(d.m.UDPRules, true)
 	d.forward = [2]map[uint16]forwardRule{forward(d.m.TCPForward), forward(d.m.UDPForward)}
+	d.forward6 = [2]map[uint16]forwardRule{forward(d.m.TCPForward6), forward(d.m.UDPForward6)}
 }
 
 // ready is Genode's domain ready state: false while the domain's DHCP server takes its DNS

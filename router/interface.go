@@ -219,6 +219,9 @@ func (r *Router) leave(i *Interface) {
 		}
 		r.keepClient(d)
 	}
+	if d.slaac != nil && len(d.ifs) == 0 {
+		r.resetSLAAC(d)
+	}
 	if r.cfg.VerboseDomainState {
 		r.log.Info("interface leaves domain", "domain", d.name, "label", i.label, "interfaces", len(d.ifs))
 	}

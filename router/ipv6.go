@@ -62,15 +62,18 @@ const dadWindow = time.Second
 // join6 gives interface i, which joined d, the router's IPv6 identity there: its link-local
 // address, and DAD for that and the domain's address.
 func (r *Router) join6(i *Interface, d *domain) {
-	if !d.ip6.valid {
+	if !d.ip6.valid && d.slaac == nil {
 		return
 	}
 	i.ll, i.llDup = header.LinkLocal(i.routerMAC), false
 	i.llDAD = r.now.Add(dadWindow).UnixNano()
 	d.ip6.dad = i.llDAD
 	r.solicitDAD(i, i.ll)
-	if !d.ip6.dup {
+	if d.ip6.valid && !d.ip6.dup {
 		r.solicitDAD(i, d.ip6.addr)
+	}
+	if d.slaac != nil {
+		d.slaac.start(r, d) // a link that comes (back): solicit at once
 	}
 	if d.m.RA != nil {
 		d.ra.next, d.ra.initial = r.nowNs, 0 // the next Tick advertises
@@ -86,7 +89,7 @@ func (r *Router) drop6(d *domain, why Drop6) Verdict {
 // handleIPv6 routes an IPv6 frame from interface i: NDP and echo for the router, the hub
 // within the domain, the rules between domains.
 func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.Offload, id uint64) Verdict {
-	if !d.ip6.valid {
+	if !d.ip6.valid && d.slaac == nil {
 		return r.drop(d, "unknown network layer protocol") // as Genode's router, which has no IPv6
 	}
 	ip, ok := header.NewIPv6(frame[header.EthLen:])
@@ -115,6 +118,14 @@ func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.O
 			return r.handleNDP(i, d, frame, off, ip, &c)
 		}
 	}
+	if d.slaac != nil && c.Proto == header.ProtoUDP && len(ip)-c.Offset >= header.UDPLen &&
+		header.Ports(ip[c.Offset:]).Dst() == header.DHCPv6ClientPort && own6(i, d, dst) {
+		d.slaac.dhcp.receive(r, d, i, ip, ip[c.Offset:])
+		return Done
+	}
+	if !d.ip6.valid {
+		return r.drop(d, "no IPv6 address yet (SLAAC)") // as IPv4 waits for its DHCP lease
+	}
 	if header.IsMulticast6(dst) {
 		// The router joins no group but NDP's: multicast stays within the domain.
 		r.domainBroadcast(i, d, frame, off)
@@ -141,6 +152,11 @@ func (r *Router) handleIPv6(i *Interface, d *domain, frame []byte, off *netdev.O
 			if s := r.lookup6(d, &k); s != nil {
 				return r.linkError6(i, s, frame, off, id, ip)
 			}
+		}
+	}
+	if toRouter && flow && key.proto != header.ProtoICMPv6 && dst == d.ip6.addr {
+		if f, ok := d.forward6[protoIndex(key.proto)][key.dport]; ok {
+			return r.forwardPort6(i, d, frame, off, id, ip, &c, &key, f)
 		}
 	}
 	switch {
@@ -197,7 +213,7 @@ func (r *Router) route6(i *Interface, d *domain, frame []byte, off *netdev.Offlo
 		r.sendTo6(i, to, frame, off, &mac, nil, c.Proto, c.Offset)
 		return Done
 	}
-	l, ok := r.newLink6(i, d, to, *key)
+	l, ok := r.newLink6(i, d, to, *key, key.dst, key.dport)
 	if !ok {
 		return r.drop(d, "link state refused")
 	}
@@ -219,8 +235,8 @@ func (r *Router) out6(i *Interface, d, to *domain, frame []byte, off *netdev.Off
 	if off.GSOType&^netdev.GSOECN != netdev.GSONone { // a super-frame leaves as segments
 		size = int(off.HdrLen) - header.EthLen + int(off.GSOSize)
 	}
-	if size > to.m.MTU {
-		r.icmp6Error(i, d, frame, ip, header.ICMPv6PacketTooBig, 0, uint32(to.m.MTU))
+	if mtu := to.mtu6(); size > mtu {
+		r.icmp6Error(i, d, frame, ip, header.ICMPv6PacketTooBig, 0, uint32(mtu))
 		return macOrNone{}, r.drop6(d, Drop6TooBig), false
 	}
 	hop := dst

@@ -173,6 +173,9 @@ func (r *Router) sweep() {
 		if d.dhcpClient != nil {
 			live[d.dhcpClient.slot] = true
 		}
+		if d.slaac != nil {
+			live[d.slaac.slot] = true
+		}
 	}
 	r.arpSlots = arp
 	r.keep.Keep(func(s int32) bool { return live[s] })
@@ -220,7 +223,7 @@ func (r *Router) restore(c *region.Contents) {
 	for _, d := range r.domains {
 		byKey[d.key] = d
 	}
-	var kept, dropped [4]int
+	var kept, dropped [5]int
 	note := func(k int, ok bool, s int32) {
 		if ok {
 			kept[k]++
@@ -231,6 +234,9 @@ func (r *Router) restore(c *region.Contents) {
 	}
 	for k := range c.Clients { // first: a lease gives its domain the address the rest needs
 		note(0, r.restoreClient(byKey[c.Clients[k].Domain], &c.Clients[k]), c.Clients[k].Slot)
+	}
+	for k := range c.SLAAC { // as a lease: the address IPv6 links need
+		note(4, r.restoreSLAAC(byKey[c.SLAAC[k].Domain], &c.SLAAC[k]), c.SLAAC[k].Slot)
 	}
 	for k := range c.ARP {
 		note(1, r.restoreARP(byKey[c.ARP[k].Domain], &c.ARP[k]), c.ARP[k].Slot)
@@ -247,9 +253,13 @@ func (r *Router) restore(c *region.Contents) {
 		note(3, r.restoreLink6(byKey[rec.Client], byKey[rec.Server], rec), rec.Slot)
 	}
 	r.gen++
-	if kept != [4]int{} || dropped != [4]int{} {
-		r.log.Info("state region: restored", "dhcp_clients", kept[0], "arp_entries", kept[1], "dhcp_leases", kept[2], "link_states", kept[3],
-			"dropped", dropped[0]+dropped[1]+dropped[2]+dropped[3])
+	if kept != [5]int{} || dropped != [5]int{} {
+		args := []any{"dhcp_clients", kept[0], "arp_entries", kept[1], "dhcp_leases", kept[2], "link_states", kept[3],
+			"dropped", dropped[0] + dropped[1] + dropped[2] + dropped[3] + dropped[4]}
+		if kept[4] != 0 {
+			args = append(args, "slaac_configs", kept[4])
+		}
+		r.log.Info("state region: restored", args...)
 	}
 }
 
@@ -359,7 +369,9 @@ func (r *Router) restoreLink6(c, s *domain, rec *region.Link6) bool {
 	}
 	t := &rec.ClientTuple
 	ck := flowKey6{src: t.Src, dst: t.Dst, sport: t.Sport, dport: t.Dport, proto: rec.Proto}
-	sk := flowKey6{src: ck.dst, dst: rec.ServerDst, sport: ck.dport, dport: ck.sport, proto: rec.Proto}
+	// The server's address and port are the client's destination, or a forward rule's.
+	_, addr, port, _ := c.server6(&ck)
+	sk := flowKey6{src: addr, dst: rec.ServerDst, sport: port, dport: ck.sport, proto: rec.Proto}
 	p := protoIndex(rec.Proto)
 	if rec.NATPort != 0 {
 		sk.dport = rec.NATPort

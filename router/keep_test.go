@@ -260,6 +260,10 @@ func keptState(r *Router) string {
 				lines = append(lines, fmt.Sprintf("lease %s %v %v %v %d %d", d.name, a.mac, a.ip, a.bound, a.deadline.UnixNano(), a.ifc.key))
 			}
 		}
+		if c := d.slaac; c != nil && d.ip6.valid {
+			lines = append(lines, fmt.Sprintf("slaac %s %x %v %x %v %d %d %d %d %v %d", d.name, d.ip6.addr, d.ip6.prefix, d.ip6.gateway, d.ip6.hasGW,
+				c.validEnd, c.preferredEnd, c.routerEnd, c.mtu, c.rdnss, c.rdnssEnd))
+		}
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")

@@ -110,10 +110,11 @@ func (r *Router) lookup6(d *domain, key *flowKey6) *side {
 }
 
 // newLink6 is newLink for IPv6: a link state for the first packet (tuple key) from domain c
-// that a rule routes to domain to; with <nat> at to for c (NAT66), the source becomes to's
+// that a rule routes to domain to, to the server at srvAddr and srvPort (key's destination,
+// or a forward rule's); with <nat> at to for c (NAT66), the source becomes to's
 // interface_ipv6 address and a port or echo ID of to's IPv6 port space, counted against the
 // same quota as IPv4's. False when NAT refuses or a tuple is taken.
-func (r *Router) newLink6(owner *Interface, c, to *domain, key flowKey6) (*link, bool) {
+func (r *Router) newLink6(owner *Interface, c, to *domain, key flowKey6, srvAddr [16]byte, srvPort uint16) (*link, bool) {
 	if owner.links >= maxLinksPerInterface {
 		owner.counts.links[protoIndex(key.proto)].refusedForRAM++
 		if c.m.VerbosePacketDrop {
@@ -122,7 +123,7 @@ func (r *Router) newLink6(owner *Interface, c, to *domain, key flowKey6) (*link,
 		return nil, false
 	}
 	l := &link{p: protoIndex(key.proto), owner: owner, lastActive: r.nowNs, v6: true}
-	srv := flowKey6{src: key.dst, dst: key.src, sport: key.dport, dport: key.sport, proto: key.proto}
+	srv := flowKey6{src: srvAddr, dst: key.src, sport: srvPort, dport: key.sport, proto: key.proto}
 	if quota, ok := to.natQuota(c, l.p); ok {
 		port, ok := r.allocNAT(owner, c, to, l.p, quota, &to.ports6[l.p])
 		if !ok {
@@ -158,15 +159,15 @@ func (r *Router) enter6(l *link, c, s *domain, ck, sk flowKey6) {
 }
 
 // admit6 is admit for an IPv6 link l (a reconfiguration, a restart): the rules still route
-// its first packet from c to s by a rule that makes link states, NAT66 as before (its port
-// taken again), and neither tuple is taken.
+// its first packet from c to s by a rule that makes link states, to the same server, NAT66
+// as before (its port taken again), and neither tuple is taken.
 func (r *Router) admit6(l *link, c, s *domain) bool {
 	ck, sk := l.sides[0].key6, l.sides[1].key6
 	if !c.ip6.valid || !s.ip6.valid {
 		return false
 	}
-	to, _, stateful := c.decide6(ck.proto, ck.dst, ck.dport, true)
-	want := flowKey6{src: ck.dst, dst: ck.src, sport: ck.dport, dport: ck.sport, proto: ck.proto}
+	to, addr, port, stateful := c.server6(&ck)
+	want := flowKey6{src: addr, dst: ck.src, sport: port, dport: ck.sport, proto: ck.proto}
 	if l.natPort != 0 {
 		want.dst, want.dport = s.ip6.addr, l.natPort
 		if l.p == pICMP {

@@ -34,7 +34,12 @@ func (r *Router) handleNDP(i *Interface, d *domain, frame []byte, off *netdev.Of
 			return r.drop(d, "router solicitation without <ra>")
 		}
 		r.solicitedRA(i, d, header.Eth(frame).Src(), src)
-	case header.NDPRouterAdvert, header.NDPRedirect:
+	case header.NDPRouterAdvert:
+		if d.slaac != nil {
+			return r.slaacRA(i, d, ip, n)
+		}
+		return r.drop6(d, Drop6FromGuest)
+	case header.NDPRedirect:
 		return r.drop6(d, Drop6FromGuest)
 	case header.NDPNeighborSolicit:
 		t := n.Target()

@@ -2,6 +2,8 @@ package router
 
 import (
 	"math/rand/v2"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/nicstack/nicstack/netdev/header"
@@ -18,6 +20,11 @@ type raState struct {
 	next      int64 // Unix nanoseconds of the next unsolicited RA
 	initial   int   // unsolicited RAs sent, counted up to raInitialCount
 	multicast int64 // Unix nanoseconds of the last RA to all nodes
+	// from is the domain of dns_config_from (nil: none); announced are the DNS servers
+	// of from the last RA carried, withdrawn those it no longer has, which the next RA to
+	// all nodes announces with lifetime 0 (RFC 8106 5.1).
+	from                 *domain
+	announced, withdrawn []netip.Addr
 }
 
 // RFC 4861 10: MAX_INITIAL_RTR_ADVERTISEMENTS, MAX_INITIAL_RTR_ADVERT_INTERVAL,
@@ -39,7 +46,7 @@ func (r *Router) advertiseRAs(d *domain) {
 	for _, i := range d.ifs {
 		r.sendRA(i, d, header.MulticastMAC(header.AllNodes), header.AllNodes)
 	}
-	d.ra.multicast = r.nowNs
+	d.ra.multicast, d.ra.withdrawn = r.nowNs, nil
 	// The jitter keeps routers on one link apart (RFC 4861 6.2.4); it comes from the
 	// router's MAC there and the time, so that one router does the same on the same input.
 	m := d.ifs[0].routerMAC
@@ -66,7 +73,7 @@ func (r *Router) solicitedRA(i *Interface, d *domain, mac header.MAC, src [16]by
 		return
 	}
 	r.sendRA(i, d, header.MulticastMAC(header.AllNodes), header.AllNodes)
-	d.ra.multicast = r.nowNs
+	d.ra.multicast, d.ra.withdrawn = r.nowNs, nil
 }
 
 // sendRA sends the domain's RA out of i, from the router's link-local address there.
@@ -75,10 +82,12 @@ func (r *Router) sendRA(i *Interface, d *domain, mac header.MAC, dst [16]byte) {
 		return // an RA comes from a link-local address (RFC 4861 6.1.2)
 	}
 	ra := d.m.RA
-	n := header.IPv6Len + 16 + 8 + 8 + 32
-	if len(ra.DNSServers) > 0 {
-		n += 8 + 16*len(ra.DNSServers)
+	servers := ra.DNSServers
+	if d.ra.from != nil {
+		servers = d.ra.from.dns6()
+		d.ra.announced = servers
 	}
+	n := header.IPv6Len + 16 + 8 + 8 + 32 + 2*8 + 16*(len(servers)+len(d.ra.withdrawn))
 	b := make([]byte, header.EthLen+n)
 	w := header.StartRA(b[header.EthLen:], i.ll, dst, header.RAFields{CurHopLimit: 64, Lifetime: uint16(ra.Lifetime / time.Second)})
 	w.LinkAddr(header.NDPOptSourceLinkAddr, i.routerMAC)
@@ -89,13 +98,55 @@ func (r *Router) sendRA(i *Interface, d *domain, mac header.MAC, dst [16]byte) {
 		p.Flags |= header.PrefixA
 	}
 	w.Prefix(p)
-	if len(ra.DNSServers) > 0 {
-		dns := make([][16]byte, len(ra.DNSServers))
-		for k, a := range ra.DNSServers {
-			dns[k] = a.As16()
-		}
+	if len(servers) > 0 {
 		// RFC 8106 5.1: at least 3 times the longest interval between RAs.
-		w.RDNSS(uint32(3*ra.MaxInterval/time.Second), dns...)
+		w.RDNSS(uint32(3*ra.MaxInterval/time.Second), as16s(servers)...)
+	}
+	if len(d.ra.withdrawn) > 0 {
+		w.RDNSS(0, as16s(d.ra.withdrawn)...)
 	}
 	r.sendNDP(i, mac, b, w.Finish())
+}
+
+func as16s(as []netip.Addr) [][16]byte {
+	out := make([][16]byte, len(as))
+	for k, a := range as {
+		out[k] = a.As16()
+	}
+	return out
+}
+
+// dns6 are the IPv6 DNS servers domain d learned (by SLAAC's RDNSS or DHCPv6).
+func (d *domain) dns6() []netip.Addr {
+	if d.slaac == nil {
+		return nil
+	}
+	return d.slaac.dns()
+}
+
+// followDNS6 tells the domains whose <ra> takes its DNS servers from d (dns_config_from)
+// that d's changed: they advertise at once, as soon as RFC 4861 6.2.4 lets them (their
+// last RA to all nodes raMinDelay ago), and the next few RAs come fast again, as when a
+// router's advertised information changes; servers d lost are withdrawn with lifetime 0.
+// While d has none, the RAs carry no RDNSS: unlike Genode's DHCP server, which keeps its
+// domain's links down then, the lan's IPv6 and IPv4 go on.
+func (r *Router) followDNS6(d *domain) {
+	now := d.dns6()
+	for _, name := range sortedDomainNames(r.domains) {
+		e := r.domains[name]
+		if e.ra.from != d {
+			continue
+		}
+		for _, a := range e.ra.announced {
+			if !slices.Contains(now, a) && !slices.Contains(e.ra.withdrawn, a) {
+				e.ra.withdrawn = append(e.ra.withdrawn, a)
+			}
+		}
+		e.ra.withdrawn = slices.DeleteFunc(e.ra.withdrawn, func(a netip.Addr) bool { return slices.Contains(now, a) })
+		if r.cfg.VerboseDomainState {
+			r.log.Info("RA DNS config", "domain", e.name, "servers", len(now), "reason", "DNS config from "+d.name)
+		}
+		e.ra.next, e.ra.initial = max(r.nowNs, e.ra.multicast+int64(raMinDelay)), 0
+		r.advertiseRAs(e)
+	}
 }

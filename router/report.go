@@ -124,7 +124,7 @@ func (r *Router) reportInterface(rc *model.Report, i *Interface, live *liveObjec
 		live = &liveObjects{}
 	}
 	n := node("interface", "label", i.label)
-	ll := rc.Config && i.dom != nil && i.dom.ip6.valid
+	ll := rc.Config && i.dom != nil && (i.dom.ip6.valid || i.dom.slaac != nil)
 	if ll {
 		attr(n, "ipv6_link_local", netip.AddrFrom16(i.ll).String())
 		if i.llDup {
@@ -167,6 +167,9 @@ func reportIPv6(dn *config.Node, d *domain) {
 	}
 	if d.ip6.dup {
 		attr(dn, "ipv6_state", "duplicate")
+	}
+	for _, a := range d.dns6() { // learned by SLAAC's RDNSS or DHCPv6, beside IPv4's
+		dn.Nodes = append(dn.Nodes, node("dns", "ip", a.String()))
 	}
 	ips := make([]netip.Addr, 0, len(d.nd))
 	for ip := range d.nd {

@@ -199,6 +199,12 @@ func (r *Router) Tick() {
 		}
 	}
 	r.expireWaiters()
+	// SLAAC first: what the uplinks learned or lost goes into this Tick's RAs.
+	for _, name := range sortedDomainNames(r.domains) {
+		if d := r.domains[name]; d.slaac != nil {
+			d.slaac.tick(r, d)
+		}
+	}
 	for _, name := range sortedDomainNames(r.domains) {
 		d := r.domains[name]
 		if d.dhcpServer != nil {

@@ -27,7 +27,7 @@ func TestGuestScenarioPatch(t *testing.T) {
 	}
 	itr, batch := throttle("5580"), true
 	o := Options{Time: 7 * time.Second, UDPRate: 2000}
-	text, err := sc.patch(setting{&itr, &batch, dirRX, ""}, o)
+	text, err := sc.patch(setting{itr: &itr, batch: &batch, dir: dirRX, ip: ipv4}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

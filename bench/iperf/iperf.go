@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,16 +46,20 @@ const (
 type point struct {
 	// Reference names the --compare path a point measured (a guest scenario's, guestReferences,
 	// runs in the matrix); empty for the scenario's.
-	Reference     string             `json:"reference,omitempty"`
-	Congestion    string             `json:"congestion,omitempty"` // the Linux iperf3s' TCP congestion control
-	RxIrqThrottle *throttle          `json:"rx_irq_throttle"`
-	TxBatch       *bool              `json:"tx_batch"`
-	Direction     string             `json:"direction"`
-	Runs          int                `json:"runs"`      // runs that measured; the figures are their medians
-	Mbps          float64            `json:"mbps"`      // receiver side, as iperf reports it
-	MbpsRuns      []float64          `json:"mbps_runs"` // each run's, in the order measured
-	CPU           map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
-	IrqsPerS      float64            `json:"irqs_per_s"`
+	Reference     string    `json:"reference,omitempty"`
+	Congestion    string    `json:"congestion,omitempty"` // the Linux iperf3s' TCP congestion control
+	RxIrqThrottle *throttle `json:"rx_irq_throttle"`
+	TxBatch       *bool     `json:"tx_batch"`
+	Direction     string    `json:"direction"`
+	IP            int       `json:"ip"`              // the IP version of the test: 4 or 6
+	Flows         int       `json:"flows,omitempty"` // --flows: parallel streams per client (and direction)
+	// LatencyGuest says who timed the round trips (--latency-guest): same, or separate
+	LatencyGuest string             `json:"latency_guest,omitempty"`
+	Runs         int                `json:"runs"`      // runs that measured; the figures are their medians
+	Mbps         float64            `json:"mbps"`      // receiver side, as iperf reports it
+	MbpsRuns     []float64          `json:"mbps_runs"` // each run's, in the order measured
+	CPU          map[string]float64 `json:"cpu"`       // percent of one CPU per component, while traffic flowed
+	IrqsPerS     float64            `json:"irqs_per_s"`
 	// per 1000 frames the NIC sent: interrupts with a TX cause (TXDW, TXQE), TDT doorbells
 	TxIrqsPerK    float64 `json:"tx_irqs_per_kframe"`
 	DoorbellsPerK float64 `json:"doorbells_per_kframe"`
@@ -72,11 +77,18 @@ type point struct {
 	GbitPerCPUSecond float64 `json:"gbit_per_cpu_second,omitempty"`
 	// With --latency: 1-byte round trips on the idle path (the figures the targets compare),
 	// and every phase and size.
-	RRP50us  float64    `json:"rr_p50_us,omitempty"`
-	RRP99us  float64    `json:"rr_p99_us,omitempty"`
-	RRP999us float64    `json:"rr_p999_us,omitempty"`
-	RR       []rrFigure `json:"rr,omitempty"`
-	Error    string     `json:"error,omitempty"`
+	RRP50us  float64 `json:"rr_p50_us,omitempty"`
+	RRP99us  float64 `json:"rr_p99_us,omitempty"`
+	RRP999us float64 `json:"rr_p999_us,omitempty"`
+	// The same during the bulk test, and RRUL's figure: the runs' median of load p99 / idle
+	// p99 (1 byte), and each run's. With --latency-guest separate they are guest B's.
+	RRLoadP50us     float64    `json:"rr_load_p50_us,omitempty"`
+	RRLoadP99us     float64    `json:"rr_load_p99_us,omitempty"`
+	RRLoadP999us    float64    `json:"rr_load_p999_us,omitempty"`
+	RRLoadRatio     float64    `json:"rr_p99_load_ratio,omitempty"`
+	RRLoadRatioRuns []float64  `json:"rr_p99_load_ratio_runs,omitempty"`
+	RR              []rrFigure `json:"rr,omitempty"`
+	Error           string     `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -95,6 +107,7 @@ type Options struct {
 	Throttles  []string      // the driver's rx_irq_throttle values: ITR intervals or adaptive
 	Batches    []string      // the driver's tx_batch values (yes, no)
 	Directions []string      // rx, tx, bidir
+	IPs        []string      // the IP versions of the tests: 4, 6 (family.go)
 	Runs       int           // runs per point, in rounds over the matrix; medians are reported
 	Time       time.Duration // iperf test time per run, measured
 	// Omit is left out at each test's start, whole seconds (iperf3's -O): TCP's slow start,
@@ -105,6 +118,12 @@ type Options struct {
 	Plot    string   // draw throughput and CPU against the throttle value into this PNG
 	Compare []string // reference paths to measure as well: kernel, pasta, NAME@MTU
 	Latency bool     // also time request/response round trips (rr), idle and during the test
+	// LatencyGuest is who times them: latencySame, the guest that runs the bulk test, or
+	// latencySeparate, a second guest B beside it (latencyGuest) while it runs the bulk only.
+	LatencyGuest string
+	// Flows, when set, is a dimension of the matrix: each client's parallel bulk streams
+	// (iperf -P), in each direction with bidir. Empty: the scenario's.
+	Flows []int
 	// UDPRate, when not 0, makes the test a UDP stream of that many 64-byte datagrams per
 	// second instead of bulk TCP: a load that leaves the receiver time between frames, so that
 	// the interrupt rate follows the driver's throttle rather than the receiver's speed.
@@ -116,6 +135,12 @@ type Options struct {
 	Congestion string
 	bench.Components
 }
+
+// Who times the round trips, as --latency-guest names it.
+const (
+	latencySame     = "same"
+	latencySeparate = "separate"
+)
 
 // iperfTest is one real iperf3 test: run measured after omit left out (iperf3's -t and -O),
 // with TCP congestion control congestion (-C; empty: the kernel's default).
@@ -147,6 +172,8 @@ type setting struct {
 	batch *bool
 	dir   string
 	ref   string // a guest reference instead of the scenario (then itr and batch are nil)
+	flows int    // the clients' parallel streams; 0: the scenario's
+	ip    int    // the IP version of the test: 4 or 6
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -170,12 +197,8 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	if err := o.checkCongestion(sc); err != nil {
 		return err
 	}
-	if o.Latency {
-		for _, c := range sc.clients {
-			if c.netns != "" || c.guest != nil {
-				return fmt.Errorf("--latency: %s is a netns or QEMU guest; round trips are timed by embedded guests on the host only", c.name)
-			}
-		}
+	if err := o.checkLatency(sc); err != nil {
+		return err
 	}
 	matrix, refs, err := o.matrix(sc, path, out)
 	if err != nil {
@@ -240,8 +263,14 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	for i, m := range matrix {
 		points[i] = medianPoint(runs[i])
 		points[i].RxIrqThrottle, points[i].TxBatch, points[i].Direction, points[i].Reference = m.itr, m.batch, m.dir, m.ref
+		points[i].Flows = m.flows
+		points[i].IP = m.ip
+		if o.Latency {
+			points[i].LatencyGuest = o.LatencyGuest
+		}
 	}
 	writeTables(out, points, sc, o)
+	writeFamilyRatios(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -254,7 +283,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		}
 		if len(rr.runs) > 0 {
 			rp := medianPoint(rr.runs)
-			rp.Reference, rp.Direction = rr.ref.name, rr.dir
+			rp.Reference, rp.Direction, rp.IP = rr.ref.name, rr.dir, ipv4
 			var gbit []float64
 			for _, r := range rr.runs {
 				if r.GbitPerCPUSecond > 0 {
@@ -351,19 +380,41 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 			return nil, nil, fmt.Errorf("--tx-batch %q: expected yes or no", b)
 		}
 	}
+	flows := []int{0} // the scenario's
+	if len(o.Flows) > 0 {
+		flows = o.Flows
+	}
+	for _, f := range o.Flows {
+		if f < 1 {
+			return nil, nil, fmt.Errorf("--flows %d: want at least 1 parallel stream", f)
+		}
+	}
+	ips, err := o.families()
+	if err != nil {
+		return nil, nil, err
+	}
+	if slices.Contains(ips, ipv6) {
+		if err := sc.findTargets6(*o); err != nil {
+			return nil, nil, err
+		}
+	}
 	var matrix []setting
-	for _, d := range o.Directions {
-		if sc.driver == nil {
-			matrix = append(matrix, setting{dir: d})
-			continue
-		}
-		for i := range itrs {
-			for j := range batches {
-				matrix = append(matrix, setting{&itrs[i], &batches[j], d, ""})
+	for _, ip := range ips {
+		for _, d := range o.Directions {
+			for _, f := range flows {
+				if sc.driver == nil {
+					matrix = append(matrix, setting{dir: d, flows: f, ip: ip})
+					continue
+				}
+				for i := range itrs {
+					for j := range batches {
+						matrix = append(matrix, setting{itr: &itrs[i], batch: &batches[j], dir: d, flows: f, ip: ip})
+					}
+				}
+				for _, r := range guestRefs {
+					matrix = append(matrix, setting{dir: d, ref: r, flows: f, ip: ip})
+				}
 			}
-		}
-		for _, r := range guestRefs {
-			matrix = append(matrix, setting{dir: d, ref: r})
 		}
 	}
 	if sc.driver == nil {
@@ -373,13 +424,25 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 }
 
 func (s setting) String() string {
-	if s.ref != "" {
-		return s.dir + " --compare " + s.ref
+	if s.ip == ipv6 {
+		return s.dir + " IPv6 " + s.label()
 	}
-	if s.itr == nil {
-		return s.dir + " scenario as written"
+	return s.dir + " " + s.label()
+}
+
+// label is the setting without its direction, for the lines under a direction's title.
+func (s setting) label() string {
+	var flows string
+	if s.flows > 0 {
+		flows = fmt.Sprintf("-P %d ", s.flows)
 	}
-	return fmt.Sprintf("%s rx_irq_throttle=%s tx_batch=%s", s.dir, *s.itr, yesNo(*s.batch))
+	switch {
+	case s.ref != "":
+		return flows + "--compare " + s.ref
+	case s.itr == nil:
+		return flows + "scenario as written"
+	}
+	return fmt.Sprintf("%srx_irq_throttle=%s tx_batch=%s", flows, *s.itr, yesNo(*s.batch))
 }
 
 // pathCPU is the CPU of the whole path in percent of one CPU: every component and the ends.
@@ -441,10 +504,7 @@ func medianPoint(runs []point) point {
 	for name := range ok[0].CPU {
 		p.CPU[name] = med(func(r point) float64 { return r.CPU[name] })
 	}
-	p.RR = medianRR(ok)
-	if f, ok := p.idleRR(); ok {
-		p.RRP50us, p.RRP99us, p.RRP999us = f.P50us, f.P99us, f.P999us
-	}
+	p.setRR(ok)
 	for class := range ok[0].ITRPercent {
 		if p.ITRPercent == nil {
 			p.ITRPercent = map[string]float64{}

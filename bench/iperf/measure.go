@@ -64,6 +64,9 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client, t iper
 				argv = append(argv, "-u", "-b", strconv.FormatUint(c.cmd.Rate, 10), "-l", strconv.Itoa(c.cmd.Length))
 			}
 			argv = append(argv, directionArgs(c.cmd)...)
+			if c.cmd.Version6 {
+				argv = append(argv, "-6")
+			}
 			var out bytes.Buffer
 			cmd := supervisor.ExecIn(ctx, path, argv)
 			cmd.Stdout = &out

@@ -23,7 +23,7 @@ import (
 // under load dashed) and, per direction, every component's CPU against the
 // throttle setting: one category per rx_irq_throttle value as given (adaptive among them),
 // labelled with its interval and the interrupt rate it allows; a line per direction and
-// tx_batch setting (CPU: per component, tx_batch=yes dashed). The --compare references (refs,
+// tx_batch setting, and --flows value (CPU: per component, tx_batch=yes dashed). The --compare references (refs,
 // and a guest scenario's reference points among all) are dotted level lines across the
 // categories: their throughput, and the CPU of each of their processes in their direction's
 // panel. Each panel's legend stands to its right, outside the data.
@@ -77,6 +77,12 @@ func drawPlot(path string, all, refs []point) error {
 	lineOf := map[string]int{}
 	for _, p := range points {
 		k := p.Direction
+		if p.Flows > 0 {
+			k += fmt.Sprintf(" flows=%d", p.Flows)
+		}
+		if p.IP == ipv6 {
+			k += " IPv6"
+		}
 		if p.TxBatch != nil {
 			k += " tx_batch=" + yesNo(*p.TxBatch)
 		}
@@ -151,6 +157,9 @@ func drawPlot(path string, all, refs []point) error {
 				xy[i] = plotter.XY{X: x(p), Y: p.CPU[n]}
 			}
 			name := n
+			if f := l.pts[0].Flows; f > 0 {
+				name += fmt.Sprintf(" flows=%d", f)
+			}
 			if l.pts[0].TxBatch != nil {
 				name += " tx_batch=" + yesNo(batched)
 			}

@@ -42,10 +42,16 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	}
 	sort.Strings(others)
 	names = append(names, others...)
-	for _, dir := range o.Directions {
+	flows := len(o.Flows) > 0
+	ips, _ := o.families() // checked by matrix
+	for _, table := range tablesOf(ips, o.Directions) {
+		dir, title := table.dir, directionTitle[table.dir]
+		if f := familyName(table.ip, ips); f != "" {
+			title += ", over " + f
+		}
 		var pts []point
 		for _, p := range points {
-			if p.Direction == dir {
+			if p.Direction == dir && p.IP == table.ip {
 				pts = append(pts, p)
 			}
 		}
@@ -53,20 +59,20 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		if o.Omit > 0 {
 			omitted = fmt.Sprintf(" after %v left out", o.Omit)
 		}
-		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", directionTitle[dir], o.Runs, o.Time, omitted)
+		fmt.Fprintf(out, "\n%s; medians of %d runs of %v%s\n", title, o.Runs, o.Time, omitted)
 		if sc.linuxTCP() || len(o.Compare) > 0 {
 			fmt.Fprintf(out, "%s in every Linux iperf3\n", o.congestionTitle())
 		}
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "CPU in % of one core while traffic flowed")
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\tMbit/s\t")
+		fmt.Fprint(tw, settingHeader(flows)+"Mbit/s\t")
 		for _, n := range names {
 			fmt.Fprintf(tw, "%s\t", n)
 		}
 		fmt.Fprintln(tw)
 		for _, p := range pts {
-			fmt.Fprintf(tw, "%s\t", p.settingColumns())
+			fmt.Fprint(tw, p.settingColumns(flows))
 			if p.Runs == 0 {
 				fmt.Fprintln(tw, "failed\t")
 				continue
@@ -84,9 +90,9 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		tw.Flush()
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "rx_irq_throttle\ttx_batch\tirqs/s\tTX irqs/kframe\tdoorbells/kframe\tsignals/kframe\tretrans/s\t")
+		fmt.Fprintln(tw, settingHeader(flows)+"irqs/s\tTX irqs/kframe\tdoorbells/kframe\tsignals/kframe\tretrans/s\t")
 		for _, p := range pts {
-			fmt.Fprintf(tw, "%s\t", p.settingColumns())
+			fmt.Fprint(tw, p.settingColumns(flows))
 			if p.Runs == 0 {
 				fmt.Fprintln(tw, "failed\t")
 				continue
@@ -94,11 +100,11 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t\n", p.IrqsPerS, p.TxIrqsPerK, p.DoorbellsPerK, p.SignalsPerK, p.RetransPerS)
 		}
 		tw.Flush()
-		writeRRTable(out, pts)
+		writeRRTable(out, pts, flows)
 		for _, p := range pts {
 			if p.ITRPercent != nil {
 				fmt.Fprintf(out, "%s: ITR lowest/low/bulk/stream %.0f/%.0f/%.0f/%.0f %%, %.1f changes/s\n",
-					p.setting(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRPercent["stream"], p.ITRChangesPerS)
+					p.label(), p.ITRPercent["lowest"], p.ITRPercent["low"], p.ITRPercent["bulk"], p.ITRPercent["stream"], p.ITRChangesPerS)
 			}
 		}
 	}
@@ -112,8 +118,14 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 		fmt.Fprintln(out, "reference: eth0's in /proc/interrupts); TX irqs are not told apart there.")
 	}
 	if o.Latency {
-		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) of the guest against the far")
-		fmt.Fprintf(out, "end, p50/p99/p99.9 in µs; idle: %v per size after the test, load: during it.\n", rrIdleTime)
+		fmt.Fprintln(out, "Round trips: request/response transactions (rr, TCP_RR-style) against the far end, timed by")
+		if sc.rrGuest != nil {
+			fmt.Fprintf(out, "%s, a second guest, while %s ran the bulk test alone.\n", sc.rrGuestName, sc.clients[0].name)
+		} else {
+			fmt.Fprintln(out, "the guest of the bulk test.")
+		}
+		fmt.Fprintf(out, "idle: %v per size after the test, load: during it. p99 load/idle: the median of the runs'\n", rrIdleTime)
+		fmt.Fprintln(out, "ratios of the 1 B p99s (RRUL's figure: the delay bulk traffic adds to a sparse flow's).")
 	}
 	for _, p := range points {
 		if p.Error != "" {
@@ -122,20 +134,37 @@ func writeTables(out io.Writer, points []point, sc *scenario, o Options) {
 	}
 }
 
-// settingColumns are the first two columns of a row, tab-separated.
-func (p point) settingColumns() string {
-	if p.Reference != "" {
-		return p.Reference + "\t-"
+// settingHeader names the columns of settingColumns.
+func settingHeader(flows bool) string {
+	if flows {
+		return "rx_irq_throttle\ttx_batch\t-P\t"
 	}
-	if p.RxIrqThrottle == nil {
-		return "as written\t-"
-	}
-	return fmt.Sprintf("%s\t%s", *p.RxIrqThrottle, yesNo(*p.TxBatch))
+	return "rx_irq_throttle\ttx_batch\t"
 }
 
-func (p point) setting() string {
-	return setting{p.RxIrqThrottle, p.TxBatch, p.Direction, p.Reference}.String()
+// settingColumns are the first columns of a row, each ended by a tab: the throttle, tx_batch,
+// and with --flows the parallel streams.
+func (p point) settingColumns(flows bool) string {
+	var s string
+	switch {
+	case p.Reference != "":
+		s = p.Reference + "\t-\t"
+	case p.RxIrqThrottle == nil:
+		s = "as written\t-\t"
+	default:
+		s = fmt.Sprintf("%s\t%s\t", *p.RxIrqThrottle, yesNo(*p.TxBatch))
+	}
+	if flows {
+		s += fmt.Sprintf("%d\t", p.Flows)
+	}
+	return s
 }
+
+func (p point) setting() setting {
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP}
+}
+
+func (p point) label() string { return p.setting().label() }
 
 // writeComparison prints a reference path's result in one direction (rp, the median of its
 // runs), its processes' CPU, and the ratio of every point of that direction to it: of the
@@ -181,28 +210,32 @@ func writeComparison(out io.Writer, points []point, ref reference, rp point, gbi
 	}
 }
 
-// writeRRTable prints the points' round trips, a column per phase and size, if they have any.
-func writeRRTable(out io.Writer, pts []point) {
+// writeRRTable prints the points' round trips, if they have any: a row per phase and size,
+// and on the 1 B load row the ratio of its p99 to the idle one (the median of the runs', and
+// each run's).
+func writeRRTable(out io.Writer, pts []point, flows bool) {
 	if len(pts) == 0 || len(pts[0].RR) == 0 {
 		return
 	}
-	fmt.Fprintln(out, "\nround trips in µs, p50/p99/p99.9")
+	fmt.Fprintln(out, "\nround trips in µs")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "rx_irq_throttle\ttx_batch\t")
-	for _, f := range pts[0].RR {
-		fmt.Fprintf(tw, "%s %s\t", f.Phase, sizeName(f.Bytes))
-	}
-	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, settingHeader(flows)+"round trips\tp50\tp99\tp99.9\tp99 load/idle (runs)\t")
 	for _, p := range pts {
-		fmt.Fprintf(tw, "%s\t", p.settingColumns())
 		if len(p.RR) == 0 {
-			fmt.Fprintln(tw, "-\t")
+			fmt.Fprintln(tw, p.settingColumns(flows)+"-\t")
 			continue
 		}
 		for _, f := range p.RR {
-			fmt.Fprintf(tw, "%.0f/%.0f/%.0f\t", f.P50us, f.P99us, f.P999us)
+			ratio := ""
+			if f.Phase == "load" && f.Bytes == rrSizes[0] && p.RRLoadRatio > 0 {
+				ratio = fmt.Sprintf("%.2f (", p.RRLoadRatio)
+				for i, r := range p.RRLoadRatioRuns {
+					ratio += map[bool]string{true: " ", false: ""}[i > 0] + fmt.Sprintf("%.2f", r)
+				}
+				ratio += ")"
+			}
+			fmt.Fprintf(tw, "%s%s %s\t%.0f\t%.0f\t%.0f\t%s\t\n", p.settingColumns(flows), f.Phase, sizeName(f.Bytes), f.P50us, f.P99us, f.P999us, ratio)
 		}
-		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

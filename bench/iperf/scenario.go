@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,10 @@ type scenario struct {
 	roles   map[string]string // binary -> start name, for the table's columns
 	clients []*client
 	servers []*config.Node // the <config>s of the guests that run an iperf server
+	// rrGuest is guest B's <config> with --latency-guest separate (addLatencyGuest), nil
+	// without; rrGuestName its start's name.
+	rrGuest     *config.Node
+	rrGuestName string
 }
 
 // client is a guest that measures: an embedded one runs the test itself and reports it in
@@ -28,11 +33,15 @@ type scenario struct {
 // server counts it.
 type client struct {
 	name  string       // the start's
+	start *config.Node // the <start>
 	cfg   *config.Node // its <config>, with iperf="-c ..."
 	netns string       // the netns guest's namespace, "" for an embedded guest
 	cmd   *iperf.Command
-	vmArg *config.Node   // a QEMU guest's <arg value="--iperf=..."/>
-	guest *guestScenario // a QEMU guest that runs a scenario with the client inside
+	// target4 and target6 are the far end's addresses of each IP version when --ip has 6
+	// (findTargets6); empty otherwise, and the test goes to cmd's as written.
+	target4, target6 string
+	vmArg            *config.Node   // a QEMU guest's <arg value="--iperf=..."/>
+	guest            *guestScenario // a QEMU guest that runs a scenario with the client inside
 	// server is the start whose iperf server a QEMU guest's test reaches (its counters, and
 	// traffic through its sessions, stand for the guest's).
 	server string
@@ -153,7 +162,7 @@ func loadScenario(path string) (*scenario, error) {
 				sc.servers = append(sc.servers, cfg)
 				servers = append(servers, st.Name())
 			} else {
-				c := &client{name: st.Name(), cfg: cfg, cmd: cmd}
+				c := &client{name: st.Name(), start: st, cfg: cfg, cmd: cmd}
 				if cfg.String("guest", "embedded") == "netns" {
 					c.netns = cfg.String("netns", st.Name())
 				}
@@ -194,8 +203,12 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 			}
 			continue
 		}
+		c.setFamily(m.ip)
 		c.cmd.Time, c.cmd.Omit = d.Seconds(), int(o.Omit/time.Second)
 		c.cmd.Reverse, c.cmd.Bidir = m.dir == dirRX, m.dir == dirBidir
+		if m.flows > 0 {
+			c.cmd.Parallel = m.flows
+		}
 		c.cmd.UDP = o.UDPRate > 0
 		if c.cmd.UDP {
 			c.cmd.Rate, c.cmd.Length = uint64(o.UDPRate)*udpPayload*8, udpPayload
@@ -204,7 +217,7 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 			c.vmArg.Set("value", qemuIperf+clientCommand(c.cmd))
 		} else if c.netns == "" {
 			c.cfg.Set("iperf", clientCommand(c.cmd))
-			if latency {
+			if latency && sc.rrGuest == nil {
 				c.cfg.Set("rr", rrCommand(c.cmd.Client))
 			}
 		} else {
@@ -215,6 +228,11 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		if latency {
 			cfg.Set("rr", "-s")
 		}
+	}
+	if latency && sc.rrGuest != nil {
+		sc.rrGuest.Set("rr", rrCommand(sc.clients[0].cmd.Client))
+		sc.rrGuest.Set("rr_load_sec", strconv.Itoa(max(1, int(o.Time.Seconds()+0.5))))
+		sc.rrGuest.Set("rr_load_omit_sec", strconv.Itoa(int(o.Omit/time.Second)))
 	}
 	return sc.root.XML(), nil
 }
@@ -240,6 +258,9 @@ func clientCommand(c *iperf.Command) string {
 	}
 	if c.UDP {
 		s += fmt.Sprintf(" -u -b %d", c.Rate)
+	}
+	if c.Version6 {
+		s += " -6"
 	}
 	return strings.Join(append([]string{s}, directionArgs(c)...), " ")
 }

@@ -2,10 +2,11 @@ package scale
 
 import "time"
 
-// A guest's test starts when its lease comes, so that with many guests the tests begin over
-// seconds and each test's own average mixes the time it ran alone with the time it shared
-// the wire. Fairness is about the sharing: the bench samples each guest's session while the
-// tests run and takes the throughput of each over the window in which all of them ran.
+// The guests' tests start together (test.start), unless a lease comes late, and even then
+// they begin over a few hundred milliseconds, so that each test's own average mixes the time
+// it ran alone or ramped up with the time it shared the wire. Fairness is about the sharing:
+// the bench samples each guest's session while the tests run and takes the throughput of each
+// over the window in which all of them ran.
 
 // sample is the guests' traffic at one status.
 type sample struct {

@@ -3,7 +3,6 @@ package scale
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 
 	"github.com/nicstack/nicstack/runtime/config"
@@ -88,13 +87,13 @@ func splitRouter(cfg *config.Node, prefix string, n int) (bool, error) {
 			}
 		case c == tmpl:
 			for i := 1; i <= n; i++ {
-				d := clone(c)
+				d := c.Clone()
 				d.Set("name", prefix+strconv.Itoa(i))
 				renumber(d, i)
 				nodes = append(nodes, d)
 			}
 		default:
-			d := clone(c)
+			d := c.Clone()
 			if err := copyRefs(d, name, prefix, n); err != nil {
 				return false, err
 			}
@@ -140,22 +139,11 @@ func copyRefs(n *config.Node, name, prefix string, count int) error {
 			return config.Errorf(c.Pos, "<%s domain=%q>: --domains %s copies only <nat> rules to the guests' domains", c.Type, name, domainsPerGuest)
 		}
 		for i := 1; i <= count; i++ {
-			d := clone(c)
+			d := c.Clone()
 			d.Set("domain", prefix+strconv.Itoa(i))
 			nodes = append(nodes, d)
 		}
 	}
 	n.Nodes = nodes
 	return nil
-}
-
-// clone is a deep copy of n.
-func clone(n *config.Node) *config.Node {
-	c := *n
-	c.Attrs = slices.Clone(n.Attrs)
-	c.Nodes = make([]*config.Node, len(n.Nodes))
-	for i, s := range n.Nodes {
-		c.Nodes[i] = clone(s)
-	}
-	return &c
 }

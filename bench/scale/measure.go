@@ -45,7 +45,9 @@ const (
 // measure runs the scenario with n guests once.
 func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
 	var r run
-	text, err := b.scenario(n, o.test(), o.Domains)
+	t := o.test()
+	t.start = time.Now().Add(startAfter(n))
+	text, err := b.scenario(n, t, o.Domains)
 	if err != nil {
 		return r, err
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -77,7 +78,7 @@ const firstPort = 5201
 
 // scenario is the base with its guest as n guests named PREFIX1..PREFIXn, guest i running one
 // TCP stream of the test's time against its own server at the far end (port firstPort+i-1),
-// receiving it with rx (iperf -R); the far end runs n servers (iperf_servers). Every guest
+// receiving it with rx (iperf -R), all starting at the test's start; the far end runs n servers (iperf_servers). Every guest
 // keeps the template's affinity, route and config otherwise, so that the router's policy for
 // the template takes each; with domains per-guest the router gets a domain per guest
 // (splitDomains). Refused: a DHCP server of the router whose range has fewer addresses than
@@ -104,13 +105,16 @@ func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 			st.Nodes = append(st.Nodes, &config.Node{Type: "binary", Pos: st.Pos, Attrs: []config.Attr{{Name: "name", Value: startBinary(st)}}})
 		}
 		for i := 1; i <= n; i++ {
-			g := clone(st)
+			g := st.Clone()
 			g.Set("name", b.prefix+strconv.Itoa(i))
 			cmd := fmt.Sprintf("-c %s -p %d -t %g", b.client.Client, firstPort+i-1, t.time.Seconds())
 			if t.rx {
 				cmd += " -R"
 			}
 			g.Sub("config").Set("iperf", cmd)
+			if !t.start.IsZero() {
+				g.Sub("config").Set("iperf_start", t.start.UTC().Format(time.RFC3339Nano))
+			}
 			kept = append(kept, g)
 		}
 	}

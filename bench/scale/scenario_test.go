@@ -25,7 +25,8 @@ func TestScenarioMultipliesTheGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true}, domainsShared)
+	start := time.Date(2026, 12, 5, 10, 0, 5, 250e6, time.UTC)
+	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true, start: start}, domainsShared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func TestScenarioMultipliesTheGuest(t *testing.T) {
 		case i > 0:
 			guests++
 			want := "-c 198.18.0.2 -p " + strconv.Itoa(5200+i) + " -t 4 -R"
-			if startBinary(st) != "vm" || cfg.String("iperf", "") != want {
-				t.Errorf("%s: binary %s, iperf %q; want vm, %q", st.Name(), startBinary(st), cfg.String("iperf", ""), want)
+			if startBinary(st) != "vm" || cfg.String("iperf", "") != want || cfg.String("iperf_start", "") != "2026-12-05T10:00:05.25Z" {
+				t.Errorf("%s: binary %s, iperf %q at %s; want vm, %q at the common start", st.Name(), startBinary(st), cfg.String("iperf", ""), cfg.String("iperf_start", ""), want)
 			}
 		case st.Name() == "vm":
 			t.Error("the template vm is still there")

@@ -167,7 +167,10 @@ func benchIperfCmd() *cobra.Command {
 			"second, its TX interrupts and TDT doorbells per 1000 frames sent, the packet streams' signals\n" +
 			"per 1000 frames, and for rx_irq_throttle=adaptive how long the driver held each latency class.\n" +
 			"--latency adds round trips (p50/p99/p99.9 of 1 B and 1 KiB transactions, as `nicstack rr`)\n" +
-			"timed by the guest during the test and on the idle path after it.\n" +
+			"timed by the guest during the test and on the idle path after it, and the ratio of the 1 B p99s;\n" +
+			"with --flows 1,4 --direction bidir that is RRUL's shape (bulk up and down, round trips beside).\n" +
+			"--latency-guest separate times them in a second guest B (a copy of the client's start, its own\n" +
+			"session) while the client runs the bulk test alone: one guest's delay under another's load.\n" +
 			"A terminal shows a progress bar on stderr, anything else (and -v) a line per run.\n" +
 			"--compare kernel (root) measures the same topology with Linux forwarding between namespaces,\n" +
 			"--compare pasta with pasta, in the same invocation, and prints the ratios. Each runs with its\n" +
@@ -182,7 +185,9 @@ func benchIperfCmd() *cobra.Command {
 			"guest: the driver's and the guest's components' figures come from the guest's supervisor, CPU\n" +
 			"in % of one vCPU, \"guest\" the whole guest's, \"qemu\" QEMU's on the host; --compare linux\n" +
 			"runs Linux's e1000e in the same guest in its place, as a row of the tables.\n" +
-			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.",
+			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.\n" +
+			"--ip 4,6 runs every point over IPv4 and over IPv6 (iperf -6 to the far end's address6, the one\n" +
+			"beside the IPv4 address a guest's iperf names) and prints each IPv6 point's ratio to IPv4's.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -194,6 +199,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringSliceVar(&o.Throttles, "rx-irq-throttle", []string{"0", "651", "5580"}, "the driver's rx_irq_throttle values: ITR intervals (256 ns units) or adaptive")
 	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
 	f.StringSliceVar(&o.Directions, "direction", []string{"rx"}, "rx (the far end sends to the guest, iperf -R), tx (the guest sends), bidir (both at once, iperf --bidir)")
+	f.StringSliceVar(&o.IPs, "ip", []string{"4"}, "the IP versions of the tests: 4, 6 (iperf -6 to the far end's address6); 4,6 prints IPv6/IPv4")
 	f.IntVar(&o.Runs, "runs", 1, "runs per point, in rounds over the matrix; the tables show medians")
 	f.DurationVar(&o.Time, "time", 10*time.Second, "iperf test time per run, measured")
 	f.DurationVar(&o.Omit, "omit", 3*time.Second, "whole seconds at each test's start left out of throughput and the components' CPU (iperf3's -O): TCP's slow start")
@@ -203,6 +209,8 @@ func benchIperfCmd() *cobra.Command {
 	f.IntVar(&o.UDPRate, "udp-rate", 0, "a UDP stream of this many 64-byte datagrams per second instead of bulk TCP (0: TCP)")
 	f.StringVar(&o.Congestion, "congestion", "", "TCP congestion control of every Linux iperf3, the netns guests' and the references' (iperf3 -C): cubic, bbr, ...; default: the kernel's")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
+	f.StringVar(&o.LatencyGuest, "latency-guest", "same", "who times the round trips: same (the guest of the bulk test) or separate (a second guest, a copy of it, while it runs the bulk)")
+	f.IntSliceVar(&o.Flows, "flows", nil, "parallel bulk streams per client and direction (iperf -P), a dimension of the matrix: 1,4; default: the scenario's")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }

@@ -49,3 +49,39 @@ func TestBenchIperfJSON(t *testing.T) {
 	}
 	t.Logf("%s", b)
 }
+
+// RRUL's shape with the round trips in a second guest: bulk both ways in 2 streams each
+// (--flows 2 --direction bidir) from vm while vm_rr, a copy of it, times round trips during the
+// test and idle after it; the JSON has both phases' percentiles and their ratio.
+func TestBenchIperfLatencyGuest(t *testing.T) {
+	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	points, b := runBenchJSON(t, "rx_irq_throttle  tx_batch  -P  Mbit/s", 1,
+		[]string{"flows", "latency_guest", "rr_p99_us", "rr_load_p50_us", "rr_load_p99_us", "rr_load_p999_us", "rr_p99_load_ratio", "rr_p99_load_ratio_runs"},
+		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "3s", "--omit", "0s",
+		"--rx-irq-throttle", "adaptive", "--tx-batch", "yes", "--direction", "bidir", "--flows", "2", "--latency", "--latency-guest", "separate")
+	out := string(b)
+	for _, want := range []string{"vm_rr, a second guest, while vm ran the bulk test alone", "p99 load/idle (runs)", "load 1 B"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in the output", want)
+		}
+	}
+	p := points[0]
+	if p["flows"] != 2.0 || p["latency_guest"] != "separate" || p["direction"] != "bidir" {
+		t.Errorf("flows %v, latency_guest %v, direction %v: want 2, separate, bidir", p["flows"], p["latency_guest"], p["direction"])
+	}
+	load, idle, ratio := p["rr_load_p99_us"].(float64), p["rr_p99_us"].(float64), p["rr_p99_load_ratio"].(float64)
+	if d := ratio - load/idle; d > 1e-9 || d < -1e-9 {
+		t.Errorf("ratio %v, want load p99 %v / idle p99 %v of the one run", ratio, load, idle)
+	}
+	if cpu, _ := p["cpu"].(map[string]any); cpu["vm_rr"] == nil {
+		t.Errorf("cpu %v: want guest B's", p["cpu"])
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if len([]rune(line)) > 100 {
+			t.Errorf("line wider than 100 columns: %q", line)
+		}
+	}
+	t.Logf("%s", b)
+}

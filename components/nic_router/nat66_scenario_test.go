@@ -18,11 +18,19 @@ import (
 // default route from the router's RA, and returns the scenario and the vm's namespace. Run
 // under flock /tmp/nicstack-root.lock (namespaces vm and far).
 func nat66(t *testing.T) (*scenario, *ipv6NS) {
+	sc, vm, _ := slaacScenario(t, "ipv6.hid")
+	return sc, vm
+}
+
+// slaacScenario runs deploy/name, deploy/ipv6.hid's shape (a netns vm behind the router's lan
+// with <ra>, the far end's iperf3 server in namespace far), until the vm has its SLAAC address
+// and default route, and returns the scenario and the namespaces of the vm and the far end.
+func slaacScenario(t *testing.T, name string) (*scenario, *ipv6NS, *ipv6NS) {
 	testutil.RequireRoot(t)
 	testutil.RequireCommand(t, "ip", "ping", "iperf3")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/vm")
 	testutil.Binary(t, "github.com/nicstack/nicstack/components/linux_nic")
-	sc := run(t, "ipv6.hid")
+	sc := run(t, name)
 	vm, far := ipv6Namespace(t, sc, sc.within, "vm"), ipv6Namespace(t, sc, sc.within, "far")
 	show := func() string { return vm.ip("-6", "addr") + vm.ip("-6", "route") + far.ip("-6", "addr") }
 	sc.within("the vm's SLAAC address from the RA's prefix", func() bool {
@@ -36,7 +44,7 @@ func nat66(t *testing.T) (*scenario, *ipv6NS) {
 		out, _ := exec.Command("ip", "netns", "exec", far.name, "ss", "-Htln", "sport", "5201").Output()
 		return len(out) > 0
 	}, show)
-	return sc, vm
+	return sc, vm, far
 }
 
 // iperf3Result is what the test reads of iperf3 -J's report.

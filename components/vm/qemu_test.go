@@ -21,6 +21,14 @@ import (
 // the guest image is built first, once.
 func startQEMUScenario(t *testing.T, name string, replace ...string) *scenariotest.Run {
 	t.Helper()
+	guestImage(t)
+	return startScenario(t, name, scenariotest.Deploy(t, name, replace...))
+}
+
+// guestImage builds the guest image (once) and probes KVM, before a guest's own boot is
+// timed; a scenario's programs get it through qemu.ImageEnv.
+func guestImage(t *testing.T) qemu.Image {
+	t.Helper()
 	testutil.RequireCommand(t, qemu.Binary)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -28,13 +36,18 @@ func startQEMUScenario(t *testing.T, name string, replace ...string) *scenariote
 	if err != nil {
 		t.Fatal(err)
 	}
-	qemu.KVM(im) // the probe, before the guest's own boot is timed
+	qemu.KVM(im)
 	t.Setenv(qemu.ImageEnv, filepath.Dir(im.Kernel))
+	return im
+}
+
+// startScenario runs text, the seed topology's scenario name with a vm.
+func startScenario(t *testing.T, name, text string) *scenariotest.Run {
+	t.Helper()
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	return scenariotest.Start(t, name, scenariotest.Deploy(t, name, replace...),
-		supervisor.Options{BinDirs: []string{testutil.BinDir(t)}, Components: components.Table})
+	return scenariotest.Start(t, name, text, supervisor.Options{BinDirs: []string{testutil.BinDir(t)}, Components: components.Table})
 }
 
 // waitLog waits until the run's log holds want n times.

@@ -222,10 +222,33 @@ type Config struct {
 	Append string
 }
 
+// Cmdline is the guest kernel's command line for c: the console, and the lease, iperf or
+// command its init reads (a libvirt domain's <cmdline> takes it as it is).
+func (c Config) Cmdline() (string, error) {
+	if strings.ContainsRune(c.Iperf+c.Run+c.Append, '"') {
+		return "", fmt.Errorf("guest command %q: no double quotes on the kernel command line", c.Iperf+c.Run+c.Append)
+	}
+	// no_timer_check: under TCG on a loaded machine the boot's timer check can miss its ticks,
+	// and with an intel-iommu's interrupt remapping the kernel then panics ("timer doesn't
+	// work through Interrupt-remapped IO-APIC"; seen here at load 8).
+	cmdline := "console=ttyS0 quiet panic=-1 random.trust_cpu=on no_timer_check"
+	if c.Iperf != "" {
+		cmdline += ` iperf="` + c.Iperf + `"`
+	}
+	if c.Run != "" {
+		cmdline += ` run="` + c.Run + `"`
+	}
+	if c.Append != "" {
+		cmdline += " " + c.Append
+	}
+	return cmdline, nil
+}
+
 // Args is QEMU's command line for c, without the binary.
 func (c Config) Args() ([]string, error) {
-	if strings.ContainsRune(c.Iperf+c.Run+c.Append, '"') {
-		return nil, fmt.Errorf("guest command %q: no double quotes on the kernel command line", c.Iperf+c.Run+c.Append)
+	cmdline, err := c.Cmdline()
+	if err != nil {
+		return nil, err
 	}
 	if !strings.Contains(c.Netdev, "id="+NetID) {
 		return nil, fmt.Errorf("netdev %q: want id=%s", c.Netdev, NetID)
@@ -246,19 +269,6 @@ func (c Config) Args() ([]string, error) {
 	}
 	if dev == "" {
 		dev = "virtio-net-pci,netdev=" + NetID
-	}
-	// no_timer_check: under TCG on a loaded machine the boot's timer check can miss its ticks,
-	// and with an intel-iommu's interrupt remapping the kernel then panics ("timer doesn't
-	// work through Interrupt-remapped IO-APIC"; seen here at load 8).
-	cmdline := "console=ttyS0 quiet panic=-1 random.trust_cpu=on no_timer_check"
-	if c.Iperf != "" {
-		cmdline += ` iperf="` + c.Iperf + `"`
-	}
-	if c.Run != "" {
-		cmdline += ` run="` + c.Run + `"`
-	}
-	if c.Append != "" {
-		cmdline += " " + c.Append
 	}
 	args := []string{"-accel", accel, "-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot",

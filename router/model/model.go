@@ -94,9 +94,16 @@ type Domain struct {
 
 	// Our IPv6 extension (docs/ipv6.md); Genode's router has no IPv6.
 	// Interface6 is interface_ipv6, the router's global address and the on-link prefix
-	// (invalid: the domain has no IPv6); Gateway6 is gateway_ipv6 (zero: none).
+	// (invalid: the domain has no IPv6, or SLAAC); Gateway6 is gateway_ipv6 (zero: none).
 	Interface6 netip.Prefix
 	Gateway6   netip.Addr
+	// SLAAC is interface_ipv6="slaac": the domain takes its address, gateway and MTU from
+	// an upstream router's RA (RFC 4862), as a domain without interface takes its IPv4
+	// config by DHCP, and DNS servers from the RA's RDNSS or DHCPv6 (Information-Request).
+	SLAAC bool
+	// DHCPv6 is dhcpv6: when a SLAAC domain asks for DNS servers by stateless DHCPv6:
+	// "ra" when an RA has the O or M flag (the default), "always", or "no".
+	DHCPv6 string
 	// MTU is the link MTU of the domain's interfaces: an IPv6 packet larger than it gets a
 	// packet too big instead, and the RA carries it. IPv4 forwarding ignores it, as Genode's.
 	MTU int
@@ -109,8 +116,11 @@ type Domain struct {
 	UDPRules   []TransportRule
 	TCPForward map[uint16]ForwardRule
 	UDPForward map[uint16]ForwardRule
-	NAT        map[string]NAT // by the domain whose packets are translated
-	DHCPServer *DHCPServer
+	// The forward rules whose to is IPv6: they forward IPv6 flows to interface_ipv6.
+	TCPForward6 map[uint16]ForwardRule
+	UDPForward6 map[uint16]ForwardRule
+	NAT         map[string]NAT // by the domain whose packets are translated
+	DHCPServer  *DHCPServer
 }
 
 // DirectRule is <ip> or <icmp>.
@@ -152,6 +162,10 @@ type RA struct {
 	// their default router (0: not a default router; else MaxInterval to 9000 s).
 	Lifetime   time.Duration
 	DNSServers []netip.Addr // <dns-server ip>, IPv6: the RDNSS option (RFC 8106)
+	// DNSConfigFrom names the domain whose IPv6 DNS servers (learned by SLAAC's RDNSS or
+	// DHCPv6) the RDNSS carries on. As dns_config_from of <dhcp-server>, it counts only when
+	// <ra> has no <dns-server>; Parse leaves it empty otherwise.
+	DNSConfigFrom string
 }
 
 // DHCPServer is <dhcp-server>.
@@ -193,7 +207,7 @@ func (d *Domain) Targets() []string {
 			}
 		}
 	}
-	for _, fs := range []map[uint16]ForwardRule{d.TCPForward, d.UDPForward} {
+	for _, fs := range []map[uint16]ForwardRule{d.TCPForward, d.UDPForward, d.TCPForward6, d.UDPForward6} {
 		for _, p := range sortedPorts(fs) {
 			out = append(out, fs[p].Domain)
 		}
@@ -203,6 +217,9 @@ func (d *Domain) Targets() []string {
 	}
 	if d.DHCPServer != nil && d.DHCPServer.DNSConfigFrom != "" {
 		out = append(out, d.DHCPServer.DNSConfigFrom)
+	}
+	if d.RA != nil && d.RA.DNSConfigFrom != "" {
+		out = append(out, d.RA.DNSConfigFrom)
 	}
 	return out
 }

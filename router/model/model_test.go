@@ -202,7 +202,7 @@ func TestIPv6Domain(t *testing.T) {
 		t.Fatalf("rules %+v %+v", lan, up)
 	}
 	for _, bad := range []struct{ attrs, body, want string }{
-		{`interface_ipv6="10.0.1.1/24"`, ``, `test:2:42: attribute "interface_ipv6" of <domain>: "10.0.1.1/24" is not an IPv6 prefix`},
+		{`interface_ipv6="10.0.1.1/24"`, ``, `test:2:42: attribute "interface_ipv6" of <domain>: "10.0.1.1/24" is neither an IPv6 prefix`},
 		{`interface_ipv6="fe80::1/64"`, ``, `interface_ipv6 fe80::1/64 is no global or unique local unicast address`},
 		{`interface_ipv6="2001:db8:1::/64"`, ``, `interface_ipv6 2001:db8:1::/64 is no host address in a prefix`},
 		{`gateway_ipv6="fe80::1"`, ``, `gateway_ipv6 without interface_ipv6`},
@@ -213,6 +213,56 @@ func TestIPv6Domain(t *testing.T) {
 		{`interface_ipv6="2001:db8:1::1/64"`, `<ra lifetime_sec="100"/>`, `lifetime_sec 100 is neither 0 nor max_interval_sec (600) to 9000`},
 		{`interface_ipv6="2001:db8:1::1/64"`, `<ra><dns-server ip="10.0.0.1"/></ra>`, `invalid <ra> at test:3:2: test:3:17: attribute "ip" of <dns-server>: "10.0.0.1" is not an IPv6 unicast address`},
 		{``, `<tcp dst="2001:db8::/333"><permit-any domain="x"/></tcp>`, `invalid <tcp> at test:3:2: test:3:6: attribute "dst" of <tcp>: "2001:db8::/333" is not an IPv4 or IPv6 prefix`},
+	} {
+		c, errs := parsed(t, "<config>\n<domain name=\"x\" interface=\"10.0.1.1/24\" "+bad.attrs+">\n"+bad.body+"\n</domain>\n</config>")
+		if c.Domains["x"] != nil || len(errs) != 1 || !strings.Contains(errs[0].Error(), bad.want) {
+			t.Errorf("%s %s: domain kept (%v) or problems %v, want %q", bad.attrs, bad.body, c.Domains["x"] != nil, errs, bad.want)
+		}
+	}
+}
+
+// Issue 35's uplink: interface_ipv6="slaac", <ra dns_config_from>, forward rules to IPv6
+// addresses; each bad use invalidates its domain with file:line.
+func TestIPv6UplinkAndForwards(t *testing.T) {
+	c, errs := parsed(t, `<config>
+<domain name="up" interface_ipv6="slaac">
+  <nat domain="lan" tcp-ports="10"/>
+  <tcp-forward port="80" domain="lan" to="10.0.1.5"/>
+  <tcp-forward port="80" domain="lan" to="2001:db8:1::5" to_port="8080"/>
+  <udp-forward port="53" domain="lan" to="2001:db8:1::53"/>
+</domain>
+<domain name="lan" interface="10.0.1.1/24" interface_ipv6="2001:db8:1::1/64">
+  <ra dns_config_from="up"/>
+</domain>
+<domain name="lan2" interface="10.0.2.1/24" interface_ipv6="2001:db8:3::1/64">
+  <ra dns_config_from="up"><dns-server ip="2001:db8::53"/></ra>
+</domain>
+</config>`)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	up, lan, lan2 := c.Domains["up"], c.Domains["lan"], c.Domains["lan2"]
+	if !up.SLAAC || up.Interface6.IsValid() || up.Interface.IsValid() || up.DHCPv6 != "ra" {
+		t.Fatalf("up: %+v", up)
+	}
+	if up.TCPForward[80].To.String() != "10.0.1.5" || up.TCPForward6[80].To.String() != "2001:db8:1::5" ||
+		up.TCPForward6[80].ToPort != 8080 || up.UDPForward6[53].Domain != "lan" || len(up.UDPForward) != 0 {
+		t.Fatalf("forwards %+v %+v %+v", up.TCPForward, up.TCPForward6, up.UDPForward6)
+	}
+	// As Genode's <dhcp-server>: dns_config_from counts only without <dns-server>.
+	if lan.RA.DNSConfigFrom != "up" || lan2.RA.DNSConfigFrom != "" {
+		t.Fatalf("dns_config_from %q %q", lan.RA.DNSConfigFrom, lan2.RA.DNSConfigFrom)
+	}
+	for _, bad := range []struct{ attrs, body, want string }{
+		{`interface_ipv6="slaac" gateway_ipv6="fe80::1"`, ``, `test:2:65: attribute "gateway_ipv6" of <domain>: not with interface_ipv6="slaac"`},
+		{`interface_ipv6="slaac" dhcpv6="yes"`, ``, `test:2:65: attribute "dhcpv6" of <domain>: "yes" is not "ra", "always" or "no"`},
+		{`interface_ipv6="2001:db8:1::1/64" dhcpv6="always"`, ``, `attribute "dhcpv6" of <domain>: only a domain with interface_ipv6="slaac" asks by DHCPv6`},
+		{`interface_ipv6="SLAAC"`, ``, `test:2:42: attribute "interface_ipv6" of <domain>: "SLAAC" is neither an IPv6 prefix`},
+		{`interface_ipv6="slaac"`, `<ra/>`, `invalid <ra> at test:3:2: a domain with interface_ipv6="slaac" has no prefix of its own to advertise`},
+		{`interface_ipv6="2001:db8:1::1/64"`, `<ra dns_config_from="nowhere"/>`, `test:3:5: invalid domain "x": invalid <ra>: dns_config_from names unknown or invalid domain "nowhere"`},
+		{``, `<tcp-forward port="80" domain="x" to="2001:db8::5"/>`, `invalid <tcp-forward> at test:3:2: test:3:35: attribute "to" of <tcp-forward>: 2001:db8::5 is IPv6, but the domain has no interface_ipv6`},
+		{`interface_ipv6="slaac"`, `<udp-forward port="53" domain="x" to="fe80::5"/>`, `attribute "to" of <udp-forward>: "fe80::5" is neither an IPv4 address nor an IPv6 unicast one beyond the link`},
+		{`interface_ipv6="slaac"`, `<tcp-forward port="22" domain="x" to="2001:db8::5"/><tcp-forward port="22" domain="x" to="2001:db8::6"/>`, `two <tcp-forward> rules for port 22 to IPv6 addresses`},
 	} {
 		c, errs := parsed(t, "<config>\n<domain name=\"x\" interface=\"10.0.1.1/24\" "+bad.attrs+">\n"+bad.body+"\n</domain>\n</config>")
 		if c.Domains["x"] != nil || len(errs) != 1 || !strings.Contains(errs[0].Error(), bad.want) {

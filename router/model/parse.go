@@ -16,7 +16,7 @@ import (
 // default is used instead) and invalid domains (dropped, with the reason). The router logs
 // them as warnings; `nicstack check` rejects a config that has any.
 func Parse(n *config.Node) *Config {
-	p := &parser{dnsFrom: map[string]config.Pos{}}
+	p := &parser{dnsFrom: map[string]config.Pos{}, raDNSFrom: map[string]config.Pos{}}
 	for _, e := range config.Check(n, Schema()) {
 		p.errs = append(p.errs, e)
 	}
@@ -118,6 +118,9 @@ func (p *parser) references(c *Config, d *Domain) (string, config.Pos) {
 	if s := d.DHCPServer; s != nil && s.DNSConfigFrom != "" && c.Domains[s.DNSConfigFrom] == nil {
 		return fmt.Sprintf("invalid <dhcp-server>: dns_config_from names unknown or invalid domain %q", s.DNSConfigFrom), p.dnsFrom[d.Name]
 	}
+	if ra := d.RA; ra != nil && ra.DNSConfigFrom != "" && c.Domains[ra.DNSConfigFrom] == nil {
+		return fmt.Sprintf("invalid <ra>: dns_config_from names unknown or invalid domain %q", ra.DNSConfigFrom), p.raDNSFrom[d.Name]
+	}
 	for _, t := range d.Targets() {
 		if c.Domains[t] == nil {
 			return fmt.Sprintf("rule refers to unknown or invalid domain %q", t), config.Pos{}
@@ -127,8 +130,9 @@ func (p *parser) references(c *Config, d *Domain) (string, config.Pos) {
 }
 
 type parser struct {
-	errs    []error
-	dnsFrom map[string]config.Pos // where each domain's dns_config_from is
+	errs      []error
+	dnsFrom   map[string]config.Pos // where each domain's dns_config_from is
+	raDNSFrom map[string]config.Pos // and that of its <ra>
 }
 
 func (p *parser) errorf(pos config.Pos, format string, args ...any) {
@@ -181,6 +185,8 @@ func (p *parser) domain(n *config.Node, c *Config) (*Domain, string) {
 		UseARP:            p.boolean(n, "use_arp", true),
 		TCPForward:        map[uint16]ForwardRule{},
 		UDPForward:        map[uint16]ForwardRule{},
+		TCPForward6:       map[uint16]ForwardRule{},
+		UDPForward6:       map[uint16]ForwardRule{},
 		NAT:               map[string]NAT{},
 	}
 	if d.Name == "" {
@@ -227,14 +233,21 @@ func (p *parser) domain(n *config.Node, c *Config) (*Domain, string) {
 				}
 			}
 		case "tcp-forward", "udp-forward":
-			m := d.TCPForward
-			if rn.Type == "udp-forward" {
-				m = d.UDPForward
-			}
 			var r ForwardRule
-			if r, why = p.forwardRule(rn); why == "" {
+			if r, why = p.forwardRule(rn, d); why == "" {
+				// A rule forwards the family of its to: IPv4 flows to interface, IPv6
+				// ones to interface_ipv6; a port may have one rule of each.
+				m, family := d.TCPForward, "IPv4"
+				switch {
+				case rn.Type == "tcp-forward" && r.To.Is6():
+					m, family = d.TCPForward6, "IPv6"
+				case r.To.Is6():
+					m, family = d.UDPForward6, "IPv6"
+				case rn.Type == "udp-forward":
+					m = d.UDPForward
+				}
 				if _, dup := m[r.Port]; dup {
-					why = fmt.Sprintf("two <%s> rules for port %d", rn.Type, r.Port)
+					why = fmt.Sprintf("two <%s> rules for port %d to %s addresses", rn.Type, r.Port, family)
 				}
 				m[r.Port] = r
 			}
@@ -306,10 +319,12 @@ func (p *parser) ipv6(n *config.Node, d *Domain) string {
 		}
 		d.MTU = int(v)
 	}
-	if a, ok := n.Attr("interface_ipv6"); ok {
+	if a, ok := n.Attr("interface_ipv6"); ok && a.Value == "slaac" {
+		d.SLAAC = true
+	} else if ok {
 		pfx, err := netip.ParsePrefix(a.Value)
 		if err != nil || !pfx.Addr().Is6() || pfx.Addr().Is4In6() || pfx.Addr().Zone() != "" {
-			return config.Errorf(a.Pos, "attribute \"interface_ipv6\" of <domain>: %q is not an IPv6 prefix (like 2001:db8:1::1/64)", a.Value).Error()
+			return config.Errorf(a.Pos, "attribute \"interface_ipv6\" of <domain>: %q is neither an IPv6 prefix (like 2001:db8:1::1/64) nor \"slaac\"", a.Value).Error()
 		}
 		ip := pfx.Addr()
 		switch {
@@ -321,12 +336,24 @@ func (p *parser) ipv6(n *config.Node, d *Domain) string {
 		}
 		d.Interface6 = pfx
 	}
+	d.DHCPv6 = "ra"
+	if a, ok := n.Attr("dhcpv6"); ok {
+		switch {
+		case a.Value != "ra" && a.Value != "always" && a.Value != "no":
+			return config.Errorf(a.Pos, "attribute \"dhcpv6\" of <domain>: %q is not \"ra\", \"always\" or \"no\"", a.Value).Error()
+		case !d.SLAAC:
+			return config.Errorf(a.Pos, "attribute \"dhcpv6\" of <domain>: only a domain with interface_ipv6=\"slaac\" asks by DHCPv6").Error()
+		}
+		d.DHCPv6 = a.Value
+	}
 	if a, ok := n.Attr("gateway_ipv6"); ok {
 		gw, err := netip.ParseAddr(a.Value)
 		if err != nil || !gw.Is6() || gw.Is4In6() || gw.Zone() != "" {
 			return config.Errorf(a.Pos, "attribute \"gateway_ipv6\" of <domain>: %q is not an IPv6 address (like fe80::1)", a.Value).Error()
 		}
 		switch {
+		case d.SLAAC:
+			return config.Errorf(a.Pos, "attribute \"gateway_ipv6\" of <domain>: not with interface_ipv6=\"slaac\": the gateway is the router whose RA gives the address").Error()
 		case !d.Interface6.IsValid():
 			return "gateway_ipv6 without interface_ipv6"
 		case !gw.IsLinkLocalUnicast() && !d.Interface6.Masked().Contains(gw):
@@ -342,7 +369,11 @@ const header6MinMTU = 1280
 
 // ra reads <ra>: RFC 4861 6.2.1's bounds for the intervals and the lifetime.
 func (p *parser) ra(n *config.Node, d *Domain) (*RA, string) {
-	if !d.Interface6.IsValid() {
+	switch {
+	case d.SLAAC:
+		// An uplink configured by another router's RA must not advertise itself there.
+		return nil, "a domain with interface_ipv6=\"slaac\" has no prefix of its own to advertise"
+	case !d.Interface6.IsValid():
 		return nil, "a domain without interface_ipv6 has no prefix to advertise"
 	}
 	maxInt, err := n.Number("max_interval_sec", 600)
@@ -370,6 +401,11 @@ func (p *parser) ra(n *config.Node, d *Domain) (*RA, string) {
 			return nil, config.Errorf(a.Pos, "attribute \"ip\" of <dns-server>: %q is not an IPv6 unicast address", a.Value).Error()
 		}
 		ra.DNSServers = append(ra.DNSServers, ip)
+	}
+	// As Genode's dns_config_from of <dhcp-server>: it counts only without <dns-server>.
+	if a, ok := n.Attr("dns_config_from"); ok && a.Value != "" && len(ra.DNSServers) == 0 {
+		ra.DNSConfigFrom = a.Value
+		p.raDNSFrom[d.Name] = a.Pos
 	}
 	return ra, ""
 }
@@ -431,7 +467,7 @@ func (p *parser) transportRule(n *config.Node) (TransportRule, string) {
 	return r, ""
 }
 
-func (p *parser) forwardRule(n *config.Node) (ForwardRule, string) {
+func (p *parser) forwardRule(n *config.Node, d *Domain) (ForwardRule, string) {
 	var r ForwardRule
 	var why string
 	// Only system and registered ports are forwarded: the dynamic range is NAT's.
@@ -444,12 +480,17 @@ func (p *parser) forwardRule(n *config.Node) (ForwardRule, string) {
 	if r.Domain, why = domainAttr(n); why != "" {
 		return r, why
 	}
-	to, ok, err := n.IPv4("to")
-	if err != nil {
-		return r, err.Error()
-	}
+	a, ok := n.Attr("to")
 	if !ok {
 		return r, "missing to"
+	}
+	to, err := netip.ParseAddr(a.Value)
+	if err != nil || to.Is4In6() || to.Zone() != "" || to.Is6() && (to.IsUnspecified() || to.IsMulticast() || to.IsLinkLocalUnicast()) {
+		return r, config.Errorf(a.Pos, "attribute \"to\" of <%s>: %q is neither an IPv4 address nor an IPv6 unicast one beyond the link", n.Type, a.Value).Error()
+	}
+	// An IPv6 to forwards IPv6 flows to the domain's interface_ipv6 address.
+	if to.Is6() && !d.Interface6.IsValid() && !d.SLAAC {
+		return r, config.Errorf(a.Pos, "attribute \"to\" of <%s>: %s is IPv6, but the domain has no interface_ipv6 to forward from", n.Type, to).Error()
 	}
 	r.To = to
 	return r, ""

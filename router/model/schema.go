@@ -26,7 +26,7 @@ type Description struct {
 }
 
 // SchemaAttr is one attribute: Kind is one of bool, seconds, number, port, ipv4,
-// ipv4_prefix, ipv6, ipv6_prefix, ip_prefix (either family), domain, label, name, icmp_code,
+// ipv4_prefix, ip (either family), ipv6, ipv6_prefix, ipv6_prefix_or_slaac, ra_always_no, ip_prefix (either family), domain, label, name, icmp_code,
 // path; Default is empty when the attribute has none.
 type SchemaAttr struct {
 	Name    string
@@ -62,7 +62,7 @@ func permitNodes() []*Description {
 }
 
 func forwardAttrs() []SchemaAttr {
-	return []SchemaAttr{{"port", "port", ""}, {"domain", "domain", ""}, {"to", "ipv4", ""}, {"to_port", "port", "0"}}
+	return []SchemaAttr{{"port", "port", ""}, {"domain", "domain", ""}, {"to", "ip", ""}, {"to_port", "port", "0"}}
 }
 
 // RouterSchema describes the nic_router's <config>.
@@ -113,8 +113,8 @@ func RouterSchema() *Description {
 					{"icmp_echo_server", "bool", "(config)"}, {"use_arp", "bool", "yes"},
 					// Our IPv6 extension (docs/ipv6.md), named as Genode names a family's
 					// attributes (dropped_fragm_ipv4, icmp_type_3_code_on_fragm_ipv4).
-					{"interface_ipv6", "ipv6_prefix", ""}, {"gateway_ipv6", "ipv6", ""},
-					{"mtu", "number", "1500"},
+					{"interface_ipv6", "ipv6_prefix_or_slaac", ""}, {"gateway_ipv6", "ipv6", ""},
+					{"mtu", "number", "1500"}, {"dhcpv6", "ra_always_no", "ra"},
 				},
 				Nodes: []*Description{
 					// dst takes a prefix of either family: an IPv6 one routes IPv6.
@@ -139,7 +139,8 @@ func RouterSchema() *Description {
 						}},
 					// Our extension: router advertisements on the domain's links.
 					{Type: "ra",
-						Attrs: []SchemaAttr{{"max_interval_sec", "seconds", "600"}, {"lifetime_sec", "seconds", "3*max_interval_sec"}},
+						Attrs: []SchemaAttr{{"max_interval_sec", "seconds", "600"}, {"lifetime_sec", "seconds", "3*max_interval_sec"},
+							{"dns_config_from", "domain", ""}},
 						Nodes: []*Description{
 							{Type: "dns-server", Attrs: []SchemaAttr{{"ip", "ipv6", ""}}},
 						}},

@@ -373,7 +373,81 @@ func (c *Client) decode(b []byte) error {
 	return nil
 }
 
-// Record is what a slot holds: a *Link, *Link6, *ARP, *Lease or *Client.
+// MaxRDNSS bounds the RDNSS servers a SLAAC record keeps; a router that learned more keeps
+// the first.
+const MaxRDNSS = 2
+
+// SLAAC is the IPv6 config a domain took by SLAAC (interface_ipv6="slaac"): its address and
+// prefix length (64, or 128 for a prefix that is not on-link), the router it follows, the
+// ends (Unix nanoseconds) of the valid, preferred and router lifetimes, the RA's MTU (0:
+// none) and RDNSS with its end. What DHCPv6 gave is not kept: a restarted router asks again.
+type SLAAC struct {
+	Domain                            Name
+	Addr                              [16]byte
+	PrefixBits                        uint8
+	Gateway                           [16]byte
+	HasGateway                        bool
+	ValidEnd, PreferredEnd, RouterEnd int64
+	MTU                               uint16
+	RDNSS                             [][16]byte
+	RDNSSEnd                          int64
+	Slot                              int32
+}
+
+const slaacLen = 8 + 16 + 1 + 16 + 1 + 3*8 + 2 + 1 + 16*MaxRDNSS + 8
+
+func (c *SLAAC) encode(b []byte) {
+	binary.LittleEndian.PutUint64(b, uint64(c.Domain))
+	copy(b[8:24], c.Addr[:])
+	b[24] = c.PrefixBits
+	copy(b[25:41], c.Gateway[:])
+	if c.HasGateway {
+		b[41] = 1
+	}
+	binary.LittleEndian.PutUint64(b[42:], uint64(c.ValidEnd))
+	binary.LittleEndian.PutUint64(b[50:], uint64(c.PreferredEnd))
+	binary.LittleEndian.PutUint64(b[58:], uint64(c.RouterEnd))
+	binary.LittleEndian.PutUint16(b[66:], c.MTU)
+	n := min(len(c.RDNSS), MaxRDNSS)
+	b[68] = byte(n)
+	for k := range n {
+		copy(b[69+16*k:], c.RDNSS[k][:])
+	}
+	binary.LittleEndian.PutUint64(b[69+16*MaxRDNSS:], uint64(c.RDNSSEnd))
+}
+
+func (c *SLAAC) decode(b []byte) error {
+	if !isZero(b[slaacLen:]) {
+		return errTail
+	}
+	c.Domain = Name(binary.LittleEndian.Uint64(b))
+	copy(c.Addr[:], b[8:24])
+	c.PrefixBits = b[24]
+	copy(c.Gateway[:], b[25:41])
+	if b[41] > 1 {
+		return fmt.Errorf("has gateway is %d", b[41])
+	}
+	c.HasGateway = b[41] == 1
+	c.ValidEnd = int64(binary.LittleEndian.Uint64(b[42:]))
+	c.PreferredEnd = int64(binary.LittleEndian.Uint64(b[50:]))
+	c.RouterEnd = int64(binary.LittleEndian.Uint64(b[58:]))
+	c.MTU = binary.LittleEndian.Uint16(b[66:])
+	n := int(b[68])
+	if n > MaxRDNSS {
+		return fmt.Errorf("%d RDNSS servers, at most %d", n, MaxRDNSS)
+	}
+	c.RDNSS = nil
+	for k := range n {
+		c.RDNSS = append(c.RDNSS, [16]byte(b[69+16*k:]))
+	}
+	if !isZero(b[69+16*n : 69+16*MaxRDNSS]) {
+		return errors.New("bytes after the RDNSS servers")
+	}
+	c.RDNSSEnd = int64(binary.LittleEndian.Uint64(b[69+16*MaxRDNSS:]))
+	return nil
+}
+
+// Record is what a slot holds: a *Link, *Link6, *ARP, *Lease, *Client or *SLAAC.
 type Record interface {
 	kind() Kind
 	encode(b []byte)
@@ -384,12 +458,14 @@ func (*Link6) kind() Kind  { return KindLink6 }
 func (*ARP) kind() Kind    { return KindARP }
 func (*Lease) kind() Kind  { return KindLease }
 func (*Client) kind() Kind { return KindClient }
+func (*SLAAC) kind() Kind  { return KindSLAAC }
 
 func (l *Link) addTo(c *Contents, s int32)    { l.Slot = s; c.Links = append(c.Links, *l) }
 func (l *Link6) addTo(c *Contents, s int32)   { l.Slot = s; c.Links6 = append(c.Links6, *l) }
 func (a *ARP) addTo(c *Contents, s int32)     { a.Slot = s; c.ARP = append(c.ARP, *a) }
 func (l *Lease) addTo(c *Contents, s int32)   { l.Slot = s; c.Leases = append(c.Leases, *l) }
 func (cl *Client) addTo(c *Contents, s int32) { cl.Slot = s; c.Clients = append(c.Clients, *cl) }
+func (sl *SLAAC) addTo(c *Contents, s int32)  { sl.Slot = s; c.SLAAC = append(c.SLAAC, *sl) }
 
 // Put writes rec into slot s (None: a free one) and returns the slot, None when the region is
 // full. A Client must fit (Fits).

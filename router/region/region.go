@@ -43,6 +43,7 @@ const (
 	KindLease
 	KindClient
 	KindLink6
+	KindSLAAC
 	kinds
 )
 
@@ -58,6 +59,8 @@ func (k Kind) String() string {
 		return "DHCP client"
 	case KindLink6:
 		return "IPv6 link state"
+	case KindSLAAC:
+		return "SLAAC config"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -81,6 +84,7 @@ type Contents struct {
 	ARP     []ARP
 	Leases  []Lease
 	Clients []Client
+	SLAAC   []SLAAC
 	// Discarded counts the slots that held something Open did not trust: torn (a write the
 	// crash interrupted), a checksum that does not hold, a record that does not decode.
 	Discarded int
@@ -276,6 +280,8 @@ func (r *Region) load(s int32, c *Contents) error {
 		rec = new(Client)
 	case KindLink6:
 		rec = new(Link6)
+	case KindSLAAC:
+		rec = new(SLAAC)
 	default:
 		return fmt.Errorf("unknown record kind %d", b[8])
 	}

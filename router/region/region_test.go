@@ -65,7 +65,16 @@ func tupleGen(t *rapid.T, label string) Tuple {
 
 // record draws any well-formed record; put writes it to slot s of r.
 func record(t *rapid.T) (any, func(r *Region, s int32) int32) {
-	switch rapid.IntRange(0, 4).Draw(t, "kind") {
+	switch rapid.IntRange(0, 5).Draw(t, "kind") {
+	case 5:
+		c := &SLAAC{Domain: Name(rapid.Uint64().Draw(t, "domain")), Addr: [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "addr")),
+			PrefixBits: rapid.Uint8().Draw(t, "bits"), Gateway: [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "gw")),
+			HasGateway: rapid.Bool().Draw(t, "hasgw"), ValidEnd: rapid.Int64().Draw(t, "valid"), PreferredEnd: rapid.Int64().Draw(t, "preferred"),
+			RouterEnd: rapid.Int64().Draw(t, "router"), MTU: rapid.Uint16().Draw(t, "mtu"), RDNSSEnd: rapid.Int64().Draw(t, "rdnssend")}
+		for range rapid.IntRange(0, MaxRDNSS).Draw(t, "rdnss") {
+			c.RDNSS = append(c.RDNSS, [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "rdnssip")))
+		}
+		return *c, func(r *Region, s int32) int32 { return r.Put(s, c) }
 	case 0:
 		l := &Link{Proto: rapid.SampledFrom([]uint8{header.ProtoTCP, header.ProtoUDP, header.ProtoICMP}).Draw(t, "proto"),
 			Client: Name(rapid.Uint64().Draw(t, "client")), Server: Name(rapid.Uint64().Draw(t, "server")),
@@ -139,6 +148,7 @@ func found(c *Contents) map[int32]any {
 	bySlot(out, c.ARP, func(x *ARP) *int32 { return &x.Slot })
 	bySlot(out, c.Leases, func(x *Lease) *int32 { return &x.Slot })
 	bySlot(out, c.Clients, func(x *Client) *int32 { return &x.Slot })
+	bySlot(out, c.SLAAC, func(x *SLAAC) *int32 { return &x.Slot })
 	return out
 }
 
@@ -301,7 +311,7 @@ func seedHeader(t *testing.T) []byte {
 
 // TestRecordsFitASlot: each kind's record fits the body of a slot.
 func TestRecordsFitASlot(t *testing.T) {
-	for k, n := range map[Kind]int{KindLink: linkLen, KindLink6: link6Len, KindARP: arpLen, KindLease: leaseLen, KindClient: clientLen} {
+	for k, n := range map[Kind]int{KindLink: linkLen, KindLink6: link6Len, KindARP: arpLen, KindLease: leaseLen, KindClient: clientLen, KindSLAAC: slaacLen} {
 		if n > SlotSize-bodyOff {
 			t.Errorf("%v: %d bytes, a slot holds %d", k, n, SlotSize-bodyOff)
 		}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,17 @@ func (n *Node) Attr(name string) (Attr, bool) {
 		}
 	}
 	return Attr{}, false
+}
+
+// Clone is a deep copy of n: a tool's variant of a node (a bench's copies of a guest or domain).
+func (n *Node) Clone() *Node {
+	c := *n
+	c.Attrs = slices.Clone(n.Attrs)
+	c.Nodes = make([]*Node, len(n.Nodes))
+	for i, s := range n.Nodes {
+		c.Nodes[i] = s.Clone()
+	}
+	return &c
 }
 
 // Set gives attribute name the value, adding it after the others if the node lacks it: how

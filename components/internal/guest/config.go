@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nicstack/nicstack/drivers/vhostuser"
 	"github.com/nicstack/nicstack/internal/iperf"
@@ -24,6 +25,8 @@ import (
 //	<config guest="embedded" mtu="1500" iperf="-c 198.18.0.2 -R -t 10 -J"/>          vm, DHCP
 //	<config address="198.18.0.2/24" iperf="-s" session="Uplink" uplink_mac="02:00:00:00:00:fe"/>
 //	<config iperf="-c 198.18.0.2 -t 10" rr="-c 198.18.0.2 -l 1,1K"/>   round trips too (package rr)
+//	<config rr="-c 198.18.0.2" rr_load_sec="10" rr_load_omit_sec="3"/>   beside another guest's test
+//	<config iperf="-c 198.18.0.2 -t 10" iperf_start="2026-12-05T10:00:05Z"/>   not before then
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>   ports 5201-5232
 //	<config address6="2001:db8::2/64" gateway6="fe80::1" iperf="-c 2001:db8:ffff::2 -6 -t 5"/>   static IPv6
@@ -40,6 +43,11 @@ import (
 // A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command),
 // its client tried again while the server is not reachable or busy, as an embedded guest's; rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
 // times round trips during the iperf test and then on the idle path (see guests.Host).
+// rr_load_sec (and rr_load_omit_sec) give a guest with an rr client and no iperf client the
+// times of an iperf test that another guest starts when this one starts (`bench iperf
+// --latency-guest separate`): it times its "load" round trips where that test would have
+// its own, then, once that test has ended, the idle ones. iperf_start (RFC 3339) holds an embedded guest's iperf client
+// until that time, so that many guests' tests start together (`bench scale`).
 // iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
 // each serves one test at a time as iperf3 does, so a far end that N guests measure against
 // at once (`nicstack bench scale`) runs one per guest.
@@ -49,7 +57,7 @@ import (
 // gateway6 if given; a netns guest's TAP accepts router advertisements as Linux does, beside
 // tap_address6 and tap_gateway6 if given (docs/ipv6.md).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "rr", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
 	"tap_address6", "tap_gateway6", "exec", "socket", "queues",
 }}
@@ -71,8 +79,13 @@ type Config struct {
 	// IperfServers is how many iperf servers an embedded guest runs, on consecutive ports
 	// from Iperf's (1 unless iperf_servers says more).
 	IperfServers int
-	RR           *rr.Command // nil: no request/response test
-	Report       string      // file the iperf report is written to as JSON
+	// IperfStart holds an embedded iperf client until then; zero: it starts at once.
+	IperfStart time.Time
+	RR         *rr.Command // nil: no request/response test
+	// RRLoad and RRLoadOmit are the test (-t and -O) an rr client without an iperf client
+	// times its load phase beside; 0: none, idle round trips only.
+	RRLoad, RRLoadOmit time.Duration
+	Report             string // file the iperf report is written to as JSON
 	// Session is the service requested: "Nic", or "Uplink" to sit where a driver would, with
 	// UplinkMAC as the router's identity on that wire.
 	Session   string
@@ -192,6 +205,17 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, config.Errorf(a.Pos, "rr=%q: %v", a.Value, err)
 		}
 	}
+	if a, ok := n.Attr("iperf_start"); ok {
+		if c.IperfStart, err = time.Parse(time.RFC3339Nano, a.Value); err != nil {
+			return c, config.Errorf(a.Pos, "iperf_start=%q: want a time as RFC 3339 writes it (2026-12-05T10:00:05Z)", a.Value)
+		}
+		if c.Iperf == nil || c.Iperf.Server || c.Guest != "embedded" {
+			return c, config.Errorf(a.Pos, "iperf_start: only for an embedded guest's iperf client")
+		}
+	}
+	if err := c.parseRRLoad(n); err != nil {
+		return c, err
+	}
 	if a, ok := n.Attr("ifname"); ok && (c.Guest != "netns" || !validIfname(c.Ifname)) {
 		return c, config.Errorf(a.Pos, "ifname=%q: want a netns guest's interface name of 1 to 15 characters, without '/', ':' or white space", c.Ifname)
 	}
@@ -208,6 +232,35 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		c.Exec = realIperf3(c.Iperf, strings.Join(strings.Fields(a.Value), " "))
 	}
 	return c, nil
+}
+
+// parseRRLoad reads rr_load_sec and rr_load_omit_sec: for an rr client without an iperf client.
+func (c *Config) parseRRLoad(n *config.Node) error {
+	load, err := n.Number("rr_load_sec", 0)
+	if err != nil {
+		return err
+	}
+	omit, err := n.Number("rr_load_omit_sec", 0)
+	if err != nil {
+		return err
+	}
+	a, ok := n.Attr("rr_load_sec")
+	if o, has := n.Attr("rr_load_omit_sec"); has && !ok {
+		return config.Errorf(o.Pos, "rr_load_omit_sec without rr_load_sec")
+	}
+	if !ok {
+		return nil
+	}
+	switch {
+	case c.RR == nil || c.RR.Server || c.Iperf != nil:
+		return config.Errorf(a.Pos, "rr_load_sec: only for an rr client without an iperf client (with one, its own test is the load)")
+	case load < 1 || load > 86400:
+		return config.Errorf(a.Pos, "rr_load_sec=%d: want 1 to 86400 seconds", load)
+	case omit > iperf.MaxOmit:
+		return config.Errorf(a.Pos, "rr_load_omit_sec=%d: want 0 to %d seconds", omit, iperf.MaxOmit)
+	}
+	c.RRLoad, c.RRLoadOmit = time.Duration(load)*time.Second, time.Duration(omit)*time.Second
+	return nil
 }
 
 // maxIperfServers bounds iperf_servers: each is a listener and goroutines in the guest.

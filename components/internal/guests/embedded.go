@@ -276,10 +276,25 @@ func (h *Host) run(ctx context.Context) {
 	}
 	cmd := h.cfg.Iperf
 	switch {
+	case cmd == nil && h.cfg.RRLoad > 0:
+		// Beside another guest's test, started as this guest started (the bench's guest B);
+		// the idle round trips wait until that test has ended.
+		end := time.Now().Add(h.cfg.RRLoadOmit + h.cfg.RRLoad + rrLoadEnd)
+		for _, r := range h.rrDuring(ctx, h.cfg.RRLoadOmit, h.cfg.RRLoad)() {
+			h.recordRR("load", r)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(end)):
+		}
 	case cmd == nil:
 	case cmd.Server:
 		h.serveIperf(ctx, cmd)
 	default:
+		select { // iperf_start: with other guests' tests
+		case <-ctx.Done():
+		case <-time.After(time.Until(h.cfg.IperfStart)):
+		}
 		deadline := time.Now().Add(guest.ClientRetry)
 		for ctx.Err() == nil {
 			cfg := cmd.ClientConfig(h.st)
@@ -378,6 +393,10 @@ func (h *Host) rrDuring(ctx context.Context, omit, d time.Duration) func() []rrR
 	}()
 	return func() []rrResult { return <-done }
 }
+
+// rrLoadEnd is how long after its times another guest's test (rr_load_sec) may still run:
+// its connection and its results' exchange, on a loaded machine.
+const rrLoadEnd = 2 * time.Second
 
 // rrIdleGap is how long the line stays quiet before the idle test: long enough for adaptive
 // moderation to see a quiet interval, as a request after a pause would.

@@ -165,6 +165,25 @@ func TestRoundTripsDuringAndAfterIperf(t *testing.T) {
 		}
 		return c
 	}
+	for _, tc := range []struct {
+		name  string
+		cfg   guest.Config
+		tests uint64 // iperf tests the client runs
+	}{
+		{"beside its own iperf test", guest.Config{Iperf: command(t, "-c 198.18.0.2 -R -t 3")}, 1},
+		// guest B of `bench iperf --latency-guest separate`: another guest's test for its times
+		{"with rr_load_sec and no iperf client", guest.Config{RRLoad: 3 * time.Second}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clear(named)
+			roundTrips(t, log, counter, rrCmd, tc.cfg, tc.tests)
+		})
+	}
+}
+
+// roundTrips runs a client of cfg (its addresses and rr added) against an rr and iperf server
+// and checks both phases' figures.
+func roundTrips(t *testing.T, log testEnv, counter func(string) *atomic.Uint64, rrCmd func(string) *rr.Command, cfg guest.Config, tests uint64) {
 	srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500,
 		Address: netip.MustParsePrefix("198.18.0.2/24"), Iperf: command(t, "-s"), RR: rrCmd("-s")}, privateCounters(), log)
 	if err != nil {
@@ -172,9 +191,9 @@ func TestRoundTripsDuringAndAfterIperf(t *testing.T) {
 	}
 	defer srv.Close()
 	ctr := NewCounters(counter)
-	cli, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, MTU: 1500,
-		Address: netip.MustParsePrefix("198.18.0.3/24"), Iperf: command(t, "-c 198.18.0.2 -R -t 3"),
-		RR: rrCmd("-c 198.18.0.2 -l 1,1K -t 0.2")}, ctr, log)
+	cfg.MAC, cfg.MTU, cfg.Address = net.HardwareAddr{2, 0, 0, 0, 0, 3}, 1500, netip.MustParsePrefix("198.18.0.3/24")
+	cfg.RR = rrCmd("-c 198.18.0.2 -l 1,1K -t 0.2")
+	cli, err := NewHost(cfg, ctr, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +211,7 @@ func TestRoundTripsDuringAndAfterIperf(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "four rr tests", func() bool { return ctr.RRTests.Load()+ctr.RRErrors.Load() >= 4 })
-	if ctr.RRErrors.Load() != 0 || ctr.Tests.Load() != 1 {
+	if ctr.RRErrors.Load() != 0 || ctr.Tests.Load() != tests {
 		t.Fatalf("%d rr errors, %d iperf tests", ctr.RRErrors.Load(), ctr.Tests.Load())
 	}
 	for _, phase := range []string{"load", "idle"} {

@@ -44,12 +44,17 @@ type ndpEvents struct {
 	onLink  map[tcpip.Subnet]struct{}
 	events  []AddressEvent
 	prefix  map[tcpip.Address]int // the prefix length of addresses made by SLAAC
-	kick    chan struct{}
+	// global are the addresses beyond link-local scope that passed duplicate address
+	// detection: until there is one, a default route would make a connection to a global
+	// address take a link-local source, which no router forwards (RFC 4291 2.5.6), and its
+	// SYN be retried with it for minutes after the SLAAC address came.
+	global map[tcpip.Address]struct{}
+	kick   chan struct{}
 }
 
 func newNDPEvents() *ndpEvents {
 	return &ndpEvents{routers: map[tcpip.Address]struct{}{}, onLink: map[tcpip.Subnet]struct{}{},
-		prefix: map[tcpip.Address]int{}, kick: make(chan struct{}, 1)}
+		prefix: map[tcpip.Address]int{}, global: map[tcpip.Address]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 var _ ipv6.NDPDispatcher = (*ndpEvents)(nil)
@@ -75,9 +80,13 @@ func (d *ndpEvents) OnDuplicateAddressDetectionResult(_ tcpip.NICID, a tcpip.Add
 			}
 		}
 		ev := AddressEvent{Prefix: netip.PrefixFrom(addrOf(a), bits)}
+		delete(d.global, a)
 		switch r := r.(type) {
 		case *stack.DADSucceeded:
 			ev.Ready = true
+			if !header.IsV6LinkLocalUnicastAddress(a) {
+				d.global[a] = struct{}{}
+			}
 		case *stack.DADDupAddrDetected:
 			ev.Reason = "duplicate address detected (held by " + string(r.HolderLinkAddress) + ")"
 		case *stack.DADError:
@@ -121,6 +130,7 @@ func (d *ndpEvents) OnAutoGenAddressDeprecated(tcpip.NICID, tcpip.AddressWithPre
 func (d *ndpEvents) OnAutoGenAddressInvalidated(_ tcpip.NICID, a tcpip.AddressWithPrefix) {
 	d.change(func() {
 		delete(d.prefix, a.Address)
+		delete(d.global, a.Address)
 		d.events = append(d.events, AddressEvent{Prefix: netip.PrefixFrom(addrOf(a.Address), a.PrefixLen), Reason: "the router's lifetime for it ended"})
 	})
 }
@@ -129,9 +139,9 @@ func (*ndpEvents) OnRecursiveDNSServerOption(tcpip.NICID, []tcpip.Address, time.
 func (*ndpEvents) OnDNSSearchListOption(tcpip.NICID, []string, time.Duration)             {}
 func (*ndpEvents) OnDHCPv6Configuration(tcpip.NICID, ipv6.DHCPv6ConfigurationFromNDPRA)   {}
 
-// take returns the routes NDP found (on-link prefixes, then default routers) and the address
-// events since the last call.
-func (d *ndpEvents) take() ([]tcpip.Route, []AddressEvent) {
+// take returns the routes NDP found (on-link prefixes, then default routers), whether the
+// interface has a global address in use, and the address events since the last call.
+func (d *ndpEvents) take() ([]tcpip.Route, bool, []AddressEvent) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var routes []tcpip.Route
@@ -143,7 +153,7 @@ func (d *ndpEvents) take() ([]tcpip.Route, []AddressEvent) {
 	}
 	ev := d.events
 	d.events = nil
-	return routes, ev
+	return routes, len(d.global) > 0, ev
 }
 
 // applyNDP keeps the route table in step with what NDP found until done closes.
@@ -154,9 +164,9 @@ func (s *Stack) applyNDP(done <-chan struct{}) {
 			return
 		case <-s.ndp.kick:
 		}
-		routes, events := s.ndp.take()
+		routes, global, events := s.ndp.take()
 		s.mu.Lock()
-		s.ndpRoutes = routes
+		s.ndpRoutes, s.global6 = routes, global
 		s.setRoutes()
 		s.mu.Unlock()
 		if s.onAddress != nil {
@@ -194,7 +204,9 @@ func (s *Stack) SetAddress6(p netip.Prefix, gateway netip.Addr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.addr6.IsValid() {
-		_ = s.s.RemoveAddress(nicID, tcpip.AddrFrom16(s.addr6.Addr().As16()))
+		old := tcpip.AddrFrom16(s.addr6.Addr().As16())
+		_ = s.s.RemoveAddress(nicID, old)
+		s.ndp.change(func() { delete(s.ndp.global, old) })
 	}
 	pa := tcpip.ProtocolAddress{
 		Protocol:          ipv6.ProtocolNumber,

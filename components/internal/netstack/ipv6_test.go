@@ -13,6 +13,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	gheader "gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/netdev/header"
@@ -335,5 +336,26 @@ func TestSolicitRoutersAgain(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d router solicitations, want a new round's on top of the first's", r.solicitations())
 		}
+	}
+}
+
+// TestDefaultRouteWaitsForGlobalAddress: a router's advertisement gives a default route only
+// once an address beyond link-local passed duplicate address detection; before, a connection
+// to a global address would take the link-local source and be dropped at the router.
+func TestDefaultRouteWaitsForGlobalAddress(t *testing.T) {
+	d := newNDPEvents()
+	ll, global := tcpip.AddrFrom16(routerLL), tcpip.AddrFrom16(netip.MustParseAddr("2001:db8:1::2").As16())
+	d.OnOffLinkRouteUpdated(nicID, gheader.IPv6EmptySubnet, ll, gheader.MediumRoutePreference)
+	d.OnDuplicateAddressDetectionResult(nicID, tcpip.AddrFrom16(linkLocalOf(net.HardwareAddr{2, 0, 0, 0, 0, 1}).Addr().As16()), &stack.DADSucceeded{})
+	if routes, ok, _ := d.take(); ok || len(routes) != 1 {
+		t.Fatalf("with a link-local address only: routes %v, global %v", routes, ok)
+	}
+	d.OnDuplicateAddressDetectionResult(nicID, global, &stack.DADSucceeded{})
+	if _, ok, _ := d.take(); !ok {
+		t.Fatal("the SLAAC address passed DAD: want the default route")
+	}
+	d.OnAutoGenAddressInvalidated(nicID, tcpip.AddressWithPrefix{Address: global, PrefixLen: 64})
+	if _, ok, _ := d.take(); ok {
+		t.Fatal("the address's lifetime ended: want no default route")
 	}
 }

@@ -63,6 +63,7 @@ type Stack struct {
 	addr6     netip.Prefix
 	gateway6  netip.Addr
 	ndpRoutes []tcpip.Route // on-link prefixes and default routers from router advertisements
+	global6   bool          // an IPv6 address beyond link-local is in use (ndpEvents.global)
 }
 
 // outQueueLen bounds the frames waiting for the Outbound, like a NIC's TX ring.
@@ -217,9 +218,10 @@ func (s *Stack) SetAddress(p netip.Prefix, gateway netip.Addr) error {
 }
 
 // setRoutes sets the route table from the addresses and what NDP found, the prefixes before
-// the default routes (gVisor takes the first route that matches). s.mu is held.
+// the default routes (gVisor takes the first route that matches), IPv6's default routes only
+// once a global address is in use. s.mu is held.
 func (s *Stack) setRoutes() {
-	var prefixes, defaults []tcpip.Route
+	var prefixes, defaults, defaults6 []tcpip.Route
 	if s.addr.IsValid() {
 		a := tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4(s.addr.Addr().As4()), PrefixLen: s.addr.Bits()}
 		prefixes = append(prefixes, tcpip.Route{Destination: a.Subnet(), NIC: nicID})
@@ -231,7 +233,7 @@ func (s *Stack) setRoutes() {
 		a := tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(s.addr6.Addr().As16()), PrefixLen: s.addr6.Bits()}
 		prefixes = append(prefixes, tcpip.Route{Destination: a.Subnet(), NIC: nicID})
 		if s.gateway6.IsValid() {
-			defaults = append(defaults, tcpip.Route{Destination: header.IPv6EmptySubnet, Gateway: tcpip.AddrFrom16(s.gateway6.As16()), NIC: nicID})
+			defaults6 = append(defaults6, tcpip.Route{Destination: header.IPv6EmptySubnet, Gateway: tcpip.AddrFrom16(s.gateway6.As16()), NIC: nicID})
 		}
 	}
 	prefixes = append(prefixes, linkLocal)
@@ -239,8 +241,11 @@ func (s *Stack) setRoutes() {
 		if r.Gateway.Len() == 0 {
 			prefixes = append(prefixes, r)
 		} else {
-			defaults = append(defaults, r)
+			defaults6 = append(defaults6, r)
 		}
+	}
+	if s.global6 {
+		defaults = append(defaults, defaults6...)
 	}
 	s.s.SetRouteTable(append(prefixes, defaults...))
 }
