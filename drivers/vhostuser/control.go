@@ -15,6 +15,9 @@ import (
 // the guest's memory unmapped and Read and Write return ErrClosed once Serve has returned.
 func (d *Device) Serve() (err error) {
 	defer d.shutdown()
+	if c := d.ctrlQueue(); c != nil {
+		go d.serveCtrl(c)
+	}
 	var hdr [msgHdrLen]byte
 	payload := make([]byte, maxPayload)
 	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
@@ -116,7 +119,7 @@ func (d *Device) handle(m *message, fds []int) error {
 	var err error
 	switch m.request {
 	case reqGetFeatures:
-		reply = le.AppendUint64(nil, offeredFeatures)
+		reply = le.AppendUint64(nil, d.offered())
 	case reqSetFeatures:
 		err = d.setFeatures(m.u64)
 	case reqGetProtocolFeatures:
@@ -130,7 +133,7 @@ func (d *Device) handle(m *message, fds []int) error {
 			d.mu.Unlock()
 		}
 	case reqGetQueueNum:
-		reply = le.AppendUint64(nil, 1)
+		reply = le.AppendUint64(nil, uint64(d.pairs))
 	case reqSetOwner:
 	case reqResetOwner:
 		unlock := d.lockAll()
@@ -184,8 +187,8 @@ func (d *Device) protocolFeatures() bool {
 }
 
 func (d *Device) setFeatures(f uint64) error {
-	if f&^offeredFeatures != 0 {
-		return fmt.Errorf("SET_FEATURES: %#x were not offered (%#x)", f&^uint64(offeredFeatures), uint64(offeredFeatures))
+	if f&^d.offered() != 0 {
+		return fmt.Errorf("SET_FEATURES: %#x were not offered (%#x)", f&^d.offered(), d.offered())
 	}
 	unlock := d.lockAll()
 	defer unlock()
@@ -198,6 +201,16 @@ func (d *Device) setFeatures(f uint64) error {
 	}
 	for i := range d.q {
 		d.q[i].eventIdx = f&featEventIdx != 0
+		d.q[i].setPacked(f&featRingPacked != 0)
+	}
+	d.log.Info("features negotiated", "features", fmt.Sprintf("%#x", f), "packed", f&featRingPacked != 0, "in_order", f&featInOrder != 0,
+		"event_idx", f&featEventIdx != 0, "mrg_rxbuf", f&featMrgRxbuf != 0, "ctrl_vq", f&featCtrlVQ != 0)
+	// With the control queue the driver's: one pair until it sets more (virtio-net 5.1.6.5.5);
+	// else the front end enables the pairs' rings.
+	if f&featCtrlVQ != 0 {
+		d.active.Store(1)
+	} else {
+		d.active.Store(int32(d.pairs))
 	}
 	return nil
 }
@@ -231,11 +244,20 @@ func (q *queue) translate() error {
 	if q.mem == nil {
 		return q.faultf("ring addresses before a memory table")
 	}
+	avail, used := availLen(q.num), usedLen(q.num)
+	if q.packed {
+		avail, used = eventAreaLen, eventAreaLen // the driver's and the device's event structures
+	}
 	return q.setAreas(q.mem.front(q.addr.desc, descLen*uint64(q.num)),
-		q.mem.front(q.addr.avail, availLen(q.num)), q.mem.front(q.addr.used, usedLen(q.num)))
+		q.mem.front(q.addr.avail, avail), q.mem.front(q.addr.used, used))
 }
 
+// queue returns the ring m is about; nil (no error) for a ring past the device's that is
+// ignored (ignoreRing).
 func (d *Device) queue(m *message) (*queue, error) {
+	if d.ignoreRing(m.index) {
+		return nil, nil
+	}
 	if m.index >= uint32(len(d.q)) {
 		return nil, fmt.Errorf("%s: queue %d, the device has %d", reqName(m.request), m.index, len(d.q))
 	}
@@ -247,6 +269,12 @@ func (d *Device) vring(m *message) ([]byte, error) {
 	q, err := d.queue(m)
 	if err != nil {
 		return nil, err
+	}
+	if q == nil {
+		if m.request == reqGetVringBase {
+			return le.AppendUint32(le.AppendUint32(nil, m.index), 0), nil
+		}
+		return nil, nil
 	}
 	protocol := d.protocolFeatures()
 	q.mu.Lock()
@@ -262,6 +290,7 @@ func (d *Device) vring(m *message) ([]byte, error) {
 		}
 		q.num, q.hasAddr = uint16(m.num), false
 		q.pending = make([]usedElem, q.num)
+		q.setPacked(q.packed) // its tables by the new size
 	case reqSetVringAddr:
 		if q.num == 0 {
 			return nil, q.faultf("SET_VRING_ADDR before SET_VRING_NUM")
@@ -272,13 +301,27 @@ func (d *Device) vring(m *message) ([]byte, error) {
 			return nil, err
 		}
 		q.hasAddr = true
+		q.usedFlags = 0
+		if q.packed {
+			if q.lastAvail >= q.num {
+				q.hasAddr = false
+				return nil, q.faultf("SET_VRING_BASE: slot %d of a packed ring of %d", q.lastAvail, q.num)
+			}
+			break
+		}
 		q.usedIdx = le.Uint16(q.used[2:])
-		q.pubUsed, q.usedFlags = q.usedIdx, 0
+		q.pubUsed = q.usedIdx
 	case reqSetVringBase:
 		if m.num > 0xffff {
-			return nil, q.faultf("SET_VRING_BASE: %d is no split ring index", m.num)
+			return nil, q.faultf("SET_VRING_BASE: %d is no ring index", m.num)
 		}
 		q.lastAvail, q.availIdx = uint16(m.num), uint16(m.num)
+		if q.packed {
+			if q.num > 0 && uint16(m.num&0x7fff) >= q.num {
+				return nil, q.faultf("SET_VRING_BASE: slot %d of a packed ring of %d", m.num&0x7fff, q.num)
+			}
+			q.setPackedBase(m.num)
+		}
 	case reqGetVringBase:
 		q.stop()
 		stopped := true
@@ -292,7 +335,11 @@ func (d *Device) vring(m *message) ([]byte, error) {
 		if stopped {
 			d.broken.Store(false) // the driver reset the device
 		}
-		return le.AppendUint32(le.AppendUint32(nil, m.index), uint32(q.lastAvail)), nil
+		base := uint32(q.lastAvail)
+		if q.packed {
+			base = q.packedBase()
+		}
+		return le.AppendUint32(le.AppendUint32(nil, m.index), base), nil
 	case reqSetVringEnable:
 		if !protocol {
 			return nil, q.faultf("SET_VRING_ENABLE without protocol features")
@@ -311,7 +358,7 @@ func (d *Device) vringFD(m *message, fds []int) error {
 	if err == nil && len(fds) == 1 {
 		err = checkEventfd(fds[0], m)
 	}
-	if err != nil {
+	if err != nil || q == nil {
 		closeAll(fds)
 		return err
 	}

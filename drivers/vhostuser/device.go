@@ -1,6 +1,7 @@
 // Package vhostuser is the vhost-user-net back end: it serves one front end (QEMU 7.2+,
-// libvirt) over a connected Unix socket, maps the guest's memory once, and moves the guest's
-// frames through the split virtqueues as a netdev.Device, with each frame's virtio-net header
+// libvirt, DPDK's virtio-user) over a connected Unix socket, maps the guest's memory once, and
+// moves the guest's frames through its virtqueues (split or packed, one or more queue pairs:
+// packed.go, mq.go, ctrl.go) as a netdev.Device, with each frame's virtio-net header
 // as netdev.Offload. It is a library: no process, no packet stream; the vm component's glue
 // pumps it like a TAP.
 //
@@ -17,7 +18,6 @@ package vhostuser
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -100,14 +100,16 @@ type Device struct {
 	mem         *memTable
 	hdrLen      int // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
 
-	q [2]queue
+	pairs  int          // queue pairs offered (SetQueuePairs; 1 without MQ)
+	q      []queue      // the pairs' rings (receive even, transmit odd), then the control queue with MQ
+	active atomic.Int32 // pairs in use: VQ_PAIRS_SET's when the control queue is the device's, else all
+	extra  atomic.Bool  // a ring past the device's was set up: logged once
 
 	broken atomic.Bool
 	closed atomic.Bool
 	done   chan struct{} // closed when Serve has ended and every queue is let go
 
 	rxWait time.Duration
-	rx     rxState // Read's
 	tx     txState // Write's
 }
 
@@ -122,10 +124,11 @@ type queue struct {
 	started bool // SET_VRING_KICK came (and no GET_VRING_BASE since)
 	enabled bool
 	kick    *kicker
-	call    int           // eventfd or -1
-	errFD   int           // eventfd or -1
-	changed chan struct{} // a token when the control path changed the queue
-	pending []usedElem    // Write's used entries of the frame being placed
+	call    int             // eventfd or -1
+	errFD   int             // eventfd or -1
+	changed chan struct{}   // a token when the control path changed the queue
+	pending []usedElem      // Write's used entries of the frame being placed
+	hdr     [maxHdrLen]byte // the reader's header scratch
 }
 
 type usedElem struct {
@@ -145,11 +148,7 @@ func New(conn *net.UnixConn, log *slog.Logger, stats *Stats) *Device {
 		stats = NewStats(nil)
 	}
 	d := &Device{conn: conn, log: log, stats: stats, hdrLen: 10, rxWait: rxWait, done: make(chan struct{})}
-	for i := range d.q {
-		q := &d.q[i]
-		q.name = fmt.Sprintf("%s queue %d", [2]string{"rx", "tx"}[i], i)
-		q.call, q.errFD, q.changed = -1, -1, make(chan struct{}, 1)
-	}
+	d.SetQueuePairs(1)
 	stats.Sessions.Add(1)
 	return d
 }

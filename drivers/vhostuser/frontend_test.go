@@ -23,7 +23,7 @@ type frontend struct {
 	fd       int    // our end of the socket
 	mem      []byte // the guest's memory, as the front end maps it
 	memfd    int
-	q        [2]fq
+	q        []fq // pairs' rings, then the control queue
 	dev      *Device
 	log      *testutil.SyncBuffer
 	stats    *Stats
@@ -36,11 +36,12 @@ type frontend struct {
 
 // fq is the driver's side of one queue.
 type fq struct {
-	num                uint16
-	desc, avail, used  uint64 // guest addresses
-	availIdx, usedSeen uint16
-	kick, call, err    int
-	bufs               uint64 // guest address of this queue's buffers, bufSize each per descriptor
+	num                 uint16
+	desc, avail, used   uint64 // guest addresses
+	availIdx, usedSeen  uint16
+	availWrap, usedWrap bool // a packed ring's wrap counters
+	kick, call, err     int
+	bufs                uint64 // guest address of this queue's buffers, bufSize each per descriptor
 }
 
 const (
@@ -52,7 +53,11 @@ const (
 
 // newFrontend connects a fresh Device and returns the front end, memory shared, nothing
 // negotiated yet.
-func newFrontend(t testing.TB) *frontend {
+func newFrontend(t testing.TB) *frontend { t.Helper(); return newFrontendPairs(t, 1) }
+
+// newFrontendPairs is newFrontend with a device of pairs queue pairs (and rings for them and,
+// past one pair, the control queue).
+func newFrontendPairs(t testing.TB, pairs int) *frontend {
 	t.Helper()
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -79,12 +84,18 @@ func newFrontend(t testing.TB) *frontend {
 	}
 	fe := &frontend{t: t, fd: sp[0], mem: mem, memfd: memfd, log: &testutil.SyncBuffer{}, stats: NewStats(nil), done: make(chan error, 1)}
 	fe.dev = New(c.(*net.UnixConn), slog.New(slog.NewTextHandler(fe.log, nil)), fe.stats)
+	if err := fe.dev.SetQueuePairs(pairs); err != nil {
+		t.Fatal(err)
+	}
 	go func() { fe.done <- fe.dev.Serve() }()
+	fe.q = make([]fq, len(fe.dev.q))
 	for i := range fe.q {
+		// Rings in the first MiB, 64 KiB each; each ring's buffers in its own 64 buffers
+		// from 1 MiB on.
 		q := &fe.q[i]
-		base := uint64(i) * 0x10000
-		q.num, q.desc, q.avail, q.used = ringNum, base, base+16*ringNum, base+0x8000
-		q.bufs = 0x100000 + uint64(i)*0x100000
+		base := uint64(i) * 0x8000
+		q.num, q.desc, q.avail, q.used = ringNum, base, base+16*ringNum, base+0x4000
+		q.bufs = 0x100000 + uint64(i)*ringNum*bufSize
 		for _, p := range []*int{&q.kick, &q.call, &q.err} {
 			if *p, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 				t.Fatal(err)
@@ -199,8 +210,8 @@ func vringAddrPayload(i uint32, desc, used, avail uint64) []byte {
 func (fe *frontend) start(want uint64) {
 	fe.t.Helper()
 	offered := le.Uint64(fe.call(reqGetFeatures, nil, 8))
-	if offered != offeredFeatures {
-		fe.t.Fatalf("features offered %#x, want %#x", offered, uint64(offeredFeatures))
+	if offered != fe.dev.offered() {
+		fe.t.Fatalf("features offered %#x, want %#x", offered, fe.dev.offered())
 	}
 	proto := le.Uint64(fe.call(reqGetProtocolFeatures, nil, 8))
 	if proto&protoReplyAck == 0 {
@@ -209,8 +220,8 @@ func (fe *frontend) start(want uint64) {
 	if err := fe.send(reqSetProtocolFeatures, 0, u64(protoReplyAck|protoMQ)); err != nil {
 		fe.t.Fatal(err)
 	}
-	if n := le.Uint64(fe.call(reqGetQueueNum, nil, 8)); n != 1 {
-		fe.t.Fatalf("GET_QUEUE_NUM %d", n)
+	if n := le.Uint64(fe.call(reqGetQueueNum, nil, 8)); n != uint64(len(fe.q)/2) {
+		fe.t.Fatalf("GET_QUEUE_NUM %d, want %d", n, len(fe.q)/2)
 	}
 	fe.must(reqSetOwner, nil)
 	fe.features = offered & want
@@ -228,7 +239,11 @@ func (fe *frontend) start(want uint64) {
 func (fe *frontend) startQueue(i uint32) {
 	q := &fe.q[i]
 	fe.must(reqSetVringNum, state(i, uint32(q.num)))
-	fe.must(reqSetVringBase, state(i, uint32(q.availIdx)))
+	base := uint32(q.availIdx)
+	if fe.features&featRingPacked != 0 { // slot 0, wrap counters 1
+		q.availWrap, q.usedWrap, base = true, true, 1<<15
+	}
+	fe.must(reqSetVringBase, state(i, base))
 	fe.must(reqSetVringAddr, vringAddrPayload(i, fe.uaddr(q.desc), fe.uaddr(q.used), fe.uaddr(q.avail)))
 	fe.must(reqSetVringKick, u64(uint64(i)), q.kick)
 	fe.must(reqSetVringCall, u64(uint64(i)), q.call)
@@ -271,23 +286,29 @@ func (fe *frontend) kick(q int) {
 }
 
 // sendFrame posts frame with header h on the transmit queue in one descriptor.
-func (fe *frontend) sendFrame(h [12]byte, frame []byte) {
-	fq := &fe.q[txQueue]
+func (fe *frontend) sendFrame(h [12]byte, frame []byte) { fe.sendFrameOn(txQueue, h, frame) }
+
+// sendFrameOn is sendFrame on transmit queue ring.
+func (fe *frontend) sendFrameOn(ring int, h [12]byte, frame []byte) {
+	fq := &fe.q[ring]
 	d := fq.availIdx % fq.num
 	addr := fq.bufs + uint64(d)*bufSize
 	copy(fe.mem[addr:], h[:fe.hdrLen])
 	copy(fe.mem[addr+uint64(fe.hdrLen):], frame)
-	fe.setDesc(txQueue, d, addr, uint32(fe.hdrLen+len(frame)), 0, 0)
-	fe.offer(txQueue, d)
+	fe.setDesc(ring, d, addr, uint32(fe.hdrLen+len(frame)), 0, 0)
+	fe.offer(ring, d)
 }
 
 // postRx posts n receive buffers of size bytes each, one descriptor a chain.
-func (fe *frontend) postRx(n int, size uint32) {
-	fq := &fe.q[rxQueue]
+func (fe *frontend) postRx(n int, size uint32) { fe.postRxOn(rxQueue, n, size) }
+
+// postRxOn is postRx on receive queue ring.
+func (fe *frontend) postRxOn(ring, n int, size uint32) {
+	fq := &fe.q[ring]
 	for range n {
 		d := fq.availIdx % fq.num
-		fe.setDesc(rxQueue, d, fq.bufs+uint64(d)*bufSize, size, descWrite, 0)
-		fe.offer(rxQueue, d)
+		fe.setDesc(ring, d, fq.bufs+uint64(d)*bufSize, size, descWrite, 0)
+		fe.offer(ring, d)
 	}
 }
 
@@ -330,8 +351,11 @@ func (fe *frontend) waitCall(q int) uint64 {
 }
 
 // received is the header and frame in receive buffer chain e (single-descriptor chains).
-func (fe *frontend) received(e usedEntry) (hdr, frame []byte) {
-	fq := &fe.q[rxQueue]
+func (fe *frontend) received(e usedEntry) (hdr, frame []byte) { return fe.receivedOn(rxQueue, e) }
+
+// receivedOn is received on receive queue ring.
+func (fe *frontend) receivedOn(ring int, e usedEntry) (hdr, frame []byte) {
+	fq := &fe.q[ring]
 	d := fe.mem[fq.desc+16*uint64(e.id):]
 	b := fe.mem[le.Uint64(d) : le.Uint64(d)+uint64(e.n)]
 	return b[:fe.hdrLen], b[fe.hdrLen:]

@@ -1,6 +1,7 @@
 package vhostuser
 
 import (
+	"log/slog"
 	"testing"
 	"unsafe"
 )
@@ -95,6 +96,35 @@ func FuzzChain(f *testing.F) {
 			if p < base || p+uintptr(len(b)) > base+uintptr(len(mem)) {
 				t.Fatalf("buffer of %d bytes outside guest memory", len(b))
 			}
+		}
+	})
+}
+
+// Control commands are the guest's: command never panics, touches only guest memory, and
+// leaves the pairs in use within the device's.
+func FuzzControlCommand(f *testing.F) {
+	desc := func(addr uint64, n uint32, flags, next uint16) []byte {
+		d := le.AppendUint64(nil, addr)
+		d = le.AppendUint32(d, n)
+		return le.AppendUint16(le.AppendUint16(d, flags), next)
+	}
+	good := append(desc(fuzzGPA+0x3000, 4, descNext, 1), desc(fuzzGPA+0x3100, 1, descWrite, 0)...)
+	f.Add(good, []byte{ctrlMQ, ctrlMQVQPairsSet, 3, 0})
+	f.Add(good, []byte{ctrlMQ, ctrlMQVQPairsSet, 0xff, 0xff})
+	f.Add(good, []byte{ctrlRx, 0, 1, 0})
+	f.Add(desc(fuzzGPA+0x3000, 1, 0, 0), []byte{ctrlMQ})
+	f.Fuzz(func(t *testing.T, table, cmd []byte) {
+		const num = 16
+		mem := make([]byte, 0x4000)
+		copy(mem[:descLen*num], table)
+		copy(mem[0x3000:0x3100], cmd)
+		r, mt := heapRing(num, mem)
+		c := &queue{vring: *r, mem: mt}
+		d := &Device{log: slog.New(slog.DiscardHandler), pairs: 4}
+		d.active.Store(1)
+		d.command(c, 0)
+		if a := d.active.Load(); a < 1 || a > 4 {
+			t.Fatalf("%d pairs in use of 4", a)
 		}
 	})
 }

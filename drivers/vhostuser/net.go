@@ -15,42 +15,21 @@ const rxWait = 20 * time.Millisecond
 // maxHdrLen is struct virtio_net_hdr_v1: the legacy header and num_buffers.
 const maxHdrLen = 12
 
-// rxState is Read's scratch.
-type rxState struct {
-	hdr [maxHdrLen]byte
-}
-
-// Read waits until the guest has sent frames, then takes a batch from its transmit queue:
-// frame i into bufs[i][:sizes[i]] with its virtio-net header as offs[i]. A frame too large for
-// its buffer, or whose header is invalid or uses an offload the guest did not negotiate, is
-// dropped and counted. Once the device is broken Read waits for a reset (or the end of the
-// connection, then ErrClosed).
+// Read waits until the guest has sent frames, then takes a batch from its transmit queue
+// (pair 0's; Pair(p).Read another pair's): frame i into bufs[i][:sizes[i]] with its
+// virtio-net header as offs[i]. A frame too large for its buffer, or whose header is invalid
+// or uses an offload the guest did not negotiate, is dropped and counted. Once the device is
+// broken Read waits for a reset (or the end of the connection, then ErrClosed).
 func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, err error) {
-	q := &d.q[txQueue]
-	defer d.guard(q, debug.SetPanicOnFault(true))
-	for {
-		if d.closed.Load() {
-			return 0, ErrClosed
-		}
-		n, k, err := d.readBatch(q, bufs, sizes, offs)
-		if err != nil {
-			d.breakDown(err, q)
-		}
-		if n > 0 {
-			return n, nil
-		}
-		if err == nil && q.waitFor(k, time.Time{}) && k != nil {
-			d.stats.Kicks.Add(1)
-		}
-	}
+	return d.read(0, bufs, sizes, offs)
 }
 
 // readBatch takes up to len(bufs) frames; with none it has armed the kick and returns the
 // kicker to wait on (nil: wait for the queue to change).
-func (d *Device) readBatch(q *queue, bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, k *kicker, err error) {
+func (d *Device) readBatch(p int, q *queue, bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, k *kicker, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if d.broken.Load() || !q.ready() {
+	if d.broken.Load() || !q.ready() || !d.inUse(p) {
 		return 0, nil, nil
 	}
 	q.disarm()
@@ -100,7 +79,7 @@ func (d *Device) readBatch(q *queue, bufs [][]byte, sizes []int, offs []netdev.O
 // for a frame to drop.
 func (d *Device) copyOut(q *queue, head uint16, buf []byte, off *netdev.Offload) (size int, good bool, err error) {
 	c := q.chain(q.mem, head)
-	hdr := d.rx.hdr[:d.hdrLen]
+	hdr := q.hdr[:d.hdrLen]
 	h, over := 0, false
 	for {
 		b, write, err := c.buffer()
@@ -171,16 +150,19 @@ func putHeader(h []byte, o *netdev.Offload) {
 
 // txState is Write's scratch.
 type txState struct {
-	hdr [maxHdrLen]byte
+	hdr     [maxHdrLen]byte
+	live    [MaxQueuePairs]int // the pairs a batch is spread over
+	pair    []uint8            // each frame's pair
+	sub     [][]byte           // one pair's frames
+	subOffs []netdev.Offload
 }
 
-// Write hands frames to the guest through its receive queue, each with its offload metadata as
+// writeQueue hands frames to the guest through receive queue q, each with its offload metadata as
 // the virtio-net header, spread over several buffers with MRG_RXBUF. While the guest has
 // posted too few buffers Write waits for its kick, at most rxWait, then drops the rest of the
 // batch; frames with offloads the guest did not negotiate, or larger than its buffers, are
 // dropped. All frames are taken unless the connection has ended.
-func (d *Device) Write(bufs [][]byte, offs []netdev.Offload) (int, error) {
-	q := &d.q[rxQueue]
+func (d *Device) writeQueue(q *queue, bufs [][]byte, offs []netdev.Offload) (int, error) {
 	defer d.guard(q, debug.SetPanicOnFault(true))
 	i := 0
 	for i < len(bufs) {

@@ -9,7 +9,8 @@ import (
 	"github.com/nicstack/nicstack/netdev"
 )
 
-const allFeatures = ^uint64(0)
+// allFeatures is every feature the Go front end drives: split rings.
+const allFeatures = ^uint64(0) &^ featRingPacked
 
 // tcpFrame is Ethernet + IPv4 + a 20-byte TCP header + payload bytes of pattern seed.
 func tcpFrame(payload int, seed byte) []byte {

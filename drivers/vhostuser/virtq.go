@@ -43,6 +43,7 @@ type vring struct {
 	pubUsed   uint16 // the used idx the driver has been shown
 	usedFlags uint16
 	fenceWord uint32
+	packedState
 }
 
 // fault is a guest's error in a queue: the device stops processing until the driver resets it.
@@ -91,6 +92,9 @@ func (q *vring) loadAvail() (flags, idx uint16) {
 // pop takes the head of the next available chain; ok is false when the driver has posted
 // none. An avail idx more than a queue ahead, or a head out of range, is a fault.
 func (q *vring) pop() (head uint16, ok bool, err error) {
+	if q.packed {
+		return q.popPacked()
+	}
 	if q.lastAvail == q.availIdx {
 		_, q.availIdx = q.loadAvail()
 		if q.lastAvail == q.availIdx {
@@ -110,10 +114,20 @@ func (q *vring) pop() (head uint16, ok bool, err error) {
 }
 
 // unpop gives back the last n chains pop took (a frame that found too little room).
-func (q *vring) unpop(n int) { q.lastAvail -= uint16(n) }
+func (q *vring) unpop(n int) {
+	if q.packed {
+		q.unpopPacked(n)
+		return
+	}
+	q.lastAvail -= uint16(n)
+}
 
 // push puts a finished chain in the used ring; publish shows it to the driver.
 func (q *vring) push(head uint16, n uint32) {
+	if q.packed {
+		q.pushPacked(head, n)
+		return
+	}
 	e := q.used[4+8*uint64(q.usedIdx%q.num):]
 	le.PutUint32(e, uint32(head))
 	le.PutUint32(e[4:], n)
@@ -124,6 +138,9 @@ func (q *vring) push(head uint16, n uint32) {
 // called for them: with EVENT_IDX when they pass its used_event, without unless it set
 // NO_INTERRUPT.
 func (q *vring) publish() bool {
+	if q.packed {
+		return q.publishPacked()
+	}
 	if q.usedIdx == q.pubUsed {
 		return false
 	}
@@ -142,6 +159,9 @@ func (q *vring) publish() bool {
 // arm asks the driver for a kick when it posts past what the device has taken, and reports
 // whether it already has (then the device goes on without waiting).
 func (q *vring) arm() bool {
+	if q.packed {
+		return q.armPacked()
+	}
 	if q.eventIdx {
 		le.PutUint16(q.used[4+8*uint64(q.num):], q.lastAvail)
 	} else {
@@ -156,6 +176,10 @@ func (q *vring) arm() bool {
 // disarm tells a driver without EVENT_IDX that the device is busy and needs no kicks. With
 // EVENT_IDX the avail_event written by arm has passed, which does the same.
 func (q *vring) disarm() {
+	if q.packed {
+		q.disarmPacked()
+		return
+	}
 	if !q.eventIdx && q.usedFlags == 0 {
 		q.usedFlags = usedNoNotify
 		atomic.StoreUint32(q.word(q.used), uint32(q.usedFlags)|uint32(q.pubUsed)<<16)
@@ -189,10 +213,15 @@ func (c *chain) buffer() (buf []byte, write bool, err error) {
 		i := c.next
 		d := q.desc[descLen*uint64(i):]
 		addr, n, flags, next := le.Uint64(d), le.Uint32(d[8:]), le.Uint16(d[12:]), le.Uint16(d[14:])
+		known := uint16(descNext | descWrite)
+		if q.packed {
+			// Consecutive slots; the id (where split has flags) is read by pop.
+			flags, next, known = le.Uint16(d[14:]), (i+1)%q.num, known|packedAvail|packedUsed
+		}
 		if flags&descIndirect != 0 {
 			return nil, false, q.faultf("descriptor %d is indirect, which was not negotiated", i)
 		}
-		if flags&^(descNext|descWrite) != 0 {
+		if flags&^known != 0 {
 			return nil, false, q.faultf("descriptor %d has unknown flags %#x", i, flags)
 		}
 		write = flags&descWrite != 0

@@ -7,7 +7,8 @@
 // TAP read until empty, or the AF_PACKET blocks ready at one wakeup) into the session's TX
 // stream with each frame's offload metadata, and signals the router once per burst. A TAP
 // reads straight into the stream's buffer; AF_PACKET's frames are copied from its ring. A full
-// stream, or no session, drops and counts. Router to wire: one goroutine per session takes
+// stream, or no session, drops and counts. A multi-queue device's further queues each have a
+// goroutine of their own (RunReader) feeding the same session, a burst at a time. Router to wire: one goroutine per session takes
 // a batch from the RX stream, hands it to the device in place (one TAP writev per frame, one
 // AF_PACKET kick per batch) and acknowledges the batch with one wakeup. Super-frames up to
 // 64 KiB pass whole both ways with their offload metadata.
@@ -116,7 +117,7 @@ func (n *NIC) Run(transient func(error) bool) error {
 			var k int
 			k, err = n.dev.Read(n.bufs, n.sizes, n.offs)
 			if k > 0 {
-				n.deliver(k)
+				n.deliver(n.bufs, n.sizes, n.offs, k)
 			}
 		}
 		if err != nil && (transient == nil || !transient(err)) {
@@ -125,8 +126,33 @@ func (n *NIC) Run(transient func(error) bool) error {
 	}
 }
 
+// Reader is a further source of the device's frames: a queue of a multi-queue device
+// (drivers/vhostuser's Pair).
+type Reader interface {
+	Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, err error)
+}
+
+// RunReader is Run for a further reader of the device, in the caller's goroutine with buffers
+// of its own (Burst x netdev.MaxFrame). Its bursts go to the same session as Run's: the
+// session's TX stream has one producer at a time, each burst taking n.mu in turn.
+func (n *NIC) RunReader(r Reader, transient func(error) bool) error {
+	bufs, sizes, offs := make([][]byte, Burst), make([]int, Burst), make([]netdev.Offload, Burst)
+	for i := range bufs {
+		bufs[i] = make([]byte, netdev.MaxFrame)
+	}
+	for {
+		k, err := r.Read(bufs, sizes, offs)
+		if k > 0 {
+			n.deliver(bufs, sizes, offs, k)
+		}
+		if err != nil && (transient == nil || !transient(err)) {
+			return err
+		}
+	}
+}
+
 // deliver copies k frames into the session and signals the router once.
-func (n *NIC) deliver(k int) {
+func (n *NIC) deliver(bufs [][]byte, sizes []int, offs []netdev.Offload, k int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := n.out
@@ -137,12 +163,12 @@ func (n *NIC) deliver(k int) {
 	out.ReleaseAcked()
 	var frames, bytes, dropped uint64
 	for i := 0; i < k; i++ {
-		if !submitCopy(out, n.bufs[i][:n.sizes[i]], &n.offs[i]) {
+		if !submitCopy(out, bufs[i][:sizes[i]], &offs[i]) {
 			dropped++
 			continue
 		}
 		frames++
-		bytes += uint64(n.sizes[i])
+		bytes += uint64(sizes[i])
 	}
 	n.delivered(out, frames, bytes, dropped)
 }

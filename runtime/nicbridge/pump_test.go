@@ -228,3 +228,45 @@ func TestRouterToWireBatch(t *testing.T) {
 		t.Errorf("%d ack signals for %d writes", s, writes)
 	}
 }
+
+// Further readers (a multi-queue device's queues) feed the same session as Run: every frame
+// of three readers, 200 bursts in all, reaches the router whole.
+func TestReadersShareTheSession(t *testing.T) {
+	w := newWire()
+	n, srv := heapNIC(t, w, ps.Config{QueueSize: 1024, BulkSize: 1024 * ps.BlockSize})
+	queues := []*wire{newWire(), newWire()}
+	var ran sync.WaitGroup
+	for _, q := range queues {
+		ran.Add(1)
+		go func() { defer ran.Done(); n.RunReader(q, nil) }()
+	}
+	defer func() {
+		for _, q := range queues {
+			close(q.closed)
+		}
+		ran.Wait()
+	}()
+	const bursts = 200
+	go func() {
+		for i := range bursts {
+			frame := []byte{byte(i), byte(i >> 8), 'q'}
+			[]*wire{w, queues[0], queues[1]}[i%3].push([][]byte{frame}, []netdev.Offload{{}})
+		}
+	}()
+	seen := map[int]bool{}
+	for range bursts {
+		p, err := srv.TX.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := srv.TX.Payload(p)
+		if len(f) != 3 || f[2] != 'q' || seen[int(f[0])|int(f[1])<<8] {
+			t.Fatalf("frame % x", f)
+		}
+		seen[int(f[0])|int(f[1])<<8] = true
+		srv.TX.Ack(p)
+	}
+	if n.Stats.RxFrames.Load() != bursts || n.Stats.RxDropped.Load() != 0 {
+		t.Fatalf("rx_frames %d, dropped %d", n.Stats.RxFrames.Load(), n.Stats.RxDropped.Load())
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nicstack/nicstack/drivers/vhostuser"
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/rr"
 	"github.com/nicstack/nicstack/runtime/config"
@@ -37,6 +38,7 @@ import (
 //	<config guest="netns" netns_path="/run/netns/c1" tap_address="none"/>   up, left to the namespace's owner
 //	<config guest="stream" socket="vm.sock"/>   a QEMU's -netdev stream connects there
 //	<config guest="vhost-user" socket="vm.sock"/>   a QEMU's -netdev vhost-user connects there
+//	<config guest="vhost-user" socket="vm.sock" queues="4"/>   four queue pairs (multi-queue)
 //
 // A netns guest's iperf is run as the real iperf3 in its namespace (unless exec names a command),
 // its client tried again while the server is not reachable or busy, as an embedded guest's; rr runs in an embedded guest only. An embedded guest with both an iperf and an rr client
@@ -57,7 +59,7 @@ import (
 var Schema = &config.Schema{Type: "config", Attrs: []string{
 	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
-	"tap_address6", "tap_gateway6", "exec", "socket",
+	"tap_address6", "tap_gateway6", "exec", "socket", "queues",
 }}
 
 // Config is one guest.
@@ -107,6 +109,9 @@ type Config struct {
 	// Socket is where a stream or vhost-user guest's QEMU connects: the supervisor listens there
 	// (relative: in the run folder) and hands the socket over; default START.sock.
 	Socket string
+	// Queues is how many queue pairs a vhost-user guest's device offers (multi-queue), 1 to
+	// vhostuser.MaxQueuePairs.
+	Queues int
 }
 
 // ParseConfig reads a guest's <config>; start (the <start>'s name) seeds the default MAC.
@@ -124,6 +129,14 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		if a, ok := n.Attr("socket"); ok && (c.Socket == "" || strings.ContainsRune(c.Socket, 0) || len(c.Socket) > 107) {
 			return c, config.Errorf(a.Pos, "socket=%q: want a path of 1 to 107 bytes", c.Socket)
 		}
+	}
+	queues, err := n.Number("queues", 1)
+	if err != nil {
+		return c, err
+	}
+	c.Queues = int(queues)
+	if a, ok := n.Attr("queues"); ok && (c.Guest != "vhost-user" || queues < 1 || queues > vhostuser.MaxQueuePairs) {
+		return c, config.Errorf(a.Pos, "queues=%q: want a vhost-user guest's queue pairs, 1 to %d", a.Value, vhostuser.MaxQueuePairs)
 	}
 	if c.Session != "Nic" && c.Session != "Uplink" {
 		a, _ := n.Attr("session")

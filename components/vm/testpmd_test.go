@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nicstack/nicstack/components"
+	"github.com/nicstack/nicstack/internal/scenariotest"
+	"github.com/nicstack/nicstack/internal/testpmd"
+	"github.com/nicstack/nicstack/internal/testutil"
+	"github.com/nicstack/nicstack/runtime/affinity"
+	"github.com/nicstack/nicstack/runtime/supervisor"
+)
+
+// The vhost-user scenario of the testpmd tests: two vm components whose devices offer
+// QUEUES pairs, joined by nic_router; UDP from the first domain to the second is forwarded.
+const testpmdScenario = `<config>
+	<parent-provides> <service name="LOG"/> </parent-provides>
+	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
+	<default caps="100" ram="64M"/>
+	<start name="nic_router" ram="32M">
+		<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
+		<config>
+			<policy label_prefix="vm1" domain="one"/>
+			<policy label_prefix="vm2" domain="two"/>
+			<domain name="one" interface="10.0.1.1/24">
+				<udp dst="10.0.2.0/24"> <permit-any domain="two"/> </udp>
+			</domain>
+			<domain name="two" interface="10.0.2.1/24"/>
+		</config>
+	</start>
+	<start name="vm1" ram="128M">
+		<binary name="vm"/>
+		<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> <any-child/> </any-service> </route>
+		<config guest="vhost-user" socket="SOCK1" queues="QUEUES"/>
+	</start>
+	<start name="vm2" ram="128M">
+		<binary name="vm"/>
+		<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> <any-child/> </any-service> </route>
+		<config guest="vhost-user" socket="SOCK2" queues="QUEUES"/>
+	</start>
+</config>`
+
+// DPDK's virtio-user as the vhost-user front end of two vms with 1, 2 and 4 queue pairs, split
+// and packed rings: testpmd sends UDP flows on every queue of vm1 (txonly, flows varied), nic_router
+// forwards them to vm2, whose testpmd (icmpecho: it answers the router's ARP) receives them
+// on every queue. Sent on a queue counts more than its ring holds, so the back end took them.
+func TestTestpmdMultiQueue(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := testpmd.Installed(); err != nil {
+		testutil.SkipOrFail(t, err.Error())
+	}
+	for _, queues := range []int{1, 2, 4} {
+		for _, packed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d queues %s", queues, map[bool]string{false: "split", true: "packed"}[packed]), func(t *testing.T) {
+				testpmdRun(t, queues, packed)
+			})
+		}
+	}
+}
+
+func testpmdRun(t *testing.T, queues int, packed bool) {
+	huge, err := testpmd.ReserveHugepages(160)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer huge.Release()
+	cpus, err := affinity.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testutil.ReachableTempDir(t)
+	sock1, sock2 := filepath.Join(dir, "vm1.sock"), filepath.Join(dir, "vm2.sock")
+	var bin string
+	for _, c := range []string{"vm", "nic_router"} {
+		bin = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
+	}
+	text := strings.NewReplacer("SOCK1", sock1, "SOCK2", sock2, "QUEUES", strconv.Itoa(queues)).Replace(testpmdScenario)
+	r := scenariotest.Start(t, "testpmd.xml", text, supervisor.Options{BinDirs: []string{bin}, Components: components.Table})
+	for _, s := range []string{sock1, sock2} {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(s); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no socket %s", s)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := func(name, sock string, cpu int, c testpmd.Config) *testpmd.Testpmd {
+		c.Name, c.CPUs, c.HugeDir, c.Queues, c.Mbufs = name, []int{cpu}, huge.Dir, queues, 4096
+		c.VirtioUser = []testpmd.VirtioUser{{Path: sock, Queues: queues, Packed: packed, InOrder: true}}
+		p, err := testpmd.Start(ctx, c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Kill)
+		if err := p.StartForwarding(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The receiver answers the router's ARP (icmpecho) and counts the rest per queue.
+	rcv := start("mqrx", sock2, cpus[0], testpmd.Config{Forward: testpmd.ICMPEcho})
+	snd := start("mqtx", sock1, cpus[len(cpus)-1], testpmd.Config{Forward: testpmd.TxOnly, TxPkts: []int{64},
+		EthPeer: net.HardwareAddr{2, 2, 2, 2, 2, 0}, TxIP: [2]netip.Addr{netip.MustParseAddr("10.0.1.2"), netip.MustParseAddr("10.0.2.2")},
+		MultiFlow: true})
+	time.Sleep(3 * time.Second) // a bounded load: testpmd sends as fast as it can, for 3 s
+	if _, err := snd.StopForwarding(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	sent, err := snd.Stats()
+	if err != nil || len(sent) != 1 || len(sent[0].Queues) != queues {
+		t.Fatalf("sender's stats %+v, %v", sent, err)
+	}
+	got, err := rcv.Stats()
+	if err != nil || len(got) != 1 || len(got[0].Queues) != queues {
+		t.Fatalf("receiver's stats %+v, %v", got, err)
+	}
+	for q := range queues {
+		s, g := sent[0].Queues[q].TX.Packets, got[0].Queues[q].RX.Packets
+		t.Logf("queue %d: sent %d, received %d", q, s, g)
+		if s <= 1024 {
+			t.Errorf("queue %d sent %d frames: the back end did not take its ring", q, s)
+		}
+		if g == 0 {
+			t.Errorf("queue %d received nothing", q)
+		}
+	}
+	for _, want := range []string{fmt.Sprintf("packed=%v", packed), "in_order=true"} {
+		if strings.Count(r.Logs.String(), want) < 2 {
+			t.Errorf("the vms' logs do not say %s", want)
+		}
+	}
+	vm2 := r.Component("vm2").Counters
+	if r.Component("vm1").Counters["vhost_faults"] != 0 || vm2["vhost_faults"] != 0 || vm2["vhost_tx_frames"] == 0 {
+		t.Errorf("vm counters %v, %v: want frames, no fault", r.Component("vm1").Counters, vm2)
+	}
+	for _, p := range []*testpmd.Testpmd{snd, rcv} {
+		if err := p.Quit(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("%s:\n%s", p.Name, p.Output())
+		}
+	}
+	if t.Failed() {
+		t.Logf("nic_router counters %v", r.Component("nic_router").Counters)
+	}
+}
