@@ -106,6 +106,8 @@ type Device struct {
 	closed atomic.Bool
 	done   chan struct{} // closed when Serve has ended and every queue is let go
 
+	keeper func(fds []int) // takeover.go: handed the connection's state after each message
+
 	rxWait time.Duration
 	rx     rxState // Read's
 	tx     txState // Write's
