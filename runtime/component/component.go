@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"sync"
@@ -99,9 +100,10 @@ type Component struct {
 	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
 	stopped     chan struct{}
 	stopOnce    sync.Once
-	exitValue   atomic.Int32 // what Main exits with: 0, or what Exit was given
-	exiting     atomic.Bool  // Exit was called: the component ends on its own
-	state       []byte       // the state region, nil without one
+	exitValue   atomic.Int32  // what Main exits with: 0, or what Exit was given
+	exiting     atomic.Bool   // Exit was called: the component ends on its own
+	state       []byte        // the state region, nil without one
+	control     *net.UnixConn // the control socket, for Keep; nil outside Main
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
