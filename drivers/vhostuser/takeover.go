@@ -3,11 +3,11 @@ package vhostuser
 // A takeover: a next process of the back end resumes the connection a dead one served, and
 // the front end notices nothing (docs/vms.md, "A back end that crashes").
 //
-// After every message it carries out, the device hands its keeper the connection's state as
-// descriptors: a sealed memfd holding the record of what was negotiated (features, the memory
-// table's addresses, each ring's size, addresses, base and whether it runs), then duplicates
-// of the connection, the memory table's descriptors and each ring's call, error and kick
-// eventfds, in the record's order. Resume rebuilds a device from them by replaying the
+// Before it answers a message that changed the device, the device hands its keeper the
+// connection's state: a record of what was negotiated (features, the memory table's
+// addresses, each ring's size, addresses, base and whether it runs), and duplicates of the
+// connection, the memory table's descriptors and each ring's call, error and kick eventfds, in
+// the record's order. Resume rebuilds a device from them by replaying the
 // messages that built the old one, so that everything is checked as at first connection.
 //
 // Ring positions are not in the record: they are in guest memory. Both directions complete
@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -28,11 +27,11 @@ import (
 )
 
 // maxRecord bounds the record Resume reads: a few hundred bytes per ring.
-const maxRecord = 64 << 10
+const maxRecord = 16 << 10
 
-// record is what the front end negotiated, as a takeover carries it. Each descriptor it
-// implies follows the record in this order: the connection, one per memory region, then per
-// ring its call (Call), error (Err) and kick (Started) eventfds.
+// record is what the front end negotiated, as a takeover carries it (JSON). Each descriptor it
+// implies comes in this order: the connection, one per memory region, then per ring its call
+// (Call), error (Err) and kick (Started) eventfds.
 type record struct {
 	Features    uint64
 	Protocol    uint64
@@ -56,10 +55,10 @@ type addrRecord struct {
 	Desc, Used, Avail, Log uint64
 }
 
-// SetKeeper has the device hand keep the connection's state after every message it carries
-// out (see above), and at once; set it before Serve runs. keep owns the descriptors: it
-// closes them.
-func (d *Device) SetKeeper(keep func(fds []int)) {
+// SetKeeper has the device hand keep the connection's state, a record and descriptors, after
+// every message that changes it (see above), and at once; set it before Serve runs. keep
+// owns the descriptors: it closes them.
+func (d *Device) SetKeeper(keep func(record []byte, fds []int)) {
 	d.mu.Lock()
 	d.keeper = keep
 	d.mu.Unlock()
@@ -79,20 +78,19 @@ func (d *Device) keep(request uint32) {
 	if keeper == nil {
 		return
 	}
-	fds, err := d.export()
+	rec, fds, err := d.export()
 	if err != nil {
 		d.log.Warn("the connection's state was not kept: a restart of the back end would lose it", "err", err)
 		return
 	}
-	keeper(fds)
+	keeper(rec, fds)
 }
 
-// export duplicates the connection's descriptors behind a record of its state.
-func (d *Device) export() (fds []int, err error) {
-	fds = []int{-1} // the record's place
+// export is the record of the connection's state and duplicates of its descriptors.
+func (d *Device) export() (rec []byte, fds []int, err error) {
 	defer func() {
 		if err != nil {
-			closeAll(fds[1:])
+			closeAll(fds)
 			fds = nil
 		}
 	}()
@@ -109,94 +107,67 @@ func (d *Device) export() (fds []int, err error) {
 		cerr = rc.Control(dup)
 	}
 	if cerr != nil {
-		return fds, cerr
+		return nil, fds, cerr
 	}
 	for i := range d.q {
 		d.q[i].mu.Lock()
 		defer d.q[i].mu.Unlock()
 	}
 	d.mu.Lock()
-	rec := record{Features: d.features, Protocol: d.protocol, ProtocolSet: d.protocolSet, Broken: d.broken.Load()}
+	r := record{Features: d.features, Protocol: d.protocol, ProtocolSet: d.protocolSet, Broken: d.broken.Load()}
 	if d.mem != nil {
-		for _, r := range d.mem.regions {
-			rec.Mem = append(rec.Mem, memRecord{GPA: r.gpa, Size: r.size, UAddr: r.uaddr, Offset: r.offset})
-			dup(uintptr(r.fd))
+		for _, m := range d.mem.regions {
+			r.Mem = append(r.Mem, memRecord{GPA: m.gpa, Size: m.size, UAddr: m.uaddr, Offset: m.offset})
+			dup(uintptr(m.fd))
 		}
 	}
 	d.mu.Unlock()
 	for i := range d.q {
 		q := &d.q[i]
-		r := ringRecord{Num: uint32(q.num), Base: uint32(q.lastAvail), Enabled: q.enabled}
+		ring := ringRecord{Num: uint32(q.num), Base: uint32(q.lastAvail), Enabled: q.enabled}
 		if q.hasAddr {
-			r.Addr = &addrRecord{Flags: q.addr.flags, Desc: q.addr.desc, Used: q.addr.used, Avail: q.addr.avail, Log: q.addr.log}
+			ring.Addr = &addrRecord{Flags: q.addr.flags, Desc: q.addr.desc, Used: q.addr.used, Avail: q.addr.avail, Log: q.addr.log}
 		}
 		if q.call >= 0 {
-			r.Call = true
+			ring.Call = true
 			dup(uintptr(q.call))
 		}
 		if q.errFD >= 0 {
-			r.Err = true
+			ring.Err = true
 			dup(uintptr(q.errFD))
 		}
 		if q.started && q.kick != nil {
-			r.Started = true
+			ring.Started = true
 			if kerr := q.kick.rc.Control(dup); kerr != nil && err == nil {
 				err = kerr
 			}
 		}
-		rec.Rings = append(rec.Rings, r)
+		r.Rings = append(r.Rings, ring)
 	}
 	if err != nil {
-		return fds, err
+		return nil, fds, err
 	}
-	b, err := json.Marshal(&rec)
-	if err != nil {
-		return fds, err
-	}
-	fds[0], err = recordFile(b)
-	return fds, err
-}
-
-// recordFile is a sealed memfd holding b.
-func recordFile(b []byte) (int, error) {
-	fd, err := unix.MemfdCreate("vhost-user-takeover", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return -1, fmt.Errorf("memfd_create: %w", err)
-	}
-	n, err := unix.Pwrite(fd, b, 0)
-	if err == nil && n != len(b) {
-		err = io.ErrShortWrite
-	}
-	if err == nil {
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
-	}
-	if err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("writing the record: %w", err)
-	}
-	return fd, nil
+	rec, err = json.Marshal(&r)
+	return rec, fds, err
 }
 
 // Resume rebuilds the device of a connection that a dead process of the back end served,
-// from the descriptors its keeper was handed (files, which Resume closes: it keeps
+// from the record and descriptors its keeper was handed (files, which Resume closes: it keeps
 // duplicates). The record and the descriptors are the front end's as much as its messages
 // are, and checked as they were: each is replayed as the message that set it. A running ring
 // resumes at the used index in guest memory, and its guest is called once for a call the dead
 // process may have owed. The caller runs Serve and the data path, as for Accept's device.
-func Resume(files []*os.File, log *slog.Logger, stats *Stats) (*Device, error) {
+func Resume(record []byte, files []*os.File, log *slog.Logger, stats *Stats) (*Device, error) {
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
-	if len(files) < 2 {
-		return nil, fmt.Errorf("vhost-user takeover: %d descriptors, want a record and a connection at least", len(files))
-	}
-	rec, err := readRecord(files[0])
+	rec, err := readRecord(record)
 	if err != nil {
 		return nil, fmt.Errorf("vhost-user takeover: %w", err)
 	}
-	want := 2 + len(rec.Mem)
+	want := 1 + len(rec.Mem)
 	for _, r := range rec.Rings {
 		for _, has := range []bool{r.Started, r.Call, r.Err} {
 			if has {
@@ -207,12 +178,12 @@ func Resume(files []*os.File, log *slog.Logger, stats *Stats) (*Device, error) {
 	if len(files) != want {
 		return nil, fmt.Errorf("vhost-user takeover: %d descriptors, the record names %d", len(files), want)
 	}
-	conn, err := resumeConn(files[1])
+	conn, err := resumeConn(files[0])
 	if err != nil {
 		return nil, fmt.Errorf("vhost-user takeover: %w", err)
 	}
 	d := New(conn, log, stats)
-	if err := d.replay(rec, files[2:]); err != nil {
+	if err := d.replay(rec, files[1:]); err != nil {
 		d.shutdown()
 		return nil, fmt.Errorf("vhost-user takeover: %w", err)
 	}
@@ -228,21 +199,9 @@ func Resume(files []*os.File, log *slog.Logger, stats *Stats) (*Device, error) {
 	return d, nil
 }
 
-func readRecord(f *os.File) (*record, error) {
-	var st unix.Stat_t
-	rc, err := f.SyscallConn()
-	if err == nil {
-		rc.Control(func(fd uintptr) { err = unix.Fstat(int(fd), &st) })
-	}
-	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxRecord {
-		return nil, fmt.Errorf("record: not a file of at most %d bytes (mode %#o, %d bytes)", maxRecord, st.Mode, st.Size)
-	}
-	b := make([]byte, st.Size)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+func readRecord(b []byte) (*record, error) {
+	if len(b) > maxRecord {
+		return nil, fmt.Errorf("record of %d bytes, at most %d", len(b), maxRecord)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -17,18 +17,20 @@ import (
 // keeper is a test's supervisor: it holds the last state a device handed over.
 type keeper struct {
 	mu  sync.Mutex
+	rec []byte
 	fds []int
 }
 
-func (k *keeper) keep(fds []int) {
+func (k *keeper) keep(rec []byte, fds []int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	closeAll(k.fds)
-	k.fds = fds
+	k.rec, k.fds = rec, fds
 }
 
-// take hands the held descriptors over as files, as a restarted process inherits them.
-func (k *keeper) take(t *testing.T) []*os.File {
+// take hands the held record and descriptors over, the descriptors as files, as a restarted
+// process inherits them.
+func (k *keeper) take(t *testing.T) ([]byte, []*os.File) {
 	t.Helper()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -40,7 +42,7 @@ func (k *keeper) take(t *testing.T) []*os.File {
 		files = append(files, os.NewFile(uintptr(fd), "kept"))
 	}
 	k.fds = nil
-	return files
+	return k.rec, files
 }
 
 // crash ends fe's device as a kill -9 would, without a word to the front end: the kept
@@ -57,7 +59,8 @@ func crash(t *testing.T, fe *frontend) {
 // resume starts the next device from what k holds.
 func resume(t *testing.T, fe *frontend, k *keeper) {
 	t.Helper()
-	d, err := Resume(k.take(t), slog.New(slog.NewTextHandler(fe.log, nil)), fe.stats)
+	rec, files := k.take(t)
+	d, err := Resume(rec, files, slog.New(slog.NewTextHandler(fe.log, nil)), fe.stats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,8 @@ func TestTakeoverRetakesUnpublishedChains(t *testing.T) {
 	}
 }
 
-// hostileRecord is what a test's tampering makes of a kept state: a record and descriptors.
+// hostileRecord is what a test's tampering makes of a kept state: a record and descriptors
+// (the connection, the memory's, then each ring's call, error and kick).
 type hostileRecord struct {
 	rec *record
 	fds []int
@@ -171,21 +175,23 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 		}
 		return n
 	}
+	const conn, mem, call1, kick0 = 0, 1, 5, 4
+	remove := func(h *hostileRecord, i int) {
+		unix.Close(h.fds[i])
+		h.fds = append(h.fds[:i], h.fds[i+1:]...)
+	}
 	cases := []struct {
 		name   string
 		tamper func(h *hostileRecord)
 		want   string
 	}{
 		{"unknown field", func(h *hostileRecord) { h.rec = nil }, "unknown field"},
-		{"a descriptor missing", func(h *hostileRecord) {
-			unix.Close(h.fds[len(h.fds)-1])
-			h.fds = h.fds[:len(h.fds)-1]
-		}, "descriptors, the record names"},
+		{"a descriptor missing", func(h *hostileRecord) { remove(h, len(h.fds)-1) }, "descriptors, the record names"},
 		{"regions overlapping", func(h *hostileRecord) {
 			r := h.rec.Mem[0]
 			r.Size /= 2
 			h.rec.Mem = []memRecord{r, {GPA: r.GPA + r.Size/2, Size: r.Size, UAddr: r.UAddr + 2*r.Size}}
-			h.fds = append(h.fds[:3], append([]int{dup(h.fds[2])}, h.fds[3:]...)...)
+			h.fds = append(h.fds[:mem+1], append([]int{dup(h.fds[mem])}, h.fds[mem+1:]...)...)
 		}, "overlaps region 0"},
 		{"ring outside memory", func(h *hostileRecord) {
 			h.rec.Rings[1].Addr.Used = h.rec.Mem[0].UAddr + h.rec.Mem[0].Size - 8
@@ -193,25 +199,28 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 		{"ring size", func(h *hostileRecord) { h.rec.Rings[0].Num = 100 }, "size 100 is not a power of 2"},
 		{"base", func(h *hostileRecord) {
 			h.rec.Rings[0].Started = false
-			unix.Close(h.fds[len(h.fds)-4])
-			h.fds = append(h.fds[:len(h.fds)-4], h.fds[len(h.fds)-3:]...)
+			remove(h, kick0)
 			h.rec.Rings[0].Base = 1 << 20
 		}, "SET_VRING_BASE: 1048576 is no split ring index"},
 		{"too many rings", func(h *hostileRecord) {
 			h.rec.Rings = append(h.rec.Rings, ringRecord{})
 		}, "3 rings, the device has 2"},
 		{"call not an eventfd", func(h *hostileRecord) {
-			unix.Close(h.fds[len(h.fds)-3])
-			h.fds[len(h.fds)-3] = dup(notEventfd)
+			unix.Close(h.fds[call1])
+			h.fds[call1] = dup(notEventfd)
 		}, "SET_VRING_CALL: queue 1: the descriptor is"},
 		{"connection not a socket", func(h *hostileRecord) {
-			unix.Close(h.fds[1])
-			h.fds[1] = dup(notEventfd)
+			unix.Close(h.fds[conn])
+			h.fds[conn] = dup(notEventfd)
 		}, "connection:"},
 		{"memory not mappable", func(h *hostileRecord) {
-			unix.Close(h.fds[2])
-			h.fds[2] = dup(h.fds[1])
+			unix.Close(h.fds[mem])
+			h.fds[mem] = dup(h.fds[conn])
 		}, "SET_MEM_TABLE: region 0 ends at byte"},
+		{"record too large", func(h *hostileRecord) {
+			h.rec.Rings[0].Addr = &addrRecord{Log: 1}
+			h.rec.Mem = make([]memRecord, maxRecord/8)
+		}, "at most 16384"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,32 +229,25 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 			fe.dev.SetKeeper(k.keep)
 			fe.start(allFeatures)
 			crash(t, fe)
-			files := k.take(t)
+			text, files := k.take(t)
 			h := &hostileRecord{rec: &record{}}
-			var b bytes.Buffer
-			b.ReadFrom(files[0])
-			if err := json.Unmarshal(b.Bytes(), h.rec); err != nil {
+			if err := json.Unmarshal(text, h.rec); err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range files[1:] {
+			for _, f := range files {
 				h.fds = append(h.fds, dup(int(f.Fd())))
 				f.Close()
 			}
-			files[0].Close()
-			h.fds = append([]int{-1}, h.fds...)
 			c.tamper(h)
-			text := []byte(`{"Bogus":1}`)
+			text = []byte(`{"Bogus":1}`)
 			if h.rec != nil {
 				text, _ = json.Marshal(h.rec)
-			}
-			if h.fds[0], err = recordFile(text); err != nil {
-				t.Fatal(err)
 			}
 			var in []*os.File
 			for _, fd := range h.fds {
 				in = append(in, os.NewFile(uintptr(fd), "hostile"))
 			}
-			d, err := Resume(in, nil, nil)
+			d, err := Resume(text, in, nil, nil)
 			if err == nil {
 				d.Close()
 				t.Fatalf("resumed; want %q", c.want)

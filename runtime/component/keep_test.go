@@ -27,10 +27,10 @@ func TestKeepMessage(t *testing.T) {
 	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	defer unix.Close(efd)
 	for _, fds := range [][]int{{efd, efd, efd}, nil} {
-		if err := c.Keep(42, fds); err != nil {
+		if err := c.Keep(42, []byte("record"), fds); err != nil {
 			t.Fatal(err)
 		}
-		buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4*MaxKept))
+		buf, oob := make([]byte, MaxKeepMessage), make([]byte, unix.CmsgSpace(4*MaxKept))
 		n, oobn, _, _, err := unix.Recvmsg(sp[1], buf, oob, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -39,13 +39,13 @@ func TestKeepMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, kept, ok, err := ParseKeep(buf[:n], files)
-		if !ok || err != nil || key != 42 || len(kept) != len(fds) {
-			t.Fatalf("ParseKeep: key %d, %d files, %v %v; want 42, %d", key, len(kept), ok, err, len(fds))
+		key, data, kept, ok, err := ParseKeep(buf[:n], files)
+		if !ok || err != nil || key != 42 || string(data) != "record" || len(kept) != len(fds) {
+			t.Fatalf("ParseKeep: key %d, %q, %d files, %v %v; want 42, \"record\", %d", key, data, len(kept), ok, err, len(fds))
 		}
 		closeAll(kept)
 	}
-	if _, _, ok, _ := ParseKeep(make([]byte, headerSize), nil); ok {
+	if _, _, _, ok, _ := ParseKeep(make([]byte, headerSize), nil); ok {
 		t.Fatal("an exit message parsed as a Keep")
 	}
 }

@@ -45,7 +45,7 @@ type child struct {
 	kept []*parentSession
 	// keptFiles are the descriptors its processes asked to be held for the next one
 	// (component.Keep), by key; closed by closeKept too.
-	keptFiles map[uint32][]*os.File
+	keptFiles map[uint32]kept
 }
 
 // newChild is st before its first launch.

@@ -26,22 +26,24 @@ func TestKeptDescriptorsOutliveTheProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &process{sock: conn.(*net.UnixConn)}
-	type kept struct {
+	type keptMsg struct {
 		key   uint32
+		data  []byte
 		files []*os.File
 	}
-	got := make(chan kept, 4)
+	got := make(chan keptMsg, 4)
 	ended := make(chan bool)
-	p.watchExit(func(int, bool) { close(ended) }, func(key uint32, files []*os.File, err error) {
+	p.watchExit(func(int, bool) { close(ended) }, func(key uint32, data []byte, files []*os.File, err error) {
 		if err != nil {
 			t.Error(err)
 		}
-		got <- kept{key, files}
+		got <- keptMsg{key, data, files}
 	})
 	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	msg := binary.LittleEndian.AppendUint64(nil, ^uint64(0)-1)
 	msg = binary.LittleEndian.AppendUint32(msg, 2)
 	msg = binary.LittleEndian.AppendUint32(msg, 7)
+	msg = append(msg, "record"...)
 	if err := unix.Sendmsg(sp[1], msg, unix.UnixRights(efd, efd), nil, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -49,32 +51,39 @@ func TestKeptDescriptorsOutliveTheProcess(t *testing.T) {
 	unix.Close(sp[1]) // the process dies
 	k := <-got
 	<-ended
-	if k.key != 7 || len(k.files) != 2 {
-		t.Fatalf("kept %d files under %d", len(k.files), k.key)
+	if k.key != 7 || string(k.data) != "record" || len(k.files) != 2 {
+		t.Fatalf("kept %q and %d files under %d", k.data, len(k.files), k.key)
 	}
 
 	c := &child{start: &Start{Name: "vm"}}
-	c.keep(k.key, k.files)
+	c.keep(k.key, k.data, k.files)
 	for range 2 { // two launches: the child's files stay
 		l, err := c.keptForLaunch()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env := l.env(5); env != component.KeptEnv+"=7 5 6" || len(l.files) != 2 {
+		if env := l.env(5); env != component.KeptEnv+"=7 5 6 7" || len(l.files) != 3 {
 			t.Fatalf("env %q, %d files", env, len(l.files))
 		}
-		signalFD(t, l.files[0])
+		data := make([]byte, 16)
+		if n, _ := l.files[0].ReadAt(data, 0); string(data[:n]) != "record" {
+			t.Fatalf("the data file holds %q", data[:n])
+		}
+		if _, err := l.files[0].Write([]byte("x")); err == nil {
+			t.Fatal("the next process could write the data file")
+		}
+		signalFD(t, l.files[1])
 		l.close()
 	}
 	var count [8]byte
 	if _, err := unix.Read(int(k.files[1].Fd()), count[:]); err != nil || binary.LittleEndian.Uint64(count[:]) != 2 {
 		t.Fatalf("the kept eventfd is not the one sent: %v % x", err, count)
 	}
-	c.keep(7, nil)
+	c.keep(7, nil, nil)
 	if l, _ := c.keptForLaunch(); l.env(3) != "" {
 		t.Fatalf("an empty Keep left %q", l.env(3))
 	}
-	c.keep(1, []*os.File{os.NewFile(uintptr(dupFD(t, 0)), "x")})
+	c.keep(1, nil, []*os.File{os.NewFile(uintptr(dupFD(t, 0)), "x")})
 	(&Supervisor{}).closeKept(c)
 	if l, _ := c.keptForLaunch(); len(l.files) != 0 || c.keptFiles != nil {
 		t.Fatal("closeKept left kept descriptors")

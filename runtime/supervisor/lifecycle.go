@@ -128,13 +128,13 @@ func (s *Supervisor) launched(c *child, life int, p *process, err error, bin str
 	}
 	c.proc, c.started, c.state = p, time.Now(), Running
 	p.watchExit(func(value int, reported bool) { s.post(func() { s.exited(c, life, value, reported) }) },
-		func(key uint32, files []*os.File, err error) {
+		func(key uint32, data []byte, files []*os.File, err error) {
 			s.post(func() {
 				switch {
 				case err != nil:
 					s.log.Warn(fmt.Sprintf("%s: %v", c.start.Name, err))
 				case c.life == life:
-					c.keep(key, files)
+					c.keep(key, data, files)
 					return
 				}
 				closeFiles(files)

@@ -162,7 +162,7 @@ func (p *process) signal() syscall.Signal {
 // ended. The one message a component writes on it, right before it exits, is its exit value
 // (component.Exit): done gets it, reported true, when it came. The others are descriptors to
 // keep for its next process (component.Keep), which keep gets in order, before done.
-func (p *process) watchExit(done func(value int, reported bool), keep func(key uint32, files []*os.File, err error)) {
+func (p *process) watchExit(done func(value int, reported bool), keep func(key uint32, data []byte, files []*os.File, err error)) {
 	if p.waited != nil {
 		go func() {
 			<-p.waited
@@ -171,7 +171,7 @@ func (p *process) watchExit(done func(value int, reported bool), keep func(key u
 		return
 	}
 	go func() {
-		buf := make([]byte, 64)
+		buf := make([]byte, component.MaxKeepMessage)
 		oob := make([]byte, unix.CmsgSpace(4*component.MaxKept))
 		value, reported := 0, false
 		for {
@@ -183,8 +183,8 @@ func (p *process) watchExit(done func(value int, reported bool), keep func(key u
 			files, ferr := component.ReceivedFiles(oob[:oobn], "kept")
 			if v, ok := component.ParseExit(buf[:n]); ok {
 				value, reported = v, true
-			} else if key, kept, ok, kerr := component.ParseKeep(buf[:n], files); ok {
-				keep(key, kept, cmp.Or(ferr, kerr))
+			} else if key, data, kept, ok, kerr := component.ParseKeep(buf[:n], files); ok {
+				keep(key, data, kept, cmp.Or(ferr, kerr))
 				continue
 			}
 			closeFiles(files)
