@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -355,6 +356,7 @@ func (c *Component) CloseSession(_ context.Context, req *controlpb.CloseSessionR
 	defer c.mu.Unlock()
 	if s, ok := c.sessions[req.GetSessionId()]; ok {
 		s.linkUp.Store(false)
+		s.ClientRestarts = s.Role == Server && strings.HasSuffix(req.GetReason(), RestartsReason)
 		c.close(s)
 	}
 	return &controlpb.Empty{}, nil

@@ -246,8 +246,12 @@ func (s *Supervisor) exited(c *child, life int, value int, reported bool) {
 	}
 	s.log.Debug(fmt.Sprintf("%s reaped", c.start.Name), "took", time.Since(t0))
 	c.state = Exited
-	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
-	restarts := false
+	restarts := !s.stopping && (c.heartbeatRestart || c.start.Restart && (p.signal() != 0 || !c.start.Propagate))
+	reason := fmt.Sprintf("%s exited", c.start.Name)
+	if restarts && p.signal() != 0 {
+		reason += component.RestartsReason // its servers may keep what its sessions made
+	}
+	s.dropSessions(c, reason)
 	defer func() {
 		if !restarts {
 			s.closeKept(c)
@@ -258,7 +262,6 @@ func (s *Supervisor) exited(c *child, life int, value int, reported bool) {
 		return
 	}
 	name := c.start.Name
-	restarts = c.heartbeatRestart || c.start.Restart && (p.signal() != 0 || !c.start.Propagate)
 	if c.heartbeatRestart {
 		c.heartbeatRestart = false
 		c.restarts++
