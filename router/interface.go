@@ -177,6 +177,32 @@ func (r *Router) Detach(i *Interface) {
 	r.interfaceCameOrWent()
 }
 
+// Orphan detaches interface i of a client whose process crashed and restarts: its link states
+// and DHCP allocations pass to the orphan of its label, as a restored region's do, and the
+// next session with that label adopts them (Attach). A guest's connections through NAT thus
+// outlive a restart of the vm serving it, on the same NAT ports; what no session adopts ends
+// with its timeouts.
+func (r *Router) Orphan(i *Interface) {
+	o := r.orphan(i.key)
+	for l := range r.links {
+		if l.owner == i {
+			l.owner = o
+		}
+	}
+	o.links += i.links
+	i.links = 0
+	for _, d := range r.domains {
+		if d.dhcpServer != nil {
+			for _, a := range d.dhcpServer.allocs {
+				if a.ifc == i {
+					a.ifc = o
+				}
+			}
+		}
+	}
+	r.Detach(i)
+}
+
 // assign puts i into the domain of its best policy (or of its <nic-client>).
 func (r *Router) assign(i *Interface) {
 	name, ok := r.cfg.DomainFor(i.label)

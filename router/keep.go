@@ -182,11 +182,14 @@ func (r *Router) sweep() {
 	r.keepFull = false
 }
 
-// orphan is the interface of session label as restored entries name it, until a session with
-// that label attaches and adopts what it owns (Attach).
+// orphan is the interface of session label as restored entries (or Orphan) name it, until a
+// session with that label attaches and adopts what it owns (Attach).
 func (r *Router) orphan(label region.Name) *Interface {
 	i := r.orphans[label]
 	if i == nil {
+		if r.orphans == nil {
+			r.orphans = map[region.Name]*Interface{}
+		}
 		i = &Interface{key: label}
 		r.orphans[label] = i
 	}

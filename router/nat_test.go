@@ -209,3 +209,36 @@ func TestFloodDoesNotStarveEstablishedFlow(t *testing.T) {
 		t.Fatal("ping after the flood")
 	}
 }
+
+// A client that crashes and restarts keeps its NAT mappings: Orphan hands its link states to
+// the next session with its label, whose flows leave on the same NAT ports and whose replies
+// reach it; a plain Detach dissolves them, and the flow gets a new port.
+func TestOrphanedLinksPassToTheNextSession(t *testing.T) {
+	b, vm, _, up, upp := natBench(t)
+	flow := func(vm *Interface) uint16 {
+		t.Helper()
+		b.send(vm, arpFrame(header.ARPReply, vm.MAC(), ip4("10.0.1.2"), routerMACNic, ip4("10.0.1.1"), routerMACNic))
+		b.send(vm, udpFrameT(vm.MAC(), routerMACNic, ip4("10.0.1.2"), ip4("198.18.1.1"), 5000, 53, nil))
+		out := upp.take()
+		if len(out) != 1 {
+			t.Fatalf("uplink got %d frames", len(out))
+		}
+		return parse(t, out[0]).sport
+	}
+	first := flow(vm)
+	b.r.Orphan(vm)
+	vm2, vmp2 := b.attach("vm", Nic, header.MAC{})
+	if p := flow(vm2); p != first {
+		t.Fatalf("after Orphan the flow left on NAT port %d, want %d", p, first)
+	}
+	vmp2.take()
+	b.send(up, udpFrameT(macGateway, macUplink, ip4("198.18.1.1"), ip4("198.18.0.10"), 53, first, []byte("answer")))
+	if n := len(vmp2.take()); n != 1 {
+		t.Fatalf("the reply reached the next session %d times, want once", n)
+	}
+	b.r.Detach(vm2)
+	vm3, _ := b.attach("vm", Nic, header.MAC{})
+	if p := flow(vm3); p == first {
+		t.Fatalf("after Detach the flow kept NAT port %d", p)
+	}
+}

@@ -207,7 +207,10 @@ func (h *Handler) Link(s *component.Session, up bool) {
 
 func (h *Handler) Close(s *component.Session) {
 	h.report.CompareAndSwap(s, nil)
-	if a := h.attached[s.ID]; a != nil {
+	if a := h.attached[s.ID]; a != nil && s.ClientRestarts {
+		h.loop.Orphan(a) // a crashed vm's guest keeps its connections through NAT
+		h.c.Queue(component.Hop(a.Interface().Label(), "arp"), nil)
+	} else if a != nil {
 		h.detach(a)
 	}
 	delete(h.attached, s.ID)

@@ -195,7 +195,13 @@ func (l *Loop) Attach(label string, kind router.Kind, mac header.MAC, out *packe
 }
 
 // Detach removes a session; once it returns the loop no longer touches its streams.
-func (l *Loop) Detach(a *Attachment) {
+func (l *Loop) Detach(a *Attachment) { l.detach(a, l.r.Detach) }
+
+// Orphan removes the session of a client that crashed and restarts, its link states and
+// DHCP allocations kept for the client's next session (router.Orphan).
+func (l *Loop) Orphan(a *Attachment) { l.detach(a, l.r.Orphan) }
+
+func (l *Loop) detach(a *Attachment, leave func(*router.Interface)) {
 	l.do(func() {
 		for k, x := range l.ifs {
 			if x == a {
@@ -203,7 +209,7 @@ func (l *Loop) Detach(a *Attachment) {
 				break
 			}
 		}
-		l.r.Detach(a.ifc)
+		leave(a.ifc)
 		l.w.Remove(a.port.in)
 		l.w.Remove(a.port.out)
 		l.ctr.interfaces.Store(uint64(len(l.ifs)))

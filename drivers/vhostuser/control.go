@@ -143,8 +143,7 @@ func (d *Device) handle(m *message, fds []int) error {
 		d.broken.Store(false)
 		unlock()
 	case reqSetMemTable:
-		err = d.setMemTable(m, fds)
-		closeAll(fds)
+		err = d.setMemTable(m, fds) // the table takes fds
 	case reqSetVringNum, reqSetVringAddr, reqSetVringBase, reqGetVringBase, reqSetVringEnable:
 		reply, err = d.vring(m)
 	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
@@ -159,6 +158,7 @@ func (d *Device) handle(m *message, fds []int) error {
 	if err != nil {
 		return err
 	}
+	d.keep(m.request) // before the answer: what the front end saw done is kept
 	d.mu.Lock()
 	ack := m.needsReply(d.protocol&protoReplyAck != 0)
 	d.mu.Unlock()

@@ -109,6 +109,8 @@ type Device struct {
 	closed atomic.Bool
 	done   chan struct{} // closed when Serve has ended and every queue is let go
 
+	keeper func(record []byte, fds []int) // takeover.go: handed the connection's state after each change
+
 	rxWait time.Duration
 	tx     txState // Write's
 }

@@ -17,8 +17,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,9 +101,10 @@ type Component struct {
 	events      *fifo.Queue[*controlpb.Event] // for the Events stream; never blocks the component
 	stopped     chan struct{}
 	stopOnce    sync.Once
-	exitValue   atomic.Int32 // what Main exits with: 0, or what Exit was given
-	exiting     atomic.Bool  // Exit was called: the component ends on its own
-	state       []byte       // the state region, nil without one
+	exitValue   atomic.Int32  // what Main exits with: 0, or what Exit was given
+	exiting     atomic.Bool   // Exit was called: the component ends on its own
+	state       []byte        // the state region, nil without one
+	control     *net.UnixConn // the control socket, for Keep; nil outside Main
 }
 
 // New returns a component that builds its handler with newHandler once the supervisor has
@@ -353,6 +356,7 @@ func (c *Component) CloseSession(_ context.Context, req *controlpb.CloseSessionR
 	defer c.mu.Unlock()
 	if s, ok := c.sessions[req.GetSessionId()]; ok {
 		s.linkUp.Store(false)
+		s.ClientRestarts = s.Role == Server && strings.HasSuffix(req.GetReason(), RestartsReason)
 		c.close(s)
 	}
 	return &controlpb.Empty{}, nil

@@ -72,6 +72,7 @@ func Main(spec Spec, newHandler func(*Component) (Handler, error), opts ...Optio
 		log.Error("control socket", "err", err)
 		os.Exit(1)
 	}
+	c.control = sock
 	go func() {
 		err := c.inbox.receive(sock)
 		select {

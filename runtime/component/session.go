@@ -34,9 +34,18 @@ type Session struct {
 	Files []*os.File
 	Spec  DeviceSpec
 
+	// ClientRestarts is set, when the session closes, if its client's process crashed and
+	// is started again: a server may keep what the session made for the client's next
+	// session with the same label (nic_router keeps a crashed vm's NAT mappings).
+	ClientRestarts bool
+
 	linkUp   atomic.Bool
 	tappedBy uint64 // the capture tapping the session's streams, 0: none
 }
+
+// RestartsReason ends the reason the supervisor gives for closing the sessions of a client
+// whose process crashed and is started again (Session.ClientRestarts).
+const RestartsReason = "; it restarts"
 
 // Role says which side of a session this component is.
 type Role int

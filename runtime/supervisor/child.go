@@ -43,6 +43,9 @@ type child struct {
 	// a process that crashed, for its next process to take over: the far end of a wire
 	// outlives a restart of the driver on it. Closed by a deliberate stop (closeKept).
 	kept []*parentSession
+	// keptFiles are the descriptors its processes asked to be held for the next one
+	// (component.Keep), by key; closed by closeKept too.
+	keptFiles map[uint32]kept
 }
 
 // newChild is st before its first launch.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,14 @@ func (s *Supervisor) launch(c *child) {
 			s.log.Debug(fmt.Sprintf("%s gets %s as /proc/self/fd/%d", name, f.Name(), 3+i))
 		}
 	}
+	kept, err := c.keptForLaunch()
+	if err != nil {
+		if state != nil {
+			state.Close()
+		}
+		s.failed(c, err)
+		return
+	}
 	s.launching.Add(1)
 	go func() {
 		defer s.launching.Done()
@@ -79,11 +88,12 @@ func (s *Supervisor) launch(c *child) {
 		if program {
 			p, err = launchProgram(bin, cmd, cpus, out, name)
 		} else {
-			p, err = launch(bin, runDir, cpus, out, name, cred, state, socks)
+			p, err = launch(bin, runDir, cpus, out, name, cred, state, socks, kept)
 		}
 		if state != nil {
 			state.Close() // the child holds its own; c.state stays with the supervisor
 		}
+		kept.close()
 		if err == nil {
 			ctx, cancel := s.ctx()
 			_, serr := p.ctl.Start(ctx, req)
@@ -117,7 +127,19 @@ func (s *Supervisor) launched(c *child, life int, p *process, err error, bin str
 		return
 	}
 	c.proc, c.started, c.state = p, time.Now(), Running
-	p.watchExit(func(value int, reported bool) { s.post(func() { s.exited(c, life, value, reported) }) })
+	p.watchExit(func(value int, reported bool) { s.post(func() { s.exited(c, life, value, reported) }) },
+		func(key uint32, data []byte, files []*os.File, err error) {
+			s.post(func() {
+				switch {
+				case err != nil:
+					s.log.Warn(fmt.Sprintf("%s: %v", c.start.Name, err))
+				case c.life == life:
+					c.keep(key, data, files)
+					return
+				}
+				closeFiles(files)
+			})
+		})
 	s.log.Info(fmt.Sprintf("%s started", c.start.Name), "pid", p.pid, "cpus", c.place.CPUs.String(), "binary", bin, "took", took)
 	evctx, evcancel := context.WithCancel(context.Background())
 	p.cancel = evcancel
@@ -224,8 +246,12 @@ func (s *Supervisor) exited(c *child, life int, value int, reported bool) {
 	}
 	s.log.Debug(fmt.Sprintf("%s reaped", c.start.Name), "took", time.Since(t0))
 	c.state = Exited
-	s.dropSessions(c, fmt.Sprintf("%s exited", c.start.Name))
-	restarts := false
+	restarts := !s.stopping && (c.heartbeatRestart || c.start.Restart && (p.signal() != 0 || !c.start.Propagate))
+	reason := fmt.Sprintf("%s exited", c.start.Name)
+	if restarts && p.signal() != 0 {
+		reason += component.RestartsReason // its servers may keep what its sessions made
+	}
+	s.dropSessions(c, reason)
 	defer func() {
 		if !restarts {
 			s.closeKept(c)
@@ -236,7 +262,6 @@ func (s *Supervisor) exited(c *child, life int, value int, reported bool) {
 		return
 	}
 	name := c.start.Name
-	restarts = c.heartbeatRestart || c.start.Restart && (p.signal() != 0 || !c.start.Propagate)
 	if c.heartbeatRestart {
 		c.heartbeatRestart = false
 		c.restarts++

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -40,9 +41,9 @@ type process struct {
 // runs as that user, without capabilities: its go-plugin socket goes in a folder of its own
 // in runDir, and the binary is executed through a descriptor the supervisor opened, so the
 // user need not reach the binary's folder. state (nil: none) is the component's state region,
-// handed as the descriptor component.StateFDEnv names; the sockets it serves follow as further
-// files.
-func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential, state *os.File, socks []*boundSocket) (*process, error) {
+// handed as the descriptor component.StateFDEnv names; the sockets it serves and the
+// descriptors kept for it (component.KeptEnv) follow as further files.
+func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, cred *syscall.Credential, state *os.File, socks []*boundSocket, kept keptLaunch) (*process, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -81,6 +82,10 @@ func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, 
 	}
 	if files, env := socketFiles(socks, 3+len(p.cmd.ExtraFiles)); env != "" {
 		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, files...)
+		p.cmd.Env = append(p.cmd.Env, env)
+	}
+	if env := kept.env(3 + len(p.cmd.ExtraFiles)); env != "" {
+		p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, kept.files...)
 		p.cmd.Env = append(p.cmd.Env, env)
 	}
 	logs := out.Writer(name)
@@ -155,8 +160,9 @@ func (p *process) signal() syscall.Signal {
 
 // watchExit reports when the component's end of the control socket closes: the process
 // ended. The one message a component writes on it, right before it exits, is its exit value
-// (component.Exit): done gets it, reported true, when it came.
-func (p *process) watchExit(done func(value int, reported bool)) {
+// (component.Exit): done gets it, reported true, when it came. The others are descriptors to
+// keep for its next process (component.Keep), which keep gets in order, before done.
+func (p *process) watchExit(done func(value int, reported bool), keep func(key uint32, data []byte, files []*os.File, err error)) {
 	if p.waited != nil {
 		go func() {
 			<-p.waited
@@ -165,17 +171,23 @@ func (p *process) watchExit(done func(value int, reported bool)) {
 		return
 	}
 	go func() {
-		buf := make([]byte, 64)
+		buf := make([]byte, component.MaxKeepMessage)
+		oob := make([]byte, unix.CmsgSpace(4*component.MaxKept))
 		value, reported := 0, false
 		for {
-			n, err := p.sock.Read(buf)
+			n, oobn, _, _, err := p.sock.ReadMsgUnix(buf, oob)
 			if err != nil || n == 0 {
 				done(value, reported)
 				return
 			}
+			files, ferr := component.ReceivedFiles(oob[:oobn], "kept")
 			if v, ok := component.ParseExit(buf[:n]); ok {
 				value, reported = v, true
+			} else if key, data, kept, ok, kerr := component.ParseKeep(buf[:n], files); ok {
+				keep(key, data, kept, cmp.Or(ferr, kerr))
+				continue
 			}
+			closeFiles(files)
 		}
 	}()
 }

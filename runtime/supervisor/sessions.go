@@ -402,12 +402,14 @@ func (s *Supervisor) openedAtParent(r *request, id uint64, p *parentSession, err
 	s.hand(cl.proc, req, p.files, func(err error) { s.clientOpened(r, id, "", err) })
 }
 
-// closeKept deletes the parent-service sessions c's crashed process left for the next.
+// closeKept deletes the parent-service sessions and lets go of the descriptors c's crashed
+// process left for the next.
 func (s *Supervisor) closeKept(c *child) {
 	for _, p := range c.kept {
 		s.closeParent(p)
 	}
 	c.kept = nil
+	c.dropKeptFiles()
 }
 
 // closeParent deletes what a parent-service session made, in the background like end.

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/drivers/vhostuser"
 	"github.com/nicstack/nicstack/runtime/affinity"
@@ -64,33 +66,69 @@ func (g *VhostUser) Configure(typed any) error {
 	return configureSocketGuest(g.c, typed, g.listen, &g.ln, &g.served, g.accept)
 }
 
-// accept serves front ends until the socket is closed; a new one ends the one before.
+// keptConnection is the key under which the supervisor holds the served connection's state
+// (component.Keep): a vm killed by a signal or a crash is started again, resumes the
+// connection and the front end never sees it end (docs/vms.md).
+const keptConnection = 1
+
+// accept serves front ends until the socket is closed; a new one ends the one before. A
+// connection the process before this one served, kept by the supervisor, is resumed first.
 func (g *VhostUser) accept() {
 	defer g.served.Done()
 	var ended chan struct{}
+	record, files, err := component.Kept(keptConnection)
+	var dev *vhostuser.Device
+	if err == nil && files != nil {
+		dev, err = vhostuser.Resume(record, files, g.c.Log, g.vstats)
+	}
+	if err != nil {
+		g.c.Log.Warn("the kept front end's connection cannot be resumed; it ends", "err", err)
+		g.keep(nil, nil)
+	} else if dev != nil {
+		g.c.Log.Info("front end's connection resumed")
+		ended = g.start(dev, nil)
+	}
 	for {
 		dev, err := vhostuser.Accept(g.ln, g.c.Log, g.vstats)
 		if err != nil {
 			return // closed by Stop
 		}
 		dev.SetQueuePairs(g.queues) // checked by the config
-		g.mu.Lock()
-		if g.dev != nil {
-			g.dev.Close()
-			g.c.Log.Info("a new front end replaces the connected one")
-		}
-		if g.stopping {
-			dev.Close()
-		}
-		g.dev = dev
-		g.mu.Unlock()
-		if ended != nil {
-			<-ended
-		}
-		ended = make(chan struct{})
-		g.served.Add(1)
-		go g.run(dev, ended)
+		ended = g.start(dev, ended)
 	}
+}
+
+// keep has the supervisor hold the connection's state (none: let it go, and the connection
+// with it), logging a failure: the connection then only ends with this process.
+func (g *VhostUser) keep(record []byte, fds []int) {
+	if err := g.c.Keep(keptConnection, record, fds); err != nil {
+		g.c.Log.Warn("the supervisor does not hold the front end's connection", "err", err)
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// start serves dev once the connection before it (ended) is let go, and returns the channel
+// closed when dev's connection has ended.
+func (g *VhostUser) start(dev *vhostuser.Device, ended chan struct{}) chan struct{} {
+	g.mu.Lock()
+	if g.dev != nil {
+		g.dev.Close()
+		g.c.Log.Info("a new front end replaces the connected one")
+	}
+	if g.stopping {
+		dev.Close()
+	}
+	g.dev = dev
+	g.mu.Unlock()
+	if ended != nil {
+		<-ended
+	}
+	ended = make(chan struct{})
+	g.served.Add(1)
+	go g.run(dev, ended)
+	return ended
 }
 
 // run serves one front end until its connection ends.
@@ -106,14 +144,15 @@ func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
 		}
 	}
 	g.mu.Unlock()
-	g.c.Log.Info("front end connected", "connection", g.vstats.Sessions.Load(), "queue_pairs", g.queues)
+	g.c.Log.Info("front end connected", "connection", g.vstats.Sessions.Load(), "queue_pairs", dev.QueuePairs())
+	dev.SetKeeper(g.keep)
 	go func() {
 		if err := dev.Serve(); err != nil {
 			g.c.Log.Warn("front end refused; its connection ends", "err", err)
 		}
 	}()
 	var readers sync.WaitGroup
-	for p := 1; p < g.queues; p++ {
+	for p := 1; p < dev.QueuePairs(); p++ {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -125,6 +164,7 @@ func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
 	nic.Run(nil) // until the connection ends: Read returns ErrClosed
 	readers.Wait()
 	<-dev.Done()
+	g.keep(nil, nil) // the front end must see the end
 	g.mu.Lock()
 	nic.Detach()
 	g.nic = nil
