@@ -111,7 +111,7 @@ func TestTakeoverResumesTheConnection(t *testing.T) {
 	if fe.waitCall(rxQueue) == 0 {
 		t.Fatal("no call")
 	}
-	if f := le.Uint64(fe.call(reqGetFeatures, nil, 8)); f != offeredFeatures {
+	if f := le.Uint64(fe.call(reqGetFeatures, nil, 8)); f != fe.dev.offered() {
 		t.Fatalf("GET_FEATURES on the resumed connection: %#x", f)
 	}
 	fe.must(reqSetVringEnable, state(rxQueue, 1)) // REPLY_ACK still negotiated
@@ -201,7 +201,7 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 			h.rec.Rings[0].Started = false
 			remove(h, kick0)
 			h.rec.Rings[0].Base = 1 << 20
-		}, "SET_VRING_BASE: 1048576 is no split ring index"},
+		}, "SET_VRING_BASE: 1048576 is no ring index"},
 		{"too many rings", func(h *hostileRecord) {
 			h.rec.Rings = append(h.rec.Rings, ringRecord{})
 		}, "3 rings, the device has 2"},
@@ -217,6 +217,9 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 			unix.Close(h.fds[mem])
 			h.fds[mem] = dup(h.fds[conn])
 		}, "SET_MEM_TABLE: region 0 ends at byte"},
+		{"more pairs in use than offered", func(h *hostileRecord) { h.rec.Active = 2 }, "2 queue pairs in use of 1"},
+		{"pairs beyond the device's bound", func(h *hostileRecord) { h.rec.Pairs = MaxQueuePairs + 1 }, "queue pairs, want 1 to"},
+		{"a running packed ring", func(h *hostileRecord) { h.rec.Features |= featRingPacked }, "a running packed ring cannot be resumed"},
 		{"record too large", func(h *hostileRecord) {
 			h.rec.Rings[0].Addr = &addrRecord{Log: 1}
 			h.rec.Mem = make([]memRecord, maxRecord/8)
