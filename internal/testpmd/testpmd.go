@@ -47,6 +47,7 @@ type VirtioUser struct {
 	Packed    bool             // packed virtqueues (packed_vq=1)
 	Mergeable bool             // mergeable RX buffers (mrg_rxbuf=1), for frames over one buffer
 	InOrder   bool             // in-order descriptors (in_order=1)
+	QueueSize int              // entries per virtqueue (0: the driver's 256)
 }
 
 func (v VirtioUser) vdev(i int) string {
@@ -54,6 +55,9 @@ func (v VirtioUser) vdev(i int) string {
 		i, v.Path, max(v.Queues, 1), b2i(v.Packed), b2i(v.Mergeable), b2i(v.InOrder))
 	if v.MAC != nil {
 		s += ",mac=" + v.MAC.String()
+	}
+	if v.QueueSize > 0 {
+		s += ",queue_size=" + strconv.Itoa(v.QueueSize)
 	}
 	return s
 }
@@ -170,7 +174,8 @@ const prompt = "testpmd> "
 // StartTimeout bounds testpmd's start (EAL, ports, vhost-user connections) to its prompt.
 const StartTimeout = 30 * time.Second
 
-// Start runs testpmd in a process group of its own and waits for its first prompt. ctx
+// Start runs testpmd in a session (and so a process group and scheduling autogroup) of its
+// own and waits for its first prompt. ctx
 // ending kills it. Its stdout and stderr are kept (Output) and copied to log when set.
 func Start(ctx context.Context, c Config, log io.Writer) (*Testpmd, error) {
 	if len(c.CPUs) == 0 || c.HugeDir == "" || c.Forward == "" {
@@ -186,7 +191,7 @@ func Start(ctx context.Context, c Config, log io.Writer) (*Testpmd, error) {
 	// that a command's output is out before the next prompt, which cmdline writes unbuffered.
 	args := append([]string{"-oL", "-eL", bin}, c.Args(prefix)...)
 	cmd := exec.Command("stdbuf", args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
