@@ -157,7 +157,7 @@ func printTable(out io.Writer, points []Point, runs int, busyPoll string) {
 	fmt.Fprintln(tw, "frame B\tq\tsetup\tMpps\tGbit/s\tloss %\tmiddle CPU %\tCPU %/Mpps\tall CPU %\tsink queues\t")
 	for _, p := range points {
 		if p.NotRun != "" {
-			fmt.Fprintf(tw, "%d\t%d\tnot run\t%s\t\t\t\t\t\t\t\n", p.FrameBytes, p.Queues, p.NotRun)
+			fmt.Fprintf(tw, "%d\t%d\tnot run\t\t\t\t\t\t\t\t\n", p.FrameBytes, p.Queues)
 			continue
 		}
 		for _, r := range []struct {
@@ -170,6 +170,11 @@ func printTable(out io.Writer, points []Point, runs int, busyPoll string) {
 		fmt.Fprintf(tw, "%d\t%d\tours/DPDK\t%.2f\t\t\t\t%.2f\t\t%s\t\n", p.FrameBytes, p.Queues, p.RateRatio, p.CPUPerMppsRatio, targets(p))
 	}
 	tw.Flush()
+	for _, p := range points {
+		if p.NotRun != "" {
+			fmt.Fprintf(out, "%d B, %d queues not run: %s\n", p.FrameBytes, p.Queues, p.NotRun)
+		}
+	}
 }
 
 // targets says whether issue 32's targets hold: a delivered rate at least the switch's and

@@ -97,11 +97,18 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 	for _, size := range o.Sizes {
 		for _, queues := range o.Queues {
 			var ours, dpdk []Sample
+			notRun := ""
+		runs:
 			for run := 1; run <= o.Runs; run++ {
 				for _, setup := range []string{Ours, DPDK} {
 					w, err := env.measure(ctx, setup, size, queues)
-					if err != nil {
-						return fmt.Errorf("%s, %d bytes, %d queues, run %d: %w", setup, size, queues, run, err)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if err != nil { // the point is not run; the others are
+						notRun = fmt.Sprintf("%s, run %d: %v", setup, run, err)
+						fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  not run: %v\n", size, queues, run, setup, err)
+						break runs
 					}
 					s := w.sample()
 					printRun(out, size, queues, run, setup, s)
@@ -112,7 +119,9 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 					}
 				}
 			}
-			points = append(points, median(size, queues, mergeable(size), ours, dpdk))
+			p := median(size, queues, mergeable(size), ours, dpdk)
+			p.NotRun = notRun
+			points = append(points, p)
 		}
 	}
 	printTable(out, points, o.Runs, BusyPoll)
