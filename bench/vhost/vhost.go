@@ -164,7 +164,7 @@ func (e env) frontEnd(name, sock string, size, queues int) testpmd.Config {
 	c := testpmd.Config{Name: name, CPUs: []int{e.o.Ends}, HugeDir: e.huge, MemMB: frontMem, Queues: queues,
 		VirtioUser: []testpmd.VirtioUser{{Path: sock, Queues: queues, Mergeable: mergeable(size), QueueSize: e.o.QueueSize}}}
 	if mergeable(size) {
-		c.MaxPktLen = size + 4 // with the FCS
+		c.MaxPktLen, c.Scatter = size+4, true // with the FCS; into a chain of mbufs
 	}
 	if name == "gen" {
 		c.Forward, c.TxPkts, c.EthPeer, c.TxIP, c.MultiFlow = testpmd.TxOnly, testpmd.Segments(size, 2048), routerMAC, [2]netip.Addr{genIP, sinkIP}, queues > 1
@@ -233,7 +233,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 		defer e.boost(pids["nic_router"])() // the three share one session
 	case DPDK:
 		if _, err := start(testpmd.Config{Name: "switch", CPUs: []int{e.o.Middle}, HugeDir: e.huge, MemMB: switchMem,
-			Forward: testpmd.IO, Queues: queues, MaxPktLen: maxPktLen(size),
+			Forward: testpmd.IO, Queues: queues, MaxPktLen: maxPktLen(size), // net_vhost chains mbufs itself, refusing the scatter offload
 			Vhost: []testpmd.Vhost{{Iface: gs, Queues: queues}, {Iface: ss, Queues: queues}}}); err != nil {
 			return window{}, err
 		}

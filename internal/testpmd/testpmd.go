@@ -92,6 +92,7 @@ type Config struct {
 	MultiFlow bool             // txonly: vary the source so that frames spread over queues
 	MaxPktLen int              // largest frame it receives (0: testpmd's 1518)
 	MbufSize  int              // data room of an mbuf (0: testpmd's 2048 + headroom)
+	Scatter   bool             // receive a frame into a chain of mbufs (--enable-scatter), for frames over one
 }
 
 // Args is the command line after the binary.
@@ -135,6 +136,9 @@ func (c Config) Args(prefix string) []string {
 	}
 	if c.MaxPktLen > 0 {
 		a = append(a, "--max-pkt-len="+strconv.Itoa(c.MaxPktLen))
+	}
+	if c.Scatter {
+		a = append(a, "--enable-scatter")
 	}
 	if c.MbufSize > 0 {
 		a = append(a, "--mbuf-size="+strconv.Itoa(c.MbufSize))
@@ -214,12 +218,20 @@ func Start(ctx context.Context, c Config, log io.Writer) (*Testpmd, error) {
 		case <-t.exited:
 		}
 	}()
-	if _, err := t.waitPrompt(0, StartTimeout); err != nil {
+	s, err := t.waitPrompt(0, StartTimeout)
+	if err == nil && strings.Contains(s, startFailed) {
+		err = fmt.Errorf("testpmd %s: ports did not start:\n%s", c.Name, tail(s, 1500))
+	}
+	if err != nil {
 		t.Kill()
 		return nil, err
 	}
 	return t, nil
 }
+
+// startFailed is what testpmd prints, and goes on to its prompt, when a port does not start
+// (a queue its driver refuses, a socket nobody listens on).
+const startFailed = "Start ports failed"
 
 // CommandTimeout bounds one command.
 const CommandTimeout = 10 * time.Second
@@ -266,7 +278,10 @@ func (t *Testpmd) Output() string { return t.out.String() }
 
 // StartForwarding starts the forwarding cores.
 func (t *Testpmd) StartForwarding() error {
-	_, err := t.Command("start")
+	s, err := t.Command("start")
+	if err == nil && strings.Contains(s, "Not all ports were started") {
+		err = fmt.Errorf("testpmd %s: %s", t.Name, strings.TrimSpace(s))
+	}
 	return err
 }
 
