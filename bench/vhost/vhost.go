@@ -188,10 +188,12 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	pids := map[string]int{}
 	var middle []string
 	var pmds []*testpmd.Testpmd
-	defer func() {
+	stopMiddle := func() {}
+	defer func() { // the front ends end first, so that the back ends see them go
 		for i := len(pmds) - 1; i >= 0; i-- {
 			pmds[i].Quit()
 		}
+		stopMiddle()
 	}()
 	start := func(c testpmd.Config) (*testpmd.Testpmd, error) {
 		var log io.Writer
@@ -213,7 +215,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 		if err != nil {
 			return window{}, err
 		}
-		defer sc.Stop()
+		stopMiddle = sc.Stop
 		// The supervisor binds the sockets before it starts the vms; the front ends connect
 		// once the vms run, to be served.
 		if !bench.WaitFor(15*time.Second, func() bool {
