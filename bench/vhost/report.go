@@ -39,7 +39,11 @@ type Sample struct {
 	Total         float64            `json:"total_cpu"`
 	MiddlePerMpps float64            `json:"middle_cpu_per_mpps"` // % of one CPU per delivered Mpps
 	TotalPerMpps  float64            `json:"total_cpu_per_mpps"`
-	Queues        []uint64           `json:"sink_queue_frames"` // delivered per queue
+	// SentPerCPU is what the middle took from the generator per CPU it used, in Mpps per
+	// whole CPU: its forwarding capacity, which the delivered rate hides when the sink loses
+	// frames while it waits for the CPU it shares with the generator.
+	SentPerCPU float64  `json:"sent_mpps_per_middle_cpu"`
+	Queues     []uint64 `json:"sink_queue_frames"` // delivered per queue
 }
 
 // sample turns a window's counts into rates. A window that delivered nothing has no CPU per
@@ -66,6 +70,9 @@ func (w window) sample() Sample {
 	if s.Mpps > 0 {
 		s.MiddlePerMpps, s.TotalPerMpps = s.Middle/s.Mpps, s.Total/s.Mpps
 	}
+	if s.Middle > 0 {
+		s.SentPerCPU = s.SentMpps / (s.Middle / 100)
+	}
 	for _, q := range w.got.Queues {
 		s.Queues = append(s.Queues, q.RX.Packets)
 	}
@@ -84,14 +91,18 @@ type Point struct {
 	// Ratios of ours to DPDK's: the median of the runs' ratios, each run against its own.
 	RateRatio       float64 `json:"rate_ratio"`
 	CPUPerMppsRatio float64 `json:"middle_cpu_per_mpps_ratio"`
+	SentPerCPURatio float64 `json:"sent_mpps_per_middle_cpu_ratio"`
 }
 
 // median is the point of runs: every figure the median over the runs.
 func median(frame, queues int, mergeable bool, ours, dpdk []Sample) Point {
 	p := Point{FrameBytes: frame, Queues: queues, Mergeable: mergeable, Runs: len(ours),
 		Ours: medianSample(ours), DPDK: medianSample(dpdk)}
-	var rate, cpu []float64
+	var rate, cpu, took []float64
 	for i := range ours {
+		if i < len(dpdk) && dpdk[i].SentPerCPU > 0 {
+			took = append(took, ours[i].SentPerCPU/dpdk[i].SentPerCPU)
+		}
 		if i < len(dpdk) && dpdk[i].Mpps > 0 {
 			rate = append(rate, ours[i].Mpps/dpdk[i].Mpps)
 		}
@@ -100,7 +111,7 @@ func median(frame, queues int, mergeable bool, ours, dpdk []Sample) Point {
 		}
 	}
 	id := func(v float64) float64 { return v }
-	p.RateRatio, p.CPUPerMppsRatio = bench.Median(rate, id), bench.Median(cpu, id)
+	p.RateRatio, p.CPUPerMppsRatio, p.SentPerCPURatio = bench.Median(rate, id), bench.Median(cpu, id), bench.Median(took, id)
 	return p
 }
 
@@ -112,6 +123,7 @@ func medianSample(runs []Sample) Sample {
 		Middle: med(func(s Sample) float64 { return s.Middle }), Total: med(func(s Sample) float64 { return s.Total }),
 		MiddlePerMpps: med(func(s Sample) float64 { return s.MiddlePerMpps }),
 		TotalPerMpps:  med(func(s Sample) float64 { return s.TotalPerMpps }),
+		SentPerCPU:    med(func(s Sample) float64 { return s.SentPerCPU }),
 		CPU:           map[string]float64{},
 	}
 	for _, r := range runs {
@@ -135,8 +147,8 @@ func medianSample(runs []Sample) Sample {
 
 // printRun is one run's line per setup.
 func printRun(out io.Writer, size, queues, run int, setup string, s Sample) {
-	fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  %7.3f Mpps  %6.2f Gbit/s  sent %7.3f Mpps  loss %5.1f%%  middle CPU %3.0f%% (%5.1f%%/Mpps)  %s  queues %v\n",
-		size, queues, run, setup, s.Mpps, s.Gbps, s.SentMpps, s.Loss*100, s.Middle, s.MiddlePerMpps, cpuList(s.CPU), s.Queues)
+	fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  %7.3f Mpps  %6.2f Gbit/s  sent %7.3f Mpps  loss %5.1f%%  middle CPU %3.0f%% (%5.1f%%/Mpps, took %.2f Mpps/CPU)  %s  queues %v\n",
+		size, queues, run, setup, s.Mpps, s.Gbps, s.SentMpps, s.Loss*100, s.Middle, s.MiddlePerMpps, s.SentPerCPU, cpuList(s.CPU), s.Queues)
 }
 
 func cpuList(cpu map[string]float64) string {
@@ -154,20 +166,20 @@ func cpuList(cpu map[string]float64) string {
 func printTable(out io.Writer, points []Point, runs int, busyPoll string) {
 	fmt.Fprintf(out, "\nmedians of %d runs (ours/DPDK: the median of the runs' ratios). %s\n", runs, busyPoll)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "frame B\tq\tsetup\tMpps\tGbit/s\tloss %\tmiddle CPU %\tCPU %/Mpps\tall CPU %\tsink queues\t")
+	fmt.Fprintln(tw, "frame B\tq\tsetup\tMpps\tGbit/s\tloss %\tmiddle CPU %\tCPU %/Mpps\tsent Mpps/CPU\tall CPU %\tsink queues\t")
 	for _, p := range points {
 		if p.NotRun != "" {
-			fmt.Fprintf(tw, "%d\t%d\tnot run\t\t\t\t\t\t\t\t\n", p.FrameBytes, p.Queues)
+			fmt.Fprintf(tw, "%d\t%d\tnot run\t\t\t\t\t\t\t\t\t\n", p.FrameBytes, p.Queues)
 			continue
 		}
 		for _, r := range []struct {
 			name string
 			s    Sample
 		}{{Ours, p.Ours}, {DPDK, p.DPDK}} {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.3f\t%.2f\t%.1f\t%.0f\t%.1f\t%.0f\t%v\t\n", p.FrameBytes, p.Queues, r.name,
-				r.s.Mpps, r.s.Gbps, r.s.Loss*100, r.s.Middle, r.s.MiddlePerMpps, r.s.Total, r.s.Queues)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.3f\t%.2f\t%.1f\t%.0f\t%.1f\t%.2f\t%.0f\t%v\t\n", p.FrameBytes, p.Queues, r.name,
+				r.s.Mpps, r.s.Gbps, r.s.Loss*100, r.s.Middle, r.s.MiddlePerMpps, r.s.SentPerCPU, r.s.Total, r.s.Queues)
 		}
-		fmt.Fprintf(tw, "%d\t%d\tours/DPDK\t%.2f\t\t\t\t%.2f\t\t%s\t\n", p.FrameBytes, p.Queues, p.RateRatio, p.CPUPerMppsRatio, targets(p))
+		fmt.Fprintf(tw, "%d\t%d\tours/DPDK\t%.2f\t\t\t\t%.2f\t%.2f\t\t%s\t\n", p.FrameBytes, p.Queues, p.RateRatio, p.CPUPerMppsRatio, p.SentPerCPURatio, targets(p))
 	}
 	tw.Flush()
 	for _, p := range points {

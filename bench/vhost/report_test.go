@@ -27,6 +27,7 @@ func TestWindowSample(t *testing.T) {
 		{"Mpps", s.Mpps, 1.5}, {"Gbit/s", s.Gbps, 192e6 * 8 / 2 / 1e9}, {"sent Mpps", s.SentMpps, 2},
 		{"loss", s.Loss, 0.25}, {"router CPU", s.CPU["nic_router"], 75}, {"middle", s.Middle, 100},
 		{"total", s.Total, 200}, {"middle per Mpps", s.MiddlePerMpps, 100 / 1.5}, {"total per Mpps", s.TotalPerMpps, 200 / 1.5},
+		{"sent per middle CPU", s.SentPerCPU, 2},
 	} {
 		if !near(c.got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
@@ -43,15 +44,16 @@ func TestWindowSample(t *testing.T) {
 // A point is the medians of the runs, and its ratios the medians of each run's ratio to its
 // own DPDK run; the targets are named when missed.
 func TestMedianPoint(t *testing.T) {
-	ours := []Sample{{Mpps: 1, MiddlePerMpps: 100}, {Mpps: 3, MiddlePerMpps: 30}, {Mpps: 2, MiddlePerMpps: 60}}
-	dpdk := []Sample{{Mpps: 2, MiddlePerMpps: 50}, {Mpps: 2, MiddlePerMpps: 50}, {Mpps: 4, MiddlePerMpps: 25}}
+	ours := []Sample{{Mpps: 1, MiddlePerMpps: 100, SentPerCPU: 1}, {Mpps: 3, MiddlePerMpps: 30, SentPerCPU: 1}, {Mpps: 2, MiddlePerMpps: 60, SentPerCPU: 3}}
+	dpdk := []Sample{{Mpps: 2, MiddlePerMpps: 50, SentPerCPU: 4}, {Mpps: 2, MiddlePerMpps: 50, SentPerCPU: 2}, {Mpps: 4, MiddlePerMpps: 25, SentPerCPU: 3}}
 	p := median(64, 1, false, ours, dpdk)
 	if p.Ours.Mpps != 2 || p.DPDK.Mpps != 2 || p.Runs != 3 {
 		t.Errorf("medians %v and %v of %d runs", p.Ours.Mpps, p.DPDK.Mpps, p.Runs)
 	}
 	// Rate ratios 0.5, 1.5, 0.5; CPU ratios 2, 0.6, 2.4.
-	if !near(p.RateRatio, 0.5) || !near(p.CPUPerMppsRatio, 2) {
-		t.Errorf("ratios %v %v, want 0.5 and 2", p.RateRatio, p.CPUPerMppsRatio)
+	// Capacity ratios 0.25, 0.5, 1.
+	if !near(p.RateRatio, 0.5) || !near(p.CPUPerMppsRatio, 2) || !near(p.SentPerCPURatio, 0.5) {
+		t.Errorf("ratios %v %v %v, want 0.5, 2 and 0.5", p.RateRatio, p.CPUPerMppsRatio, p.SentPerCPURatio)
 	}
 	if got := targets(p); !strings.Contains(got, "rate below") || !strings.Contains(got, "CPU/Mpps above") {
 		t.Errorf("targets: %q", got)

@@ -38,7 +38,7 @@ type Options struct {
 }
 
 // BusyPoll is what the output says of testpmd's CPU.
-const BusyPoll = "testpmd busy-polls: each testpmd's forwarding core takes its CPU whole by design (DPDK's switch ~100%, the front ends share theirs), so compare CPU per delivered Mpps."
+const BusyPoll = "testpmd busy-polls: each testpmd's forwarding core takes its CPU whole by design (DPDK's switch ~100%, the front ends share theirs), so compare CPU per delivered Mpps. The front ends share a CPU: the sink loses what arrives while the generator runs, so sent Mpps/CPU (what the middle took from the generator per CPU it used) is the middle's capacity."
 
 // MaxQueues is the queue pairs the vm's vhost-user back end serves (drivers/vhostuser offers MQ
 // with one pair).

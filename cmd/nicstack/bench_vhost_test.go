@@ -20,7 +20,7 @@ func TestBenchVhostJSON(t *testing.T) {
 	for _, c := range []string{"vm", "nic_router"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	points, out := runBenchJSON(t, "ours/DPDK", 1, []string{"frame_bytes", "queues", "runs", "nicstack", "dpdk", "rate_ratio", "middle_cpu_per_mpps_ratio"},
+	points, out := runBenchJSON(t, "ours/DPDK", 1, []string{"frame_bytes", "queues", "runs", "nicstack", "dpdk", "rate_ratio", "middle_cpu_per_mpps_ratio", "sent_mpps_per_middle_cpu_ratio"},
 		"vhost", "--time", "500ms", "--runs", "1", "--sizes", "64")
 	if !strings.Contains(string(out), "testpmd busy-polls") {
 		t.Errorf("no busy-poll note:\n%s", out)
