@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nicstack/nicstack/components"
@@ -128,4 +130,25 @@ func Median[T any](xs []T, f func(T) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// TreeTicks is the user and system time, in USER_HZ ticks (/proc/PID/stat fields 14 and 15),
+// of pid and its descendants now alive: a process's CPU as every bench reads it from /proc.
+func TreeTicks(pid int) uint64 {
+	var sum uint64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 12 {
+			ut, _ := strconv.ParseUint(f[11], 10, 64)
+			st, _ := strconv.ParseUint(f[12], 10, 64)
+			sum = ut + st
+		}
+	}
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, f := range strings.Fields(string(children)) {
+		if child, err := strconv.Atoi(f); err == nil {
+			sum += TreeTicks(child)
+		}
+	}
+	return sum
 }

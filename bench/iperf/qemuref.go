@@ -174,27 +174,6 @@ func measureQEMU(ctx context.Context, ref reference, t iperfTest, dir string) (p
 	return point{Mbps: bothWays(&rep), CPU: cpu}, nil
 }
 
-// treeTicks is the user and system ticks (/proc/PID/stat fields 14 and 15) of pid and its
-// descendants now alive.
-func treeTicks(pid int) uint64 {
-	var sum uint64
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 12 {
-			ut, _ := strconv.ParseUint(f[11], 10, 64)
-			st, _ := strconv.ParseUint(f[12], 10, 64)
-			sum = ut + st
-		}
-	}
-	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	for _, f := range strings.Fields(string(children)) {
-		if child, err := strconv.Atoi(f); err == nil {
-			sum += treeTicks(child)
-		}
-	}
-	return sum
-}
-
 // nobody is the uid and gid passt runs as.
 const nobody = 65534
 
@@ -232,7 +211,7 @@ func (c cpuClock) percent() map[string]float64 {
 func (c cpuClock) read() map[string]uint64 {
 	ticks := map[string]uint64{}
 	for name, pid := range c.pids {
-		ticks[name] = treeTicks(pid)
+		ticks[name] = bench.TreeTicks(pid)
 	}
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {

@@ -47,6 +47,7 @@ type VirtioUser struct {
 	Packed    bool             // packed virtqueues (packed_vq=1)
 	Mergeable bool             // mergeable RX buffers (mrg_rxbuf=1), for frames over one buffer
 	InOrder   bool             // in-order descriptors (in_order=1)
+	QueueSize int              // entries per virtqueue (0: the driver's 256)
 }
 
 func (v VirtioUser) vdev(i int) string {
@@ -54,6 +55,9 @@ func (v VirtioUser) vdev(i int) string {
 		i, v.Path, max(v.Queues, 1), b2i(v.Packed), b2i(v.Mergeable), b2i(v.InOrder))
 	if v.MAC != nil {
 		s += ",mac=" + v.MAC.String()
+	}
+	if v.QueueSize > 0 {
+		s += ",queue_size=" + strconv.Itoa(v.QueueSize)
 	}
 	return s
 }
@@ -88,6 +92,7 @@ type Config struct {
 	MultiFlow bool             // txonly: vary the source so that frames spread over queues
 	MaxPktLen int              // largest frame it receives (0: testpmd's 1518)
 	MbufSize  int              // data room of an mbuf (0: testpmd's 2048 + headroom)
+	Scatter   bool             // receive a frame into a chain of mbufs (--enable-scatter), for frames over one
 }
 
 // Args is the command line after the binary.
@@ -132,6 +137,9 @@ func (c Config) Args(prefix string) []string {
 	if c.MaxPktLen > 0 {
 		a = append(a, "--max-pkt-len="+strconv.Itoa(c.MaxPktLen))
 	}
+	if c.Scatter {
+		a = append(a, "--enable-scatter")
+	}
 	if c.MbufSize > 0 {
 		a = append(a, "--mbuf-size="+strconv.Itoa(c.MbufSize))
 	}
@@ -170,7 +178,8 @@ const prompt = "testpmd> "
 // StartTimeout bounds testpmd's start (EAL, ports, vhost-user connections) to its prompt.
 const StartTimeout = 30 * time.Second
 
-// Start runs testpmd in a process group of its own and waits for its first prompt. ctx
+// Start runs testpmd in a session (and so a process group and scheduling autogroup) of its
+// own and waits for its first prompt. ctx
 // ending kills it. Its stdout and stderr are kept (Output) and copied to log when set.
 func Start(ctx context.Context, c Config, log io.Writer) (*Testpmd, error) {
 	if len(c.CPUs) == 0 || c.HugeDir == "" || c.Forward == "" {
@@ -186,7 +195,7 @@ func Start(ctx context.Context, c Config, log io.Writer) (*Testpmd, error) {
 	// that a command's output is out before the next prompt, which cmdline writes unbuffered.
 	args := append([]string{"-oL", "-eL", bin}, c.Args(prefix)...)
 	cmd := exec.Command("stdbuf", args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -209,12 +218,20 @@ func Start(ctx context.Context, c Config, log io.Writer) (*Testpmd, error) {
 		case <-t.exited:
 		}
 	}()
-	if _, err := t.waitPrompt(0, StartTimeout); err != nil {
+	s, err := t.waitPrompt(0, StartTimeout)
+	if err == nil && strings.Contains(s, startFailed) {
+		err = fmt.Errorf("testpmd %s: ports did not start:\n%s", c.Name, tail(s, 1500))
+	}
+	if err != nil {
 		t.Kill()
 		return nil, err
 	}
 	return t, nil
 }
+
+// startFailed is what testpmd prints, and goes on to its prompt, when a port does not start
+// (a queue its driver refuses, a socket nobody listens on).
+const startFailed = "Start ports failed"
 
 // CommandTimeout bounds one command.
 const CommandTimeout = 10 * time.Second
@@ -261,7 +278,10 @@ func (t *Testpmd) Output() string { return t.out.String() }
 
 // StartForwarding starts the forwarding cores.
 func (t *Testpmd) StartForwarding() error {
-	_, err := t.Command("start")
+	s, err := t.Command("start")
+	if err == nil && strings.Contains(s, "Not all ports were started") {
+		err = fmt.Errorf("testpmd %s: %s", t.Name, strings.TrimSpace(s))
+	}
 	return err
 }
 
