@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nicstack/nicstack/bench"
+	"github.com/nicstack/nicstack/drivers/vhostuser"
 	"github.com/nicstack/nicstack/internal/testpmd"
 )
 
@@ -40,9 +41,8 @@ type Options struct {
 // BusyPoll is what the output says of testpmd's CPU.
 const BusyPoll = "testpmd busy-polls: each testpmd's forwarding core takes its CPU whole by design (DPDK's switch ~100%, the front ends share theirs), so compare CPU per delivered Mpps. The front ends share a CPU: the sink loses what arrives while the generator runs, so sent Mpps/CPU (what the middle took from the generator per CPU it used) is the middle's capacity."
 
-// MaxQueues is the queue pairs the vm's vhost-user back end serves (drivers/vhostuser offers MQ
-// with one pair).
-const MaxQueues = 1
+// MaxQueues is the most queue pairs the vm's vhost-user back end serves (its queues="N").
+const MaxQueues = vhostuser.MaxQueuePairs
 
 // frontMem and switchMem are each testpmd's hugepage memory in MiB: its mbuf pool (16384
 // mbufs of 2176 bytes) and the EAL's own.
@@ -63,7 +63,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 			return fmt.Errorf("--queues %d: want at least 1", q)
 		}
 		if q > MaxQueues {
-			return fmt.Errorf("--queues %d: the vm's vhost-user back end serves %d queue pair (multi-queue is not in yet)", q, MaxQueues)
+			return fmt.Errorf("--queues %d: the vm's vhost-user back end serves at most %d queue pairs", q, MaxQueues)
 		}
 	}
 	if err := testpmd.Installed(); err != nil {
@@ -211,7 +211,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	}
 	switch setup {
 	case Ours:
-		sc, err := e.o.StartScenario(ctx, "vhost", []byte(Scenario(e.o.Middle, gs, ss)))
+		sc, err := e.o.StartScenario(ctx, "vhost", []byte(Scenario(e.o.Middle, queues, gs, ss)))
 		if err != nil {
 			return window{}, err
 		}
@@ -333,8 +333,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // Scenario is our setup: nic_router with a domain per front end and a route from the
 // generator's to the sink's, and two vms whose vhost-user back ends listen on the front
-// ends' sockets, all three on the middle CPU.
-func Scenario(middle int, genSock, sinkSock string) string {
+// ends' sockets with as many queue pairs as they, all three on the middle CPU.
+func Scenario(middle, queues int, genSock, sinkSock string) string {
 	return fmt.Sprintf(`<config>
 	<parent-provides> <service name="LOG"/> </parent-provides>
 	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
@@ -352,11 +352,11 @@ func Scenario(middle int, genSock, sinkSock string) string {
 		</config>
 	</start>
 	<start name="vm_tx" ram="128M"> <binary name="vm"/> <affinity xpos="%[1]d" ypos="0"/>
-		<config guest="vhost-user" socket="%[2]s"/>
+		<config guest="vhost-user" socket="%[2]s" queues="%[4]d"/>
 	</start>
 	<start name="vm_rx" ram="128M"> <binary name="vm"/> <affinity xpos="%[1]d" ypos="0"/>
-		<config guest="vhost-user" socket="%[3]s"/>
+		<config guest="vhost-user" socket="%[3]s" queues="%[4]d"/>
 	</start>
 </config>
-`, middle, genSock, sinkSock)
+`, middle, genSock, sinkSock, queues)
 }
