@@ -141,14 +141,10 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 // ends (and testpmd's --max-pkt-len).
 func mergeable(size int) bool { return size > 1514 }
 
-// The addresses: the generator in the router's domain "tx", the sink in "rx"; the generator
-// sends to the router's MAC (its Nic clients' gateway), UDP from 10.0.1.2 to 10.0.2.2.
+// The front ends' own MACs; the generator's addressing is testpmd.Through's.
 var (
-	routerMAC = net.HardwareAddr{2, 2, 2, 2, 2, 0}
-	genMAC    = net.HardwareAddr{2, 2, 2, 2, 2, 1}
-	sinkMAC   = net.HardwareAddr{2, 2, 2, 2, 2, 2}
-	genIP     = netip.MustParseAddr("10.0.1.2")
-	sinkIP    = netip.MustParseAddr("10.0.2.2")
+	genMAC  = net.HardwareAddr{2, 2, 2, 2, 2, 1}
+	sinkMAC = net.HardwareAddr{2, 2, 2, 2, 2, 2}
 )
 
 // env is what every measurement shares.
@@ -167,7 +163,7 @@ func (e env) frontEnd(name, sock string, size, queues int) testpmd.Config {
 		c.MaxPktLen, c.Scatter = size+4, true // with the FCS; into a chain of mbufs
 	}
 	if name == "gen" {
-		c.Forward, c.TxPkts, c.EthPeer, c.TxIP, c.MultiFlow = testpmd.TxOnly, testpmd.Segments(size, 2048), routerMAC, [2]netip.Addr{genIP, sinkIP}, queues > 1
+		c.Forward, c.TxPkts, c.EthPeer, c.TxIP, c.MultiFlow = testpmd.TxOnly, testpmd.Segments(size, 2048), testpmd.RouterMAC, [2]netip.Addr{testpmd.GenIP, testpmd.SinkIP}, queues > 1
 		c.VirtioUser[0].MAC = genMAC
 	} else {
 		c.Forward = testpmd.ICMPEcho
@@ -211,7 +207,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	}
 	switch setup {
 	case Ours:
-		sc, err := e.o.StartScenario(ctx, "vhost", []byte(Scenario(e.o.Middle, queues, gs, ss)))
+		sc, err := e.o.StartScenario(ctx, "vhost", []byte(testpmd.Through{GenSock: gs, SinkSock: ss, Queues: queues, CPU: e.o.Middle}.XML()))
 		if err != nil {
 			return window{}, err
 		}
@@ -329,34 +325,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Scenario is our setup: nic_router with a domain per front end and a route from the
-// generator's to the sink's, and two vms whose vhost-user back ends listen on the front
-// ends' sockets with as many queue pairs as they, all three on the middle CPU.
-func Scenario(middle, queues int, genSock, sinkSock string) string {
-	return fmt.Sprintf(`<config>
-	<parent-provides> <service name="LOG"/> </parent-provides>
-	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
-	<default caps="100" ram="64M"/>
-	<affinity-space width="2" height="1"/>
-	<start name="nic_router"> <affinity xpos="%[1]d" ypos="0"/>
-		<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
-		<config>
-			<policy label_prefix="vm_tx" domain="tx"/>
-			<policy label_prefix="vm_rx" domain="rx"/>
-			<domain name="tx" interface="10.0.1.1/24">
-				<udp dst="10.0.2.0/24"> <permit-any domain="rx"/> </udp>
-			</domain>
-			<domain name="rx" interface="10.0.2.1/24"/>
-		</config>
-	</start>
-	<start name="vm_tx" ram="128M"> <binary name="vm"/> <affinity xpos="%[1]d" ypos="0"/>
-		<config guest="vhost-user" socket="%[2]s" queues="%[4]d"/>
-	</start>
-	<start name="vm_rx" ram="128M"> <binary name="vm"/> <affinity xpos="%[1]d" ypos="0"/>
-		<config guest="vhost-user" socket="%[3]s" queues="%[4]d"/>
-	</start>
-</config>
-`, middle, genSock, sinkSock, queues)
 }

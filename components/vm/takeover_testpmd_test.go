@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,36 +15,6 @@ import (
 	"github.com/nicstack/nicstack/internal/testutil"
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
-
-// takeoverScenario joins two vhost-user vms through nic_router: src's front end sends UDP
-// from 10.0.1.2 to sink's 10.0.2.2.
-const takeoverScenario = `<config>
-	<parent-provides> <service name="LOG"/> </parent-provides>
-	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
-	<default caps="100" ram="64M" restart="yes"/>
-	<start name="nic_router" ram="32M">
-		<provides> <service name="Nic"/> </provides>
-		<config>
-			<policy label_prefix="src" domain="a"/>
-			<policy label_prefix="sink" domain="b"/>
-			<domain name="a" interface="10.0.1.1/24">
-				<udp dst="10.0.2.0/24"> <permit-any domain="b"/> </udp>
-			</domain>
-			<domain name="b" interface="10.0.2.1/24"/>
-		</config>
-	</start>
-	<start name="src" ram="128M">
-		<binary name="vm"/>
-		<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> </any-service> </route>
-		<config guest="vhost-user" socket="SRC"/>
-	</start>
-	<start name="sink" ram="128M">
-		<binary name="vm"/>
-		<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> </any-service> </route>
-		<config guest="vhost-user" socket="SINK"/>
-	</start>
-</config>
-`
 
 // The sink's vm killed with -9 while a testpmd generator sends through nic_router to a testpmd
 // sink (icmpecho: it answers the router's ARP and counts the rest): the restarted vm resumes
@@ -66,14 +35,13 @@ func TestVMKilledUnderTestpmd(t *testing.T) {
 	}
 	dir := testutil.ReachableTempDir(t)
 	src, sink := filepath.Join(dir, "src.sock"), filepath.Join(dir, "sink.sock")
-	text := strings.NewReplacer("SRC", src, "SINK", sink).Replace(takeoverScenario)
+	text := testpmd.Through{GenSock: src, SinkSock: sink, CPU: -1, Restart: true}.XML()
 	r := scenariotest.Start(t, "takeover.xml", text, supervisor.Options{BinDirs: []string{testutil.BinDir(t)}, Components: components.Table})
 	for _, s := range []string{src, sink} {
 		waitFile(t, s)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	router, _ := net.ParseMAC("02:02:02:02:02:00")
 	rx, err := testpmd.Start(ctx, testpmd.Config{Name: "sink", CPUs: []int{1}, HugeDir: h.Dir, MemMB: 64, Forward: testpmd.ICMPEcho,
 		VirtioUser: []testpmd.VirtioUser{{Path: sink}}}, nil)
 	if err != nil {
@@ -81,7 +49,7 @@ func TestVMKilledUnderTestpmd(t *testing.T) {
 	}
 	defer rx.Kill()
 	tx, err := testpmd.Start(ctx, testpmd.Config{Name: "gen", CPUs: []int{0}, HugeDir: h.Dir, MemMB: 64, Forward: testpmd.TxOnly,
-		TxPkts: []int{64}, EthPeer: router, TxIP: [2]netip.Addr{netip.MustParseAddr("10.0.1.2"), netip.MustParseAddr("10.0.2.2")},
+		TxPkts: []int{64}, EthPeer: testpmd.RouterMAC, TxIP: [2]netip.Addr{testpmd.GenIP, testpmd.SinkIP},
 		VirtioUser: []testpmd.VirtioUser{{Path: src}}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +80,7 @@ func TestVMKilledUnderTestpmd(t *testing.T) {
 		}
 	}
 	before := waitCount(1000)
-	old := r.Kill("sink")
+	old := r.Kill("vm_rx")
 	killed := time.Now()
 	var stall time.Duration
 	last, lastChange := received(), killed
@@ -125,7 +93,7 @@ func TestVMKilledUnderTestpmd(t *testing.T) {
 			stall = max(stall, time.Since(lastChange))
 			last, lastChange = n, time.Now()
 		}
-		if c := r.Component("sink"); resumedAt == 0 && c.State == "running" && c.Pid != 0 && c.Pid != old {
+		if c := r.Component("vm_rx"); resumedAt == 0 && c.State == "running" && c.Pid != 0 && c.Pid != old {
 			resumedAt = last
 		}
 	}
@@ -133,7 +101,7 @@ func TestVMKilledUnderTestpmd(t *testing.T) {
 	t.Logf("the sink counted %d frames before the kill, %d after it; the longest stand-still of its count: %v", before, after, stall)
 	// virtio-user does not reconnect: counting again means the connection lived on.
 	logs := r.Logs.String()
-	if !strings.Contains(logs, `[sink] level=INFO msg="front end's connection resumed"`) || strings.Contains(logs, "cannot be resumed") {
+	if !strings.Contains(logs, `[vm_rx] level=INFO msg="front end's connection resumed"`) || strings.Contains(logs, "cannot be resumed") {
 		t.Errorf("the restarted sink did not resume the connection; log:\n%s", logs)
 	}
 }

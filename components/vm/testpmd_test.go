@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,38 +18,9 @@ import (
 	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
-// The vhost-user scenario of the testpmd tests: two vm components whose devices offer
-// QUEUES pairs, joined by nic_router; UDP from the first domain to the second is forwarded.
-const testpmdScenario = `<config>
-	<parent-provides> <service name="LOG"/> </parent-provides>
-	<default-route> <any-service> <parent/> <any-child/> </any-service> </default-route>
-	<default caps="100" ram="64M"/>
-	<start name="nic_router" ram="32M">
-		<provides> <service name="Nic"/> <service name="Uplink"/> </provides>
-		<config>
-			<policy label_prefix="vm1" domain="one"/>
-			<policy label_prefix="vm2" domain="two"/>
-			<domain name="one" interface="10.0.1.1/24">
-				<udp dst="10.0.2.0/24"> <permit-any domain="two"/> </udp>
-			</domain>
-			<domain name="two" interface="10.0.2.1/24"/>
-		</config>
-	</start>
-	<start name="vm1" ram="128M">
-		<binary name="vm"/>
-		<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> <any-child/> </any-service> </route>
-		<config guest="vhost-user" socket="SOCK1" queues="QUEUES"/>
-	</start>
-	<start name="vm2" ram="128M">
-		<binary name="vm"/>
-		<route> <service name="Nic"> <child name="nic_router"/> </service> <any-service> <parent/> <any-child/> </any-service> </route>
-		<config guest="vhost-user" socket="SOCK2" queues="QUEUES"/>
-	</start>
-</config>`
-
 // DPDK's virtio-user as the vhost-user front end of two vms with 1, 2 and 4 queue pairs, split
-// and packed rings: testpmd sends UDP flows on every queue of vm1 (txonly, flows varied), nic_router
-// forwards them to vm2, whose testpmd (icmpecho: it answers the router's ARP) receives them
+// and packed rings: testpmd sends UDP flows on every queue of vm_tx (txonly, flows varied), nic_router
+// forwards them to vm_rx, whose testpmd (icmpecho: it answers the router's ARP) receives them
 // on every queue. Sent on a queue counts more than its ring holds, so the back end took them.
 func TestTestpmdMultiQueue(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -78,12 +47,12 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 		t.Fatal(err)
 	}
 	dir := testutil.ReachableTempDir(t)
-	sock1, sock2 := filepath.Join(dir, "vm1.sock"), filepath.Join(dir, "vm2.sock")
+	sock1, sock2 := filepath.Join(dir, "vm_tx.sock"), filepath.Join(dir, "vm_rx.sock")
 	var bin string
 	for _, c := range []string{"vm", "nic_router"} {
 		bin = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
 	}
-	text := strings.NewReplacer("SOCK1", sock1, "SOCK2", sock2, "QUEUES", strconv.Itoa(queues)).Replace(testpmdScenario)
+	text := testpmd.Through{GenSock: sock1, SinkSock: sock2, Queues: queues, CPU: -1}.XML()
 	r := scenariotest.Start(t, "testpmd.xml", text, supervisor.Options{BinDirs: []string{bin}, Components: components.Table})
 	for _, s := range []string{sock1, sock2} {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -113,7 +82,7 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 	// The receiver answers the router's ARP (icmpecho) and counts the rest per queue.
 	rcv := start("mqrx", sock2, cpus[0], testpmd.Config{Forward: testpmd.ICMPEcho})
 	snd := start("mqtx", sock1, cpus[len(cpus)-1], testpmd.Config{Forward: testpmd.TxOnly, TxPkts: []int{64},
-		EthPeer: net.HardwareAddr{2, 2, 2, 2, 2, 0}, TxIP: [2]netip.Addr{netip.MustParseAddr("10.0.1.2"), netip.MustParseAddr("10.0.2.2")},
+		EthPeer: testpmd.RouterMAC, TxIP: [2]netip.Addr{testpmd.GenIP, testpmd.SinkIP},
 		MultiFlow: true})
 	time.Sleep(3 * time.Second) // a bounded load: testpmd sends as fast as it can, for 3 s
 	if _, err := snd.StopForwarding(); err != nil {
@@ -143,9 +112,9 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 			t.Errorf("the vms' logs do not say %s", want)
 		}
 	}
-	vm2 := r.Component("vm2").Counters
-	if r.Component("vm1").Counters["vhost_faults"] != 0 || vm2["vhost_faults"] != 0 || vm2["vhost_tx_frames"] == 0 {
-		t.Errorf("vm counters %v, %v: want frames, no fault", r.Component("vm1").Counters, vm2)
+	rx := r.Component("vm_rx").Counters
+	if r.Component("vm_tx").Counters["vhost_faults"] != 0 || rx["vhost_faults"] != 0 || rx["vhost_tx_frames"] == 0 {
+		t.Errorf("vm counters %v, %v: want frames, no fault", r.Component("vm_tx").Counters, rx)
 	}
 	for _, p := range []*testpmd.Testpmd{snd, rcv} {
 		if err := p.Quit(); err != nil {
