@@ -160,6 +160,7 @@ func (h *Handler) Open(s *component.Session) error {
 		return err
 	}
 	ifc := a.Interface()
+	// The hops dropHops takes away again.
 	h.c.Queue(component.Hop(label, "arp"), func() netdev.Depth { return ifc.Held(time.Now()) })
 	h.c.Queue(component.Hop(label, "fq-codel"), ifc.Queued)
 	h.attached[s.ID] = a
@@ -209,7 +210,7 @@ func (h *Handler) Close(s *component.Session) {
 	h.report.CompareAndSwap(s, nil)
 	if a := h.attached[s.ID]; a != nil && s.ClientRestarts {
 		h.loop.Orphan(a) // a crashed vm's guest keeps its connections through NAT
-		h.c.Queue(component.Hop(a.Interface().Label(), "arp"), nil)
+		h.dropHops(a)
 	} else if a != nil {
 		h.detach(a)
 	}
@@ -220,7 +221,14 @@ func (h *Handler) Close(s *component.Session) {
 // detach takes a session's interface out of the loop, and its queue out of the status.
 func (h *Handler) detach(a *Attachment) {
 	h.loop.Detach(a)
-	h.c.Queue(component.Hop(a.Interface().Label(), "arp"), nil)
+	h.dropHops(a)
+}
+
+// dropHops takes away the queues Open named for a's interface.
+func (h *Handler) dropHops(a *Attachment) {
+	for _, hop := range []string{"arp", "fq-codel"} {
+		h.c.Queue(component.Hop(a.Interface().Label(), hop), nil)
+	}
 }
 
 // Stop ends the loop once every session is closed, and releases its waiter.
