@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,9 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 		EthPeer: testpmd.RouterMAC, TxIP: [2]netip.Addr{testpmd.GenIP, testpmd.SinkIP},
 		MultiFlow: true})
 	time.Sleep(3 * time.Second) // a bounded load: testpmd sends as fast as it can, for 3 s
+	for _, vm := range []string{"vm_tx", "vm_rx"} {
+		checkPairsPinned(t, r.Component(vm), queues)
+	}
 	if _, err := snd.StopForwarding(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +111,9 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 			t.Errorf("queue %d received nothing", q)
 		}
 	}
+	if strings.Contains(r.Logs.String(), "unpinned") {
+		t.Error("a vm's queue pairs' readers run unpinned")
+	}
 	for _, want := range []string{fmt.Sprintf("packed=%v", packed), "in_order=true"} {
 		if strings.Count(r.Logs.String(), want) < 2 {
 			t.Errorf("the vms' logs do not say %s", want)
@@ -127,4 +134,39 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 	if t.Failed() {
 		t.Logf("nic_router counters %v", r.Component("nic_router").Counters)
 	}
+}
+
+// checkPairsPinned checks that each of a vm's queue pairs has its thread alone on the pair's
+// cpu, the p-th of the vm's (round): each cpu has as many threads pinned to it alone as pairs.
+func checkPairsPinned(t *testing.T, vm supervisor.ComponentStatus, queues int) {
+	t.Helper()
+	if queues == 1 {
+		return
+	}
+	cpus, err := affinity.Parse(vm.CPUs)
+	if err != nil || len(cpus) == 0 {
+		t.Fatalf("%s's cpus %q: %v", vm.Name, vm.CPUs, err)
+	}
+	want, alone := map[string]int{}, map[string]int{}
+	for p := range queues {
+		want[strconv.Itoa(cpus[p%len(cpus)])]++
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", vm.Pid))
+	for _, task := range tasks {
+		status, err := os.ReadFile(task)
+		if err != nil {
+			continue // the thread ended
+		}
+		for line := range strings.Lines(string(status)) {
+			if list, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				alone[strings.TrimSpace(list)]++
+			}
+		}
+	}
+	for cpu, n := range want {
+		if alone[cpu] < n {
+			t.Errorf("%s (cpus %s, pid %d): %d threads on cpu %s alone, want one for each of its %d pairs; threads by cpus: %v", vm.Name, vm.CPUs, vm.Pid, alone[cpu], cpu, n, alone)
+		}
+	}
+	t.Logf("%s (cpus %s): threads by cpus %v", vm.Name, vm.CPUs, alone)
 }

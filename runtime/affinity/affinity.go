@@ -115,21 +115,6 @@ func Run(cpus Set, start func() error) error {
 	return start()
 }
 
-// Pin locks the calling goroutine to its OS thread and binds that thread to cpu, for a loop
-// that serves one queue (a multi-queue device's pair); the goroutine keeps the thread until
-// it ends.
-func Pin(cpu int) error {
-	m, err := Set{cpu}.mask()
-	if err != nil {
-		return err
-	}
-	runtime.LockOSThread()
-	if err := unix.SchedSetaffinity(0, m); err != nil {
-		return fmt.Errorf("pinning a thread to cpu %d: %w", cpu, err)
-	}
-	return nil
-}
-
 // Yield gives the CPU to another runnable thread, if there is one (sched_yield). A producer
 // calls it when its consumer falls behind: a consumer sharing the CPU cannot catch up while
 // the producer keeps its time slice (4 ms at HZ 250), and everything produced meanwhile is

@@ -45,26 +45,3 @@ func TestRunPinsChild(t *testing.T) {
 }
 
 func itoa(i int) string { return Set{i}.String() }
-
-// Pin binds the goroutine's thread to one cpu of the process's set, and only that thread.
-func TestPinThread(t *testing.T) {
-	all, err := Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := all[len(all)-1]
-	got := make(chan Set, 1)
-	go func() {
-		if err := Pin(cpu); err != nil {
-			t.Error(err)
-		}
-		s, _ := Current()
-		got <- s
-	}()
-	if s := <-got; len(s) != 1 || s[0] != cpu {
-		t.Fatalf("pinned thread on %v, want %d", s, cpu)
-	}
-	if err := Pin(4096); err == nil {
-		t.Fatal("cpu 4096 pinned")
-	}
-}

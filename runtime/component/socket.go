@@ -63,16 +63,18 @@ func SendFiles(sock *net.UnixConn, id uint64, files []*os.File) error {
 	return nil
 }
 
-// fileInbox collects files arriving on the control socket until OpenSession claims them.
+// fileInbox collects files arriving on the control socket until OpenSession claims them, and
+// the supervisor's answers to PinThread until the caller takes them.
 type fileInbox struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	files  map[uint64][]*os.File
-	closed error
+	mu      sync.Mutex
+	cond    *sync.Cond
+	files   map[uint64][]*os.File
+	answers map[uint64]uint32 // by pinAnswer|tid: the errno, 0 for done
+	closed  error
 }
 
 func newFileInbox() *fileInbox {
-	b := &fileInbox{files: map[uint64][]*os.File{}}
+	b := &fileInbox{files: map[uint64][]*os.File{}, answers: map[uint64]uint32{}}
 	b.cond = sync.NewCond(&b.mu)
 	return b
 }
@@ -89,11 +91,18 @@ func (b *fileInbox) receive(sock *net.UnixConn) error {
 		if err == nil && (n != headerSize || flags&unix.MSG_CTRUNC != 0) {
 			err = fmt.Errorf("control socket: malformed message (%d bytes, flags %#x)", n, flags)
 		}
+		id := binary.LittleEndian.Uint64(hdr[:8])
+		if err == nil && oobn == 0 && id&^maxTID == pinAnswer {
+			b.mu.Lock()
+			b.answers[id] = binary.LittleEndian.Uint32(hdr[8:])
+			b.cond.Broadcast()
+			b.mu.Unlock()
+			continue
+		}
 		var files []*os.File
 		if err == nil {
 			files, err = ReceivedFiles(oob[:oobn], "session")
 		}
-		id := binary.LittleEndian.Uint64(hdr[:8])
 		if err == nil && binary.LittleEndian.Uint32(hdr[8:]) != uint32(len(files)) {
 			err = fmt.Errorf("control socket: session %d announced %d files, got %d", id, binary.LittleEndian.Uint32(hdr[8:]), len(files))
 		}
@@ -139,25 +148,49 @@ func ReceivedFiles(oob []byte, name string) ([]*os.File, error) {
 
 // take waits up to timeout for the files of session id and hands them over.
 func (b *fileInbox) take(id uint64, want int, timeout time.Duration) ([]*os.File, error) {
+	var files []*os.File
+	err := b.await(timeout, func() (ok bool) {
+		files, ok = b.files[id]
+		delete(b.files, id)
+		return ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session %d: %w", id, err)
+	}
+	if len(files) != want {
+		closeAll(files)
+		return nil, fmt.Errorf("session %d: got %d files, the request said %d", id, len(files), want)
+	}
+	return files, nil
+}
+
+// answer waits up to timeout for the supervisor's answer id and hands it over.
+func (b *fileInbox) answer(id uint64, timeout time.Duration) (uint32, error) {
+	var errno uint32
+	err := b.await(timeout, func() (ok bool) {
+		errno, ok = b.answers[id]
+		delete(b.answers, id)
+		return ok
+	})
+	return errno, err
+}
+
+// await waits up to timeout until got, called with mu held, finds what it waits for.
+func (b *fileInbox) await(timeout time.Duration, got func() bool) error {
 	deadline := time.Now().Add(timeout)
 	stop := time.AfterFunc(timeout, func() { b.mu.Lock(); b.cond.Broadcast(); b.mu.Unlock() })
 	defer stop.Stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
-		if files, ok := b.files[id]; ok {
-			delete(b.files, id)
-			if len(files) != want {
-				closeAll(files)
-				return nil, fmt.Errorf("session %d: got %d files, the request said %d", id, len(files), want)
-			}
-			return files, nil
+		if got() {
+			return nil
 		}
 		if b.closed != nil {
-			return nil, b.closed
+			return b.closed
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("session %d: no files arrived on the control socket within %v", id, timeout)
+			return fmt.Errorf("nothing arrived on the control socket within %v", timeout)
 		}
 		b.cond.Wait()
 	}

@@ -31,6 +31,7 @@ type process struct {
 	ctl    controlpb.ComponentClient
 	sock   *net.UnixConn
 	pid    int
+	cpus   affinity.Set // its placement, which it pins threads within (pin.go)
 	calls  *fifo.Queue[call]
 	cancel context.CancelFunc // ends the event stream, heartbeat and call queue
 }
@@ -56,7 +57,7 @@ func launch(binary, runDir string, cpus affinity.Set, out *Output, name string, 
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	p := &process{sock: conn.(*net.UnixConn)}
+	p := &process{sock: conn.(*net.UnixConn), cpus: cpus}
 
 	p.cmd = exec.Command(binary)
 	p.cmd.ExtraFiles = []*os.File{theirs} // fd 3 = component.ControlFD
@@ -161,7 +162,8 @@ func (p *process) signal() syscall.Signal {
 // watchExit reports when the component's end of the control socket closes: the process
 // ended. The one message a component writes on it, right before it exits, is its exit value
 // (component.Exit): done gets it, reported true, when it came. The others are descriptors to
-// keep for its next process (component.Keep), which keep gets in order, before done.
+// keep for its next process (component.Keep), which keep gets in order, before done, and
+// threads to pin (component.PinThread), which are pinned and answered here.
 func (p *process) watchExit(done func(value int, reported bool), keep func(key uint32, data []byte, files []*os.File, err error)) {
 	if p.waited != nil {
 		go func() {
@@ -186,6 +188,8 @@ func (p *process) watchExit(done func(value int, reported bool), keep func(key u
 			} else if key, data, kept, ok, kerr := component.ParseKeep(buf[:n], files); ok {
 				keep(key, data, kept, cmp.Or(ferr, kerr))
 				continue
+			} else if tid, index, ok := component.ParsePinThread(buf[:n]); ok {
+				p.answerPin(tid, index)
 			}
 			closeFiles(files)
 		}

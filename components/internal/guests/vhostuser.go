@@ -3,6 +3,7 @@ package guests
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -10,7 +11,6 @@ import (
 
 	"github.com/nicstack/nicstack/components/internal/guest"
 	"github.com/nicstack/nicstack/drivers/vhostuser"
-	"github.com/nicstack/nicstack/runtime/affinity"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/nicbridge"
 	ps "github.com/nicstack/nicstack/runtime/packetstream"
@@ -24,10 +24,10 @@ import (
 // was killed and starts again gets a fresh session.
 //
 // With queues="N" the device offers N queue pairs; each pair's transmit queue has a reader
-// of its own, a goroutine on a locked thread it pins to one of the component's cpus (pair p
-// on the p-th, round; the sandbox refuses that today, see pin), feeding the one Nic session
-// a burst at a time; the session's frames go to
-// the guest through one writer that steers each flow to a pair (drivers/vhostuser).
+// of its own, a goroutine on a locked thread the supervisor pins to one of the component's
+// cpus (pair p on the p-th, round; see pin), feeding the one Nic session a burst at a time;
+// the session's frames go to the guest through one writer that steers each flow to a pair
+// (drivers/vhostuser).
 type VhostUser struct {
 	c        *component.Component
 	listen   func(path string) (*net.UnixListener, error)
@@ -35,9 +35,8 @@ type VhostUser struct {
 	vstats   *vhostuser.Stats
 	ln       *net.UnixListener
 	served   sync.WaitGroup
-	queues   int          // queue pairs offered
-	cpus     affinity.Set // the component's, which the pairs' readers are pinned within
-	unpinned atomic.Bool  // pinning failed once: said so
+	queues   int         // queue pairs offered
+	unpinned atomic.Bool // pinning failed once: said so
 
 	mu       sync.Mutex
 	stopping bool
@@ -59,9 +58,6 @@ func (g *VhostUser) Configure(typed any) error {
 			return err
 		}
 		g.queues = cfg.Queues
-		if g.cpus, err = affinity.Current(); err != nil {
-			return err
-		}
 	}
 	return configureSocketGuest(g.c, typed, g.listen, &g.ln, &g.served, g.accept)
 }
@@ -175,14 +171,16 @@ func (g *VhostUser) run(dev *vhostuser.Device, ended chan struct{}) {
 	g.c.Log.Info("front end disconnected")
 }
 
-// pin binds the calling goroutine's thread to pair p's cpu, with more than one pair. The
-// component sandbox refuses sched_setaffinity (a thread could leave the cpus its placement
-// gave it): the readers then run unpinned, which one line says.
+// pin locks the calling goroutine to its thread and has the supervisor bind that thread to
+// pair p's cpu, the p-th of the component's (component.PinThread: the sandbox refuses
+// sched_setaffinity), with more than one pair. Should that fail, the readers run unpinned,
+// which one line says.
 func (g *VhostUser) pin(p int) {
-	if g.queues == 1 || len(g.cpus) == 0 {
+	if g.queues == 1 {
 		return
 	}
-	if err := affinity.Pin(g.cpus[p%len(g.cpus)]); err != nil && !g.unpinned.Swap(true) {
+	runtime.LockOSThread()
+	if err := g.c.PinThread(p); err != nil && !g.unpinned.Swap(true) {
 		g.c.Log.Info("the queue pairs' readers run unpinned", "err", err)
 	}
 }
