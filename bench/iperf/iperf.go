@@ -91,6 +91,7 @@ type point struct {
 	// FQCodel is the --fq-codel value of the point (on, off; empty: the scenario as
 	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
 	FQCodel string                 `json:"fq_codel,omitempty"`
+	Pairs   int                    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
 	Queues  map[string]queueFigure `json:"queues,omitempty"`
 	Error   string                 `json:"error,omitempty"`
 }
@@ -140,6 +141,9 @@ type Options struct {
 	// FQCodel, when set, runs every point once per value: on, <fq-codel/> in every domain of
 	// the nic_router; off, none (fqcodel.go).
 	FQCodel []string
+	// Queues, when set, is a dimension of the matrix: the vhost-user queue pairs of the vm and
+	// its QEMU guest (queues.go). Empty: the scenario's.
+	Queues []int
 	bench.Components
 }
 
@@ -182,6 +186,7 @@ type setting struct {
 	flows int    // the clients' parallel streams; 0: the scenario's
 	ip    int    // the IP version of the test: 4 or 6
 	fq    string // --fq-codel's on or off, "" without
+	pairs int    // --queues: the vhost-user queue pairs; 0: the scenario's
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -274,6 +279,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].Flows = m.flows
 		points[i].IP = m.ip
 		points[i].FQCodel = m.fq
+		points[i].Pairs = m.pairs
 		if o.Latency {
 			points[i].LatencyGuest = o.LatencyGuest
 		}
@@ -434,6 +440,10 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if err != nil {
 		return nil, nil, err
 	}
+	matrix, err = o.withQueues(sc, matrix)
+	if err != nil {
+		return nil, nil, err
+	}
 	return withFQCodel(matrix, fq), refs, nil
 }
 
@@ -451,8 +461,11 @@ func (s setting) String() string {
 // label is the setting without its direction, for the lines under a direction's title.
 func (s setting) label() string {
 	var flows string
+	if s.pairs > 0 {
+		flows = fmt.Sprintf("queues=%d ", s.pairs)
+	}
 	if s.flows > 0 {
-		flows = fmt.Sprintf("-P %d ", s.flows)
+		flows += fmt.Sprintf("-P %d ", s.flows)
 	}
 	switch {
 	case s.ref != "":
