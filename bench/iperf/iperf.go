@@ -90,10 +90,13 @@ type point struct {
 	RR              []rrFigure `json:"rr,omitempty"`
 	// FQCodel is the --fq-codel value of the point (on, off; empty: the scenario as
 	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
-	FQCodel string                 `json:"fq_codel,omitempty"`
-	Pairs   int                    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
-	Queues  map[string]queueFigure `json:"queues,omitempty"`
-	Error   string                 `json:"error,omitempty"`
+	FQCodel string `json:"fq_codel,omitempty"`
+	Pairs   int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
+	// PairShares is each pair's share of the frames through the vm's vhost-user device, both
+	// ways, in percent: from its per-pair counters, which a device of one pair has not.
+	PairShares []float64              `json:"pair_shares,omitempty"`
+	Queues     map[string]queueFigure `json:"queues,omitempty"`
+	Error      string                 `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -287,6 +290,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	writeTables(out, points, sc, o)
 	writeFamilyRatios(out, points)
 	writeFQCodel(out, points)
+	writePairShares(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -537,6 +541,7 @@ func medianPoint(runs []point) point {
 	}
 	p.setRR(ok)
 	p.Queues = medianQueues(ok)
+	p.PairShares = medianPairShares(ok)
 	for class := range ok[0].ITRPercent {
 		if p.ITRPercent == nil {
 			p.ITRPercent = map[string]float64{}

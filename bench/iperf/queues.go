@@ -2,9 +2,11 @@ package iperf
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
+	"github.com/nicstack/nicstack/bench"
 	"github.com/nicstack/nicstack/runtime/config"
 )
 
@@ -135,4 +137,72 @@ func (o Options) withQueues(sc *scenario, matrix []setting) ([]setting, error) {
 		}
 	}
 	return out, nil
+}
+
+// addPairs adds a component's per-pair frames (drivers/vhostuser's vhost_rx_frames_pairP and
+// vhost_tx_frames_pairP, which only a vm of more than one pair has) over an interval.
+func (a *counterDeltas) addPairs(counters map[string]uint64, delta func(string) uint64) {
+	for p := range maxQueues {
+		rx, tx := fmt.Sprintf("vhost_rx_frames_pair%d", p), fmt.Sprintf("vhost_tx_frames_pair%d", p)
+		if _, ok := counters[rx]; !ok {
+			return
+		}
+		if len(a.pairFrames) <= p {
+			a.pairFrames = append(a.pairFrames, make([]uint64, p+1-len(a.pairFrames))...)
+		}
+		a.pairFrames[p] += delta(rx) + delta(tx)
+	}
+}
+
+// pairShares is each pair's share of frames in percent, nil without frames.
+func pairShares(frames []uint64) []float64 {
+	var sum uint64
+	for _, f := range frames {
+		sum += f
+	}
+	if sum == 0 {
+		return nil
+	}
+	s := make([]float64, len(frames))
+	for i, f := range frames {
+		s[i] = float64(f) * 100 / float64(sum)
+	}
+	return s
+}
+
+// medianPairShares is each pair's median share over the runs that have them.
+func medianPairShares(runs []point) []float64 {
+	var with []point
+	for _, r := range runs {
+		if len(r.PairShares) > 0 {
+			with = append(with, r)
+		}
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	s := make([]float64, len(with[0].PairShares))
+	for i := range s {
+		s[i] = bench.Median(with, func(r point) float64 {
+			if i < len(r.PairShares) {
+				return r.PairShares[i]
+			}
+			return 0
+		})
+	}
+	return s
+}
+
+// writePairShares prints how the frames spread over the pairs, for the points that count them.
+func writePairShares(out io.Writer, points []point) {
+	for _, p := range points {
+		if len(p.PairShares) == 0 {
+			continue
+		}
+		shares := make([]string, len(p.PairShares))
+		for i, v := range p.PairShares {
+			shares[i] = fmt.Sprintf("%.0f%%", v)
+		}
+		fmt.Fprintf(out, "%s: frames per queue pair (both ways, the vm's counters): %s\n", p.setting(), strings.Join(shares, " / "))
+	}
 }

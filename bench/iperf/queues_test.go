@@ -64,3 +64,23 @@ func TestQueuesPatch(t *testing.T) {
 		t.Error("--queues 17: no error")
 	}
 }
+
+// The vm's per-pair counters become each pair's share of the frames, medians over the runs;
+// a vm without them (one pair) gives none.
+func TestPairShares(t *testing.T) {
+	var a counterDeltas
+	before := map[string]uint64{"vhost_rx_frames_pair0": 10, "vhost_tx_frames_pair0": 10, "vhost_rx_frames_pair1": 0, "vhost_tx_frames_pair1": 0}
+	after := map[string]uint64{"vhost_rx_frames_pair0": 40, "vhost_tx_frames_pair0": 40, "vhost_rx_frames_pair1": 20, "vhost_tx_frames_pair1": 20}
+	a.addPairs(after, func(name string) uint64 { return after[name] - before[name] })
+	a.addPairs(map[string]uint64{"vhost_rx_frames": 5}, func(string) uint64 { return 5 })
+	if got := pairShares(a.pairFrames); len(got) != 2 || got[0] != 60 || got[1] != 40 {
+		t.Errorf("shares %v, want 60 40", got)
+	}
+	if got := pairShares(nil); got != nil {
+		t.Errorf("shares without counters %v", got)
+	}
+	runs := []point{{PairShares: []float64{60, 40}}, {PairShares: []float64{50, 50}}, {PairShares: []float64{70, 30}}, {}}
+	if got := medianPairShares(runs); len(got) != 2 || got[0] != 60 || got[1] != 40 {
+		t.Errorf("median shares %v, want 60 40", got)
+	}
+}
