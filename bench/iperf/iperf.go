@@ -90,9 +90,13 @@ type point struct {
 	RR              []rrFigure `json:"rr,omitempty"`
 	// FQCodel is the --fq-codel value of the point (on, off; empty: the scenario as
 	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
-	FQCodel string                 `json:"fq_codel,omitempty"`
-	Queues  map[string]queueFigure `json:"queues,omitempty"`
-	Error   string                 `json:"error,omitempty"`
+	FQCodel string `json:"fq_codel,omitempty"`
+	Pairs   int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
+	// PairShares is each pair's share of the frames through the vm's vhost-user device, both
+	// ways, in percent: from its per-pair counters, which a device of one pair has not.
+	PairShares []float64              `json:"pair_shares,omitempty"`
+	Queues     map[string]queueFigure `json:"queues,omitempty"`
+	Error      string                 `json:"error,omitempty"`
 }
 
 // The components the bench recognizes by their binary.
@@ -140,6 +144,9 @@ type Options struct {
 	// FQCodel, when set, runs every point once per value: on, <fq-codel/> in every domain of
 	// the nic_router; off, none (fqcodel.go).
 	FQCodel []string
+	// Queues, when set, is a dimension of the matrix: the vhost-user queue pairs of the vm and
+	// its QEMU guest (queues.go). Empty: the scenario's.
+	Queues []int
 	bench.Components
 }
 
@@ -182,6 +189,7 @@ type setting struct {
 	flows int    // the clients' parallel streams; 0: the scenario's
 	ip    int    // the IP version of the test: 4 or 6
 	fq    string // --fq-codel's on or off, "" without
+	pairs int    // --queues: the vhost-user queue pairs; 0: the scenario's
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -274,6 +282,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].Flows = m.flows
 		points[i].IP = m.ip
 		points[i].FQCodel = m.fq
+		points[i].Pairs = m.pairs
 		if o.Latency {
 			points[i].LatencyGuest = o.LatencyGuest
 		}
@@ -281,6 +290,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 	writeTables(out, points, sc, o)
 	writeFamilyRatios(out, points)
 	writeFQCodel(out, points)
+	writePairShares(out, points)
 	for _, p := range points {
 		if p.Reference != "" && p.Runs > 0 {
 			writeComparison(out, points, reference{name: p.Reference}, p, nil)
@@ -434,6 +444,10 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if err != nil {
 		return nil, nil, err
 	}
+	matrix, err = o.withQueues(sc, matrix)
+	if err != nil {
+		return nil, nil, err
+	}
 	return withFQCodel(matrix, fq), refs, nil
 }
 
@@ -451,8 +465,11 @@ func (s setting) String() string {
 // label is the setting without its direction, for the lines under a direction's title.
 func (s setting) label() string {
 	var flows string
+	if s.pairs > 0 {
+		flows = fmt.Sprintf("queues=%d ", s.pairs)
+	}
 	if s.flows > 0 {
-		flows = fmt.Sprintf("-P %d ", s.flows)
+		flows += fmt.Sprintf("-P %d ", s.flows)
 	}
 	switch {
 	case s.ref != "":
@@ -524,6 +541,7 @@ func medianPoint(runs []point) point {
 	}
 	p.setRR(ok)
 	p.Queues = medianQueues(ok)
+	p.PairShares = medianPairShares(ok)
 	for class := range ok[0].ITRPercent {
 		if p.ITRPercent == nil {
 			p.ITRPercent = map[string]float64{}

@@ -238,6 +238,7 @@ type counterDeltas struct {
 	frames      uint64
 	itrMS       [ipxe.Classes]uint64 // the driver's time per latency class: lowest, low, bulk, stream
 	itrChanges  uint64
+	pairFrames  []uint64 // frames through each vhost-user queue pair, both ways (queues.go)
 	// fromDriver: the NIC's events are the driver's counts (a PCI device has no counters of
 	// ours), not the emulated hardware's.
 	fromDriver bool
@@ -296,6 +297,7 @@ func (a *counterDeltas) add(prev, cur sample) {
 			}
 			a.itrChanges += delta("itr_changes")
 		}
+		a.addPairs(c.Counters, delta)
 		var sig0, fr0 uint64
 		for _, ss := range b.Sessions {
 			sig0 += ss.Sent.SignalsSent + ss.Received.SignalsSent
@@ -340,4 +342,5 @@ func (a *counterDeltas) fill(p *point) {
 	if a.frames > 0 {
 		p.SignalsPerK = float64(a.signals) * 1000 / float64(a.frames)
 	}
+	p.PairShares = pairShares(a.pairFrames)
 }

@@ -149,6 +149,9 @@ func (p point) settingColumns(flows bool) string {
 	if p.FQCodel != "" {
 		fq = ", fq-codel " + p.FQCodel
 	}
+	if p.Pairs > 0 {
+		fq += fmt.Sprintf(", queues %d", p.Pairs)
+	}
 	var s string
 	switch {
 	case p.Reference != "":
@@ -165,7 +168,7 @@ func (p point) settingColumns(flows bool) string {
 }
 
 func (p point) setting() setting {
-	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel}
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, pairs: p.Pairs}
 }
 
 func (p point) label() string { return p.setting().label() }

@@ -25,6 +25,7 @@ type scenario struct {
 	// without; rrGuestName its start's name.
 	rrGuest     *config.Node
 	rrGuestName string
+	mq          *vhostQueues // what --queues patches (queues.go), nil without
 }
 
 // client is a guest that measures: an embedded one runs the test itself and reports it in
@@ -197,6 +198,9 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		sc.driver.Set("tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	sc.patchFQCodel(m.fq)
+	if sc.mq != nil && m.pairs > 0 {
+		sc.mq.patch(m.pairs)
+	}
 	for _, c := range sc.clients {
 		if c.guest != nil {
 			if err := c.guest.patch(m, o); err != nil {

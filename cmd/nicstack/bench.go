@@ -212,6 +212,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringVar(&o.Congestion, "congestion", "", "TCP congestion control of every Linux iperf3, the netns guests' and the references' (iperf3 -C): cubic, bbr, ...; default: the kernel's")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
 	f.StringVar(&o.LatencyGuest, "latency-guest", "same", "who times the round trips: same (the guest of the bulk test) or separate (a second guest, a copy of it, while it runs the bulk)")
+	f.IntSliceVar(&o.Queues, "queues", nil, "vhost-user queue pairs of the vm and its QEMU guest (queues=N, mq=on, N vCPUs), a dimension of the matrix: 1,2; default: the scenario's")
 	f.IntSliceVar(&o.Flows, "flows", nil, "parallel bulk streams per client and direction (iperf -P), a dimension of the matrix: 1,4; default: the scenario's")
 	componentFlags(cmd, &o.Components)
 	return cmd

@@ -72,6 +72,10 @@ type Stats struct {
 	Kicks             *atomic.Uint64 // wakeups by the guest's kicks
 	Faults            *atomic.Uint64 // faults of the guest or the front end, each marking its device broken
 	Sessions          *atomic.Uint64 // connections served
+	// counter gives the per-pair frame counters of a device with more than one pair
+	// (vhost_rx_frames_pairP, vhost_tx_frames_pairP: SetQueuePairs), which show each pair
+	// carries its share.
+	counter func(name string) *atomic.Uint64
 }
 
 // NewStats returns Stats whose counters get provides by name; nil: private ones.
@@ -83,6 +87,7 @@ func NewStats(get func(name string) *atomic.Uint64) *Stats {
 		RxFrames: get("vhost_rx_frames"), RxBytes: get("vhost_rx_bytes"), RxDropped: get("vhost_rx_dropped"),
 		TxFrames: get("vhost_tx_frames"), TxBytes: get("vhost_tx_bytes"), TxDropped: get("vhost_tx_dropped"),
 		Calls: get("vhost_calls"), Kicks: get("vhost_kicks"), Faults: get("vhost_faults"), Sessions: get("vhost_sessions"),
+		counter: get,
 	}
 }
 
@@ -131,6 +136,7 @@ type queue struct {
 	changed chan struct{}   // a token when the control path changed the queue
 	pending []usedElem      // Write's used entries of the frame being placed
 	hdr     [maxHdrLen]byte // the reader's header scratch
+	frames  *atomic.Uint64  // the frames through this ring, with more than one pair; else nil
 }
 
 type usedElem struct {

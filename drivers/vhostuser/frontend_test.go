@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type frontend struct {
 	dev      *Device
 	log      *testutil.SyncBuffer
 	stats    *Stats
+	counters sync.Map   // the device's counters by name (stats')
 	done     chan error // Serve's result
 	features uint64     // negotiated
 	hdrLen   int
@@ -82,7 +84,11 @@ func newFrontendPairs(t testing.TB, pairs int) *frontend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := &frontend{t: t, fd: sp[0], mem: mem, memfd: memfd, log: &testutil.SyncBuffer{}, stats: NewStats(nil), done: make(chan error, 1)}
+	fe := &frontend{t: t, fd: sp[0], mem: mem, memfd: memfd, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	fe.stats = NewStats(func(name string) *atomic.Uint64 {
+		c, _ := fe.counters.LoadOrStore(name, new(atomic.Uint64))
+		return c.(*atomic.Uint64)
+	})
 	fe.dev = New(c.(*net.UnixConn), slog.New(slog.NewTextHandler(fe.log, nil)), fe.stats)
 	if err := fe.dev.SetQueuePairs(pairs); err != nil {
 		t.Fatal(err)

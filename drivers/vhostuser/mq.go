@@ -50,8 +50,15 @@ func (d *Device) SetQueuePairs(n int) error {
 			q.name = fmt.Sprintf("control queue %d", i)
 		case i%2 == rxQueue:
 			q.name = fmt.Sprintf("rx queue %d", i)
+			if n > 1 { // one pair: the totals say it all
+				// The guest's receive queue carries what Write hands it: the device's TX.
+				q.frames = d.stats.counter(fmt.Sprintf("vhost_tx_frames_pair%d", i/2))
+			}
 		default:
 			q.name = fmt.Sprintf("tx queue %d", i)
+			if n > 1 {
+				q.frames = d.stats.counter(fmt.Sprintf("vhost_rx_frames_pair%d", i/2))
+			}
 		}
 		q.call, q.errFD, q.changed = -1, -1, make(chan struct{}, 1)
 	}

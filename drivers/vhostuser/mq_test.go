@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nicstack/nicstack/netdev"
@@ -95,8 +96,29 @@ func TestMultiQueueEveryPairCarriesFrames(t *testing.T) {
 			if fe.stats.Faults.Load() != 0 {
 				t.Fatalf("faults: %s", fe.log)
 			}
+			// Each pair's counters: a frame from the guest on each, and its share of the
+			// 128 frames to it, adding up to the totals.
+			var toGuest uint64
+			for p := range pairs {
+				rx, tx := fe.counter(fmt.Sprintf("vhost_rx_frames_pair%d", p)), fe.counter(fmt.Sprintf("vhost_tx_frames_pair%d", p))
+				if rx != 1 || tx == 0 {
+					t.Errorf("pair %d: vhost_rx_frames_pair %d, vhost_tx_frames_pair %d; want 1 and some", p, rx, tx)
+				}
+				toGuest += tx
+			}
+			if toGuest != fe.stats.TxFrames.Load() || toGuest != 128 {
+				t.Errorf("pairs' frames to the guest add up to %d, vhost_tx_frames %d; want 128", toGuest, fe.stats.TxFrames.Load())
+			}
 		})
 	}
+}
+
+// counter is the device's counter of that name, 0 if it has none.
+func (fe *frontend) counter(name string) uint64 {
+	if c, ok := fe.counters.Load(name); ok {
+		return c.(*atomic.Uint64).Load()
+	}
+	return 0
 }
 
 // Both directions of a flow hash alike; frames that are not IP hash to 0.

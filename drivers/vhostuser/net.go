@@ -68,6 +68,9 @@ func (d *Device) readBatch(p int, q *queue, bufs [][]byte, sizes []int, offs []n
 		d.stats.Calls.Add(1)
 	}
 	d.stats.RxFrames.Add(uint64(n))
+	if q.frames != nil {
+		q.frames.Add(uint64(n))
+	}
 	d.stats.RxBytes.Add(bytes)
 	if dropped > 0 {
 		d.stats.RxDropped.Add(dropped)
@@ -236,6 +239,9 @@ func (d *Device) writeBatch(q *queue, bufs [][]byte, offs []netdev.Offload) (n i
 		d.stats.Calls.Add(1)
 	}
 	d.stats.TxFrames.Add(frames)
+	if q.frames != nil {
+		q.frames.Add(frames)
+	}
 	d.stats.TxBytes.Add(bytes)
 	if dropped > 0 {
 		d.stats.TxDropped.Add(dropped)
