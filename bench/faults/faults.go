@@ -253,9 +253,14 @@ func (sc *scenario) fault(ctx context.Context, name string, o Options) Result {
 		}
 	}
 	r.RestartMs, r.TrafficMs, r.StallMs = ms(restartedAt), ms(resumedAt), ms(stall)
+	// The logs first, then a status: a guest counts a test's end before it logs it, so every
+	// error read here is in the counters of the status after it.
+	r.Errors = logs.list()
+	if st, ok := run.S.Status(); ok && last.Components != nil {
+		last = st
+	}
 	r.FlowsKept = last.Components != nil
 	r.Timeouts = map[string]uint64{}
-	r.Errors = logs.list()
 	for _, cl := range sc.clients {
 		b, a := component(before, cl), component(last, cl)
 		if sc.netns[cl] {
