@@ -162,6 +162,9 @@ func readFull(fd int, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
 		k, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR { // the runtime's preemption signal, under load
+			continue
+		}
 		if err != nil {
 			return n, err
 		}
