@@ -11,19 +11,8 @@ import (
 // Keep sends its descriptors under the key as one message that ParseKeep reads back; an empty
 // Keep lets the key go.
 func TestKeepMessage(t *testing.T) {
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(sp[1])
-	f := os.NewFile(uintptr(sp[0]), "control")
-	conn, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := &Component{control: conn.(*net.UnixConn)}
+	conn, peer := controlPair(t)
+	c := &Component{control: conn}
 	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	defer unix.Close(efd)
 	for _, fds := range [][]int{{efd, efd, efd}, nil} {
@@ -31,7 +20,7 @@ func TestKeepMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf, oob := make([]byte, MaxKeepMessage), make([]byte, unix.CmsgSpace(4*MaxKept))
-		n, oobn, _, _, err := unix.Recvmsg(sp[1], buf, oob, 0)
+		n, oobn, _, _, err := unix.Recvmsg(peer, buf, oob, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,4 +37,23 @@ func TestKeepMessage(t *testing.T) {
 	if _, _, _, ok, _ := ParseKeep(make([]byte, headerSize), nil); ok {
 		t.Fatal("an exit message parsed as a Keep")
 	}
+}
+
+// controlPair is a component's control socket and the supervisor's end of it (a descriptor),
+// both closed when the test ends.
+func controlPair(t *testing.T) (*net.UnixConn, int) {
+	t.Helper()
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(sp[1]) })
+	f := os.NewFile(uintptr(sp[0]), "control")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn.(*net.UnixConn), sp[1]
 }

@@ -3,8 +3,6 @@ package component
 import (
 	"encoding/binary"
 	"errors"
-	"net"
-	"os"
 	"runtime"
 	"testing"
 
@@ -14,18 +12,8 @@ import (
 // PinThread sends the calling thread and the index as one message that ParsePinThread reads
 // back, and returns the supervisor's answer to that thread: done, or the errno it sent.
 func TestPinThreadMessage(t *testing.T) {
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(sp[1])
-	f := os.NewFile(uintptr(sp[0]), "control")
-	conn, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Component{control: conn.(*net.UnixConn), inbox: newFileInbox()}
+	conn, peer := controlPair(t)
+	c := &Component{control: conn, inbox: newFileInbox()}
 	received := make(chan error, 1)
 	go func() { received <- c.inbox.receive(c.control) }()
 	runtime.LockOSThread()
@@ -34,7 +22,7 @@ func TestPinThreadMessage(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			buf := make([]byte, MaxKeepMessage)
-			n, err := unix.Read(sp[1], buf)
+			n, err := unix.Read(peer, buf)
 			if err != nil {
 				done <- err
 				return
@@ -43,7 +31,7 @@ func TestPinThreadMessage(t *testing.T) {
 			if !ok || index != 3 {
 				t.Errorf("ParsePinThread: tid %d, index %d, %v; want index 3", tid, index, ok)
 			}
-			_, err = unix.Write(sp[1], PinAnswer(tid, answer))
+			_, err = unix.Write(peer, PinAnswer(tid, answer))
 			done <- err
 		}()
 		err := c.PinThread(3)
