@@ -4,16 +4,12 @@ import (
 	"context"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nicstack/nicstack/components"
-	"github.com/nicstack/nicstack/internal/scenariotest"
 	"github.com/nicstack/nicstack/internal/testpmd"
 	"github.com/nicstack/nicstack/internal/testutil"
-	"github.com/nicstack/nicstack/runtime/supervisor"
 )
 
 // The sink's vm killed with -9 while a testpmd generator sends through nic_router to a testpmd
@@ -30,16 +26,7 @@ func TestVMKilledUnderTestpmd(t *testing.T) {
 		testutil.SkipOrFail(t, err.Error())
 	}
 	defer h.Release()
-	for _, c := range []string{"vm", "nic_router"} {
-		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
-	}
-	dir := testutil.ReachableTempDir(t)
-	src, sink := filepath.Join(dir, "src.sock"), filepath.Join(dir, "sink.sock")
-	text := testpmd.Through{GenSock: src, SinkSock: sink, CPU: -1, Restart: true}.XML()
-	r := scenariotest.Start(t, "takeover.xml", text, supervisor.Options{BinDirs: []string{testutil.BinDir(t)}, Components: components.Table})
-	for _, s := range []string{src, sink} {
-		waitFile(t, s)
-	}
+	r, src, sink := startThrough(t, 1, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rx, err := testpmd.Start(ctx, testpmd.Config{Name: "sink", CPUs: []int{1}, HugeDir: h.Dir, MemMB: 64, Forward: testpmd.ICMPEcho,

@@ -47,24 +47,7 @@ func testpmdRun(t *testing.T, queues int, packed bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := testutil.ReachableTempDir(t)
-	sock1, sock2 := filepath.Join(dir, "vm_tx.sock"), filepath.Join(dir, "vm_rx.sock")
-	var bin string
-	for _, c := range []string{"vm", "nic_router"} {
-		bin = filepath.Dir(testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c))
-	}
-	text := testpmd.Through{GenSock: sock1, SinkSock: sock2, Queues: queues, CPU: -1}.XML()
-	r := scenariotest.Start(t, "testpmd.xml", text, supervisor.Options{BinDirs: []string{bin}, Components: components.Table})
-	for _, s := range []string{sock1, sock2} {
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if _, err := os.Stat(s); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no socket %s", s)
-			}
-		}
-	}
+	r, sock1, sock2 := startThrough(t, queues, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := func(name, sock string, cpu int, c testpmd.Config) *testpmd.Testpmd {
@@ -169,4 +152,21 @@ func checkPairsPinned(t *testing.T, vm supervisor.ComponentStatus, queues int) {
 		}
 	}
 	t.Logf("%s (cpus %s): threads by cpus %v", vm.Name, vm.CPUs, alone)
+}
+
+// startThrough runs testpmd.Through with the vms' sockets in a folder of the test's, each vm
+// serving queues pairs (restart: a killed vm starts again), and waits until both listen.
+func startThrough(t *testing.T, queues int, restart bool) (r *scenariotest.Run, gen, sink string) {
+	t.Helper()
+	for _, c := range []string{"vm", "nic_router"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	dir := testutil.ReachableTempDir(t)
+	gen, sink = filepath.Join(dir, "vm_tx.sock"), filepath.Join(dir, "vm_rx.sock")
+	text := testpmd.Through{GenSock: gen, SinkSock: sink, Queues: queues, CPU: -1, Restart: restart}.XML()
+	r = scenariotest.Start(t, "through.xml", text, supervisor.Options{BinDirs: []string{testutil.BinDir(t)}, Components: components.Table})
+	for _, s := range []string{gen, sink} {
+		waitFile(t, s)
+	}
+	return r, gen, sink
 }
