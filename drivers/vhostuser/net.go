@@ -266,7 +266,8 @@ func (d *Device) encodeHeader(o *netdev.Offload) bool {
 // place writes the header and frame into the guest's next receive buffers: one chain, or with
 // MRG_RXBUF as many as it takes (num_buffers in the header says how many). room is false when
 // the guest has posted too few (nothing is taken then); placed is false for a frame larger
-// than a chain without MRG_RXBUF (dropped, the chain stays the guest's).
+// than a chain without MRG_RXBUF, or with it than the whole ring (dropped, the buffers stay
+// the guest's).
 func (d *Device) place(q *queue, frame []byte) (placed, room bool, err error) {
 	mrg := d.features&featMrgRxbuf != 0
 	var hdr []byte // where the header goes: the front of the first buffer
@@ -283,7 +284,8 @@ func (d *Device) place(q *queue, frame []byte) (placed, room bool, err error) {
 		}
 		if !ok {
 			q.unpop(heads)
-			return false, false, nil
+			// Every buffer the ring holds and still too little: no kick can bring more.
+			return false, heads == int(q.num), nil
 		}
 		c := q.chain(q.mem, head)
 		var used uint32

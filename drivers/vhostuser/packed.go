@@ -43,6 +43,7 @@ type packedState struct {
 	// the positions before the last pops, for unpop: a ring of num entries
 	undo     []uint32 // lastAvail | availWrap<<16
 	undoNext int
+	missed   uint32 // the slot where pop last found nothing available | its wrap counter<<16
 }
 
 // setPacked makes q a packed ring (before its addresses are set) or a split one.
@@ -70,6 +71,7 @@ func (q *vring) popPacked() (head uint16, ok bool, err error) {
 	i, wrap := q.lastAvail, q.availWrap
 	flags, id := q.packedFlags(i)
 	if !availableAt(flags, wrap) {
+		q.missed = uint32(i) | b2u(wrap)<<16
 		return 0, false, nil
 	}
 	n := uint16(1)
@@ -144,13 +146,14 @@ func (q *vring) publishPacked() bool {
 	return atomic.LoadUint32(q.word(q.avail))>>16&3 != eventDisable
 }
 
-// armPacked asks the driver for a kick and reports whether a buffer is already available.
+// armPacked asks the driver for a kick and reports whether the slot where pop last found
+// nothing is available now (as arm, not the buffers a frame gave back).
 func (q *vring) armPacked() bool {
 	q.usedFlags = eventEnable
 	atomic.StoreUint32(q.word(q.used), uint32(eventEnable)<<16)
 	atomic.AddUint32(&q.fenceWord, 1)
-	flags, _ := q.packedFlags(q.lastAvail)
-	return availableAt(flags, q.availWrap)
+	flags, _ := q.packedFlags(uint16(q.missed))
+	return availableAt(flags, q.missed>>16 != 0)
 }
 
 // disarmPacked tells the driver the device is busy and needs no kicks.

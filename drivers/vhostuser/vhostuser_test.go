@@ -233,6 +233,91 @@ func TestWriteWithoutBuffersDrops(t *testing.T) {
 	}
 }
 
+// A super-frame that needs more receive buffers than the guest has left waits for its next
+// buffers, while the frames placed before it reach the guest (issue 32: two flows of TSO
+// super-frames into a QEMU guest stalled for good). The buffers left are no room: the device
+// must not retry on them, holding back the used entries the guest needs to post again, and
+// must ask for a kick at the guest's next buffer, past the ones it gave back.
+func TestSuperFrameWaitsForEnoughBuffers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		features uint64
+	}{
+		{"split, EVENT_IDX", allFeatures},
+		{"split", allFeatures &^ featEventIdx},
+		{"packed", allFeatures&^featCtrlVQ | featRingPacked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newFrontend(t)
+			fe.start(tc.features)
+			fe.dev.rxWait = time.Minute
+			packed := fe.features&featRingPacked != 0
+			post := func(n int) {
+				if !packed {
+					fe.postRx(n, 1500)
+					return
+				}
+				for range n {
+					fq := &fe.q[rxQueue]
+					fe.offerPacked(rxQueue, fq.bufs+uint64(fq.availIdx)*bufSize, 1500, descWrite)
+				}
+			}
+			reap := func() []usedEntry {
+				if packed {
+					return fe.reapPacked(rxQueue)
+				}
+				return fe.reap(rxQueue)
+			}
+			post(4)
+			done := make(chan error, 1)
+			go func() {
+				_, err := fe.dev.Write([][]byte{tcpFrame(4000, 1), tcpFrame(4000, 2)}, nil) // 3 buffers each
+				done <- err
+			}()
+			fe.waitCall(rxQueue)
+			if u := reap(); len(u) != 3 {
+				t.Fatalf("the first frame: %d buffers used, want 3: %v", len(u), u)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Write returned (%v) before the guest posted enough buffers", err)
+			default:
+			}
+			post(4)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the guest's buffers did not let the second frame through (log: %s)", fe.log)
+			}
+			if u := reap(); len(u) != 3 {
+				t.Fatalf("the second frame: %d buffers used, want 3: %v", len(u), u)
+			}
+			if fe.stats.TxFrames.Load() != 2 || fe.stats.TxDropped.Load() != 0 {
+				t.Fatalf("frames %d dropped %d", fe.stats.TxFrames.Load(), fe.stats.TxDropped.Load())
+			}
+		})
+	}
+}
+
+// A frame larger than all the buffers a full ring holds is dropped at once: no kick can bring
+// more, and the frames behind it go through.
+func TestFrameLargerThanTheRingIsDropped(t *testing.T) {
+	fe := newFrontend(t)
+	fe.start(allFeatures)
+	fe.postRx(ringNum, 64)
+	small := tcpFrame(10, 2) // 2 buffers with the header
+	fe.dev.Write([][]byte{tcpFrame(ringNum*64, 1), small}, nil)
+	if fe.stats.TxDropped.Load() != 1 || fe.stats.TxFrames.Load() != 1 {
+		t.Fatalf("dropped %d frames %d, want the large frame dropped and the small one through", fe.stats.TxDropped.Load(), fe.stats.TxFrames.Load())
+	}
+	if u := fe.reap(rxQueue); len(u) != 2 || u[0].id != 0 {
+		t.Fatalf("used %v, want the small frame in buffers 0 and 1", u)
+	}
+}
+
 // The front end going away ends the session: Serve returns nil, Read and Write ErrClosed,
 // the memory is let go.
 func TestDisconnectEndsTheSession(t *testing.T) {
