@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nicstack/nicstack/bench"
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -81,9 +82,10 @@ const firstPort = 5201
 // receiving it with rx (iperf -R), all starting at the test's start; the far end runs n servers (iperf_servers). Every guest
 // keeps the template's affinity, route and config otherwise, so that the router's policy for
 // the template takes each; with domains per-guest the router gets a domain per guest
-// (splitDomains). Refused: a DHCP server of the router whose range has fewer addresses than
+// (splitDomains); fq on or off puts <fq-codel/> into every domain of the router or takes it out
+// (empty: as the base has it). Refused: a DHCP server of the router whose range has fewer addresses than
 // the guests it serves.
-func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
+func (b *base) scenario(n int, t test, domains, fq string) ([]byte, error) {
 	root, err := config.Parse(b.path, b.data)
 	if err != nil {
 		return nil, err
@@ -128,6 +130,18 @@ func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 	}
 	if err := dhcpFits(root, need); err != nil {
 		return nil, err
+	}
+	if fq != "" {
+		patched := false
+		for _, st := range root.Subs("start") {
+			if cfg := st.Sub("config"); startBinary(st) == routerBinary && cfg != nil {
+				bench.SetFQCodel(cfg, fq == "on")
+				patched = true
+			}
+		}
+		if !patched {
+			return nil, fmt.Errorf("--fq-codel: the scenario has no %s with a <config>", routerBinary)
+		}
 	}
 	return root.XML(), nil
 }
