@@ -49,6 +49,9 @@ func measure(ctx context.Context, b *base, st setting, o Options) (run, error) {
 	t := o.test()
 	t.start = time.Now().Add(startAfter(n))
 	text, err := b.scenario(n, t, o.Domains, st.fq)
+	if err == nil && o.FarEndRxBuf != "" {
+		text, err = b.farEndRxBuf(text, o.FarEndRxBuf)
+	}
 	if err != nil {
 		return r, err
 	}

@@ -20,6 +20,9 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	if o.FarEndNice != 0 {
 		fmt.Fprintf(out, "the far end runs at nice %d\n", o.FarEndNice)
 	}
+	if o.FarEndRxBuf != "" {
+		fmt.Fprintf(out, "the far end's rx_buf_size is %s\n", o.FarEndRxBuf)
+	}
 	if len(o.FQCodel) > 0 {
 		fmt.Fprintln(out, "each number of guests with <fq-codel/> in every domain of the router (on) and without (off), rows in that order")
 	}

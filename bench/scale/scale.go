@@ -32,6 +32,10 @@ type Options struct {
 	// hold their leases: it stands for another machine, and sharing a CPU with N guests at
 	// nice 0 it gets 1/(N+1) of it, so that its share, not the router, bounds the streams.
 	FarEndNice int
+	// FarEndRxBuf, when set, is the far end's rx_buf_size (as its <config> takes it, "12M"):
+	// the buffer of the stream the wire delivers into, which holds what arrives while the far
+	// end waits for its share of the CPU.
+	FarEndRxBuf string
 	// FQCodel, when set, measures every number of guests once per value, in the same rounds:
 	// on, <fq-codel/> in every domain of the router (a scheduler class per guest at the
 	// uplink's egress, docs/isolation.md); off, none.
@@ -66,14 +70,15 @@ const MiB = 1 << 20
 
 // Point is one number of guests, as printed and written by --json: the medians of its runs.
 type Point struct {
-	Guests     int       `json:"guests"`
-	Direction  string    `json:"direction"`
-	Domains    string    `json:"domains"`
-	FarEndNice int       `json:"far_end_nice"`
-	FQCodel    string    `json:"fq_codel,omitempty"` // the --fq-codel value; empty: the scenario as written
-	Runs       int       `json:"runs"`               // runs that measured
-	Mbps       float64   `json:"mbps"`               // aggregate: the sum of the guests' results (receiver side)
-	MbpsRuns   []float64 `json:"mbps_runs"`          // each run's aggregate
+	Guests      int       `json:"guests"`
+	Direction   string    `json:"direction"`
+	Domains     string    `json:"domains"`
+	FarEndNice  int       `json:"far_end_nice"`
+	FarEndRxBuf string    `json:"far_end_rx_buf,omitempty"`
+	FQCodel     string    `json:"fq_codel,omitempty"` // the --fq-codel value; empty: the scenario as written
+	Runs        int       `json:"runs"`               // runs that measured
+	Mbps        float64   `json:"mbps"`               // aggregate: the sum of the guests' results (receiver side)
+	MbpsRuns    []float64 `json:"mbps_runs"`          // each run's aggregate
 	// the slowest and the fastest guest of the run of median aggregate
 	GuestMbpsMin float64 `json:"guest_mbps_min"`
 	GuestMbpsMax float64 `json:"guest_mbps_max"`
@@ -255,7 +260,7 @@ func sum(xs []float64) float64 {
 
 // medianPoint is the median of each figure over the runs of n guests.
 func medianPoint(st setting, o Options, runs []run, prefix string) Point {
-	p := Point{Guests: st.n, FQCodel: st.fq, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
+	p := Point{Guests: st.n, FQCodel: st.fq, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, FarEndRxBuf: o.FarEndRxBuf, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
 	if len(runs) == 0 {
 		return p
 	}

@@ -146,6 +146,20 @@ func (b *base) scenario(n int, t test, domains, fq string) ([]byte, error) {
 	return root.XML(), nil
 }
 
+// farEndRxBuf sets the far end's rx_buf_size in the scenario text.
+func (b *base) farEndRxBuf(text []byte, size string) ([]byte, error) {
+	root, err := config.Parse(b.path, text)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range root.Subs("start") {
+		if st.Name() == b.server {
+			st.Sub("config").Set("rx_buf_size", size)
+		}
+	}
+	return root.XML(), nil
+}
+
 // dhcpFits checks that every DHCP server of the scenario's routers leases n addresses.
 func dhcpFits(root *config.Node, n int) error {
 	var walk func(*config.Node) error
