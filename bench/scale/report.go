@@ -128,6 +128,10 @@ func writeTargets(out io.Writer, points []Point) {
 				fmt.Sprintf("leases %.2f s (DHCP alone at most %.2f s) <= %.0f s %s", p.LeaseSeconds, p.DHCPSeconds, targetLeaseTime, met(p.LeaseSeconds <= targetLeaseTime)))
 		}
 		f = append(f, fmt.Sprintf("PSS/guest %.1f MiB (idle %.1f) <= %.0f MiB %s", p.GuestPSSMiB, p.IdleGuestPSSMiB, targetGuestPSS, met(p.GuestPSSMiB <= targetGuestPSS)))
-		fmt.Fprintf(out, "targets at %s guests: %s\n", p.name(), strings.Join(f, "; "))
+		fq := ""
+		if p.FQCodel != "" {
+			fq = ", fq-codel " + p.FQCodel
+		}
+		fmt.Fprintf(out, "targets at %d guests%s: %s\n", p.Guests, fq, strings.Join(f, "; "))
 	}
 }
