@@ -24,7 +24,7 @@ func writeTable(out io.Writer, points []Point, o Options) {
 		fmt.Fprintf(out, "the far end's rx_buf_size is %s\n", o.FarEndRxBuf)
 	}
 	if len(o.FQCodel) > 0 {
-		fmt.Fprintln(out, "each number of guests with <fq-codel/> in every domain of the router (on) and without (off), rows in that order")
+		fmt.Fprintln(out, "each number of guests once per --fq-codel value: on, <fq-codel/> in every domain of the router; uplink, in the uplink's alone; off, none")
 	}
 	fmt.Fprintln(out, "guests  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %    router %CPU")
 	fmt.Fprintln(out, "        sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s")

@@ -38,7 +38,7 @@ type Options struct {
 	FarEndRxBuf string
 	// FQCodel, when set, measures every number of guests once per value, in the same rounds:
 	// on, <fq-codel/> in every domain of the router (a scheduler class per guest at the
-	// uplink's egress, docs/isolation.md); off, none.
+	// uplink's egress, docs/isolation.md); uplink, in the domains no guest is in; off, none.
 	FQCodel []string
 	Runs    int    // runs per number of guests, in rounds; medians are reported
 	JSON    string // also write the points to this file
@@ -228,8 +228,8 @@ func (o Options) check() error {
 		return fmt.Errorf("--domains %q: want %s or %s", o.Domains, domainsShared, domainsPerGuest)
 	}
 	for _, v := range o.FQCodel {
-		if v != "on" && v != "off" {
-			return fmt.Errorf("--fq-codel %q: expected on or off", v)
+		if v != "on" && v != "off" && v != fqUplink {
+			return fmt.Errorf("--fq-codel %q: expected on, off or %s", v, fqUplink)
 		}
 	}
 	if o.FarEndNice < -20 || o.FarEndNice > 19 {

@@ -10,6 +10,7 @@ import (
 	"github.com/nicstack/nicstack/bench"
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/label"
 )
 
 // base is the scenario the bench multiplies: its embedded guest that runs an iperf client
@@ -135,7 +136,10 @@ func (b *base) scenario(n int, t test, domains, fq string) ([]byte, error) {
 		patched := false
 		for _, st := range root.Subs("start") {
 			if cfg := st.Sub("config"); startBinary(st) == routerBinary && cfg != nil {
-				bench.SetFQCodel(cfg, fq == "on")
+				bench.SetFQCodel(cfg, fq != "off")
+				if fq == fqUplink {
+					dropGuestFQCodel(cfg, b.prefix, n)
+				}
 				patched = true
 			}
 		}
@@ -158,6 +162,36 @@ func (b *base) farEndRxBuf(text []byte, size string) ([]byte, error) {
 		}
 	}
 	return root.XML(), nil
+}
+
+// fqUplink is the --fq-codel value that puts <fq-codel/> into the domains no guest is in
+// (the uplink's), as a deployment would: that is where the guests' traffic queues, and a
+// queue at each guest's interface (the frames to it) costs a scheduler with a class per
+// session for every guest.
+const fqUplink = "uplink"
+
+// dropGuestFQCodel takes <fq-codel> out of every domain of the router config cfg that a
+// policy for one of the n guests PREFIX1.. names.
+func dropGuestFQCodel(cfg *config.Node, prefix string, n int) {
+	guests := map[string]bool{}
+	for _, p := range cfg.Subs("policy") {
+		for i := 1; i <= n; i++ {
+			if !label.SelectorOf(p).Conflicts(label.Prefixed(prefix+strconv.Itoa(i), "")) {
+				guests[p.String("domain", "")] = true
+			}
+		}
+	}
+	for _, d := range cfg.Subs("domain") {
+		if guests[d.Name()] {
+			kept := d.Nodes[:0]
+			for _, c := range d.Nodes {
+				if c.Type != "fq-codel" {
+					kept = append(kept, c)
+				}
+			}
+			d.Nodes = kept
+		}
+	}
 }
 
 // dhcpFits checks that every DHCP server of the scenario's routers leases n addresses.

@@ -140,7 +140,8 @@ func TestScenarioPerGuestDomains(t *testing.T) {
 }
 
 // --fq-codel on puts <fq-codel/> into every domain of the router, the guests' own with
-// per-guest domains too, and the scenario still checks; off takes them out.
+// per-guest domains too, and the scenario still checks; uplink into the uplink's alone; off
+// takes them out.
 func TestScenarioFQCodel(t *testing.T) {
 	data, err := os.ReadFile(seed)
 	if err != nil {
@@ -150,7 +151,7 @@ func TestScenarioFQCodel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fq := range []string{"on", "off"} {
+	for _, fq := range []string{"on", "uplink", "off"} {
 		text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest, fq)
 		if err != nil {
 			t.Fatal(err)
@@ -166,7 +167,8 @@ func TestScenarioFQCodel(t *testing.T) {
 			}
 			for _, d := range st.Sub("config").Subs("domain") {
 				domains++
-				if has := d.Sub("fq-codel") != nil; has != (fq == "on") {
+				want := fq == "on" || fq == "uplink" && d.Name() == "uplink"
+				if has := d.Sub("fq-codel") != nil; has != want {
 					t.Errorf("fq-codel %s: domain %s has <fq-codel>: %v", fq, d.Name(), has)
 				}
 			}
