@@ -182,7 +182,7 @@ func TestAlias(t *testing.T) {
 }
 
 // tx_queue_bytes and rx_queue_bytes on a route's target bound the bytes in flight of the
-// session's sources; without them the client's is 5 ms at 1 Gbit/s (its buffer when smaller)
+// session's sources; without them the client's is 10 ms at 1 Gbit/s (its buffer when smaller)
 // and the server's none; a bad value is refused at its file:line.
 func TestQueueBounds(t *testing.T) {
 	sc := mustScenario(t, `<config>
@@ -205,7 +205,7 @@ func TestQueueBounds(t *testing.T) {
 	}{
 		{"small", genode, 64 << 10, 100000},
 		{"none", genode, 0, 0},
-		{"other", genode, 625000, 0},
+		{"other", genode, 1250000, 0},
 		{"other", small, 64 * packetstream.BlockSize, 0},
 	} {
 		d, err := sc.Resolve(sc.Start("vm"), "Nic", tc.label)
