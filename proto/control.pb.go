@@ -739,11 +739,14 @@ func (x *Announce) GetService() string {
 	return ""
 }
 
-// StreamSize is one packet stream's geometry (packetstream.Config).
+// StreamSize is one packet stream's geometry (packetstream.Config) and, in an
+// OpenSessionRequest, the bound of its source's bytes in flight (Source.SetQueueBytes; 0: none),
+// which the session's route gives (tx_queue_bytes, rx_queue_bytes).
 type StreamSize struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	QueueSize     uint32                 `protobuf:"varint,1,opt,name=queue_size,json=queueSize,proto3" json:"queue_size,omitempty"`
 	BulkSize      uint32                 `protobuf:"varint,2,opt,name=bulk_size,json=bulkSize,proto3" json:"bulk_size,omitempty"`
+	QueueBytes    uint32                 `protobuf:"varint,3,opt,name=queue_bytes,json=queueBytes,proto3" json:"queue_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -788,6 +791,13 @@ func (x *StreamSize) GetQueueSize() uint32 {
 func (x *StreamSize) GetBulkSize() uint32 {
 	if x != nil {
 		return x.BulkSize
+	}
+	return 0
+}
+
+func (x *StreamSize) GetQueueBytes() uint32 {
+	if x != nil {
+		return x.QueueBytes
 	}
 	return 0
 }
@@ -1917,12 +1927,14 @@ const file_control_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
 	"\x06append\x18\x03 \x01(\bR\x06append\"$\n" +
 	"\bAnnounce\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"H\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\"i\n" +
 	"\n" +
 	"StreamSize\x12\x1d\n" +
 	"\n" +
 	"queue_size\x18\x01 \x01(\rR\tqueueSize\x12\x1b\n" +
-	"\tbulk_size\x18\x02 \x01(\rR\bbulkSize\"<\n" +
+	"\tbulk_size\x18\x02 \x01(\rR\bbulkSize\x12\x1f\n" +
+	"\vqueue_bytes\x18\x03 \x01(\rR\n" +
+	"queueBytes\"<\n" +
 	"\n" +
 	"DeviceSpec\x12\x12\n" +
 	"\x04mems\x18\x01 \x03(\x04R\x04mems\x12\x1a\n" +

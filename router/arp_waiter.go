@@ -205,25 +205,33 @@ func (r *Router) publishHeld() {
 	}
 	r.heldChanged = false
 	for _, i := range r.ifs {
-		i.held.frames.Store(uint64(i.heldFrames))
-		i.held.bytes.Store(uint64(i.heldBytes))
-		i.held.since.Store(i.heldSince)
+		i.held.publish(i.heldFrames, i.heldBytes, i.heldSince)
 	}
 }
 
-// heldDepth is what an interface holds for ARP, as last published, for any goroutine.
-type heldDepth struct {
+// publishedDepth is a queue's depth as the router's loop published it at the end of a batch,
+// for any goroutine: frames, bytes and when the oldest came (Unix nanoseconds).
+type publishedDepth struct {
 	frames, bytes atomic.Uint64
-	since         atomic.Int64 // Unix nanoseconds the oldest was held
+	since         atomic.Int64
+}
+
+func (d *publishedDepth) publish(frames, bytes int, since int64) {
+	d.frames.Store(uint64(frames))
+	d.bytes.Store(uint64(bytes))
+	d.since.Store(since)
+}
+
+// at is the depth with the oldest's sojourn at now (0 when none waits).
+func (d *publishedDepth) at(now time.Time) netdev.Depth {
+	n := netdev.Depth{Frames: d.frames.Load(), Bytes: d.bytes.Load()}
+	if n.Frames > 0 {
+		n.Sojourn = max(0, now.Sub(time.Unix(0, d.since.Load())))
+	}
+	return n
 }
 
 // Held reports the frames from i that wait for an ARP reply, at the end of the router's last
 // batch: how many, their bytes, and how long the oldest has waited at now. Any goroutine may
 // ask.
-func (i *Interface) Held(now time.Time) netdev.Depth {
-	d := netdev.Depth{Frames: i.held.frames.Load(), Bytes: i.held.bytes.Load()}
-	if d.Frames > 0 {
-		d.Sojourn = max(0, now.Sub(time.Unix(0, i.held.since.Load())))
-	}
-	return d
-}
+func (i *Interface) Held(now time.Time) netdev.Depth { return i.held.at(now) }

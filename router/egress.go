@@ -118,8 +118,7 @@ func (r *Router) dropEgress(i *Interface) {
 		r.discard(i, e.s.DropClass(c, e.dropped[:0]), false)
 	}
 	r.countEgress(i)
-	i.queued.frames.Store(0)
-	i.queued.bytes.Store(0)
+	i.queued.publish(0, 0, 0)
 	i.eg = nil
 	for k, o := range r.egresses {
 		if o == i {
@@ -263,8 +262,8 @@ func (r *Router) countEgress(i *Interface) {
 	r.stats.CoDelDropped.add(d)
 	r.stats.CoDelMarked.add(m)
 	r.stats.Overlimit.add(o)
-	i.queued.frames.Store(uint64(e.s.Len()))
-	i.queued.bytes.Store(uint64(e.s.Backlog()))
+	since, _ := e.s.Oldest()
+	i.queued.publish(e.s.Len(), e.s.Backlog(), since)
 }
 
 // serviceAll services every egress queue with frames waiting or in flight.
@@ -279,7 +278,6 @@ func (r *Router) serviceAll() {
 }
 
 // Queued reports what waits in i's egress queue (<fq-codel>) at the end of the router's
-// last batch: frames and bytes. Any goroutine may ask; zero without a queue.
-func (i *Interface) Queued() netdev.Depth {
-	return netdev.Depth{Frames: i.queued.frames.Load(), Bytes: i.queued.bytes.Load()}
-}
+// last batch: frames, bytes, and how long the oldest has waited at now. Any goroutine may
+// ask; zero without a queue.
+func (i *Interface) Queued(now time.Time) netdev.Depth { return i.queued.at(now) }

@@ -80,7 +80,8 @@ func bulkFrame(vm *Interface, ect bool) []byte {
 
 // TestFQCodelSparseFirst: a bulk flow from one guest fills the uplink's queue; the byte
 // queue limit keeps all but a frame or two of it in the router, where the other guest's sparse
-// frame, arriving last, is the first to leave once the peer acknowledges. Acknowledgements
+// frame, arriving last, is the first to leave once the peer acknowledges. The queue's depth
+// has the oldest frame's sojourn, a bulk one's, before and after the sparse frame leaves. Acknowledgements
 // release the limit, which grows when the peer ran dry while frames waited.
 func TestFQCodelSparseFirst(t *testing.T) {
 	b, vm, vm2, up, upp := fqBench(t, "")
@@ -89,6 +90,7 @@ func TestFQCodelSparseFirst(t *testing.T) {
 		b.r.Handle(vm, bulk, nil, 0)
 	}
 	b.r.Flush()
+	b.clock.advance(2 * time.Millisecond)
 	sparse := udpFrameT(vm2.MAC(), routerMACNic, ip4("10.0.1.3"), ip4("198.18.1.1"), 6000, 7, []byte{1})
 	b.r.Handle(vm2, sparse, nil, 0)
 	b.r.Flush()
@@ -96,8 +98,9 @@ func TestFQCodelSparseFirst(t *testing.T) {
 	if first == 0 || first > 2 {
 		t.Fatalf("%d frames submitted at first, want the limit's 1 or 2", first)
 	}
-	if d := up.Queued(); d.Frames != uint64(41-first) || d.Bytes != uint64(40-first)*1000+43 {
-		t.Fatalf("queue %+v, want %d frames", d, 41-first)
+	b.clock.advance(3 * time.Millisecond)
+	if d := up.Queued(b.clock.t); d.Frames != uint64(41-first) || d.Bytes != uint64(40-first)*1000+43 || d.Sojourn != 5*time.Millisecond {
+		t.Fatalf("queue %+v, want %d frames, the oldest (bulk) 5ms", d, 41-first)
 	}
 	b.r.Flush()
 	if n := len(upp.take()); n != 0 {
@@ -109,15 +112,21 @@ func TestFQCodelSparseFirst(t *testing.T) {
 	if len(sent) == 0 || parse(t, sent[0]).dport != 7 {
 		t.Fatalf("first frame after the acknowledgement is not the sparse one (%d sent)", len(sent))
 	}
+	if d := up.Queued(b.clock.t); d.Sojourn != 5*time.Millisecond {
+		t.Fatalf("queue %+v after the sparse frame left, want the oldest bulk frame's 5ms", d)
+	}
 	if up.eg.bql.Limit() <= 1514 {
 		t.Error("the byte queue limit did not grow when the peer ran dry")
 	}
-	for n := 0; up.Queued().Frames > 0; n++ {
+	for n := 0; up.Queued(b.clock.t).Frames > 0; n++ {
 		if n > 100 {
 			t.Fatal("queue does not drain")
 		}
 		upp.ack(len(upp.inflight))
 		b.r.Flush()
+	}
+	if d := up.Queued(b.clock.t); d != (netdev.Depth{}) {
+		t.Errorf("queue %+v when empty", d)
 	}
 	if got := up.Stats().TxFrames.Load(); got != 41 {
 		t.Errorf("%d frames sent, want 41", got)
@@ -140,7 +149,7 @@ func TestFQCodelDropsAndMarks(t *testing.T) {
 	if over == 0 || upp.discarded != int(over) || b.r.Stats().Overlimit.Load() != over {
 		t.Fatalf("overlimit %d (router %d), %d buffers discarded", over, b.r.Stats().Overlimit.Load(), upp.discarded)
 	}
-	if q := up.Queued().Frames; q > 8 {
+	if q := up.Queued(b.clock.t).Frames; q > 8 {
 		t.Fatalf("%d frames queued over a limit of 8", q)
 	}
 
@@ -181,13 +190,13 @@ func TestFQCodelDetach(t *testing.T) {
 		b.r.Handle(vm2, udpFrameT(vm2.MAC(), routerMACNic, ip4("10.0.1.3"), ip4("198.18.1.1"), 6000, 7, []byte{1}), nil, 0)
 	}
 	b.r.Flush()
-	before := up.Queued().Frames
+	before := up.Queued(b.clock.t).Frames
 	b.r.Detach(vm)
-	if got := up.Queued().Frames; got >= before || got == 0 || upp.holding != int(got) {
+	if got := up.Queued(b.clock.t).Frames; got >= before || got == 0 || upp.holding != int(got) {
 		t.Fatalf("queued %d before, %d after detaching the bulk guest, %d buffers held", before, got, upp.holding)
 	}
 	b.r.Configure(modelOf(t, natConfig))
-	if up.eg != nil || upp.holding != 0 || up.Queued().Frames != 0 {
+	if up.eg != nil || upp.holding != 0 || up.Queued(b.clock.t).Frames != 0 {
 		t.Fatalf("queue left: %v, %d buffers held", up.eg != nil, upp.holding)
 	}
 	upp.take()

@@ -1,8 +1,6 @@
 package router
 
 import (
-	"sync/atomic"
-
 	"github.com/nicstack/nicstack/netdev"
 	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/router/region"
@@ -77,7 +75,7 @@ type Interface struct {
 	heldBytes  int  // of frames waiting for ARP
 	heldFrames int
 	heldSince  int64 // Unix nanoseconds the oldest of them was held
-	held       heldDepth
+	held       publishedDepth
 	links      int // link states this interface opened
 	ram        int // Session.RAM
 	counts     reportCounts
@@ -92,7 +90,7 @@ type Interface struct {
 	// eg holds, as last published.
 	eg     *egress
 	class  int
-	queued struct{ frames, bytes atomic.Uint64 }
+	queued publishedDepth
 }
 
 // Label is the session label.

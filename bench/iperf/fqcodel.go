@@ -62,18 +62,7 @@ func (sc *scenario) patchFQCodel(v string) {
 	if cfg == nil || v == "" {
 		return
 	}
-	for _, d := range cfg.Subs("domain") {
-		kept := d.Nodes[:0]
-		for _, n := range d.Nodes {
-			if n.Type != "fq-codel" {
-				kept = append(kept, n)
-			}
-		}
-		d.Nodes = kept
-		if v == "on" {
-			d.Nodes = append(d.Nodes, &config.Node{Type: "fq-codel", Pos: d.Pos})
-		}
-	}
+	bench.SetFQCodel(cfg, v == "on")
 }
 
 // queueFigure is where one hop's queue stood while traffic flowed: medians over the status

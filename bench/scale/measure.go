@@ -43,11 +43,15 @@ const (
 )
 
 // measure runs the scenario with n guests once.
-func measure(ctx context.Context, b *base, n int, o Options) (run, error) {
+func measure(ctx context.Context, b *base, st setting, o Options) (run, error) {
 	var r run
+	n := st.n
 	t := o.test()
 	t.start = time.Now().Add(startAfter(n))
-	text, err := b.scenario(n, t, o.Domains)
+	text, err := b.scenario(n, t, o.Domains, st.fq)
+	if err == nil && o.FarEndRxBuf != "" {
+		text, err = b.farEndRxBuf(text, o.FarEndRxBuf)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -241,8 +245,8 @@ func pssOf(st supervisor.Status) (map[string]float64, error) {
 	return pss, nil
 }
 
-// drops sums the growth of every counter named *drop* from a to b, by "start counter",
-// leaving out those that did not grow.
+// drops sums the growth of every counter named *drop* (and the fq-codel queues' overlimit)
+// from a to b, by "start counter", leaving out those that did not grow.
 func drops(a, b supervisor.Status) map[string]uint64 {
 	before := map[string]uint64{}
 	for _, cs := range a.Components {
@@ -253,7 +257,7 @@ func drops(a, b supervisor.Status) map[string]uint64 {
 	d := map[string]uint64{}
 	for _, cs := range b.Components {
 		for k, v := range cs.Counters {
-			if key := cs.Name + " " + k; strings.Contains(k, "drop") && v > before[key] {
+			if key := cs.Name + " " + k; (strings.Contains(k, "drop") || k == "overlimit") && v > before[key] {
 				d[key] = v - before[key]
 			}
 		}

@@ -20,15 +20,21 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	if o.FarEndNice != 0 {
 		fmt.Fprintf(out, "the far end runs at nice %d\n", o.FarEndNice)
 	}
+	if o.FarEndRxBuf != "" {
+		fmt.Fprintf(out, "the far end's rx_buf_size is %s\n", o.FarEndRxBuf)
+	}
+	if len(o.FQCodel) > 0 {
+		fmt.Fprintln(out, "each number of guests once per --fq-codel value: on, <fq-codel/> in every domain of the router; uplink, in the uplink's alone; off, none")
+	}
 	fmt.Fprintln(out, "guests  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %    router %CPU")
 	fmt.Fprintln(out, "        sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s")
 	for _, p := range points {
 		if p.Runs == 0 {
-			fmt.Fprintf(out, "%6d  failed: %s\n", p.Guests, p.Error)
+			fmt.Fprintf(out, "%6s  failed: %s\n", p.name(), p.Error)
 			continue
 		}
-		fmt.Fprintf(out, "%6d %4.0f %3.0f-%-4.0f %4.2f  %4.0f %4.1f %4.2f  %4.1f (%4.1f) %4.1f  %5.2f  %5.2f (%5.2f)  %6.1f\n",
-			p.Guests, p.Mbps, p.GuestMbpsMin, p.GuestMbpsMax, p.JainTests, p.SharedMbps, p.SharedSeconds, p.Jain,
+		fmt.Fprintf(out, "%6s %4.0f %3.0f-%-4.0f %4.2f  %4.0f %4.1f %4.2f  %4.1f (%4.1f) %4.1f  %5.2f  %5.2f (%5.2f)  %6.1f\n",
+			p.name(), p.Mbps, p.GuestMbpsMin, p.GuestMbpsMax, p.JainTests, p.SharedMbps, p.SharedSeconds, p.Jain,
 			p.GuestPSSMiB, p.GuestPSSMaxMiB, p.IdleGuestPSSMiB, p.LeaseSeconds, p.IdleCPU, p.IdleGuestsCPU, p.RouterCPUPerGbps)
 	}
 	fmt.Fprintln(out, "the other processes, per number of guests: PSS MiB / idle CPU %")
@@ -40,18 +46,32 @@ func writeTable(out io.Writer, points []Point, o Options) {
 		for _, name := range slices.Sorted(maps.Keys(p.PSSMiB)) {
 			f = append(f, fmt.Sprintf("%s %.1f/%.2f", name, p.PSSMiB[name], p.IdleCPUOf[name]))
 		}
-		fmt.Fprintf(out, "%6d  %s; supervisor -/%.2f\n", p.Guests, strings.Join(f, ", "), p.IdleSupervisorCPU)
+		fmt.Fprintf(out, "%6s  %s; supervisor -/%.2f\n", p.name(), strings.Join(f, ", "), p.IdleSupervisorCPU)
 	}
-	writeGrowth(out, points)
+	for _, fq := range slices.Compact(slices.Sorted(slices.Values(o.FQCodel))) {
+		writeGrowth(out, points, fq)
+	}
+	if len(o.FQCodel) == 0 {
+		writeGrowth(out, points, "")
+	}
 	writeTargets(out, points)
 }
 
-// writeGrowth prints each figure at the most guests over the fewest.
-func writeGrowth(out io.Writer, points []Point) {
+// name is the point's in the table: its number of guests, with its --fq-codel value.
+func (p Point) name() string {
+	if p.FQCodel == "" {
+		return fmt.Sprint(p.Guests)
+	}
+	return fmt.Sprintf("%d %s", p.Guests, p.FQCodel)
+}
+
+// writeGrowth prints each figure at the most guests over the fewest, of the points of one
+// --fq-codel value.
+func writeGrowth(out io.Writer, points []Point, fq string) {
 	var lo, hi *Point
 	for i := range points {
 		p := &points[i]
-		if p.Runs == 0 {
+		if p.Runs == 0 || p.FQCodel != fq {
 			continue
 		}
 		if lo == nil || p.Guests < lo.Guests {
@@ -69,6 +89,9 @@ func writeGrowth(out io.Writer, points []Point) {
 			return "-"
 		}
 		return fmt.Sprintf("x%.2f", b/a)
+	}
+	if fq != "" {
+		fmt.Fprintf(out, "fq-codel %s: ", fq)
 	}
 	fmt.Fprintf(out, "growth from %d to %d guests (x%.0f): aggregate %s, Jain %s, PSS/guest %s, leases %s, idle CPU %s, router CPU per Gbit/s %s\n",
 		lo.Guests, hi.Guests, float64(hi.Guests)/float64(lo.Guests), ratio(lo.Mbps, hi.Mbps), ratio(lo.Jain, hi.Jain),
@@ -105,6 +128,10 @@ func writeTargets(out io.Writer, points []Point) {
 				fmt.Sprintf("leases %.2f s (DHCP alone at most %.2f s) <= %.0f s %s", p.LeaseSeconds, p.DHCPSeconds, targetLeaseTime, met(p.LeaseSeconds <= targetLeaseTime)))
 		}
 		f = append(f, fmt.Sprintf("PSS/guest %.1f MiB (idle %.1f) <= %.0f MiB %s", p.GuestPSSMiB, p.IdleGuestPSSMiB, targetGuestPSS, met(p.GuestPSSMiB <= targetGuestPSS)))
-		fmt.Fprintf(out, "targets at %d guests: %s\n", p.Guests, strings.Join(f, "; "))
+		fq := ""
+		if p.FQCodel != "" {
+			fq = ", fq-codel " + p.FQCodel
+		}
+		fmt.Fprintf(out, "targets at %d guests%s: %s\n", p.Guests, fq, strings.Join(f, "; "))
 	}
 }

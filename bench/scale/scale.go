@@ -32,9 +32,17 @@ type Options struct {
 	// hold their leases: it stands for another machine, and sharing a CPU with N guests at
 	// nice 0 it gets 1/(N+1) of it, so that its share, not the router, bounds the streams.
 	FarEndNice int
-	Runs       int    // runs per number of guests, in rounds; medians are reported
-	JSON       string // also write the points to this file
-	Plot       string // draw the figures against the number of guests into this PNG
+	// FarEndRxBuf, when set, is the far end's rx_buf_size (as its <config> takes it, "12M"):
+	// the buffer of the stream the wire delivers into, which holds what arrives while the far
+	// end waits for its share of the CPU.
+	FarEndRxBuf string
+	// FQCodel, when set, measures every number of guests once per value, in the same rounds:
+	// on, <fq-codel/> in every domain of the router (a scheduler class per guest at the
+	// uplink's egress, docs/isolation.md); uplink, in the domains no guest is in; off, none.
+	FQCodel []string
+	Runs    int    // runs per number of guests, in rounds; medians are reported
+	JSON    string // also write the points to this file
+	Plot    string // draw the figures against the number of guests into this PNG
 	bench.Components
 }
 
@@ -62,13 +70,15 @@ const MiB = 1 << 20
 
 // Point is one number of guests, as printed and written by --json: the medians of its runs.
 type Point struct {
-	Guests     int       `json:"guests"`
-	Direction  string    `json:"direction"`
-	Domains    string    `json:"domains"`
-	FarEndNice int       `json:"far_end_nice"`
-	Runs       int       `json:"runs"`      // runs that measured
-	Mbps       float64   `json:"mbps"`      // aggregate: the sum of the guests' results (receiver side)
-	MbpsRuns   []float64 `json:"mbps_runs"` // each run's aggregate
+	Guests      int       `json:"guests"`
+	Direction   string    `json:"direction"`
+	Domains     string    `json:"domains"`
+	FarEndNice  int       `json:"far_end_nice"`
+	FarEndRxBuf string    `json:"far_end_rx_buf,omitempty"`
+	FQCodel     string    `json:"fq_codel,omitempty"` // the --fq-codel value; empty: the scenario as written
+	Runs        int       `json:"runs"`               // runs that measured
+	Mbps        float64   `json:"mbps"`               // aggregate: the sum of the guests' results (receiver side)
+	MbpsRuns    []float64 `json:"mbps_runs"`          // each run's aggregate
 	// the slowest and the fastest guest of the run of median aggregate
 	GuestMbpsMin float64 `json:"guest_mbps_min"`
 	GuestMbpsMax float64 `json:"guest_mbps_max"`
@@ -129,13 +139,23 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	if o.Verbose {
 		bench.PrintLoad(out)
 	}
-	runs := make([][]run, len(o.Guests))
-	errs := make([]error, len(o.Guests))
-	total := o.Runs * len(o.Guests)
+	fqs := o.FQCodel
+	if len(fqs) == 0 {
+		fqs = []string{""}
+	}
+	var settings []setting
+	for _, n := range o.Guests {
+		for _, fq := range fqs {
+			settings = append(settings, setting{n, fq})
+		}
+	}
+	runs := make([][]run, len(settings))
+	errs := make([]error, len(settings))
+	total := o.Runs * len(settings)
 	for round := range o.Runs {
-		for i, n := range o.Guests {
-			fmt.Fprintf(out, "bench scale: run %d of %d: %d guests ...", round*len(o.Guests)+i+1, total, n)
-			r, err := measure(ctx, b, n, o)
+		for i, st := range settings {
+			fmt.Fprintf(out, "bench scale: run %d of %d: %s ...", round*len(settings)+i+1, total, st)
+			r, err := measure(ctx, b, st, o)
 			if ctx.Err() != nil {
 				fmt.Fprintln(out)
 				return ctx.Err()
@@ -150,9 +170,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 			runs[i] = append(runs[i], r)
 		}
 	}
-	points := make([]Point, len(o.Guests))
-	for i, n := range o.Guests {
-		points[i] = medianPoint(n, o, runs[i], b.prefix)
+	points := make([]Point, len(settings))
+	for i, st := range settings {
+		points[i] = medianPoint(st, o, runs[i], b.prefix)
 		if len(runs[i]) == 0 && errs[i] != nil {
 			points[i].Error = errs[i].Error()
 		}
@@ -179,6 +199,19 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	return nil
 }
 
+// setting is one point's: the number of guests and the --fq-codel value.
+type setting struct {
+	n  int
+	fq string
+}
+
+func (st setting) String() string {
+	if st.fq == "" {
+		return fmt.Sprintf("%d guests", st.n)
+	}
+	return fmt.Sprintf("%d guests, fq-codel %s", st.n, st.fq)
+}
+
 func (o Options) check() error {
 	if o.Runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
@@ -193,6 +226,11 @@ func (o Options) check() error {
 	}
 	if o.Domains != domainsShared && o.Domains != domainsPerGuest {
 		return fmt.Errorf("--domains %q: want %s or %s", o.Domains, domainsShared, domainsPerGuest)
+	}
+	for _, v := range o.FQCodel {
+		if v != "on" && v != "off" && v != fqUplink {
+			return fmt.Errorf("--fq-codel %q: expected on, off or %s", v, fqUplink)
+		}
 	}
 	if o.FarEndNice < -20 || o.FarEndNice > 19 {
 		return fmt.Errorf("--far-end-nice %d: want -20 to 19", o.FarEndNice)
@@ -221,8 +259,8 @@ func sum(xs []float64) float64 {
 }
 
 // medianPoint is the median of each figure over the runs of n guests.
-func medianPoint(n int, o Options, runs []run, prefix string) Point {
-	p := Point{Guests: n, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
+func medianPoint(st setting, o Options, runs []run, prefix string) Point {
+	p := Point{Guests: st.n, FQCodel: st.fq, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, FarEndRxBuf: o.FarEndRxBuf, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
 	if len(runs) == 0 {
 		return p
 	}

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nicstack/nicstack/bench"
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/label"
 )
 
 // base is the scenario the bench multiplies: its embedded guest that runs an iperf client
@@ -81,9 +83,10 @@ const firstPort = 5201
 // receiving it with rx (iperf -R), all starting at the test's start; the far end runs n servers (iperf_servers). Every guest
 // keeps the template's affinity, route and config otherwise, so that the router's policy for
 // the template takes each; with domains per-guest the router gets a domain per guest
-// (splitDomains). Refused: a DHCP server of the router whose range has fewer addresses than
+// (splitDomains); fq on or off puts <fq-codel/> into every domain of the router or takes it out
+// (empty: as the base has it). Refused: a DHCP server of the router whose range has fewer addresses than
 // the guests it serves.
-func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
+func (b *base) scenario(n int, t test, domains, fq string) ([]byte, error) {
 	root, err := config.Parse(b.path, b.data)
 	if err != nil {
 		return nil, err
@@ -129,7 +132,66 @@ func (b *base) scenario(n int, t test, domains string) ([]byte, error) {
 	if err := dhcpFits(root, need); err != nil {
 		return nil, err
 	}
+	if fq != "" {
+		patched := false
+		for _, st := range root.Subs("start") {
+			if cfg := st.Sub("config"); startBinary(st) == routerBinary && cfg != nil {
+				bench.SetFQCodel(cfg, fq != "off")
+				if fq == fqUplink {
+					dropGuestFQCodel(cfg, b.prefix, n)
+				}
+				patched = true
+			}
+		}
+		if !patched {
+			return nil, fmt.Errorf("--fq-codel: the scenario has no %s with a <config>", routerBinary)
+		}
+	}
 	return root.XML(), nil
+}
+
+// farEndRxBuf sets the far end's rx_buf_size in the scenario text.
+func (b *base) farEndRxBuf(text []byte, size string) ([]byte, error) {
+	root, err := config.Parse(b.path, text)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range root.Subs("start") {
+		if st.Name() == b.server {
+			st.Sub("config").Set("rx_buf_size", size)
+		}
+	}
+	return root.XML(), nil
+}
+
+// fqUplink is the --fq-codel value that puts <fq-codel/> into the domains no guest is in
+// (the uplink's), as a deployment would: that is where the guests' traffic queues, and a
+// queue at each guest's interface (the frames to it) costs a scheduler with a class per
+// session for every guest.
+const fqUplink = "uplink"
+
+// dropGuestFQCodel takes <fq-codel> out of every domain of the router config cfg that a
+// policy for one of the n guests PREFIX1.. names.
+func dropGuestFQCodel(cfg *config.Node, prefix string, n int) {
+	guests := map[string]bool{}
+	for _, p := range cfg.Subs("policy") {
+		for i := 1; i <= n; i++ {
+			if !label.SelectorOf(p).Conflicts(label.Prefixed(prefix+strconv.Itoa(i), "")) {
+				guests[p.String("domain", "")] = true
+			}
+		}
+	}
+	for _, d := range cfg.Subs("domain") {
+		if guests[d.Name()] {
+			kept := d.Nodes[:0]
+			for _, c := range d.Nodes {
+				if c.Type != "fq-codel" {
+					kept = append(kept, c)
+				}
+			}
+			d.Nodes = kept
+		}
+	}
 }
 
 // dhcpFits checks that every DHCP server of the scenario's routers leases n addresses.

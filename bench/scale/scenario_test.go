@@ -26,7 +26,7 @@ func TestScenarioMultipliesTheGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 12, 5, 10, 0, 5, 250e6, time.UTC)
-	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true, start: start}, domainsShared)
+	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true, start: start}, domainsShared, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +69,10 @@ func TestScenarioNeedsTheDHCPRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.scenario(8, test{time: time.Second}, domainsShared); err != nil {
+	if _, err := b.scenario(8, test{time: time.Second}, domainsShared, ""); err != nil {
 		t.Errorf("8 guests in 10.0.1.2-9: %v", err)
 	}
-	if _, err := b.scenario(9, test{time: time.Second}, domainsShared); err == nil || !strings.Contains(err.Error(), "dhcp-server 10.0.1.2-10.0.1.9 leases 8 addresses, fewer than the 9 guests") {
+	if _, err := b.scenario(9, test{time: time.Second}, domainsShared, ""); err == nil || !strings.Contains(err.Error(), "dhcp-server 10.0.1.2-10.0.1.9 leases 8 addresses, fewer than the 9 guests") {
 		t.Errorf("9 guests in 10.0.1.2-9: %v", err)
 	}
 }
@@ -96,7 +96,7 @@ func TestScenarioPerGuestDomains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest)
+	text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +137,45 @@ func TestScenarioPerGuestDomains(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
+}
+
+// --fq-codel on puts <fq-codel/> into every domain of the router, the guests' own with
+// per-guest domains too, and the scenario still checks; uplink into the uplink's alone; off
+// takes them out.
+func TestScenarioFQCodel(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fq := range []string{"on", "uplink", "off"} {
+		text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest, fq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, err := config.Parse("scale.xml", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		domains := 0
+		for _, st := range root.Subs("start") {
+			if st.Name() != "nic_router" {
+				continue
+			}
+			for _, d := range st.Sub("config").Subs("domain") {
+				domains++
+				want := fq == "on" || fq == "uplink" && d.Name() == "uplink"
+				if has := d.Sub("fq-codel") != nil; has != want {
+					t.Errorf("fq-codel %s: domain %s has <fq-codel>: %v", fq, d.Name(), has)
+				}
+			}
+		}
+		if domains != 3 {
+			t.Errorf("fq-codel %s: %d domains, want 3", fq, domains)
+		}
+		benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
+	}
 }

@@ -25,10 +25,10 @@ func TestLoopFQCodel(t *testing.T) {
 	deaf.done.Wait()
 	ifc := deaf.a.Interface()
 	waitFor(t, "overlimit drops at the deaf client", func() bool {
-		return ifc.Stats().Overlimit.Load() > 0 && l.Stats().Overlimit.Load() > 0 && ifc.Queued().Frames > 0
+		return ifc.Stats().Overlimit.Load() > 0 && l.Stats().Overlimit.Load() > 0 && ifc.Queued(time.Now()).Frames > 0
 	})
 	for range 10 { // the queue stands within its limit: a quarter of the stream's 64 entries
-		if q := ifc.Queued(); q.Frames > 16 {
+		if q := ifc.Queued(time.Now()); q.Frames > 16 {
 			t.Fatalf("deaf client's egress queue %d frames, over the limit of 16", q.Frames)
 		}
 		time.Sleep(5 * time.Millisecond)

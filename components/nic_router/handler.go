@@ -162,7 +162,7 @@ func (h *Handler) Open(s *component.Session) error {
 	ifc := a.Interface()
 	// The hops dropHops takes away again.
 	h.c.Queue(component.Hop(label, "arp"), func() netdev.Depth { return ifc.Held(time.Now()) })
-	h.c.Queue(component.Hop(label, "fq-codel"), ifc.Queued)
+	h.c.Queue(component.Hop(label, "fq-codel"), func() netdev.Depth { return ifc.Queued(time.Now()) })
 	h.attached[s.ID] = a
 	h.sessions[s.ID] = s
 	return nil

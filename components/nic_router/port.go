@@ -114,10 +114,16 @@ func (p *Port) Discard(id uint64) { p.out.Release(heldPacket(id)) }
 // Unacked is what out has in flight.
 func (p *Port) Unacked() (frames, bytes int) { return p.out.InFlight(), p.out.InFlightBytes() }
 
-// Buffer is what out can hold: descriptors or blocks, the fewer, and bytes.
+// Buffer is what out can hold: descriptors or blocks, the fewer, and bytes, the buffer's or
+// the bound of bytes in flight the session's route set, the fewer (the egress queue sizes
+// itself within it).
 func (p *Port) Buffer() (frames, bytes int) {
 	c := p.out.Config()
-	return min(c.QueueSize, c.BulkSize/packetstream.BlockSize), c.BulkSize
+	bytes = c.BulkSize
+	if b := p.out.QueueBytes(); b > 0 {
+		bytes = min(bytes, b)
+	}
+	return min(c.QueueSize, c.BulkSize/packetstream.BlockSize), bytes
 }
 
 // heldPacket is the packet of a frameID.

@@ -48,6 +48,9 @@ func TestNoAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(10000, st.one); n != 0 {
 		t.Errorf("%v allocations an Enqueue and Dequeue", n)
 	}
+	if n := testing.AllocsPerRun(100, func() { st.s.Oldest() }); n != 0 {
+		t.Errorf("%v allocations an Oldest", n)
+	}
 	// Over the limit: batch drops from the fattest flow.
 	cfg := Defaults
 	cfg.Limit = 100

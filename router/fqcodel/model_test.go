@@ -53,6 +53,18 @@ func (m *model) packets() (n int) {
 	return n
 }
 
+// oldest is the earliest enqueue time of a frame queued, 0 when none is.
+func (m *model) oldest() (t int64) {
+	for _, c := range m.classes {
+		for _, f := range c.flows {
+			if len(f.q) > 0 && (t == 0 || f.q[0].t < t) {
+				t = f.q[0].t
+			}
+		}
+	}
+	return t
+}
+
 func (c *mclass) packets() (n int) {
 	for _, f := range c.flows {
 		n += len(f.q)
@@ -350,6 +362,9 @@ func TestMatchesModel(t *testing.T) {
 			}
 			if s.Len() != m.packets() || s.Backlog() != m.bytes() {
 				t.Fatalf("%d queued, %d bytes; model %d, %d", s.Len(), s.Backlog(), m.packets(), m.bytes())
+			}
+			if at, ok := s.Oldest(); ok != (m.packets() > 0) || ok && at != m.oldest() {
+				t.Fatalf("oldest %d (%v), model %d", at, ok, m.oldest())
 			}
 			for i := range m.classes {
 				if s.ClassLen(i) != m.classes[i].packets() || s.classes[i].backlog != m.classes[i].bytes() {

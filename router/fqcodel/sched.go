@@ -230,6 +230,28 @@ func (s *Scheduler) Stats() Stats { return s.stats }
 func (s *Scheduler) Len() int     { return s.packets }
 func (s *Scheduler) Backlog() int { return s.backlog }
 
+// Oldest is when the oldest frame queued was enqueued (the caller's clock), false when none
+// is: the earliest of the flows' heads, as each flow is a FIFO. It walks the active classes'
+// flow lists, so it costs a look at each flow with frames, nothing per frame; the caller asks
+// once a batch, not per frame.
+func (s *Scheduler) Oldest() (int64, bool) {
+	var at int64
+	found := false
+	for _, l := range [2]*list{&s.newC, &s.oldC} {
+		for ci := l.head; ci != nilIdx; ci = s.classes[ci].next {
+			c := &s.classes[ci]
+			for _, fl := range [2]*list{&c.newF, &c.oldF} {
+				for fi := fl.head; fi != nilIdx; fi = c.flows[fi].next {
+					if h := c.flows[fi].head; h != nilIdx && (!found || s.entries[h].time < at) {
+						at, found = s.entries[h].time, true
+					}
+				}
+			}
+		}
+	}
+	return at, found
+}
+
 // ClassLen is the number of frames queued in class c.
 func (s *Scheduler) ClassLen(c int) int { return s.classes[c].packets }
 

@@ -87,12 +87,19 @@ func TestComponentSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := &controlpb.StreamSize{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize}
-	req := &controlpb.OpenSessionRequest{SessionId: 7, Role: controlpb.Role_SERVER, Service: "Nic", Label: "c -> x", Tx: size, Rx: size, Files: 6}
+	// The route's bounds of bytes in flight: the server's applies to its RX stream (the one
+	// it sends on), the client's TX bound is the client's.
+	txSize := &controlpb.StreamSize{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize, QueueBytes: 2000}
+	rxSize := &controlpb.StreamSize{QueueSize: 16, BulkSize: 16 * packetstream.BlockSize, QueueBytes: 1000}
+	req := &controlpb.OpenSessionRequest{SessionId: 7, Role: controlpb.Role_SERVER, Service: "Nic", Label: "c -> x", Tx: txSize, Rx: rxSize, Files: 6}
 	if _, err := c.OpenSession(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.opened) != 1 || rec.opened[0].Server == nil || rec.opened[0].Label != "c -> x" {
 		t.Fatalf("opened: %+v", rec.opened)
+	}
+	if b := rec.opened[0].Server.RX.QueueBytes(); b != 1000 {
+		t.Errorf("the server's RX stream bounded at %d bytes, want the request's 1000", b)
 	}
 
 	// A frame from the client side shows in the server's counters.

@@ -153,10 +153,16 @@ func openStream(s *Session, files []*os.File, req *controlpb.OpenSessionRequest)
 		return err
 	}
 	defer sf.Close() // the mappings and duplicated eventfds outlive the received files
+	// Each side bounds the bytes in flight of the stream it sends on as the session's route
+	// says (supervisor.QueueBounds).
 	if s.Role == Client {
-		s.Client, err = packetstream.OpenClient(sf)
+		if s.Client, err = packetstream.OpenClient(sf); err == nil {
+			s.Client.TX.SetQueueBytes(int(req.GetTx().GetQueueBytes()))
+		}
 	} else {
-		s.Server, err = packetstream.OpenServer(sf)
+		if s.Server, err = packetstream.OpenServer(sf); err == nil {
+			s.Server.RX.SetQueueBytes(int(req.GetRx().GetQueueBytes()))
+		}
 	}
 	return err
 }

@@ -87,3 +87,17 @@ func TestQueueBytes(t *testing.T) {
 		t.Errorf("%.1f allocations per round", allocs)
 	}
 }
+
+// The default bound: 10 ms at 1 Gbit/s for Genode's default buffer and a TAP's 12 MiB one,
+// the whole buffer when it is smaller.
+func TestDefaultQueueBytes(t *testing.T) {
+	for _, c := range []struct{ bulk, want int }{
+		{DefaultConfig().BulkSize, 1250000},
+		{12 << 20, 1250000},
+		{64 * BlockSize, 64 * BlockSize},
+	} {
+		if got := (Config{QueueSize: 1024, BulkSize: c.bulk}).DefaultQueueBytes(); got != c.want {
+			t.Errorf("buffer %d: %d, want %d", c.bulk, got, c.want)
+		}
+	}
+}

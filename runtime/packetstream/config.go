@@ -27,6 +27,25 @@ const BlockSize = 1600
 // so that the IP header behind a 14-byte Ethernet header is 4-byte aligned (Genode does so).
 const IPAlignShift = 2
 
+// Default bound of a source's bytes in flight (Source.SetQueueBytes), for a stream whose
+// source has no scheduler above it: what the link carries in 10 ms, at the rate of the
+// scenarios' wire, 1 Gbit/s: 1250000 bytes. Twice CoDel's target of 5 ms, not the target
+// itself: a source and its peer share CPUs here, and at 5 ms (625000 bytes) the stream ran
+// dry while the source waited for its CPU, 5-7 % of bench iperf's throughput
+// (docs/isolation.md). At least four 64 KiB super-frames, so that a source with offloads still
+// batches; at most the buffer.
+const (
+	QueueLinkRate = 1e9 / 8 // bytes per second
+	QueueTime     = 10e-3   // seconds
+	minQueueBytes = 4 << 16
+)
+
+// DefaultQueueBytes is the default bound of the bytes in flight of a source whose stream has
+// c's buffer: QueueLinkRate x QueueTime, at least four super-frames, at most BulkSize.
+func (c Config) DefaultQueueBytes() int {
+	return min(c.BulkSize, max(int(QueueLinkRate*QueueTime), minQueueBytes))
+}
+
 // Limits of a Config.
 const (
 	MinQueueSize = 2

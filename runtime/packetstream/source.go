@@ -260,6 +260,9 @@ func (s *Source) bytesFit(size int) bool {
 // bound is the source's alone: the sink needs not know it.
 func (s *Source) SetQueueBytes(n int) { s.queueBytes = max(n, 0) }
 
+// QueueBytes is the bound SetQueueBytes set (0: none).
+func (s *Source) QueueBytes() int { return s.queueBytes }
+
 // AckAvail reports whether an acknowledgement is waiting.
 func (s *Source) AckAvail() bool { return s.ack.avail() }
 

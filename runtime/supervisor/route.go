@@ -6,6 +6,7 @@ import (
 
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/label"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // Route is a <route> or <default-route>: rules tried in order, the first match decides.
@@ -79,8 +80,33 @@ type Target struct {
 	Child    string
 	Label    string
 	HasLabel bool
-	Pos      config.Pos
+	// TxQueueBytes and RxQueueBytes bound the bytes in flight of a packet-stream session's
+	// sources, as Genode's session arguments tx_buf_size and rx_buf_size size its buffers:
+	// tx_queue_bytes the client's (its TX stream), rx_queue_bytes the server's (its RX
+	// stream); 0: none; -1: not given, the default (QueueBounds).
+	TxQueueBytes, RxQueueBytes int
+	Pos                        config.Pos
 }
+
+// QueueBounds are the bounds of the bytes in flight (packetstream.Source.SetQueueBytes) of a
+// session's sources, the client's TX stream of geometry tx and the server's RX stream, as
+// target t (nil: none) gives them. By default the client's is tx.DefaultQueueBytes(): a
+// client's source (a guest's stack, a driver's RX path, a TAP's reader) has no scheduler above
+// it, so the stream would hold a standing queue; the server's none, as the server is where a
+// scheduler sits (nic_router's <fq-codel>, which sizes its queue within the stream).
+func QueueBounds(t *Target, tx packetstream.Config) (txBytes, rxBytes int) {
+	txBytes = tx.DefaultQueueBytes()
+	if t != nil && t.TxQueueBytes >= 0 {
+		txBytes = t.TxQueueBytes
+	}
+	if t != nil && t.RxQueueBytes >= 0 {
+		rxBytes = t.RxQueueBytes
+	}
+	return txBytes, rxBytes
+}
+
+// maxQueueBytes bounds tx_queue_bytes and rx_queue_bytes: a stream's buffer at most.
+const maxQueueBytes = packetstream.MaxBulkSize
 
 func (t *Target) String() string {
 	s := "<parent/>"
@@ -116,7 +142,7 @@ func parseRoute(n *config.Node) (*Route, error) {
 			continue // reported by the schema check
 		}
 		for _, t := range c.Children() {
-			target := &Target{Pos: t.Pos}
+			target := &Target{Pos: t.Pos, TxQueueBytes: -1, RxQueueBytes: -1}
 			switch t.Type {
 			case "parent":
 				target.Kind = TargetParent
@@ -132,6 +158,24 @@ func parseRoute(n *config.Node) (*Route, error) {
 			}
 			if a, ok := t.Attr("label"); ok {
 				target.Label, target.HasLabel = a.Value, true
+			}
+			for _, q := range []struct {
+				name string
+				v    *int
+			}{{"tx_queue_bytes", &target.TxQueueBytes}, {"rx_queue_bytes", &target.RxQueueBytes}} {
+				if !t.Has(q.name) {
+					continue
+				}
+				v, err := t.Number(q.name, 0)
+				if err == nil && v > maxQueueBytes {
+					a, _ := t.Attr(q.name)
+					err = config.Errorf(a.Pos, "%s=%q: more than a stream's largest buffer (%d bytes)", q.name, a.Value, maxQueueBytes)
+				}
+				if err != nil {
+					e.add(err)
+					continue
+				}
+				*q.v = int(v)
 			}
 			rule.Targets = append(rule.Targets, target)
 		}

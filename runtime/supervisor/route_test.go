@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 func mustScenario(t *testing.T, xml string) *Scenario {
@@ -175,6 +177,56 @@ func TestAlias(t *testing.T) {
 	} {
 		if _, err := ParseScenario("test.xml", []byte(bad.scenario)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: got %v, want %q", bad.scenario, err, bad.want)
+		}
+	}
+}
+
+// tx_queue_bytes and rx_queue_bytes on a route's target bound the bytes in flight of the
+// session's sources; without them the client's is 10 ms at 1 Gbit/s (its buffer when smaller)
+// and the server's none; a bad value is refused at its file:line.
+func TestQueueBounds(t *testing.T) {
+	sc := mustScenario(t, `<config>
+	<parent-provides> <service name="LOG"/> </parent-provides>
+	<start name="r"> <provides> <service name="Nic"/> </provides> </start>
+	<start name="vm">
+		<route>
+			<service name="Nic" label="small"> <child name="r" tx_queue_bytes="64K" rx_queue_bytes="100000"/> </service>
+			<service name="Nic" label="none"> <child name="r" tx_queue_bytes="0"/> </service>
+			<service name="Nic"> <child name="r"/> </service>
+		</route>
+	</start>
+</config>`)
+	genode := packetstream.DefaultConfig()
+	small := packetstream.Config{QueueSize: 64, BulkSize: 64 * packetstream.BlockSize}
+	for _, tc := range []struct {
+		label  string
+		cfg    packetstream.Config
+		tx, rx int
+	}{
+		{"small", genode, 64 << 10, 100000},
+		{"none", genode, 0, 0},
+		{"other", genode, 1250000, 0},
+		{"other", small, 64 * packetstream.BlockSize, 0},
+	} {
+		d, err := sc.Resolve(sc.Start("vm"), "Nic", tc.label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tx, rx := QueueBounds(d.Target, tc.cfg); tx != tc.tx || rx != tc.rx {
+			t.Errorf("%s, buffer %d: tx %d rx %d, want %d %d", tc.label, tc.cfg.BulkSize, tx, rx, tc.tx, tc.rx)
+		}
+	}
+	for _, bad := range []struct{ attr, want string }{
+		{`tx_queue_bytes="lots"`, `test.xml:4:`},
+		{`rx_queue_bytes="3G"`, `test.xml:4:`},
+	} {
+		_, err := ParseScenario("test.xml", []byte(`<config>
+	<parent-provides> <service name="LOG"/> </parent-provides>
+	<start name="r"> <provides> <service name="Nic"/> </provides> </start>
+	<start name="vm"> <route> <service name="Nic"> <child name="r" `+bad.attr+`/> </service> </route> </start>
+</config>`))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want an error at %s", bad.attr, err, bad.want)
 		}
 	}
 }

@@ -100,7 +100,7 @@ func (sc *Scenario) Child(name string) *Start {
 // Ignored lists what of it nicstack accepts without effect.
 var Schema = func() *config.Schema {
 	service := &config.Schema{Type: "service", Attrs: []string{"name"}}
-	targetAttrs := []string{"label"}
+	targetAttrs := []string{"label", "tx_queue_bytes", "rx_queue_bytes"}
 	targets := []*config.Schema{
 		{Type: "parent", Attrs: targetAttrs},
 		{Type: "child", Attrs: append([]string{"name"}, targetAttrs...)},

@@ -249,8 +249,9 @@ func (s *Supervisor) open(r *request) {
 	if r.device != nil {
 		req.Device = component.DeviceSpecProto(*r.device)
 	} else {
-		req.Tx = &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize)}
-		req.Rx = &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize)}
+		txBytes, rxBytes := QueueBounds(r.decision.Target, r.tx)
+		req.Tx = &controlpb.StreamSize{QueueSize: uint32(r.tx.QueueSize), BulkSize: uint32(r.tx.BulkSize), QueueBytes: uint32(txBytes)}
+		req.Rx = &controlpb.StreamSize{QueueSize: uint32(r.rx.QueueSize), BulkSize: uint32(r.rx.BulkSize), QueueBytes: uint32(rxBytes)}
 	}
 	// The session counts as open from here (its ram charged, its id known), so that closing it
 	// meanwhile queues the server's CloseSession behind its OpenSession.

@@ -7,6 +7,7 @@ package guest
 import (
 	"fmt"
 	"hash/fnv"
+	"math/bits"
 	"net"
 	"net/netip"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/nicstack/nicstack/internal/rr"
 	"github.com/nicstack/nicstack/runtime/config"
 	"github.com/nicstack/nicstack/runtime/netns"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 // Schema is the <config> of the vm and remote_host components:
@@ -48,6 +50,11 @@ import (
 // --latency-guest separate`): it times its "load" round trips where that test would have
 // its own, then, once that test has ended, the idle ones. iperf_start (RFC 3339) holds an embedded guest's iperf client
 // until that time, so that many guests' tests start together (`bench scale`).
+// tx_buf_size and rx_buf_size size an embedded guest's session buffers, as Genode's lwip
+// takes them (bytes, K or M; default Genode's 1600 KiB, 1024 frames of 1600 bytes): the
+// queue of each stream gets a descriptor per 1600 bytes, so a larger buffer holds as many more
+// full-sized frames (`bench scale --far-end-rx-buf`: a far end that gets the CPU in slices
+// takes in what the wire brought meanwhile).
 // iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
 // each serves one test at a time as iperf3 does, so a far end that N guests measure against
 // at once (`nicstack bench scale`) runs one per guest.
@@ -57,7 +64,7 @@ import (
 // gateway6 if given; a netns guest's TAP accepts router advertisements as Linux does, beside
 // tap_address6 and tap_gateway6 if given (docs/ipv6.md).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "tx_buf_size", "rx_buf_size", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
 	"tap_address6", "tap_gateway6", "exec", "socket", "queues",
 }}
@@ -79,6 +86,8 @@ type Config struct {
 	// IperfServers is how many iperf servers an embedded guest runs, on consecutive ports
 	// from Iperf's (1 unless iperf_servers says more).
 	IperfServers int
+	// TX and RX are an embedded guest's session streams (tx_buf_size, rx_buf_size).
+	TX, RX packetstream.Config
 	// IperfStart holds an embedded iperf client until then; zero: it starts at once.
 	IperfStart time.Time
 	RR         *rr.Command // nil: no request/response test
@@ -195,6 +204,14 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		}
 		if servers < 1 || servers > maxIperfServers || c.Iperf.Port+int(servers)-1 > 65535 {
 			return c, config.Errorf(a.Pos, "iperf_servers=%d: want 1 to %d servers on ports %d and up to 65535", servers, maxIperfServers, c.Iperf.Port)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		cfg  *packetstream.Config
+	}{{"tx_buf_size", &c.TX}, {"rx_buf_size", &c.RX}} {
+		if *b.cfg, err = bufSize(n, b.name, c.Guest); err != nil {
+			return c, err
 		}
 	}
 	if a, ok := n.Attr("rr"); ok {
@@ -359,4 +376,25 @@ func (cfg Config) TapArgs() map[string]string {
 
 func (c Config) String() string {
 	return fmt.Sprintf("guest=%s mac=%s mtu=%d offload=%v", c.Guest, c.MAC, c.MTU, c.Offload)
+}
+
+// bufSize is the stream an embedded guest's attribute name (tx_buf_size, rx_buf_size) sizes:
+// Genode's default without it; with it, that many bytes of buffer and a descriptor per block.
+func bufSize(n *config.Node, name, guest string) (packetstream.Config, error) {
+	c := packetstream.DefaultConfig()
+	a, ok := n.Attr(name)
+	if !ok {
+		return c, nil
+	}
+	v, err := n.Number(name, 0)
+	if err != nil {
+		return c, err
+	}
+	blocks := v / packetstream.BlockSize
+	if guest != "embedded" || blocks < 1 || blocks > packetstream.MaxQueueSize {
+		return c, config.Errorf(a.Pos, "%s=%q: an embedded guest's buffer of %d to %d bytes", name, a.Value, packetstream.BlockSize, packetstream.MaxQueueSize*packetstream.BlockSize)
+	}
+	c.BulkSize = int(blocks) * packetstream.BlockSize
+	c.QueueSize = max(packetstream.MinQueueSize, 1<<bits.Len64(blocks-1)) // a power of two, a descriptor per block
+	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/runtime/config"
+	"github.com/nicstack/nicstack/runtime/packetstream"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -50,6 +51,11 @@ func TestParseConfig(t *testing.T) {
 		{`<config address="198.18.0.2/24" iperf="-s" iperf_servers="0"/>`, "iperf_servers=0"},
 		{`<config address="198.18.0.2/24" iperf="-s -p 65535" iperf_servers="2"/>`, "iperf_servers=2"},
 		{`<config guest="netns" tap_address="10.0.1.2/24" iperf="-s" iperf_servers="2"/>`, "iperf_servers"},
+		{`<config address="198.18.0.2/24" iperf="-s" rx_buf_size="12M" tx_buf_size="1600"/>`, ""},
+		{`<config rx_buf_size="1599"/>`, "vm.xml:1:9: rx_buf_size="},
+		{`<config tx_buf_size="200M"/>`, "tx_buf_size="},
+		{`<config rx_buf_size="lots"/>`, "rx_buf_size"},
+		{`<config guest="netns" tap_address="10.0.1.2/24" rx_buf_size="12M"/>`, "embedded guest's buffer"},
 		{`<config address6="2001:db8::2/64" gateway6="fe80::1" iperf="-c 2001:db8:ffff::2 -6 -t 5"/>`, ""},
 		{`<config gateway6="2001:db8::1" rr="-c 2001:db8:ffff::2 -6"/>`, ""},
 		{`<config address6="10.0.1.2/24"/>`, "IPv6 prefix"},
@@ -87,5 +93,31 @@ func TestParseConfig(t *testing.T) {
 	a, b := defaultMAC("vm"), defaultMAC("vm2")
 	if a.String() == b.String() || a[0]&2 == 0 {
 		t.Errorf("default MACs %v, %v: want distinct, locally administered", a, b)
+	}
+}
+
+// rx_buf_size and tx_buf_size size an embedded guest's streams: that buffer, rounded down to
+// whole blocks, a descriptor per block; Genode's default without them.
+func TestBufSize(t *testing.T) {
+	for _, tc := range []struct {
+		xml    string
+		tx, rx packetstream.Config
+	}{
+		{`<config/>`, packetstream.DefaultConfig(), packetstream.DefaultConfig()},
+		{`<config rx_buf_size="12M" tx_buf_size="4000"/>`,
+			packetstream.Config{QueueSize: 2, BulkSize: 2 * packetstream.BlockSize},
+			packetstream.Config{QueueSize: 8192, BulkSize: 7864 * packetstream.BlockSize}},
+	} {
+		n, err := config.Parse("vm.xml", []byte(tc.xml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ParseConfig(n, "vm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.TX != tc.tx || cfg.RX != tc.rx || cfg.RX.Validate() != nil {
+			t.Errorf("%s: tx %+v rx %+v, want %+v %+v", tc.xml, cfg.TX, cfg.RX, tc.tx, tc.rx)
+		}
 	}
 }

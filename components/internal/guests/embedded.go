@@ -494,7 +494,7 @@ func (e *Embedded) Configure(typed any) error {
 	}
 	e.c.Queue("stack tx", e.host.Stack().Queue)
 	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address, "address6", cfg.Address6)
-	e.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), packetstream.DefaultConfig(), packetstream.DefaultConfig())
+	e.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), cfg.TX, cfg.RX)
 	return nil
 }
 
