@@ -406,6 +406,7 @@ func (d *Driver) startThrottle() uint32 {
 		return d.cfg.RxIrqThrottle
 	}
 	d.mod = NewModeration(d.clock.Now(), d.cnt)
+	d.mod.SetTXLimit(d.cfg.TxBQL)
 	return d.mod.Class().ITR()
 }
 
@@ -430,6 +431,9 @@ func (d *Driver) Configure(cfg Config) error {
 	}
 	if !cfg.TxBQL {
 		d.txLimited = false // a stall goes on as a full ring's, resumed by TXQE
+	}
+	if d.mod != nil {
+		d.mod.SetTXLimit(cfg.TxBQL)
 	}
 	d.publishLimit()
 	d.maskTX()
