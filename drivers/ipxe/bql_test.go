@@ -51,7 +51,7 @@ func bqlRun(t *testing.T, cfg ipxe.Config, frames int, size func(i int) int) (*r
 func TestTxBQL(t *testing.T) {
 	const frames = 8 * ipxe.RingSize
 	size := func(i int) int { return 60 + (i*397)%1455 }
-	cfg := ipxe.DefaultConfig()
+	cfg := plainConfig()
 	_, without := bqlRun(t, cfg, frames, size)
 	cfg.TxBQL = true
 	r, with := bqlRun(t, cfg, frames, size)
@@ -82,7 +82,7 @@ func TestTxBQL(t *testing.T) {
 // TestTxBQLLive: tx_bql switched on with frames in flight counts them, switched off drops the
 // limit to 0 on the counter and lets the ring fill again.
 func TestTxBQLLive(t *testing.T) {
-	r := newRig(t, "82574L", ipxe.DefaultConfig())
+	r := newRig(t, "82574L", plainConfig())
 	r.waitLink(t)
 	for i := range 10 {
 		r.up.tx = append(r.up.tx, frame(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, 1000, i))
