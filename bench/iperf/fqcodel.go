@@ -13,7 +13,8 @@ import (
 )
 
 // --fq-codel on,off runs every point of the matrix with <fq-codel/> in every domain of the
-// nic_router's config and without any, in the same rounds (docs/isolation.md), and prints
+// nic_router's config and qdisc="fq_codel" at the embedded far end, and without any, in the
+// same rounds (docs/isolation.md), and prints
 // what the targets compare: the 1-byte round trip under load against idle, the
 // throughput with against without, and where each hop's queue stood while traffic flowed.
 
@@ -56,11 +57,18 @@ func (sc *scenario) routerConfig() *config.Node {
 }
 
 // patchFQCodel puts <fq-codel/> (defaults) into every domain of the router's config (on), or
-// takes every <fq-codel> out (off).
+// takes every <fq-codel> out (off); and gives the far end, an embedded guest with an iperf
+// server, the egress of a Linux host's default qdisc (qdisc="fq_codel") or none: flow
+// queueing at every hop where a scheduler stands, or nowhere.
 func (sc *scenario) patchFQCodel(v string) {
 	cfg := sc.routerConfig()
 	if cfg == nil || v == "" {
 		return
+	}
+	for _, srv := range sc.servers {
+		if srv.String("guest", "embedded") == "embedded" {
+			srv.Set("qdisc", map[string]string{"on": "fq_codel", "off": "none"}[v])
+		}
 	}
 	bench.SetFQCodel(cfg, v == "on")
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // TestFQCodelMatrix: --fq-codel doubles every point, the router's config of an "on" run has
-// <fq-codel/> in each domain (valid for model.Parse) and of an "off" run none, and a bad
+// <fq-codel/> in each domain (valid for model.Parse) and of an "off" run none, the far end
+// qdisc="fq_codel" or "none", and a bad
 // value or a scenario without nic_router is refused.
 func TestFQCodelMatrix(t *testing.T) {
 	sc, err := loadScenario("../../deploy/sculpt_iperf.hid")
@@ -41,6 +42,9 @@ func TestFQCodelMatrix(t *testing.T) {
 		c := model.Parse(cfg)
 		if len(c.Problems) > 0 {
 			t.Fatalf("%s: %v", v, c.Problems)
+		}
+		if far := map[string]string{"on": `qdisc="fq_codel"`, "off": `qdisc="none"`}[v]; bytes.Count(text, []byte(far)) != 1 {
+			t.Errorf("fq-codel %s: the far end's config has no %s", v, far)
 		}
 		for name, d := range c.Domains {
 			if (d.FQCodel != nil) != (v == "on") || bytes.Count(text, []byte("<fq-codel")) != map[string]int{"on": 2, "off": 0}[v] {

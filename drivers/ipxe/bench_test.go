@@ -91,9 +91,7 @@ func (l *lineRig) step(dt time.Duration) {
 
 // TestNoAllocationPerFrame: at line rate both ways, neither the driver nor the model allocates.
 func TestNoAllocationPerFrame(t *testing.T) {
-	bql := ipxe.DefaultConfig()
-	bql.TxBQL = true
-	for _, cfg := range []ipxe.Config{ipxe.DefaultConfig(), {TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone}, bql} {
+	for _, cfg := range []ipxe.Config{plainConfig(), {TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone}, ipxe.DefaultConfig()} {
 		l := newLineRig(t, cfg)
 		rx := [][]byte{frame(nicMAC, 1514, 2)}
 		l.drv.Transmit()

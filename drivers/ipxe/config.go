@@ -42,11 +42,13 @@ func (p PhyReset) String() string {
 
 // Config is the driver's configuration, the attributes of its <config> node:
 //
-//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="no" phy_reset="auto" pci="0000:00:02.0"/>
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" phy_reset="auto" pci="0000:00:02.0"/>
 //
-// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" bounds the
-// TX ring's bytes in flight by a limit learned from completions (netdev/dql); frames beyond it
-// wait in the Uplink session. pci names a PCI device (bound to vfio-pci) the driver gets
+// rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" (the
+// default) bounds the TX ring's bytes in flight by a limit learned from completions
+// (netdev/dql), with TXDW unmasked so that every interrupt brings them; frames beyond it wait
+// in the Uplink session, where the router's <fq-codel> schedules them (docs/isolation.md).
+// "no" lets the router's bursts fill the ring. pci names a PCI device (bound to vfio-pci) the driver gets
 // through VFIO from its parent's Platform service; without it the driver drives the emulated
 // NIC of its Platform session.
 type Config struct {
@@ -68,7 +70,7 @@ const DefaultRxIrqThrottle = 651
 
 // DefaultConfig is the configuration of an empty <config/>.
 func DefaultConfig() Config {
-	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, PhyReset: PhyResetAuto}
+	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, TxBQL: true, PhyReset: PhyResetAuto}
 }
 
 // ParseThrottle reads a value of rx_irq_throttle: an ITR interval in 256 ns units (0-65535,
@@ -115,7 +117,7 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, config.Errorf(a.Pos, "attribute \"tx_irq\" of <%s>: %q is not queue_empty or descriptor_done", n.Type, a.Value)
 		}
 	}
-	if c.TxBQL, err = n.Bool("tx_bql", false); err != nil {
+	if c.TxBQL, err = n.Bool("tx_bql", true); err != nil {
 		return c, err
 	}
 	if a, ok := n.Attr("phy_reset"); ok {

@@ -12,7 +12,7 @@ import (
 // TestTXQueue: frames handed to the NIC stand in the TX ring with their bytes and the age of
 // their batch until the NIC writes them back, whether the driver has reaped them or not.
 func TestTXQueue(t *testing.T) {
-	r := newRig(t, "82574L", ipxe.DefaultConfig())
+	r := newRig(t, "82574L", plainConfig())
 	r.waitLink(t)
 	if q := r.drv.TXQueue(); q != (netdev.Depth{}) {
 		t.Fatalf("empty ring: %+v", q)

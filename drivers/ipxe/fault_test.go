@@ -97,7 +97,7 @@ func TestDeviceVanishes(t *testing.T) {
 // in it. The watchdog reports the hang (a log line, tx_hangs) and resets the device; the
 // link and with it the Uplink session stay, and traffic resumes once DMA works again.
 func TestDMAFault(t *testing.T) {
-	r := newRig(t, "82574L", ipxe.DefaultConfig())
+	r := newRig(t, "82574L", plainConfig())
 	r.waitLink(t)
 	r.exchange(0, 20)
 	r.dev.Inject(intel.FaultDMA)

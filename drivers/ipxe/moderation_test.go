@@ -72,7 +72,8 @@ func TestModerationIdleBulkRequestResponse(t *testing.T) {
 }
 
 // The stream class is left for bulk at once when an interrupt took most of the RX ring (and
-// then needs twice as long to return); a sent stream enters it as a received one does.
+// then needs twice as long to return); a sent stream enters it as a received one does, unless
+// the TX ring has a byte limit.
 func TestModerationStreamGuards(t *testing.T) {
 	now := time.Duration(0)
 	m := ipxe.NewModeration(now, ipxe.NewCounters(nil))
@@ -90,6 +91,16 @@ func TestModerationStreamGuards(t *testing.T) {
 	sent := ipxe.NewModeration(now, ipxe.NewCounters(nil))
 	// The guest sends: 20 full frames out and 10 acknowledgements in per interrupt.
 	sameMoves(t, "a sent stream", traffic(sent, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency, ipxe.StreamLatency)
+
+	// With a TX byte limit the sent stream stays at bulk (the limit would otherwise learn
+	// 1.43 ms of wire between completions), a received one still becomes a stream, and a
+	// limit switched on in the stream class leaves it at the next verdicts.
+	limited := ipxe.NewModeration(now, ipxe.NewCounters(nil))
+	limited.SetTXLimit(true)
+	sameMoves(t, "a sent stream with tx_bql", traffic(limited, &now, 100*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 0), ipxe.BulkLatency)
+	sameMoves(t, "a received stream with tx_bql", traffic(limited, &now, 40*time.Millisecond, 250*time.Microsecond, 30, 20*1514+10*66, 20), ipxe.StreamLatency)
+	sent.SetTXLimit(true)
+	sameMoves(t, "tx_bql switched on in a sent stream", traffic(sent, &now, 20*time.Millisecond, 1430*time.Microsecond, 150, 100*1514+50*66, 0), ipxe.BulkLatency)
 }
 
 // Hysteresis: one interval of a burst among request/response does not move ITR; traffic

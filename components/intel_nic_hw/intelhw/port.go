@@ -87,7 +87,7 @@ func (n *NIC) portLoop(wr *wire) {
 			frames[m] = bufs[i][:sizes[i]]
 			m++
 		}
-		if lost := n.clockIn(frames[:m], &wr.stop); lost > 0 {
+		if _, lost := n.clockIn(frames[:m], &wr.stop, nil); lost > 0 {
 			n.cnt.WireRXLost.Add(uint64(lost))
 		}
 	}

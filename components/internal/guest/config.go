@@ -31,6 +31,7 @@ import (
 //	<config iperf="-c 198.18.0.2 -t 10" iperf_start="2026-12-05T10:00:05Z"/>   not before then
 //	<config address="198.18.0.2/24" iperf="-s" rr="-s"/>
 //	<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>   ports 5201-5232
+//	<config address="198.18.0.2/24" iperf="-s" qdisc="fq_codel"/>   a Linux host's default egress
 //	<config address6="2001:db8::2/64" gateway6="fe80::1" iperf="-c 2001:db8:ffff::2 -6 -t 5"/>   static IPv6
 //	<config guest="netns" tap_address="10.0.1.2/24" tap_address6="fd00:1::2/64" tap_gateway6="fd00:1::1"/>
 //	<config guest="netns" netns="vm" tap_address="10.0.1.2/24" exec="iperf3 -c 198.18.0.2 -R"/>
@@ -58,13 +59,18 @@ import (
 // iperf_servers="N" makes an embedded guest's iperf server N servers, on ports -p to -p+N-1:
 // each serves one test at a time as iperf3 does, so a far end that N guests measure against
 // at once (`nicstack bench scale`) runs one per guest.
+// qdisc="fq_codel" puts an embedded guest's frames through fq_codel (router/fqcodel, Linux's
+// defaults) over a byte queue limit (netdev/dql) before its session's TX stream, as a Debian
+// host's default qdisc over a driver with BQL: a model of such a host, the far end of the
+// seed scenario (docs/isolation.md); "none" (the default) writes them into the stream in
+// order, waiting while it is full.
 //
 // Both kinds are dual-stack: an embedded guest has a link-local IPv6 address from its MAC and
 // takes SLAAC addresses and default routers from router advertisements, beside address6 and
 // gateway6 if given; a netns guest's TAP accepts router advertisements as Linux does, beside
 // tap_address6 and tap_gateway6 if given (docs/ipv6.md).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "tx_buf_size", "rx_buf_size", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "tx_buf_size", "rx_buf_size", "qdisc", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
 	"tap_address6", "tap_gateway6", "exec", "socket", "queues",
 }}
@@ -88,6 +94,8 @@ type Config struct {
 	IperfServers int
 	// TX and RX are an embedded guest's session streams (tx_buf_size, rx_buf_size).
 	TX, RX packetstream.Config
+	// Qdisc is an embedded guest's egress: QdiscNone or QdiscFQCodel.
+	Qdisc string
 	// IperfStart holds an embedded iperf client until then; zero: it starts at once.
 	IperfStart time.Time
 	RR         *rr.Command // nil: no request/response test
@@ -214,6 +222,15 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, err
 		}
 	}
+	c.Qdisc = n.String("qdisc", QdiscNone)
+	if a, ok := n.Attr("qdisc"); ok {
+		switch {
+		case c.Guest != "embedded":
+			return c, config.Errorf(a.Pos, "qdisc: only for an embedded guest (a netns guest's is its namespace's: tc)")
+		case c.Qdisc != QdiscNone && c.Qdisc != QdiscFQCodel:
+			return c, config.Errorf(a.Pos, "qdisc=%q: want %s or %s", c.Qdisc, QdiscNone, QdiscFQCodel)
+		}
+	}
 	if a, ok := n.Attr("rr"); ok {
 		if c.Guest == "netns" {
 			return c, config.Errorf(a.Pos, "rr runs in an embedded guest only (guest=\"netns\")")
@@ -279,6 +296,12 @@ func (c *Config) parseRRLoad(n *config.Node) error {
 	c.RRLoad, c.RRLoadOmit = time.Duration(load)*time.Second, time.Duration(omit)*time.Second
 	return nil
 }
+
+// An embedded guest's egress (qdisc).
+const (
+	QdiscNone    = "none"
+	QdiscFQCodel = "fq_codel"
+)
 
 // maxIperfServers bounds iperf_servers: each is a listener and goroutines in the guest.
 const maxIperfServers = 1024

@@ -15,6 +15,8 @@ import (
 	"github.com/nicstack/nicstack/components/internal/netstack"
 	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/internal/rr"
+	"github.com/nicstack/nicstack/netdev"
+	"github.com/nicstack/nicstack/netdev/header"
 	"github.com/nicstack/nicstack/runtime/component"
 	"github.com/nicstack/nicstack/runtime/packetstream"
 )
@@ -49,7 +51,10 @@ type Counters struct {
 	// IPv6Addresses counts the IPv6 addresses in use: link-local, static and SLAAC (the log
 	// names each as it comes and goes).
 	IPv6Addresses *atomic.Uint64
-	get           func(string) *atomic.Uint64
+	// qdisc="fq_codel": frames CoDel or the scheduler's limit dropped, frames it marked CE,
+	// frames the stream's buffer had no room for.
+	Qdisc qdiscCounters
+	get   func(string) *atomic.Uint64
 }
 
 // counterEvery is how often the stack's own counters are copied into Counters while frames
@@ -70,7 +75,8 @@ func NewCounters(get func(string) *atomic.Uint64) *Counters {
 		FastRetransmits: get("tcp_fast_retransmits"), SlowStartRetransmits: get("tcp_slow_start_retransmits"),
 		DSACKSegments: get("tcp_dsack_segments"), SpuriousRecovery: get("tcp_spurious_recoveries"), SpuriousRTO: get("tcp_spurious_rtos"),
 		SendErrors: get("tcp_send_errors"),
-		RRTests:    get("rr_tests"), RRErrors: get("rr_errors"), IPv6Addresses: get("ipv6_addresses"), get: get}
+		RRTests:    get("rr_tests"), RRErrors: get("rr_errors"), IPv6Addresses: get("ipv6_addresses"),
+		Qdisc: qdiscCounters{Dropped: get("qdisc_dropped"), Marked: get("qdisc_marked"), NoRoom: get("qdisc_no_room")}, get: get}
 }
 
 // store copies the stack's TCP counters.
@@ -217,7 +223,13 @@ func (h *Host) writeFrames(frames []netstack.Frame) int {
 // Attach binds the host to a session's streams (link up), and solicits routers anew, as
 // Linux does on a link up: those the stack sent before had no link.
 func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
-	p, err := NewPort(out, in, h.st.DeliverFrames)
+	var p *Port
+	var err error
+	if h.cfg.Qdisc == guest.QdiscFQCodel {
+		p, err = NewQueuedPort(out, in, h.st.DeliverFrames, h.cfg.MTU+header.EthLen, h.ctr.Qdisc)
+	} else {
+		p, err = NewPort(out, in, h.st.DeliverFrames)
+	}
 	if err != nil {
 		return err
 	}
@@ -226,6 +238,14 @@ func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
 	}
 	h.st.SolicitRouters()
 	return nil
+}
+
+// Queue is what waits in the host's qdisc (qdisc="fq_codel"), the status's "fq-codel" hop.
+func (h *Host) Queue() netdev.Depth {
+	if p := h.port.Load(); p != nil {
+		return p.Queue()
+	}
+	return netdev.Depth{}
 }
 
 // Detach unbinds the session (link down); it is not touched once Detach returns.
@@ -493,6 +513,9 @@ func (e *Embedded) Configure(typed any) error {
 		return err
 	}
 	e.c.Queue("stack tx", e.host.Stack().Queue)
+	if cfg.Qdisc == guest.QdiscFQCodel {
+		e.c.Queue("fq-codel", e.host.Queue)
+	}
 	e.c.Log.Info("embedded guest", "config", cfg.String(), "address", cfg.Address, "address6", cfg.Address6)
 	e.c.Request(cfg.Session, cfg.Label, sessionArgs(cfg), cfg.TX, cfg.RX)
 	return nil

@@ -49,12 +49,17 @@ type testEnv struct{ *slog.Logger }
 func (testEnv) WriteFile(string, []byte) {}
 
 // Two embedded hosts on the two sides of one session: the client's iperf -R reaches the
-// server, both count the test, and a detach and re-attach (link down, up) keeps the hosts.
+// server (sending through its qdisc="fq_codel" too), both count the test, and a detach and
+// re-attach (link down, up) keeps the hosts.
 func TestHostsOverSession(t *testing.T) {
-	for _, offload := range []bool{false, true} {
+	for _, c := range []struct {
+		offload bool
+		qdisc   string
+	}{{false, guest.QdiscNone}, {true, guest.QdiscNone}, {false, guest.QdiscFQCodel}, {true, guest.QdiscFQCodel}} {
+		offload := c.offload
 		log := testEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		srvCtr, cliCtr := privateCounters(), privateCounters()
-		srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500, Offload: offload,
+		srv, err := NewHost(guest.Config{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, MTU: 1500, Offload: offload, Qdisc: c.qdisc,
 			Address: netip.MustParsePrefix("198.18.0.2/24"), Iperf: command(t, "-s")}, srvCtr, log)
 		if err != nil {
 			t.Fatal(err)

@@ -25,11 +25,18 @@ type Port struct {
 	out *packetstream.Source
 	in  *packetstream.Sink
 
-	mu      sync.Mutex // held by WriteFrames; Close takes it to know the source is idle
+	mu      sync.Mutex // held by WriteFrames (and the drain loop); Close takes it to know the source is idle
 	outWait *packetstream.Waiter
 	inWait  *packetstream.Waiter
 	closing atomic.Bool
 	done    chan struct{}
+
+	// q is the egress of a guest with qdisc="fq_codel" (nil: frames go into out in order).
+	// WriteFrames only queues frames in it (allocating their buffers); its drain loop alone
+	// submits and collects acknowledgements, as outWait's endpoint is its own, woken by
+	// the peer's acknowledgements and by WriteFrames.
+	q       *qdisc
+	drained chan struct{}
 }
 
 // NewPort starts delivering in's frames to deliver, which must not keep the frames after it
@@ -47,6 +54,45 @@ func NewPort(out *packetstream.Source, in *packetstream.Sink, deliver func([]net
 	p := &Port{out: out, in: in, outWait: outWait, inWait: inWait, done: make(chan struct{})}
 	go p.receive(deliver)
 	return p, nil
+}
+
+// NewQueuedPort is NewPort with the egress of qdisc="fq_codel" (qdisc.go) for frames up to
+// mtu bytes with the Ethernet header.
+func NewQueuedPort(out *packetstream.Source, in *packetstream.Sink, deliver func([]netstack.Frame), mtu int, cnt qdiscCounters) (*Port, error) {
+	q, err := newQdisc(out, mtu, cnt)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewPort(out, in, deliver)
+	if err != nil {
+		return nil, err
+	}
+	p.q, p.drained = q, make(chan struct{})
+	go p.drain()
+	return p, nil
+}
+
+// drain submits what waits in the qdisc as the peer acknowledges what is in flight; it
+// sleeps until an acknowledgement comes or WriteFrames queued frames.
+func (p *Port) drain() {
+	defer close(p.drained)
+	for !p.closing.Load() {
+		p.mu.Lock()
+		if p.q.busy() {
+			p.q.service()
+			p.out.Wakeup()
+		}
+		p.mu.Unlock()
+		_ = p.outWait.WaitUntil(time.Now().Add(stallCheck))
+	}
+}
+
+// Queue is what waits in the port's qdisc (zero without one); any goroutine may ask.
+func (p *Port) Queue() netdev.Depth {
+	if p.q == nil {
+		return netdev.Depth{}
+	}
+	return p.q.depth()
 }
 
 func (p *Port) receive(deliver func([]netstack.Frame)) {
@@ -92,6 +138,14 @@ func (p *Port) WriteFrames(frames []netstack.Frame) int {
 	if p.closing.Load() {
 		return 0 // the session may be unmapped already
 	}
+	if p.q != nil {
+		for _, f := range frames {
+			p.q.enqueue(f.Data, f.Offload) // a frame dropped is the qdisc's drop: taken all the same
+		}
+		p.q.publish()
+		p.outWait.Wake() // the drain loop submits
+		return len(frames)
+	}
 	n := 0
 	for n < len(frames) && !p.closing.Load() {
 		p.reclaim()
@@ -132,6 +186,9 @@ func (p *Port) Close() {
 	p.outWait.Wake()
 	p.inWait.Wake()
 	<-p.done
+	if p.q != nil {
+		<-p.drained
+	}
 	p.mu.Lock()
 	p.outWait.Close()
 	p.inWait.Close()
