@@ -62,3 +62,16 @@ func TestMedianPoint(t *testing.T) {
 		t.Errorf("targets: %q", got)
 	}
 }
+
+// With a baseline, its medians join the point, and ours over it is the median of each run's
+// ratio to the baseline's run.
+func TestBaselinePoint(t *testing.T) {
+	ours := []Sample{{Mpps: 1, SentPerCPU: 2}, {Mpps: 3, SentPerCPU: 3}, {Mpps: 2, SentPerCPU: 4}}
+	base := []Sample{{Mpps: 2, SentPerCPU: 1}, {Mpps: 2, SentPerCPU: 2}, {Mpps: 1, SentPerCPU: 8}}
+	p := median(64, 1, false, ours, ours)
+	p.baseline(ours, base)
+	// Capacity ratios 2, 1.5, 0.5; rate ratios 0.5, 1.5, 2.
+	if p.Baseline == nil || p.Baseline.SentPerCPU != 2 || !near(p.BaselineSentPerCPU, 1.5) || !near(p.BaselineRate, 1.5) {
+		t.Errorf("baseline %+v, ratios %v %v, want capacity median 2, ratios 1.5 and 1.5", p.Baseline, p.BaselineSentPerCPU, p.BaselineRate)
+	}
+}

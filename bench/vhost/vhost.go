@@ -35,6 +35,10 @@ type Options struct {
 	Plot      string        // draw rates and CPU per Mpps into this PNG
 	Boost     bool          // every measured process's scheduling group at nice -20
 	QueueSize int           // entries per virtqueue of the front ends (0: 256)
+	// Baseline, when set, is a folder of other component binaries (an older build) run as a
+	// third setup in every run beside ours, so that a change is measured against what it
+	// changed on the same machine at the same time.
+	Baseline string
 	bench.Components
 }
 
@@ -96,11 +100,15 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 	var points []Point
 	for _, size := range o.Sizes {
 		for _, queues := range o.Queues {
-			var ours, dpdk []Sample
+			var ours, base, dpdk []Sample
 			notRun := ""
+			setups := []string{Ours, DPDK}
+			if o.Baseline != "" {
+				setups = []string{Baseline, Ours, DPDK}
+			}
 		runs:
 			for run := 1; run <= o.Runs; run++ {
-				for _, setup := range []string{Ours, DPDK} {
+				for _, setup := range setups {
 					w, err := env.measure(ctx, setup, size, queues)
 					if ctx.Err() != nil {
 						return ctx.Err()
@@ -112,14 +120,20 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 					}
 					s := w.sample()
 					printRun(out, size, queues, run, setup, s)
-					if setup == Ours {
+					switch setup {
+					case Ours:
 						ours = append(ours, s)
-					} else {
+					case Baseline:
+						base = append(base, s)
+					default:
 						dpdk = append(dpdk, s)
 					}
 				}
 			}
 			p := median(size, queues, mergeable(size), ours, dpdk)
+			if o.Baseline != "" {
+				p.baseline(ours, base)
+			}
 			p.NotRun = notRun
 			points = append(points, p)
 		}
@@ -206,8 +220,12 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 		return p, nil
 	}
 	switch setup {
-	case Ours:
-		sc, err := e.o.StartScenario(ctx, "vhost", []byte(testpmd.Through{GenSock: gs, SinkSock: ss, Queues: queues, CPU: e.o.Middle}.XML()))
+	case Ours, Baseline:
+		c := e.o.Components
+		if setup == Baseline {
+			c.Bins = append([]string{e.o.Baseline}, c.Bins...)
+		}
+		sc, err := c.StartScenario(ctx, "vhost", []byte(testpmd.Through{GenSock: gs, SinkSock: ss, Queues: queues, CPU: e.o.Middle}.XML()))
 		if err != nil {
 			return window{}, err
 		}
