@@ -26,7 +26,8 @@ type window struct {
 	sent    testpmd.PortStats // the generator's port, over the window
 	got     testpmd.PortStats // the sink's port, over the window
 	cpu     map[string]float64
-	middle  []string // the processes on the middle CPU (ours, or the switch)
+	middle  []string          // the processes on the middle CPU (ours, or the switch)
+	lost    map[string]uint64 // ours: frames each loss counter counted over the window
 }
 
 // Sample is one setup's figures of one run.
@@ -45,6 +46,9 @@ type Sample struct {
 	// frames while it waits for the CPU it shares with the generator.
 	SentPerCPU float64  `json:"sent_mpps_per_middle_cpu"`
 	Queues     []uint64 `json:"sink_queue_frames"` // delivered per queue
+	// Lost is, for ours, the frames each of the middle's loss counters ("vm_tx rx_dropped",
+	// "nic_router dropped_full", ...) counted over the window, in Mpps.
+	Lost map[string]float64 `json:"lost_mpps,omitempty"`
 }
 
 // sample turns a window's counts into rates. A window that delivered nothing has no CPU per
@@ -76,6 +80,12 @@ func (w window) sample() Sample {
 	}
 	for _, q := range w.got.Queues {
 		s.Queues = append(s.Queues, q.RX.Packets)
+	}
+	for name, n := range w.lost {
+		if s.Lost == nil {
+			s.Lost = map[string]float64{}
+		}
+		s.Lost[name] = float64(n) / w.seconds / 1e6
 	}
 	return s
 }
@@ -172,6 +182,13 @@ func medianSample(runs []Sample) Sample {
 func printRun(out io.Writer, size, queues, run int, setup string, s Sample) {
 	fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  %7.3f Mpps  %6.2f Gbit/s  sent %7.3f Mpps  loss %5.1f%%  middle CPU %3.0f%% (%5.1f%%/Mpps, took %.2f Mpps/CPU)  %s  queues %v\n",
 		size, queues, run, setup, s.Mpps, s.Gbps, s.SentMpps, s.Loss*100, s.Middle, s.MiddlePerMpps, s.SentPerCPU, cpuList(s.CPU), s.Queues)
+	if len(s.Lost) > 0 {
+		fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  lost in the middle (Mpps):", size, queues, run, setup)
+		for _, name := range slices.Sorted(maps.Keys(s.Lost)) {
+			fmt.Fprintf(out, "  %s %.3f", name, s.Lost[name])
+		}
+		fmt.Fprintln(out)
+	}
 }
 
 func cpuList(cpu map[string]float64) string {

@@ -198,6 +198,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	pids := map[string]int{}
 	var middle []string
 	var pmds []*testpmd.Testpmd
+	losses := func() map[string]uint64 { return nil } // where the middle loses frames
 	stopMiddle := func() {}
 	defer func() { // the front ends end first, so that the back ends see them go
 		for i := len(pmds) - 1; i >= 0; i-- {
@@ -230,6 +231,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 			return window{}, err
 		}
 		stopMiddle = sc.Stop
+		losses = func() map[string]uint64 { return lossCounters(sc) }
 		// The supervisor binds the sockets before it starts the vms; the front ends connect
 		// once the vms run, to be served.
 		if !bench.WaitFor(15*time.Second, func() bool {
@@ -278,6 +280,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	if err := sleep(ctx, Warmup); err != nil {
 		return window{}, err
 	}
+	l0 := losses()
 	g0, s0, c0, t0, err := snap(gen, sink, pids)
 	if err != nil {
 		return window{}, err
@@ -290,10 +293,34 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 		return window{}, err
 	}
 	w := window{seconds: t1.Sub(t0).Seconds(), sent: g1.Sub(g0), got: s1.Sub(s0), cpu: map[string]float64{}, middle: middle}
+	for name, n := range losses() {
+		if n > l0[name] {
+			if w.lost == nil {
+				w.lost = map[string]uint64{}
+			}
+			w.lost[name] = n - l0[name]
+		}
+	}
 	for name := range c1 {
 		w.cpu[name] = float64(c1[name]-c0[name]) / 100 // USER_HZ ticks
 	}
 	return w, nil
+}
+
+// lossCounters are the counters of our middle that count frames lost on the way, by
+// "component counter": the vm_tx's session full (rx_dropped), the router's destination full
+// (dropped_full), the vm_rx's guest without buffers in time (vhost_tx_dropped).
+func lossCounters(sc *bench.Scenario) map[string]uint64 {
+	st, _ := sc.S.Status()
+	m := map[string]uint64{}
+	for _, c := range st.Components {
+		for _, name := range []string{"rx_dropped", "vhost_rx_dropped", "dropped_full", "dropped", "vhost_tx_dropped", "tx_dropped"} {
+			if n, ok := c.Counters[name]; ok {
+				m[c.Name+" "+name] = n
+			}
+		}
+	}
+	return m
 }
 
 // boost puts pid's scheduling group (its session's autogroup) at nice -20, so that other work
