@@ -234,38 +234,6 @@ func TestWriteWithoutBuffersDrops(t *testing.T) {
 	}
 }
 
-// A frame that needs more receive buffers than the guest has posted (MRG_RXBUF) waits for
-// the guest's next ones without spinning: the device asks for a kick past the buffers it has
-// seen (avail_event at the driver's idx, not at the buffer it took last), and the kick lets
-// the frame through.
-func TestMergeableFrameWaitsForMoreBuffers(t *testing.T) {
-	fe := newFrontend(t)
-	fe.start(allFeatures)
-	fe.dev.rxWait = time.Minute
-	fe.postRx(1, 2048)
-	frame := tcpFrame(5000, 4) // 5054 bytes + header: 3 buffers
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fe.dev.Write([][]byte{frame}, nil)
-	}()
-	for deadline := time.Now().Add(10 * time.Second); !fe.armed(rxQueue); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("avail_event %d, want the driver's idx %d: no kick would come for the next buffers",
-				le.Uint16(fe.mem[fe.q[rxQueue].used+4+8*uint64(fe.q[rxQueue].num):]), fe.q[rxQueue].availIdx)
-		}
-	}
-	fe.kicks = 0
-	fe.postRx(2, 2048)
-	<-done
-	if fe.kicks == 0 {
-		t.Error("the driver posted without a kick")
-	}
-	if u := fe.reap(rxQueue); len(u) != 3 || fe.stats.TxFrames.Load() != 1 || fe.stats.TxDropped.Load() != 0 {
-		t.Fatalf("used %v, frames %d, dropped %d: want the frame in 3 buffers", u, fe.stats.TxFrames.Load(), fe.stats.TxDropped.Load())
-	}
-}
-
 // The front end going away ends the session: Serve returns nil, Read and Write ErrClosed,
 // the memory is let go.
 func TestDisconnectEndsTheSession(t *testing.T) {

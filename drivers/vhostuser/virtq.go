@@ -156,25 +156,21 @@ func (q *vring) publish() bool {
 	return flags&availNoInterrupt == 0
 }
 
-// arm asks the driver for a kick when it posts past what the device has seen of its avail
-// ring, and reports whether it already has (then the device goes on without waiting). Seen
-// is more than taken when a frame needed more receive buffers than were posted (MRG_RXBUF):
-// those wait for the driver's next ones, where asking for a kick past what was taken would
-// spin on the same too few buffers and, with EVENT_IDX, get no kick for the next.
+// arm asks the driver for a kick when it posts past what the device has taken, and reports
+// whether it already has (then the device goes on without waiting).
 func (q *vring) arm() bool {
 	if q.packed {
 		return q.armPacked()
 	}
-	seen := q.availIdx
 	if q.eventIdx {
-		le.PutUint16(q.used[4+8*uint64(q.num):], seen)
+		le.PutUint16(q.used[4+8*uint64(q.num):], q.lastAvail)
 	} else {
 		q.usedFlags = 0
 		atomic.StoreUint32(q.word(q.used), uint32(q.usedFlags)|uint32(q.pubUsed)<<16)
 	}
 	atomic.AddUint32(&q.fenceWord, 1) // the request before the driver's idx is read again
 	_, q.availIdx = q.loadAvail()
-	return q.availIdx != seen
+	return q.availIdx != q.lastAvail
 }
 
 // disarm tells a driver without EVENT_IDX that the device is busy and needs no kicks. With
