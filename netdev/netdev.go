@@ -64,6 +64,14 @@ type Target interface {
 	End()
 }
 
+// A SizedTarget is a Target that can also hand out a buffer for a frame whose size the
+// device knows before it copies the frame (a vhost-user chain's descriptors say it): BufferOf
+// gives room for n bytes, as Buffer does for the largest frame (nil ends the burst).
+type SizedTarget interface {
+	Target
+	BufferOf(n int) []byte
+}
+
 // DirectReader is a Device that can read frames straight into memory a Target hands out
 // once frames are there (a TAP: one copy fewer per frame than Read into private buffers).
 type DirectReader interface {

@@ -14,8 +14,9 @@ import (
 
 // The two setups of a point.
 const (
-	Ours = "nicstack" // vm -> nic_router -> vm
-	DPDK = "dpdk"     // DPDK's vhost switch: testpmd, two net_vhost ports, io forwarding
+	Ours     = "nicstack" // vm -> nic_router -> vm
+	Baseline = "baseline" // the same with Options.Baseline's binaries
+	DPDK     = "dpdk"     // DPDK's vhost switch: testpmd, two net_vhost ports, io forwarding
 )
 
 // window is what one setup's measuring window counted: the generator's and the sink's port
@@ -25,7 +26,8 @@ type window struct {
 	sent    testpmd.PortStats // the generator's port, over the window
 	got     testpmd.PortStats // the sink's port, over the window
 	cpu     map[string]float64
-	middle  []string // the processes on the middle CPU (ours, or the switch)
+	middle  []string          // the processes on the middle CPU (ours, or the switch)
+	lost    map[string]uint64 // ours: frames each loss counter counted over the window
 }
 
 // Sample is one setup's figures of one run.
@@ -44,6 +46,9 @@ type Sample struct {
 	// frames while it waits for the CPU it shares with the generator.
 	SentPerCPU float64  `json:"sent_mpps_per_middle_cpu"`
 	Queues     []uint64 `json:"sink_queue_frames"` // delivered per queue
+	// Lost is, for ours, the frames each of the middle's loss counters ("vm_tx rx_dropped",
+	// "nic_router dropped_full", ...) counted over the window, in Mpps.
+	Lost map[string]float64 `json:"lost_mpps,omitempty"`
 }
 
 // sample turns a window's counts into rates. A window that delivered nothing has no CPU per
@@ -76,6 +81,12 @@ func (w window) sample() Sample {
 	for _, q := range w.got.Queues {
 		s.Queues = append(s.Queues, q.RX.Packets)
 	}
+	for name, n := range w.lost {
+		if s.Lost == nil {
+			s.Lost = map[string]float64{}
+		}
+		s.Lost[name] = float64(n) / w.seconds / 1e6
+	}
 	return s
 }
 
@@ -92,6 +103,11 @@ type Point struct {
 	RateRatio       float64 `json:"rate_ratio"`
 	CPUPerMppsRatio float64 `json:"middle_cpu_per_mpps_ratio"`
 	SentPerCPURatio float64 `json:"sent_mpps_per_middle_cpu_ratio"`
+	// With Options.Baseline: its medians, and ours over the baseline's capacity (sent Mpps
+	// per middle CPU) and delivered rate, the medians of the runs' ratios.
+	Baseline           *Sample `json:"baseline,omitempty"`
+	BaselineSentPerCPU float64 `json:"sent_mpps_per_middle_cpu_over_baseline,omitempty"`
+	BaselineRate       float64 `json:"rate_over_baseline,omitempty"`
 }
 
 // median is the point of runs: every figure the median over the runs.
@@ -113,6 +129,23 @@ func median(frame, queues int, mergeable bool, ours, dpdk []Sample) Point {
 	id := func(v float64) float64 { return v }
 	p.RateRatio, p.CPUPerMppsRatio, p.SentPerCPURatio = bench.Median(rate, id), bench.Median(cpu, id), bench.Median(took, id)
 	return p
+}
+
+// baseline adds the baseline's runs to p, ours the same runs' own.
+func (p *Point) baseline(ours, base []Sample) {
+	b := medianSample(base)
+	p.Baseline = &b
+	var took, rate []float64
+	for i := range ours {
+		if i < len(base) && base[i].SentPerCPU > 0 {
+			took = append(took, ours[i].SentPerCPU/base[i].SentPerCPU)
+		}
+		if i < len(base) && base[i].Mpps > 0 {
+			rate = append(rate, ours[i].Mpps/base[i].Mpps)
+		}
+	}
+	id := func(v float64) float64 { return v }
+	p.BaselineSentPerCPU, p.BaselineRate = bench.Median(took, id), bench.Median(rate, id)
 }
 
 func medianSample(runs []Sample) Sample {
@@ -149,6 +182,13 @@ func medianSample(runs []Sample) Sample {
 func printRun(out io.Writer, size, queues, run int, setup string, s Sample) {
 	fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  %7.3f Mpps  %6.2f Gbit/s  sent %7.3f Mpps  loss %5.1f%%  middle CPU %3.0f%% (%5.1f%%/Mpps, took %.2f Mpps/CPU)  %s  queues %v\n",
 		size, queues, run, setup, s.Mpps, s.Gbps, s.SentMpps, s.Loss*100, s.Middle, s.MiddlePerMpps, s.SentPerCPU, cpuList(s.CPU), s.Queues)
+	if len(s.Lost) > 0 {
+		fmt.Fprintf(out, "%5d B  q%d  run %d  %-8s  lost in the middle (Mpps):", size, queues, run, setup)
+		for _, name := range slices.Sorted(maps.Keys(s.Lost)) {
+			fmt.Fprintf(out, "  %s %.3f", name, s.Lost[name])
+		}
+		fmt.Fprintln(out)
+	}
 }
 
 func cpuList(cpu map[string]float64) string {
@@ -172,12 +212,20 @@ func printTable(out io.Writer, points []Point, runs int, busyPoll string) {
 			fmt.Fprintf(tw, "%d\t%d\tnot run\t\t\t\t\t\t\t\t\t\n", p.FrameBytes, p.Queues)
 			continue
 		}
-		for _, r := range []struct {
+		type row struct {
 			name string
 			s    Sample
-		}{{Ours, p.Ours}, {DPDK, p.DPDK}} {
+		}
+		rows := []row{{Ours, p.Ours}, {DPDK, p.DPDK}}
+		if p.Baseline != nil {
+			rows = []row{{Baseline, *p.Baseline}, {Ours, p.Ours}, {DPDK, p.DPDK}}
+		}
+		for _, r := range rows {
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%.3f\t%.2f\t%.1f\t%.0f\t%.1f\t%.2f\t%.0f\t%v\t\n", p.FrameBytes, p.Queues, r.name,
 				r.s.Mpps, r.s.Gbps, r.s.Loss*100, r.s.Middle, r.s.MiddlePerMpps, r.s.SentPerCPU, r.s.Total, r.s.Queues)
+		}
+		if p.Baseline != nil {
+			fmt.Fprintf(tw, "%d\t%d\tours/baseline\t%.2f\t\t\t\t\t%.2f\t\t\t\n", p.FrameBytes, p.Queues, p.BaselineRate, p.BaselineSentPerCPU)
 		}
 		fmt.Fprintf(tw, "%d\t%d\tours/DPDK\t%.2f\t\t\t\t%.2f\t%.2f\t\t%s\t\n", p.FrameBytes, p.Queues, p.RateRatio, p.CPUPerMppsRatio, p.SentPerCPURatio, targets(p))
 	}

@@ -18,7 +18,7 @@ func TestWindowSample(t *testing.T) {
 		got: testpmd.PortStats{RX: testpmd.Counts{Packets: 3e6, Bytes: 192e6},
 			Queues: []testpmd.Queue{{RX: testpmd.Counts{Packets: 2e6}}, {RX: testpmd.Counts{Packets: 1e6}}}},
 		cpu:    map[string]float64{"nic_router": 1.5, "vm_tx": 0.5, "gen": 1, "sink": 1},
-		middle: []string{"nic_router", "vm_tx"}}
+		middle: []string{"nic_router", "vm_tx"}, lost: map[string]uint64{"nic_router dropped_full": 1e6}}
 	s := w.sample()
 	for _, c := range []struct {
 		name      string
@@ -27,7 +27,7 @@ func TestWindowSample(t *testing.T) {
 		{"Mpps", s.Mpps, 1.5}, {"Gbit/s", s.Gbps, 192e6 * 8 / 2 / 1e9}, {"sent Mpps", s.SentMpps, 2},
 		{"loss", s.Loss, 0.25}, {"router CPU", s.CPU["nic_router"], 75}, {"middle", s.Middle, 100},
 		{"total", s.Total, 200}, {"middle per Mpps", s.MiddlePerMpps, 100 / 1.5}, {"total per Mpps", s.TotalPerMpps, 200 / 1.5},
-		{"sent per middle CPU", s.SentPerCPU, 2},
+		{"sent per middle CPU", s.SentPerCPU, 2}, {"lost at the router", s.Lost["nic_router dropped_full"], 0.5},
 	} {
 		if !near(c.got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
@@ -60,5 +60,18 @@ func TestMedianPoint(t *testing.T) {
 	}
 	if got := targets(Point{RateRatio: 1.1, CPUPerMppsRatio: 0.9}); got != "targets met" {
 		t.Errorf("targets: %q", got)
+	}
+}
+
+// With a baseline, its medians join the point, and ours over it is the median of each run's
+// ratio to the baseline's run.
+func TestBaselinePoint(t *testing.T) {
+	ours := []Sample{{Mpps: 1, SentPerCPU: 2}, {Mpps: 3, SentPerCPU: 3}, {Mpps: 2, SentPerCPU: 4}}
+	base := []Sample{{Mpps: 2, SentPerCPU: 1}, {Mpps: 2, SentPerCPU: 2}, {Mpps: 1, SentPerCPU: 8}}
+	p := median(64, 1, false, ours, ours)
+	p.baseline(ours, base)
+	// Capacity ratios 2, 1.5, 0.5; rate ratios 0.5, 1.5, 2.
+	if p.Baseline == nil || p.Baseline.SentPerCPU != 2 || !near(p.BaselineSentPerCPU, 1.5) || !near(p.BaselineRate, 1.5) {
+		t.Errorf("baseline %+v, ratios %v %v, want capacity median 2, ratios 1.5 and 1.5", p.Baseline, p.BaselineSentPerCPU, p.BaselineRate)
 	}
 }

@@ -35,6 +35,10 @@ type Options struct {
 	Plot      string        // draw rates and CPU per Mpps into this PNG
 	Boost     bool          // every measured process's scheduling group at nice -20
 	QueueSize int           // entries per virtqueue of the front ends (0: 256)
+	// Baseline, when set, is a folder of other component binaries (an older build) run as a
+	// third setup in every run beside ours, so that a change is measured against what it
+	// changed on the same machine at the same time.
+	Baseline string
 	bench.Components
 }
 
@@ -96,11 +100,15 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 	var points []Point
 	for _, size := range o.Sizes {
 		for _, queues := range o.Queues {
-			var ours, dpdk []Sample
+			var ours, base, dpdk []Sample
 			notRun := ""
+			setups := []string{Ours, DPDK}
+			if o.Baseline != "" {
+				setups = []string{Baseline, Ours, DPDK}
+			}
 		runs:
 			for run := 1; run <= o.Runs; run++ {
-				for _, setup := range []string{Ours, DPDK} {
+				for _, setup := range setups {
 					w, err := env.measure(ctx, setup, size, queues)
 					if ctx.Err() != nil {
 						return ctx.Err()
@@ -112,14 +120,20 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 					}
 					s := w.sample()
 					printRun(out, size, queues, run, setup, s)
-					if setup == Ours {
+					switch setup {
+					case Ours:
 						ours = append(ours, s)
-					} else {
+					case Baseline:
+						base = append(base, s)
+					default:
 						dpdk = append(dpdk, s)
 					}
 				}
 			}
 			p := median(size, queues, mergeable(size), ours, dpdk)
+			if o.Baseline != "" {
+				p.baseline(ours, base)
+			}
 			p.NotRun = notRun
 			points = append(points, p)
 		}
@@ -184,6 +198,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	pids := map[string]int{}
 	var middle []string
 	var pmds []*testpmd.Testpmd
+	losses := func() map[string]uint64 { return nil } // where the middle loses frames
 	stopMiddle := func() {}
 	defer func() { // the front ends end first, so that the back ends see them go
 		for i := len(pmds) - 1; i >= 0; i-- {
@@ -206,12 +221,17 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 		return p, nil
 	}
 	switch setup {
-	case Ours:
-		sc, err := e.o.StartScenario(ctx, "vhost", []byte(testpmd.Through{GenSock: gs, SinkSock: ss, Queues: queues, CPU: e.o.Middle}.XML()))
+	case Ours, Baseline:
+		c := e.o.Components
+		if setup == Baseline {
+			c.Bins = append([]string{e.o.Baseline}, c.Bins...)
+		}
+		sc, err := c.StartScenario(ctx, "vhost", []byte(testpmd.Through{GenSock: gs, SinkSock: ss, Queues: queues, CPU: e.o.Middle}.XML()))
 		if err != nil {
 			return window{}, err
 		}
 		stopMiddle = sc.Stop
+		losses = func() map[string]uint64 { return lossCounters(sc) }
 		// The supervisor binds the sockets before it starts the vms; the front ends connect
 		// once the vms run, to be served.
 		if !bench.WaitFor(15*time.Second, func() bool {
@@ -260,6 +280,7 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 	if err := sleep(ctx, Warmup); err != nil {
 		return window{}, err
 	}
+	l0 := losses()
 	g0, s0, c0, t0, err := snap(gen, sink, pids)
 	if err != nil {
 		return window{}, err
@@ -272,10 +293,34 @@ func (e env) measure(ctx context.Context, setup string, size, queues int) (windo
 		return window{}, err
 	}
 	w := window{seconds: t1.Sub(t0).Seconds(), sent: g1.Sub(g0), got: s1.Sub(s0), cpu: map[string]float64{}, middle: middle}
+	for name, n := range losses() {
+		if n > l0[name] {
+			if w.lost == nil {
+				w.lost = map[string]uint64{}
+			}
+			w.lost[name] = n - l0[name]
+		}
+	}
 	for name := range c1 {
 		w.cpu[name] = float64(c1[name]-c0[name]) / 100 // USER_HZ ticks
 	}
 	return w, nil
+}
+
+// lossCounters are the counters of our middle that count frames lost on the way, by
+// "component counter": the vm_tx's session full (rx_dropped), the router's destination full
+// (dropped_full), the vm_rx's guest without buffers in time (vhost_tx_dropped).
+func lossCounters(sc *bench.Scenario) map[string]uint64 {
+	st, _ := sc.S.Status()
+	m := map[string]uint64{}
+	for _, c := range st.Components {
+		for _, name := range []string{"rx_dropped", "vhost_rx_dropped", "dropped_full", "dropped", "vhost_tx_dropped", "tx_dropped"} {
+			if n, ok := c.Counters[name]; ok {
+				m[c.Name+" "+name] = n
+			}
+		}
+	}
+	return m
 }
 
 // boost puts pid's scheduling group (its session's autogroup) at nice -20, so that other work

@@ -328,6 +328,7 @@ func benchVhostCmd() *cobra.Command {
 	f.StringVar(&o.Plot, "plot", "", "draw the delivered rate and CPU per Mpps against the frame size into this PNG")
 	f.IntVar(&o.QueueSize, "queue-size", 1024, "entries per virtqueue of the front ends: the frames a front end's ring holds while it waits for its CPU, which the two share")
 	f.BoolVar(&o.Boost, "boost", true, "run every measured process's scheduling group (autogroup) at nice -20, so that other work on the machine does not share the measured CPUs equally")
+	f.StringVar(&o.Baseline, "baseline", "", "a folder of other component binaries (an older build): run with them as a third setup in every run, and print ours over the baseline")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }

@@ -29,6 +29,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nicstack/nicstack/netdev"
 )
 
 // Feature bits the back end offers (virtio 1.x; the virtio-net ones of 5.1.3).
@@ -136,6 +138,8 @@ type queue struct {
 	changed chan struct{}   // a token when the control path changed the queue
 	pending []usedElem      // Write's used entries of the frame being placed
 	hdr     [maxHdrLen]byte // the reader's header scratch
+	off     netdev.Offload  // the reader's frame's offload metadata
+	bufs    bufsTarget      // Read's Target (a transmit queue has one reader)
 	frames  *atomic.Uint64  // the frames through this ring, with more than one pair; else nil
 }
 

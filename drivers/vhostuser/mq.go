@@ -209,15 +209,30 @@ func end(addr, port []byte) uint32 {
 	return h
 }
 
-// read is Read for pair p's transmit queue.
-func (d *Device) read(p int, bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, err error) {
+// ReadTo is Device.ReadTo for the pair's transmit queue.
+func (r *Pair) ReadTo(t netdev.Target) (int, error) { return r.d.readTo(r.p, t) }
+
+// read is Read for pair p's transmit queue, through the queue's bufsTarget.
+func (d *Device) read(p int, bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
+	if len(bufs) == 0 {
+		return 0, nil
+	}
+	t := &d.q[2*p+txQueue].bufs
+	*t = bufsTarget{bufs: bufs, sizes: sizes[:len(bufs)], offs: offs[:len(bufs)]}
+	n, err := d.readTo(p, t)
+	*t = bufsTarget{}
+	return n, err
+}
+
+// readTo is ReadTo for pair p's transmit queue: it waits while the pair is not in use.
+func (d *Device) readTo(p int, t netdev.Target) (n int, err error) {
 	q := &d.q[2*p+txQueue]
 	defer d.guard(q, debug.SetPanicOnFault(true))
 	for {
 		if d.closed.Load() {
 			return 0, ErrClosed
 		}
-		n, k, err := d.readBatch(p, q, bufs, sizes, offs)
+		n, k, err := d.readBatch(p, q, t)
 		if err != nil {
 			d.breakDown(err, q)
 		}

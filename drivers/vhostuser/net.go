@@ -24,17 +24,55 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (n int,
 	return d.read(0, bufs, sizes, offs)
 }
 
-// readBatch takes up to len(bufs) frames; with none it has armed the kick and returns the
-// kicker to wait on (nil: wait for the queue to change).
-func (d *Device) readBatch(p int, q *queue, bufs [][]byte, sizes []int, offs []netdev.Offload) (n int, k *kicker, err error) {
+// ReadTo is Read into the buffers t hands out (netdev.DirectReader): a frame is copied once,
+// from the guest's buffers into t's, where Read's caller copies it again. A
+// netdev.SizedTarget is asked for a buffer of the frame's size, which the chain's
+// descriptors give before the copy.
+func (d *Device) ReadTo(t netdev.Target) (int, error) { return d.readTo(0, t) }
+
+// bufsTarget is Read's Target: the caller's buffers in order.
+type bufsTarget struct {
+	bufs  [][]byte
+	sizes []int
+	offs  []netdev.Offload
+	n     int
+}
+
+func (t *bufsTarget) Begin() {}
+func (t *bufsTarget) End()   {}
+
+func (t *bufsTarget) Buffer() []byte {
+	if t.n == len(t.bufs) {
+		return nil
+	}
+	if t.bufs[t.n] == nil {
+		return []byte{} // no room: a frame is dropped, and the burst goes on
+	}
+	return t.bufs[t.n]
+}
+
+func (t *bufsTarget) Frame(n int, off *netdev.Offload) {
+	if n > 0 {
+		t.sizes[t.n], t.offs[t.n] = n, *off
+		t.n++
+	}
+}
+
+// readBatch takes frames into t's buffers until t hands out no more or the queue runs empty;
+// with none it has armed the kick and returns the kicker to wait on (nil: wait for the queue
+// to change).
+func (d *Device) readBatch(p int, q *queue, t netdev.Target) (n int, k *kicker, err error) {
+	t.Begin()
+	defer t.End()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if d.broken.Load() || !q.ready() || !d.inUse(p) {
 		return 0, nil, nil
 	}
+	sized, _ := t.(netdev.SizedTarget)
 	q.disarm()
 	var bytes, dropped uint64
-	for n < len(bufs) {
+	for {
 		head, ok, perr := q.pop()
 		if perr != nil {
 			err = perr
@@ -49,17 +87,34 @@ func (d *Device) readBatch(p int, q *queue, bufs [][]byte, sizes []int, offs []n
 			}
 			break
 		}
-		size, good, cerr := d.copyOut(q, head, bufs[n], &offs[n])
+		var buf []byte
+		if sized != nil {
+			size, lerr := d.frameLen(q, head)
+			if lerr != nil {
+				err = lerr
+				break
+			}
+			buf = sized.BufferOf(size)
+		} else {
+			buf = t.Buffer()
+		}
+		if buf == nil {
+			q.unpop(1) // t is full: the chain waits for the next batch
+			break
+		}
+		size, good, cerr := d.copyOut(q, head, buf, &q.off)
 		if cerr != nil {
+			t.Frame(0, nil)
 			err = cerr
 			break
 		}
 		q.push(head, 0)
-		if !good {
+		if !good || size == 0 {
+			t.Frame(0, nil)
 			dropped++
 			continue
 		}
-		sizes[n] = size
+		t.Frame(size, &q.off)
 		bytes += uint64(size)
 		n++
 	}
@@ -76,6 +131,23 @@ func (d *Device) readBatch(p int, q *queue, bufs [][]byte, sizes []int, offs []n
 		d.stats.RxDropped.Add(dropped)
 	}
 	return n, k, err
+}
+
+// frameLen is the size of the frame in the chain at head: its buffers' bytes without the
+// header. copyOut checks the chain as it copies; this walk only adds up.
+func (d *Device) frameLen(q *queue, head uint16) (int, error) {
+	c := q.chain(q.mem, head)
+	n := 0
+	for {
+		b, _, err := c.buffer()
+		if err != nil {
+			return 0, err
+		}
+		if b == nil {
+			return max(n-d.hdrLen, 0), nil
+		}
+		n += len(b)
+	}
 }
 
 // copyOut copies the frame of the chain at head into buf (its header into off): good is false

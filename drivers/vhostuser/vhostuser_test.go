@@ -3,6 +3,7 @@ package vhostuser
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -361,4 +362,98 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 	if fail != nil || allocs != 0 {
 		t.Fatalf("%v allocations per frame each way (%v)", allocs, fail)
 	}
+}
+
+// sizedTarget is a netdev.SizedTarget holding room for max frames: it records the sizes it was
+// asked for while it had room and the frames that landed.
+type sizedTarget struct {
+	max    int
+	asked  []int
+	frames [][]byte
+	buf    []byte
+}
+
+func (t *sizedTarget) Begin()         {}
+func (t *sizedTarget) End()           {}
+func (t *sizedTarget) Buffer() []byte { return t.BufferOf(len(t.buf)) }
+
+func (t *sizedTarget) BufferOf(n int) []byte {
+	if len(t.frames) == t.max {
+		return nil
+	}
+	t.asked = append(t.asked, n)
+	return t.buf[:n]
+}
+
+func (t *sizedTarget) Frame(n int, off *netdev.Offload) {
+	if n > 0 {
+		t.frames = append(t.frames, append([]byte(nil), t.buf[:n]...))
+	}
+}
+
+// ReadTo asks a SizedTarget for a buffer of each frame's size, header and frame in one
+// descriptor or the header in one and the frame in two more, copies the frame into it once,
+// and leaves a frame the full target has no room for to the next ReadTo.
+func TestReadToSizedTarget(t *testing.T) {
+	fe := newFrontend(t)
+	fe.start(allFeatures)
+	small, large := tcpFrame(6, 1), tcpFrame(1400, 2)
+	fe.sendFrame([12]byte{}, small)
+	// large: the header, then the frame in two buffers, as a chain of three descriptors.
+	fq := &fe.q[txQueue]
+	d := fq.availIdx % fq.num
+	addr := fq.bufs + uint64(d)*bufSize
+	copy(fe.mem[addr+uint64(fe.hdrLen):], large)
+	fe.setDesc(txQueue, d, addr, uint32(fe.hdrLen), descNext, d+1)
+	fe.setDesc(txQueue, d+1, addr+uint64(fe.hdrLen), 100, descNext, d+2)
+	fe.setDesc(txQueue, d+2, addr+uint64(fe.hdrLen)+100, uint32(len(large)-100), 0, 0)
+	fe.offer(txQueue, d)
+
+	tg := &sizedTarget{max: 1, buf: make([]byte, 65536)}
+	if n, err := fe.dev.ReadTo(tg); n != 1 || err != nil {
+		t.Fatalf("ReadTo: %d, %v", n, err)
+	}
+	tg.max = 2
+	if n, err := fe.dev.ReadTo(tg); n != 1 || err != nil {
+		t.Fatalf("ReadTo again: %d, %v", n, err)
+	}
+	if len(tg.frames) != 2 || !bytes.Equal(tg.frames[0], small) || !bytes.Equal(tg.frames[1], large) {
+		t.Fatalf("frames %d, want the two sent", len(tg.frames))
+	}
+	if want := []int{len(small), len(large)}; len(tg.asked) != 2 || tg.asked[0] != want[0] || tg.asked[1] != want[1] {
+		t.Errorf("buffers asked for %v, want %v", tg.asked, want)
+	}
+
+	// Nothing is allocated per frame.
+	frame := tcpFrame(1000, 3)
+	one := &oneTarget{buf: make([]byte, 65536)}
+	var fail error
+	allocs := testing.AllocsPerRun(100, func() {
+		fe.sendFrame([12]byte{}, frame)
+		one.n = 0
+		if n, err := fe.dev.ReadTo(one); n != 1 || err != nil {
+			fail = fmt.Errorf("ReadTo: %d, %v", n, err)
+		}
+	})
+	if fail != nil || allocs != 0 {
+		t.Fatalf("%v allocations per frame (%v)", allocs, fail)
+	}
+}
+
+// oneTarget is a SizedTarget with room for one frame, which it does not keep.
+type oneTarget struct {
+	buf []byte
+	n   int
+}
+
+func (t *oneTarget) Begin()                         {}
+func (t *oneTarget) End()                           {}
+func (t *oneTarget) Buffer() []byte                 { return t.BufferOf(len(t.buf)) }
+func (t *oneTarget) Frame(n int, _ *netdev.Offload) { t.n += min(n, 1) }
+
+func (t *oneTarget) BufferOf(n int) []byte {
+	if t.n == 1 {
+		return nil
+	}
+	return t.buf[:n]
 }

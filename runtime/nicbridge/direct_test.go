@@ -16,6 +16,8 @@ import (
 type scriptedWire struct {
 	bursts        chan [][]byte
 	done          chan int // frames landed per burst
+	sized         bool     // ask for each frame's size (netdev.SizedTarget), as vhost-user does
+	exact         int      // buffers of just the size asked for
 	netdev.Device          // Write, unused: the test sends nothing to the wire
 }
 
@@ -27,7 +29,15 @@ func (w *scriptedWire) ReadTo(t netdev.Target) (int, error) {
 	t.Begin()
 	n := 0
 	for _, f := range frames {
-		buf := t.Buffer()
+		var buf []byte
+		if w.sized {
+			buf = t.(netdev.SizedTarget).BufferOf(len(f))
+			if len(buf) == len(f) {
+				w.exact++
+			}
+		} else {
+			buf = t.Buffer()
+		}
 		if buf == nil {
 			break
 		}
@@ -123,6 +133,40 @@ func TestDirectRead(t *testing.T) {
 	}
 	if got, want := n.Stats.RxFrames.Load(), uint64(3+4+1); got != want {
 		t.Errorf("%d frames delivered, want %d", got, want)
+	}
+	close(w.bursts)
+	if err := <-ran; err != os.ErrClosed {
+		t.Errorf("Run ended with %v", err)
+	}
+}
+
+// A device that knows each frame's size first (vhost-user) gets an allocation of just that
+// size in the session's stream, and its frames reach the router as the others do.
+func TestSizedDirectRead(t *testing.T) {
+	cfg := ps.Config{QueueSize: 8, BulkSize: 16 * ps.BlockSize}
+	cl, srv, err := ps.NewHeapSession(cfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	defer srv.Close()
+	w := &scriptedWire{bursts: make(chan [][]byte), done: make(chan int), sized: true}
+	n := New(w, nil)
+	ran := make(chan error, 1)
+	go func() { ran <- n.Run(nil) }()
+	if err := n.Attach(cl); err != nil {
+		t.Fatal(err)
+	}
+	frames := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1500), bytes.Repeat([]byte{3}, 9000)}
+	w.bursts <- frames
+	if k := <-w.done; k != 3 || w.exact != 3 {
+		t.Fatalf("%d frames landed, %d in buffers of their size; want 3 and 3", k, w.exact)
+	}
+	for i, f := range frames {
+		p, ok := srv.TX.TryGet()
+		if !ok || !bytes.Equal(srv.TX.Payload(p), f) {
+			t.Fatalf("frame %d did not reach the router whole", i)
+		}
 	}
 	close(w.bursts)
 	if err := <-ran; err != os.ErrClosed {

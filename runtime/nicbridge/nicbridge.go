@@ -6,7 +6,9 @@
 // Wire to router: one goroutine for the device's lifetime takes a burst from the device (the
 // TAP read until empty, or the AF_PACKET blocks ready at one wakeup) into the session's TX
 // stream with each frame's offload metadata, and signals the router once per burst. A TAP
-// reads straight into the stream's buffer; AF_PACKET's frames are copied from its ring. A full
+// and a vhost-user device (drivers/vhostuser: a guest's chain, into an allocation of its
+// frame's size) read straight into the stream's buffer; AF_PACKET's frames are copied from
+// its ring. A full
 // stream, or no session, drops and counts. A multi-queue device's further queues each have a
 // goroutine of their own (RunReader) feeding the same session, a burst at a time. Router to wire: one goroutine per session takes
 // a batch from the RX stream, hands it to the device in place (one TAP writev per frame, one
@@ -84,7 +86,7 @@ func New(dev netdev.Device, st *Stats) *NIC {
 	for i := range n.bufs {
 		n.bufs[i] = make([]byte, netdev.MaxFrame)
 	}
-	n.rx.n, n.rx.limit = n, netdev.MaxFrame
+	n.rx = rxTarget{n: n, limit: netdev.MaxFrame, buf: n.bufs[0]}
 	return n
 }
 
@@ -133,9 +135,18 @@ type Reader interface {
 }
 
 // RunReader is Run for a further reader of the device, in the caller's goroutine with buffers
-// of its own (Burst x netdev.MaxFrame). Its bursts go to the same session as Run's: the
-// session's TX stream has one producer at a time, each burst taking n.mu in turn.
+// of its own (Burst x netdev.MaxFrame, or a target and its scratch buffer for a
+// netdev.DirectReader). Its bursts go to the same session as Run's: the session's TX stream
+// has one producer at a time, each burst taking n.mu in turn.
 func (n *NIC) RunReader(r Reader, transient func(error) bool) error {
+	if direct, ok := r.(netdev.DirectReader); ok {
+		t := &rxTarget{n: n, limit: n.rx.limit, buf: make([]byte, netdev.MaxFrame)}
+		for {
+			if _, err := direct.ReadTo(t); err != nil && (transient == nil || !transient(err)) {
+				return err
+			}
+		}
+	}
 	bufs, sizes, offs := make([][]byte, Burst), make([]int, Burst), make([]netdev.Offload, Burst)
 	for i := range bufs {
 		bufs[i] = make([]byte, netdev.MaxFrame)
@@ -191,7 +202,8 @@ func (n *NIC) delivered(out *ps.Source, frames, bytes, dropped uint64) {
 }
 
 // rxTarget is the netdev.Target of a DirectReader: each buffer is an allocation in the session's
-// TX stream for the largest frame the stream takes, trimmed to the frame that lands in it.
+// TX stream for the largest frame the stream takes, trimmed to the frame that lands in it, or
+// of the frame's size when the device knows it first (netdev.SizedTarget: vhost-user).
 // When the stream has no free run that long (small frames in flight split it), the frame
 // lands in a scratch buffer and is copied into an allocation of its size, as Read's frames
 // are; without a session it is only counted. A burst holds n.mu from Begin to End.
@@ -199,6 +211,7 @@ type rxTarget struct {
 	n       *NIC
 	out     *ps.Source // the session's TX stream during a burst; nil: none
 	pk      ps.Packet  // the allocation handed out last
+	buf     []byte     // the scratch buffer, netdev.MaxFrame bytes
 	scratch bool       // the buffer handed out last is the scratch buffer
 	limit   int        // the largest frame the device hands out
 	size    int        // the buffers' size during a burst: limit, or less when the stream takes less
@@ -215,18 +228,20 @@ func (t *rxTarget) Begin() {
 	}
 }
 
-func (t *rxTarget) Buffer() []byte {
+func (t *rxTarget) Buffer() []byte { return t.BufferOf(t.size) }
+
+func (t *rxTarget) BufferOf(size int) []byte {
 	if t.taken == Burst {
 		return nil
 	}
-	if out := t.out; out != nil && out.CanSubmit() {
-		if p, err := alloc(out, t.size); err == nil {
+	if out := t.out; out != nil && size > 0 && size <= t.size && out.CanSubmit() {
+		if p, err := alloc(out, size); err == nil {
 			t.pk, t.scratch = p, false
 			return out.Payload(p)
 		}
 	}
 	t.scratch = true
-	return t.n.bufs[0]
+	return t.buf
 }
 
 func (t *rxTarget) Frame(size int, off *netdev.Offload) {
@@ -244,7 +259,7 @@ func (t *rxTarget) Frame(size int, off *netdev.Offload) {
 	}
 	var ok bool
 	if t.scratch {
-		ok = submitCopy(out, t.n.bufs[0][:size], off)
+		ok = submitCopy(out, t.buf[:size], off)
 	} else {
 		ok = submit(out, out.Trim(t.pk, size), off)
 	}
