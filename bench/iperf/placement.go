@@ -12,7 +12,7 @@ import (
 // scenario's affinity space, so that placements are compared in the same rounds: a value is
 // "as-written", or starts with new rectangles, "START=X+W" or "START=X+W,Y+H" (xpos and width,
 // then ypos and height; without the second part the start's ypos and height stay),
-// separated by spaces. A start left out keeps its <affinity>.
+// separated by spaces. A start left out keeps its <affinity> (as --queues sets it).
 
 // asWritten is the --affinity value of the scenario's own placement.
 const asWritten = "as-written"
@@ -150,9 +150,8 @@ func withPlacements(matrix []setting, values []placement) []setting {
 	return out
 }
 
-// patchPlacement gives every start an --affinity value moves its <affinity> as written, then
-// the value's rectangles.
-func (sc *scenario) patchPlacement(value string, places []placement) {
+// resetPlacement gives every start an --affinity value moves its <affinity> as written.
+func (sc *scenario) resetPlacement() {
 	for _, sa := range sc.affinities {
 		kept := sa.start.Nodes[:0]
 		for _, n := range sa.start.Nodes {
@@ -165,6 +164,10 @@ func (sc *scenario) patchPlacement(value string, places []placement) {
 			sa.start.Nodes = append(sa.start.Nodes, sa.original.Clone())
 		}
 	}
+}
+
+// patchPlacement gives the starts the --affinity value moves their rectangles.
+func (sc *scenario) patchPlacement(value string, places []placement) {
 	for _, p := range places {
 		if p.value != value {
 			continue

@@ -17,13 +17,13 @@ func TestAffinityPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := "guest=0+4 vm=1+2,0+1"
-	o := Options{Runs: 1, Time: time.Second, Directions: []string{dirRX}, Queues: []int{2}, Affinity: []string{asWritten, moved}}
+	o := Options{Runs: 1, Time: time.Second, Directions: []string{dirRX}, Queues: []int{1}, Affinity: []string{asWritten, moved}}
 	matrix, _, err := o.matrix(sc, file, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(matrix) != 2 || matrix[0].place != asWritten || matrix[1].place != moved || matrix[1].pairs != 2 {
-		t.Fatalf("matrix %v, want queues=2 as-written and moved", matrix)
+	if len(matrix) != 2 || matrix[0].place != asWritten || matrix[1].place != moved || matrix[1].pairs != 1 {
+		t.Fatalf("matrix %v, want queues=1 as-written and moved", matrix)
 	}
 	if got := matrix[1].String(); !strings.Contains(got, moved) {
 		t.Errorf("setting %q does not name its placement", got)

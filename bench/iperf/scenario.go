@@ -201,10 +201,11 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		sc.driver.Set("tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	sc.patchFQCodel(m.fq)
-	sc.patchPlacement(m.place, sc.places)
+	sc.resetPlacement()
 	if sc.mq != nil && m.pairs > 0 {
 		sc.mq.patch(m.pairs)
 	}
+	sc.patchPlacement(m.place, sc.places)
 	for _, c := range sc.clients {
 		if c.guest != nil {
 			if err := c.guest.patch(m, o); err != nil {
