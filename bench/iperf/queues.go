@@ -18,11 +18,12 @@ import (
 // MSI-X, and the pairs then share the legacy interrupt); where it does not, 2N+2 (a vector
 // per ring, one for the control queue, one for config changes).
 //
-// With more than one pair the guest program runs on the whole affinity space (its <affinity>
-// loses xpos and width), so that its N vCPU threads are not all on the one CPU of its
-// placement: under TCG, with 2 pairs on this 2-CPU machine, that ran 1.4-1.9 x faster in 6 of
-// 6 rounds than the scenario's placement (docs/performance.md); with one pair it was slower,
-// so the scenario keeps its own. --affinity, applied after, overrides it.
+// With more than one pair the guest program runs on the whole row of the affinity space (its
+// <affinity> loses xpos and width), so that its N vCPU threads are not all on the one CPU of its
+// placement: under TCG, with 2 pairs on this 2-CPU machine, that ran faster than the
+// scenario's placement in 12 of 12 rounds of two invocations, medians 1.6-1.9 x
+// (docs/performance.md); with one pair it was slower, so the scenario keeps its own.
+// --affinity, applied after, overrides it.
 type vhostQueues struct {
 	vms            []*config.Node // the <config guest="vhost-user"/>s
 	netdev, device *config.Node   // the guest program's --netdev= and --device= <arg>s
