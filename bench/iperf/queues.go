@@ -20,8 +20,8 @@ import (
 //
 // With more than one pair the guest program runs on the whole row of the affinity space (its
 // <affinity> loses xpos and width), so that its N vCPU threads are not all on the one CPU of its
-// placement: under TCG, with 2 pairs on this 2-CPU machine, that ran faster than the
-// scenario's placement in 12 of 12 rounds of two invocations, medians 1.6-1.9 x
+// placement: under TCG, with 2 pairs on this 2-CPU machine, that alone ran faster than the
+// scenario's placement in 11 of 12 rounds of two invocations, medians 1.4-2.0 x
 // (docs/performance.md); with one pair it was slower, so the scenario keeps its own.
 // --affinity, applied after, overrides it.
 type vhostQueues struct {
