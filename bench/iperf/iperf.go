@@ -92,6 +92,8 @@ type point struct {
 	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
 	FQCodel string `json:"fq_codel,omitempty"`
 	Pairs   int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
+	// Affinity is the --affinity value of the point: as-written, or the starts it moved.
+	Affinity string `json:"affinity,omitempty"`
 	// PairShares is each pair's share of the frames through the vm's vhost-user device, both
 	// ways, in percent: from its per-pair counters, which a device of one pair has not.
 	PairShares []float64              `json:"pair_shares,omitempty"`
@@ -147,6 +149,9 @@ type Options struct {
 	// Queues, when set, is a dimension of the matrix: the vhost-user queue pairs of the vm and
 	// its QEMU guest (queues.go). Empty: the scenario's.
 	Queues []int
+	// Affinity, when set, runs every point once per placement (placement.go): as-written, or
+	// "START=X+W[,Y+H] ..." moving those starts in the scenario's affinity space.
+	Affinity []string
 	bench.Components
 }
 
@@ -190,6 +195,7 @@ type setting struct {
 	ip    int    // the IP version of the test: 4 or 6
 	fq    string // --fq-codel's on or off, "" without
 	pairs int    // --queues: the vhost-user queue pairs; 0: the scenario's
+	place string // an --affinity value, "" without
 }
 
 // Run runs the scenario at path --runs times per point of the matrix (once per direction if
@@ -283,6 +289,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].IP = m.ip
 		points[i].FQCodel = m.fq
 		points[i].Pairs = m.pairs
+		points[i].Affinity = m.place
 		if o.Latency {
 			points[i].LatencyGuest = o.LatencyGuest
 		}
@@ -448,7 +455,10 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if err != nil {
 		return nil, nil, err
 	}
-	return withFQCodel(matrix, fq), refs, nil
+	if sc.places, err = sc.parsePlacements(o.Affinity); err != nil {
+		return nil, nil, err
+	}
+	return withPlacements(withFQCodel(matrix, fq), sc.places), refs, nil
 }
 
 func (s setting) String() string {
@@ -470,6 +480,9 @@ func (s setting) label() string {
 	}
 	if s.flows > 0 {
 		flows += fmt.Sprintf("-P %d ", s.flows)
+	}
+	if s.place != "" {
+		flows += fmt.Sprintf("affinity=%q ", s.place)
 	}
 	switch {
 	case s.ref != "":

@@ -9,8 +9,9 @@ import (
 
 // --queues 1,2 on the seed topology and the direct one: every point runs once per count, and
 // a point with N pairs gives the vm queues="N" and the QEMU guest -netdev ...,queues=N,
-// -device ...,mq=on with the scenario's vectors=0 kept, and N vCPUs; a scenario without a
-// vhost-user vm is refused.
+// -device ...,mq=on with the scenario's vectors=0 kept, and N vCPUs, and with 2 the guest
+// program the whole row of the affinity space (1 keeps the scenario's place); a scenario
+// without a vhost-user vm is refused.
 func TestQueuesPatch(t *testing.T) {
 	for _, file := range []string{"qemu_iperf_vhost.hid", "qemu_iperf_vhost_direct.hid"} {
 		sc, err := loadScenario("../../deploy/" + file)
@@ -30,9 +31,9 @@ func TestQueuesPatch(t *testing.T) {
 			want []string
 		}{
 			{matrix[1], []string{`queues="2"`, `--netdev=vhost-user,id=net0,chardev=vhu,queues=2"`,
-				`--device=virtio-net-pci,netdev=net0,vectors=0,mq=on"`, `--cpus=2"`}},
+				`--device=virtio-net-pci,netdev=net0,vectors=0,mq=on"`, `--cpus=2"`, `<affinity ypos="1"/>`}},
 			{matrix[0], []string{`queues="1"`, `--netdev=vhost-user,id=net0,chardev=vhu,queues=1"`,
-				`--device=virtio-net-pci,netdev=net0,vectors=0,mq=off"`, `--cpus=1"`}},
+				`--device=virtio-net-pci,netdev=net0,vectors=0,mq=off"`, `--cpus=1"`, `<affinity xpos="3" ypos="1"/>`}},
 		} {
 			text, err := sc.patch(tc.m, o)
 			if err != nil {

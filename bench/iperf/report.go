@@ -152,6 +152,9 @@ func (p point) settingColumns(flows bool) string {
 	if p.Pairs > 0 {
 		fq += fmt.Sprintf(", queues %d", p.Pairs)
 	}
+	if p.Affinity != "" {
+		fq += ", affinity " + p.Affinity
+	}
 	var s string
 	switch {
 	case p.Reference != "":
@@ -168,7 +171,7 @@ func (p point) settingColumns(flows bool) string {
 }
 
 func (p point) setting() setting {
-	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, pairs: p.Pairs}
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, pairs: p.Pairs, place: p.Affinity}
 }
 
 func (p point) label() string { return p.setting().label() }

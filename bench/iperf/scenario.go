@@ -26,6 +26,9 @@ type scenario struct {
 	rrGuest     *config.Node
 	rrGuestName string
 	mq          *vhostQueues // what --queues patches (queues.go), nil without
+	// places are the --affinity values, affinities the starts they move (placement.go).
+	places     []placement
+	affinities map[string]startAffinity
 }
 
 // client is a guest that measures: an embedded one runs the test itself and reports it in
@@ -198,9 +201,11 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		sc.driver.Set("tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	sc.patchFQCodel(m.fq)
+	sc.resetPlacement()
 	if sc.mq != nil && m.pairs > 0 {
 		sc.mq.patch(m.pairs)
 	}
+	sc.patchPlacement(m.place, sc.places)
 	for _, c := range sc.clients {
 		if c.guest != nil {
 			if err := c.guest.patch(m, o); err != nil {

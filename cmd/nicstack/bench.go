@@ -214,6 +214,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringVar(&o.LatencyGuest, "latency-guest", "same", "who times the round trips: same (the guest of the bulk test) or separate (a second guest, a copy of it, while it runs the bulk)")
 	f.IntSliceVar(&o.Queues, "queues", nil, "vhost-user queue pairs of the vm and its QEMU guest (queues=N, mq=on, N vCPUs), a dimension of the matrix: 1,2; default: the scenario's")
 	f.IntSliceVar(&o.Flows, "flows", nil, "parallel bulk streams per client and direction (iperf -P), a dimension of the matrix: 1,4; default: the scenario's")
+	f.StringArrayVar(&o.Affinity, "affinity", nil, "a placement to measure, a dimension of the matrix (repeat the flag): as-written, or \"START=X+W[,Y+H] ...\" giving those starts xpos+width (and ypos+height) in the affinity space")
 	componentFlags(cmd, &o.Components)
 	return cmd
 }
