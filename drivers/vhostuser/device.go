@@ -49,7 +49,7 @@ const (
 	offeredFeatures  = featCsum | featGuestCsum | featGuestTSO4 | featGuestTSO6 | featGuestECN | featHostTSO4 | featHostTSO6 | featHostECN | featMrgRxbuf | featAnyLayout | featEventIdx | featProtocol | featVersion1
 	protoMQ          = 1 << 0
 	protoReplyAck    = 1 << 3
-	offeredProtocols = protoMQ | protoReplyAck
+	offeredProtocols = protoMQ | protoReplyAck | protoInflight
 )
 
 // Queues: the one pair of a virtio-net device without MQ.
@@ -103,6 +103,7 @@ type Device struct {
 	protocol    uint64     // acked by SET_PROTOCOL_FEATURES
 	protocolSet bool       // SET_PROTOCOL_FEATURES came
 	mem         *memTable
+	inflight    *inflightRegion // GET_ or SET_INFLIGHT_FD's; set and read under every queue's lock
 	hdrLen      int // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
 
 	pairs  int          // queue pairs offered (SetQueuePairs; 1 without MQ)
@@ -287,6 +288,7 @@ func (q *queue) stop() {
 		q.kick = nil
 	}
 	q.started = false
+	q.inf = nil // the next start tracks the ring afresh
 }
 
 func (q *queue) closeFDs() {

@@ -219,7 +219,11 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 		}, "SET_MEM_TABLE: region 0 ends at byte"},
 		{"more pairs in use than offered", func(h *hostileRecord) { h.rec.Active = 2 }, "2 queue pairs in use of 1"},
 		{"pairs beyond the device's bound", func(h *hostileRecord) { h.rec.Pairs = MaxQueuePairs + 1 }, "queue pairs, want 1 to"},
-		{"a running packed ring", func(h *hostileRecord) { h.rec.Features |= featRingPacked }, "a running packed ring cannot be resumed"},
+		{"a running packed ring without the inflight region", func(h *hostileRecord) {
+			h.rec.Features |= featRingPacked
+			h.rec.Inflight = nil
+			remove(h, len(h.fds)-1)
+		}, "a running packed ring cannot be resumed without the inflight region"},
 		{"record too large", func(h *hostileRecord) {
 			h.rec.Rings[0].Addr = &addrRecord{Log: 1}
 			h.rec.Mem = make([]memRecord, maxRecord/8)
