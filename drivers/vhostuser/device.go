@@ -104,7 +104,7 @@ type Device struct {
 	protocolSet bool       // SET_PROTOCOL_FEATURES came
 	mem         *memTable
 	inflight    *inflightRegion // GET_ or SET_INFLIGHT_FD's; set and read under every queue's lock
-	hdrLen      int // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
+	hdrLen      int             // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
 
 	pairs  int          // queue pairs offered (SetQueuePairs; 1 without MQ)
 	q      []queue      // the pairs' rings (receive even, transmit odd), then the control queue with MQ
