@@ -116,6 +116,7 @@ type Device struct {
 	done   chan struct{} // closed when Serve has ended and every queue is let go
 
 	keeper func(record []byte, fds []int) // takeover.go: handed the connection's state after each change
+	keepMu sync.Mutex                     // one keep at a time, so that the keeper's last is the newest
 
 	rxWait time.Duration
 	tx     txState // Write's

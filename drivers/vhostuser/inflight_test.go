@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -557,4 +558,91 @@ func FuzzInflight(f *testing.F) {
 			t.Fatalf("base %d, the used idx is %d", base, usedIdx)
 		}
 	})
+}
+
+// postCtrlPacked posts a command on a packed control queue as one buffer of two slots (the
+// command, then a writable ack byte, the id the first slot's) and kicks; it returns the first
+// slot and the ack byte's guest address.
+func (fe *frontend) postCtrlPacked(cmd ...byte) (slot uint16, ack uint64) {
+	r := len(fe.q) - 1
+	fq := &fe.q[r]
+	s0, w0 := fq.availIdx, fq.availWrap
+	s1, w1 := advance(s0, w0, 1, fq.num)
+	a0, a1 := fq.bufs+uint64(s0)*bufSize, fq.bufs+uint64(s1)*bufSize
+	copy(fe.mem[a0:], cmd)
+	fe.mem[a1] = 0xff
+	putPacked(fe.mem[fq.desc:], s1, a1, 1, s0, descWrite, w1) // the head's flags last
+	putPacked(fe.mem[fq.desc:], s0, a0, uint32(len(cmd)), s0, descNext, w0)
+	fq.availIdx, fq.availWrap = advance(s1, w1, 1, fq.num)
+	fe.kick(r)
+	return s0, a1
+}
+
+// ctrlUsedPacked returns the ids of the packed control queue's used buffers of two slots the
+// driver has not seen.
+func (fe *frontend) ctrlUsedPacked() []uint16 {
+	fq := &fe.q[len(fe.q)-1]
+	var ids []uint16
+	for {
+		id, _, used := usedAt(fe.mem[fq.desc:], fq.usedSeen, fq.usedWrap)
+		if !used {
+			return ids
+		}
+		ids = append(ids, id)
+		fq.usedSeen, fq.usedWrap = advance(fq.usedSeen, fq.usedWrap, 2, fq.num)
+	}
+}
+
+// A packed device of two pairs serving the control queue, taken over with a command it had
+// taken and not answered: the command is answered once after the takeover, the pairs the
+// driver set stay in use, and frames reach both pairs' receive rings.
+func TestInflightTakeoverControlQueue(t *testing.T) {
+	fe := newFrontendPairs(t, 2)
+	k := &keeper{}
+	fe.dev.SetKeeper(k.keep)
+	fe.start(allFeatures | featRingPacked)
+	const r = 4
+	for range 40 { // round the control ring past its end: 2 slots a command
+		_, ack := fe.postCtrlPacked(ctrlMQ, ctrlMQVQPairsSet, 2, 0)
+		fe.waitCall(r)
+		if u := fe.ctrlUsedPacked(); len(u) != 1 || fe.mem[ack] != ctrlOK {
+			t.Fatalf("VQ_PAIRS_SET: used %v, ack %d", u, fe.mem[ack])
+		}
+	}
+	c := fe.ring(r)
+	c.mu.Lock()
+	slot, ack := fe.postCtrlPacked(ctrlRx, 0, 1)
+	if h, ok, err := c.pop(); !ok || err != nil || h != slot {
+		t.Fatalf("pop: %d %v %v", h, ok, err)
+	}
+	c.mu.Unlock()
+	crash(t, fe)
+	resume(t, fe, k)
+	var u []uint16
+	for deadline := time.Now().Add(10 * time.Second); len(u) == 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		u = fe.ctrlUsedPacked() // the resumed device's call comes first, then the answer's
+	}
+	if len(u) != 1 || u[0] != slot || fe.mem[ack] != ctrlOK {
+		t.Fatalf("the command taken at the crash: used %v (want [%d]), ack %d", u, slot, fe.mem[ack])
+	}
+	for _, ring := range []int{0, 2} {
+		for range 32 {
+			fq := &fe.q[ring]
+			fe.offerPacked(ring, fq.bufs+uint64(fq.availIdx)*bufSize, bufSize, descWrite)
+		}
+	}
+	frames := make([][]byte, 16)
+	for i := range frames {
+		frames[i] = udpFrame(1, 2, uint16(i), 53)
+	}
+	if n, err := fe.dev.Write(frames, nil); n != 16 || err != nil {
+		t.Fatalf("Write: %d, %v", n, err)
+	}
+	a, b := len(fe.reapPacked(0)), len(fe.reapPacked(2))
+	if a == 0 || b == 0 || a+b != 16 {
+		t.Fatalf("frames on the receive rings: %d and %d, want 16 over both", a, b)
+	}
+	if fe.stats.Faults.Load() != 0 {
+		t.Fatalf("faults: %s", fe.log)
+	}
 }

@@ -3,8 +3,8 @@ package vhostuser
 // A takeover: a next process of the back end resumes the connection a dead one served, and
 // the front end notices nothing (docs/vms.md, "A back end that crashes").
 //
-// Before it answers a message that changed the device, the device hands its keeper the
-// connection's state: a record of what was negotiated (features, the memory table's
+// Before it answers a message that changed the device, and once the control queue has changed
+// the pairs in use, the device hands its keeper the connection's state: a record of what was negotiated (features, the memory table's
 // addresses, each ring's size, addresses, base and whether it runs), and duplicates of the
 // connection, the memory table's descriptors and each ring's call, error and kick eventfds, in
 // the record's order. Resume rebuilds a device from them by replaying the
@@ -89,6 +89,8 @@ func (d *Device) keep(request uint32) {
 	if keeper == nil {
 		return
 	}
+	d.keepMu.Lock() // the control queue's goroutine keeps too (VQ_PAIRS_SET)
+	defer d.keepMu.Unlock()
 	rec, fds, err := d.export()
 	if err != nil {
 		d.log.Warn("the connection's state was not kept: a restart of the back end would lose it", "err", err)
