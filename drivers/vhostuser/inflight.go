@@ -15,8 +15,10 @@ package vhostuser
 //	        last u16, num u16, counter u64, id u16, flags u16, len u32, addr u64}
 //
 // The device completes in order (IN_ORDER or not), so a descriptor's entry is indexed by the
-// split ring's head or the packed buffer's id, and the free list of the packed layout is not
-// used. The data path's cost is a few stores into the region per buffer, no system call.
+// split ring's head or the packed buffer's id, and neither the split layout's list of the last
+// batch (last_batch_head, next: the used ring's entries past used_idx name that batch) nor the
+// packed layout's free list is used. The data path's cost is a few stores into the region per
+// buffer, no system call.
 //
 // What the region buys a takeover (takeover.go): a packed ring's position, which is in no index
 // the driver was shown: the device's used slot and wrap counter, where it also takes again.
@@ -252,29 +254,20 @@ func (q *vring) entry(i uint16) []byte {
 
 // inflightTake marks descriptor i taken, in the order of taking.
 func (q *vring) inflightTake(i uint16) {
-	e := q.entry(i)
-	le.PutUint64(e[8:], q.infCounter)
+	off := q.infHdr + q.infEnt*int(i)
+	le.PutUint64(q.inf[off+8:], q.infCounter)
+	q.inf[off] = 1
 	q.infCounter++
-	e[0] = 1
 }
 
-// inflightSplitPush links head into the batch being used (split).
-func (q *vring) inflightSplitPush(head uint16) {
-	le.PutUint16(q.entry(head)[6:], le.Uint16(q.inf[12:]))
-	le.PutUint16(q.inf[12:], head)
-}
-
-// inflightSplitPublished clears the batch of n chains just published and notes the used
-// index: a crash before this leaves used_idx behind the used ring's, which a takeover mends.
+// inflightSplitPublished clears the batch of n chains just published, which the used ring
+// names, and notes the used index: a crash before this leaves used_idx behind the used ring's,
+// and the used ring's entries between the two name what a takeover clears.
 func (q *vring) inflightSplitPublished(n uint16) {
-	h := le.Uint16(q.inf[12:])
-	for range n {
-		if h >= q.num { // the region is the front end's too
-			break
+	for i := q.pubUsed - n; i != q.pubUsed; i++ {
+		if h := le.Uint32(q.used[4+8*uint64(i%q.num):]); h < uint32(q.num) { // the guest's memory
+			q.inf[q.infHdr+q.infEnt*int(h)] = 0
 		}
-		e := q.entry(h)
-		e[0] = 0
-		h = le.Uint16(e[6:])
 	}
 	le.PutUint16(q.inf[14:], q.pubUsed)
 }
@@ -349,28 +342,24 @@ func (q *queue) resumeInflight(p []byte, packed bool) (uint32, error) {
 	if packed {
 		return q.resumePacked(p, list)
 	}
-	return q.resumeSplit(p, list, entry)
+	return q.resumeSplit(p, list)
 }
 
 // resumeSplit mends the last batch (published, not yet cleared) and checks that the chains
 // still inflight are the driver's next ones from the used index, in order.
-func (q *queue) resumeSplit(p []byte, list []inflightEntry, entry func(uint16) []byte) (uint32, error) {
+func (q *queue) resumeSplit(p []byte, list []inflightEntry) (uint32, error) {
 	used := q.usedIdx
 	if last := le.Uint16(p[14:]); last != used {
 		batch := used - last
 		if batch > q.num {
 			return 0, q.faultf("inflight region: used_idx %d is %d behind the used ring's %d", last, batch, used)
 		}
-		h := le.Uint16(p[12:])
-		for k := range batch {
-			if h >= q.num {
-				return 0, q.faultf("inflight region: entry %d of the last batch names descriptor %d of %d (last_batch_head, next)", k, h, q.num)
+		for i := last; i != used; i++ {
+			h := le.Uint32(q.used[4+8*uint64(i%q.num):])
+			if h >= uint32(q.num) {
+				return 0, q.faultf("inflight region: used entry %d of the last batch (past used_idx %d) names descriptor %d of %d", i, last, h, q.num)
 			}
-			e := entry(h)
-			if e[0] == 1 {
-				list = slices.DeleteFunc(list, func(x inflightEntry) bool { return x.i == h })
-			}
-			h = le.Uint16(e[6:])
+			list = slices.DeleteFunc(list, func(x inflightEntry) bool { return uint32(x.i) == h })
 		}
 	}
 	_, availIdx := q.loadAvail()

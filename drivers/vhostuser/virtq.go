@@ -146,9 +146,6 @@ func (q *vring) push(head uint16, n uint32) {
 	le.PutUint32(e, uint32(head))
 	le.PutUint32(e[4:], n)
 	q.usedIdx++
-	if q.inf != nil {
-		q.inflightSplitPush(head)
-	}
 }
 
 // publish makes the pushed entries visible and reports whether the driver asked to be
