@@ -124,10 +124,10 @@ func (d *Device) handle(m *message, fds []int) error {
 	case reqSetFeatures:
 		err = d.setFeatures(m.u64)
 	case reqGetProtocolFeatures:
-		reply = le.AppendUint64(nil, offeredProtocols)
+		reply = le.AppendUint64(nil, d.protocols)
 	case reqSetProtocolFeatures:
-		if m.u64&^offeredProtocols != 0 {
-			err = fmt.Errorf("SET_PROTOCOL_FEATURES: %#x were not offered (%#x)", m.u64&^offeredProtocols, uint64(offeredProtocols))
+		if m.u64&^d.protocols != 0 {
+			err = fmt.Errorf("SET_PROTOCOL_FEATURES: %#x were not offered (%#x)", m.u64&^d.protocols, d.protocols)
 		} else {
 			d.mu.Lock()
 			d.protocol, d.protocolSet = m.u64, true

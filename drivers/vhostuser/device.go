@@ -102,6 +102,7 @@ type Device struct {
 	features    uint64     // acked by SET_FEATURES
 	protocol    uint64     // acked by SET_PROTOCOL_FEATURES
 	protocolSet bool       // SET_PROTOCOL_FEATURES came
+	protocols   uint64     // the protocol features offered: offeredProtocols, less what the process cannot do
 	mem         *memTable
 	inflight    *inflightRegion // GET_ or SET_INFLIGHT_FD's; set and read under every queue's lock
 	hdrLen      int             // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
@@ -157,7 +158,11 @@ func New(conn *net.UnixConn, log *slog.Logger, stats *Stats) *Device {
 	if stats == nil {
 		stats = NewStats(nil)
 	}
-	d := &Device{conn: conn, log: log, stats: stats, hdrLen: 10, rxWait: rxWait, done: make(chan struct{})}
+	d := &Device{conn: conn, log: log, stats: stats, hdrLen: 10, rxWait: rxWait, done: make(chan struct{}), protocols: offeredProtocols}
+	if !canMakeRegion() {
+		d.protocols &^= protoInflight
+		log.Warn("INFLIGHT_SHMFD is not offered: this process cannot make the region (memfd_create)")
+	}
 	d.SetQueuePairs(1)
 	stats.Sessions.Add(1)
 	return d

@@ -49,6 +49,18 @@ const (
 	inflightDescLen   = 24 // the message's payload: mmap_size, mmap_offset, num_queues, queue_size
 )
 
+// canMakeRegion reports whether this process can make an inflight region: a seccomp filter
+// may refuse memfd_create (runtime/sandbox allows it), and INFLIGHT_SHMFD is offered only
+// when it can.
+func canMakeRegion() bool {
+	fd, err := unix.MemfdCreate("vhost-user-inflight", unix.MFD_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
 // inflightDesc is GET_ and SET_INFLIGHT_FD's payload.
 type inflightDesc struct {
 	mmapSize, mmapOffset uint64
