@@ -1,7 +1,7 @@
 // Package vhostuser is the vhost-user-net back end: it serves one front end (QEMU 7.2+,
 // libvirt, DPDK's virtio-user) over a connected Unix socket, maps the guest's memory once, and
 // moves the guest's frames through its virtqueues (split or packed, one or more queue pairs:
-// packed.go, mq.go, ctrl.go) as a netdev.Device, with each frame's virtio-net header
+// packed.go, mq.go, ctrl.go; tracked in an inflight region: inflight.go) as a netdev.Device, with each frame's virtio-net header
 // as netdev.Offload. It is a library: no process, no packet stream; the vm component's glue
 // pumps it like a TAP.
 //

@@ -9,8 +9,8 @@ package component
 //
 // On the control socket a Keep is one message: keepID, the number of descriptors, the key,
 // then the bytes, with the descriptors attached as SCM_RIGHTS. The next process gets the
-// bytes as the first descriptor of the key, a sealed memfd (a sandboxed component makes
-// none).
+// bytes as the first descriptor of the key, a sealed memfd the supervisor makes of the bytes
+// it holds.
 
 import (
 	"encoding/binary"
