@@ -276,6 +276,9 @@ func (fe *frontend) getInflight() {
 	r := make([]byte, msgHdrLen+inflightDescLen)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := unix.Recvmsg(fe.fd, r, oob, 0)
+	for err == unix.EINTR { // the runtime's preemption signal, as in readFull
+		n, oobn, _, _, err = unix.Recvmsg(fe.fd, r, oob, 0)
+	}
 	if err != nil || n != len(r) {
 		fe.t.Fatalf("GET_INFLIGHT_FD: reply of %d bytes: %v (log: %s)", n, err, fe.log)
 	}
