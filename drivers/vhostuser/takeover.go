@@ -4,9 +4,10 @@ package vhostuser
 // the front end notices nothing (docs/vms.md, "A back end that crashes").
 //
 // Before it answers a message that changed the device, and once the control queue has changed
-// the pairs in use, the device hands its keeper the connection's state: a record of what was negotiated (features, the memory table's
-// addresses, each ring's size, addresses, base and whether it runs), and duplicates of the
-// connection, the memory table's descriptors and each ring's call, error and kick eventfds, in
+// the pairs in use, the device hands its keeper the connection's state: a record of what was
+// negotiated (features, the memory table's addresses, each ring's size, addresses, base and
+// whether it runs, the inflight region's size), and duplicates of the connection, the memory
+// table's descriptors, each ring's call, error and kick eventfds and the inflight region's, in
 // the record's order. Resume rebuilds a device from them by replaying the
 // messages that built the old one, so that everything is checked as at first connection.
 //
