@@ -321,6 +321,9 @@ func (d *Device) vring(m *message) ([]byte, error) {
 		}
 		q.usedIdx = le.Uint16(q.used[2:])
 		q.pubUsed = q.usedIdx
+		if q.inf != nil { // a ring started before its addresses: the region follows
+			le.PutUint16(q.inf[14:], q.pubUsed)
+		}
 	case reqSetVringBase:
 		if m.num > 0xffff {
 			return nil, q.faultf("SET_VRING_BASE: %d is no ring index", m.num)
