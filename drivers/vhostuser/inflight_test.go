@@ -422,10 +422,10 @@ func TestHostileInflightTakeoverIsRefused(t *testing.T) {
 			"tx queue 1: inflight region: desc_num 32, the ring has 64"},
 		{"inflight field", split, func(fe *frontend, p []byte, h *hostileRecord) { p[splitInflightHdr+splitInflightEnt*9] = 7 },
 			"tx queue 1: inflight region: descriptor 9: inflight 7"},
-		{"order", split, func(fe *frontend, p []byte, h *hostileRecord) {
-			le.PutUint64(p[splitInflightHdr+splitInflightEnt*1+8:], 1)
-			le.PutUint64(p[splitInflightHdr+splitInflightEnt*2+8:], 0)
-		}, "is inflight as the 1. taken, but avail entry 1 names 1"},
+		{"inflight, not available next", split, func(fe *frontend, p []byte, h *hostileRecord) {
+			p[splitInflightHdr+splitInflightEnt*2] = 0
+			p[splitInflightHdr+splitInflightEnt*40] = 1
+		}, "tx queue 1: inflight region: 2 descriptors inflight, but avail entry 2 names 2, which is not"},
 		{"more inflight than available", split, func(fe *frontend, p []byte, h *hostileRecord) {
 			p[splitInflightHdr+splitInflightEnt*40] = 1
 		}, "tx queue 1: inflight region: 3 descriptors inflight, the driver made 2 available past used index 1"},

@@ -117,7 +117,7 @@ func (q *vring) pop() (head uint16, ok bool, err error) {
 	}
 	q.lastAvail++
 	if q.inf != nil {
-		q.inflightTake(head)
+		q.inflightTakeSplit(head)
 	}
 	return head, true, nil
 }
