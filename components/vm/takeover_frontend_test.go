@@ -47,7 +47,10 @@ type goFrontEnd struct {
 	mem   []byte
 	kick  [2]int
 	call  [2]int
-	avail uint16 // the transmit ring's avail idx
+	avail uint16 // the transmit ring's avail idx (packed: buffers made available)
+	// packed: packed rings and VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD, the region's descriptor
+	// kept as QEMU keeps it
+	packed bool
 }
 
 const (
@@ -112,13 +115,14 @@ func ringAt(q int) (desc, avail, used uint64) {
 	return base, base + 16*feNum, base + 0x8000
 }
 
-// connect negotiates VERSION_1 and both rings as QEMU does.
-func connect(t *testing.T, sock string) *goFrontEnd {
+// connect negotiates VERSION_1 and both rings as QEMU does; packed: packed rings and the
+// inflight region, which the back end makes (GET_INFLIGHT_FD) before the rings start.
+func connect(t *testing.T, sock string, packed bool) *goFrontEnd {
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := &goFrontEnd{t: t, conn: c.(*net.UnixConn)}
+	fe := &goFrontEnd{t: t, conn: c.(*net.UnixConn), packed: packed}
 	t.Cleanup(func() { c.Close() })
 	memfd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -132,14 +136,23 @@ func connect(t *testing.T, sock string) *goFrontEnd {
 	t.Cleanup(func() { unix.Munmap(fe.mem) })
 	fe.send(15, nil) // GET_PROTOCOL_FEATURES
 	fe.reply(15, 8)
-	fe.send(16, le.AppendUint64(nil, 1<<3)) // SET_PROTOCOL_FEATURES: REPLY_ACK
+	protocols, features, base := uint64(1<<3), uint64(1<<32|1<<30), uint32(0) // REPLY_ACK; VERSION_1, PROTOCOL_FEATURES
+	if packed {
+		protocols |= 1 << 12 // INFLIGHT_SHMFD
+		features |= 1 << 34  // RING_PACKED
+		base = 1 << 15       // slot 0, wrap counter 1
+	}
+	fe.send(16, le.AppendUint64(nil, protocols)) // SET_PROTOCOL_FEATURES
 	fe.reply(16, 8)
-	fe.must(2, le.AppendUint64(nil, 1<<32|1<<30)) // SET_FEATURES: VERSION_1, PROTOCOL_FEATURES
+	fe.must(2, le.AppendUint64(nil, features)) // SET_FEATURES
 	table := le.AppendUint64(nil, 1)
 	for _, v := range []uint64{0, feMem, feUaddr, 0} {
 		table = le.AppendUint64(table, v)
 	}
 	fe.must(5, table, memfd) // SET_MEM_TABLE
+	if packed {
+		fe.getInflight()
+	}
 	for q := range 2 {
 		desc, avail, used := ringAt(q)
 		addr := le.AppendUint32(le.AppendUint32(nil, uint32(q)), 0)
@@ -154,13 +167,36 @@ func connect(t *testing.T, sock string) *goFrontEnd {
 			t.Cleanup(func() { unix.Close(fd) })
 		}
 		fe.must(8, state(uint32(q), feNum))                      // SET_VRING_NUM
-		fe.must(10, state(uint32(q), 0))                         // SET_VRING_BASE
+		fe.must(10, state(uint32(q), base))                      // SET_VRING_BASE
 		fe.must(9, addr)                                         // SET_VRING_ADDR
 		fe.must(13, le.AppendUint64(nil, uint64(q)), fe.call[q]) // SET_VRING_CALL
 		fe.must(12, le.AppendUint64(nil, uint64(q)), fe.kick[q]) // SET_VRING_KICK
 		fe.must(18, state(uint32(q), 1))                         // SET_VRING_ENABLE
 	}
 	return fe
+}
+
+// getInflight asks for the back end's inflight region (GET_INFLIGHT_FD: 2 queues of feNum)
+// and keeps its descriptor, as QEMU keeps it for a reconnect.
+func (fe *goFrontEnd) getInflight() {
+	fe.t.Helper()
+	p := le.AppendUint64(le.AppendUint64(nil, 0), 0)
+	fe.send(31, le.AppendUint32(le.AppendUint16(le.AppendUint16(p, 2), feNum), 0))
+	fe.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b, oob := make([]byte, 12+24), make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := fe.conn.ReadMsgUnix(b, oob)
+	if err != nil || n != len(b) || le.Uint32(b) != 31 || le.Uint64(b[12:]) == 0 {
+		fe.t.Fatalf("GET_INFLIGHT_FD: % x, %v", b[:n], err)
+	}
+	cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(cms) != 1 {
+		fe.t.Fatalf("GET_INFLIGHT_FD: no descriptor (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&cms[0])
+	if err != nil || len(fds) != 1 {
+		fe.t.Fatalf("GET_INFLIGHT_FD: descriptors %v (%v)", fds, err)
+	}
+	fe.t.Cleanup(func() { unix.Close(fds[0]) })
 }
 
 // sendFrame posts a 60-byte frame behind a zero header on the transmit ring and kicks.
@@ -174,17 +210,32 @@ func (fe *goFrontEnd) sendFrame() {
 	d := fe.mem[desc+16*uint64(slot):]
 	le.PutUint64(d, buf)
 	le.PutUint32(d[8:], uint32(len(frame)))
-	le.PutUint32(d[12:], 0)
-	le.PutUint16(fe.mem[avail+4+2*uint64(slot):], slot)
 	fe.avail++
-	le.PutUint16(fe.mem[avail+2:], fe.avail)
+	if fe.packed { // id: the slot; flags AVAIL as the wrap counter (1 on the first round)
+		flags := uint16(1 << 7)
+		if (fe.avail-1)/feNum%2 == 1 {
+			flags = 1 << 15
+		}
+		le.PutUint32(d[12:], uint32(slot)|uint32(flags)<<16)
+	} else {
+		le.PutUint32(d[12:], 0)
+		le.PutUint16(fe.mem[avail+4+2*uint64(slot):], slot)
+		le.PutUint16(fe.mem[avail+2:], fe.avail)
+	}
 	unix.Write(fe.kick[1], le.AppendUint64(nil, 1))
 }
 
-// usedIdx is the transmit ring's used idx.
+// usedIdx is the transmit ring's used idx; packed, the buffers marked used (one slot each,
+// in the first round).
 func (fe *goFrontEnd) usedIdx() uint16 {
-	_, _, used := ringAt(1)
-	return le.Uint16(fe.mem[used+2:])
+	desc, _, used := ringAt(1)
+	if !fe.packed {
+		return le.Uint16(fe.mem[used+2:])
+	}
+	n := uint16(0)
+	for ; n < feNum && le.Uint16(fe.mem[desc+16*uint64(n)+14:])&(1<<7|1<<15) == 1<<7|1<<15; n++ {
+	}
+	return n
 }
 
 // The vm killed with -9 while a front end is connected: the supervisor holds the connection,
@@ -192,7 +243,13 @@ func (fe *goFrontEnd) usedIdx() uint16 {
 // the frame it sent while no back end ran is taken from the ring where the dead process left
 // it, and its next message is answered on the connection. How long after the kill that frame
 // was taken is logged. No QEMU, no root.
-func TestVMKilledKeepsTheFrontEndsConnection(t *testing.T) {
+func TestVMKilledKeepsTheFrontEndsConnection(t *testing.T) { killedKeepsConnection(t, false) }
+
+// The same with packed rings, whose position only the inflight region holds: the supervisor
+// keeps the region's descriptor with the others, and the restarted vm resumes the rings from it.
+func TestVMKilledKeepsAPackedFrontEndsConnection(t *testing.T) { killedKeepsConnection(t, true) }
+
+func killedKeepsConnection(t *testing.T, packed bool) {
 	for _, c := range []string{"vm", "nic_router"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
@@ -207,7 +264,7 @@ func TestVMKilledKeepsTheFrontEndsConnection(t *testing.T) {
 			t.Fatal("no socket")
 		}
 	}
-	fe := connect(t, sock)
+	fe := connect(t, sock, packed)
 	waitFrames := func(want uint64) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

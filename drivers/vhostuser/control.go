@@ -117,16 +117,17 @@ func (d *Device) lockAll() func() {
 func (d *Device) handle(m *message, fds []int) error {
 	var reply []byte
 	var err error
+	replyFD := -1
 	switch m.request {
 	case reqGetFeatures:
 		reply = le.AppendUint64(nil, d.offered())
 	case reqSetFeatures:
 		err = d.setFeatures(m.u64)
 	case reqGetProtocolFeatures:
-		reply = le.AppendUint64(nil, offeredProtocols)
+		reply = le.AppendUint64(nil, d.protocols)
 	case reqSetProtocolFeatures:
-		if m.u64&^offeredProtocols != 0 {
-			err = fmt.Errorf("SET_PROTOCOL_FEATURES: %#x were not offered (%#x)", m.u64&^offeredProtocols, uint64(offeredProtocols))
+		if m.u64&^d.protocols != 0 {
+			err = fmt.Errorf("SET_PROTOCOL_FEATURES: %#x were not offered (%#x)", m.u64&^d.protocols, d.protocols)
 		} else {
 			d.mu.Lock()
 			d.protocol, d.protocolSet = m.u64, true
@@ -148,6 +149,10 @@ func (d *Device) handle(m *message, fds []int) error {
 		reply, err = d.vring(m)
 	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
 		err = d.vringFD(m, fds)
+	case reqGetInflightFD:
+		reply, replyFD, err = d.getInflight(m)
+	case reqSetInflightFD:
+		err = d.setInflightFD(m, fds) // the region takes fds
 	case reqSetLogBase, reqSetLogFD:
 		closeAll(fds)
 		err = fmt.Errorf("%s: dirty logging (migration) was not offered", reqName(m.request))
@@ -172,6 +177,11 @@ func (d *Device) handle(m *message, fds []int) error {
 	le.PutUint32(out, m.request)
 	le.PutUint32(out[4:], flagVersion|flagReply)
 	le.PutUint32(out[8:], uint32(len(reply)))
+	if replyFD >= 0 {
+		defer unix.Close(replyFD)
+		_, _, err = d.conn.WriteMsgUnix(append(out, reply...), unix.UnixRights(replyFD), nil)
+		return err
+	}
 	_, err = d.conn.Write(append(out, reply...))
 	return err
 }
@@ -311,6 +321,9 @@ func (d *Device) vring(m *message) ([]byte, error) {
 		}
 		q.usedIdx = le.Uint16(q.used[2:])
 		q.pubUsed = q.usedIdx
+		if q.inf != nil { // a ring started before its addresses: the region follows
+			le.PutUint16(q.inf[14:], q.pubUsed)
+		}
 	case reqSetVringBase:
 		if m.num > 0xffff {
 			return nil, q.faultf("SET_VRING_BASE: %d is no ring index", m.num)
@@ -380,6 +393,10 @@ func (d *Device) vringFD(m *message, fds []int) error {
 			return err
 		}
 		q.stop()
+		if err := d.attachInflight(int(m.index), q); err != nil {
+			k.f.Close()
+			return err
+		}
 		q.kick, q.started = k, true
 		if !protocol {
 			q.enabled = true // without protocol features a ring starts enabled
@@ -418,9 +435,10 @@ func (d *Device) shutdown() {
 		q.closeFDs()
 		q.mem, q.hasAddr = nil, false
 	}
-	mem := d.mem
-	d.mem = nil
+	mem, inflight := d.mem, d.inflight
+	d.mem, d.inflight = nil, nil
 	unlock()
 	mem.unmap()
+	inflight.unmap()
 	close(d.done)
 }

@@ -31,13 +31,15 @@ func (d *Device) ctrlRound(c *queue) {
 	defer d.guard(c, debug.SetPanicOnFault(true))
 	k, changed, err := d.ctrlBatch(c)
 	if changed {
-		// Pairs went in or out of use: their loops look again.
+		// Pairs went in or out of use: their loops look again, and a takeover resumes
+		// with them (the device's state changed without a message).
 		for i := range d.q[:2*d.pairs] {
 			q := &d.q[i]
 			q.mu.Lock()
 			q.wake()
 			q.mu.Unlock()
 		}
+		d.keep(0)
 	}
 	if err != nil {
 		d.breakDown(err, c)

@@ -1,7 +1,7 @@
 // Package vhostuser is the vhost-user-net back end: it serves one front end (QEMU 7.2+,
 // libvirt, DPDK's virtio-user) over a connected Unix socket, maps the guest's memory once, and
 // moves the guest's frames through its virtqueues (split or packed, one or more queue pairs:
-// packed.go, mq.go, ctrl.go) as a netdev.Device, with each frame's virtio-net header
+// packed.go, mq.go, ctrl.go; tracked in an inflight region: inflight.go) as a netdev.Device, with each frame's virtio-net header
 // as netdev.Offload. It is a library: no process, no packet stream; the vm component's glue
 // pumps it like a TAP.
 //
@@ -51,7 +51,7 @@ const (
 	offeredFeatures  = featCsum | featGuestCsum | featGuestTSO4 | featGuestTSO6 | featGuestECN | featHostTSO4 | featHostTSO6 | featHostECN | featMrgRxbuf | featAnyLayout | featEventIdx | featProtocol | featVersion1
 	protoMQ          = 1 << 0
 	protoReplyAck    = 1 << 3
-	offeredProtocols = protoMQ | protoReplyAck
+	offeredProtocols = protoMQ | protoReplyAck | protoInflight
 )
 
 // Queues: the one pair of a virtio-net device without MQ.
@@ -104,8 +104,10 @@ type Device struct {
 	features    uint64     // acked by SET_FEATURES
 	protocol    uint64     // acked by SET_PROTOCOL_FEATURES
 	protocolSet bool       // SET_PROTOCOL_FEATURES came
+	protocols   uint64     // the protocol features offered: offeredProtocols, less what the process cannot do
 	mem         *memTable
-	hdrLen      int // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
+	inflight    *inflightRegion // GET_ or SET_INFLIGHT_FD's; set and read under every queue's lock
+	hdrLen      int             // the virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
 
 	pairs  int          // queue pairs offered (SetQueuePairs; 1 without MQ)
 	q      []queue      // the pairs' rings (receive even, transmit odd), then the control queue with MQ
@@ -117,6 +119,7 @@ type Device struct {
 	done   chan struct{} // closed when Serve has ended and every queue is let go
 
 	keeper func(record []byte, fds []int) // takeover.go: handed the connection's state after each change
+	keepMu sync.Mutex                     // one keep at a time, so that the keeper's last is the newest
 
 	rxWait time.Duration
 	tx     txState // Write's
@@ -159,7 +162,11 @@ func New(conn *net.UnixConn, log *slog.Logger, stats *Stats) *Device {
 	if stats == nil {
 		stats = NewStats(nil)
 	}
-	d := &Device{conn: conn, log: log, stats: stats, hdrLen: 10, rxWait: rxWait, done: make(chan struct{})}
+	d := &Device{conn: conn, log: log, stats: stats, hdrLen: 10, rxWait: rxWait, done: make(chan struct{}), protocols: offeredProtocols}
+	if !canMakeRegion() {
+		d.protocols &^= protoInflight
+		log.Warn("INFLIGHT_SHMFD is not offered: this process cannot make the region (memfd_create)")
+	}
 	d.SetQueuePairs(1)
 	stats.Sessions.Add(1)
 	return d
@@ -291,6 +298,7 @@ func (q *queue) stop() {
 		q.kick = nil
 	}
 	q.started = false
+	q.inf = nil // the next start tracks the ring afresh
 }
 
 func (q *queue) closeFDs() {

@@ -34,6 +34,12 @@ type frontend struct {
 	hdrLen   int
 	kicks    int // kicks sent
 	closing  sync.Once
+	// The inflight region GET_INFLIGHT_FD gave (as the front end keeps it for a reconnect),
+	// unless noInflight.
+	noInflight  bool
+	inflightFD  int
+	inflight    []byte
+	inflightLen uint64
 }
 
 // fq is the driver's side of one queue.
@@ -84,7 +90,7 @@ func newFrontendPairs(t testing.TB, pairs int) *frontend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := &frontend{t: t, fd: sp[0], mem: mem, memfd: memfd, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	fe := &frontend{t: t, fd: sp[0], mem: mem, memfd: memfd, log: &testutil.SyncBuffer{}, done: make(chan error, 1), inflightFD: -1}
 	fe.stats = NewStats(func(name string) *atomic.Uint64 {
 		c, _ := fe.counters.LoadOrStore(name, new(atomic.Uint64))
 		return c.(*atomic.Uint64)
@@ -123,6 +129,10 @@ func (fe *frontend) closeOnce() {
 	}
 	unix.Munmap(fe.mem)
 	unix.Close(fe.memfd)
+	if fe.inflightFD >= 0 {
+		unix.Munmap(fe.inflight)
+		unix.Close(fe.inflightFD)
+	}
 	for _, q := range fe.q {
 		unix.Close(q.kick)
 		unix.Close(q.call)
@@ -226,7 +236,14 @@ func (fe *frontend) start(want uint64) {
 	if proto&protoReplyAck == 0 {
 		fe.t.Fatal("REPLY_ACK not offered")
 	}
-	if err := fe.send(reqSetProtocolFeatures, 0, u64(protoReplyAck|protoMQ)); err != nil {
+	protocols := uint64(protoReplyAck | protoMQ)
+	if !fe.noInflight {
+		if proto&protoInflight == 0 {
+			fe.t.Fatal("INFLIGHT_SHMFD not offered")
+		}
+		protocols |= protoInflight
+	}
+	if err := fe.send(reqSetProtocolFeatures, 0, u64(protocols)); err != nil {
 		fe.t.Fatal(err)
 	}
 	if n := le.Uint64(fe.call(reqGetQueueNum, nil, 8)); n != uint64(len(fe.q)/2) {
@@ -240,8 +257,50 @@ func (fe *frontend) start(want uint64) {
 	}
 	fe.must(reqSetFeatures, u64(fe.features))
 	fe.must(reqSetMemTable, memTablePayload(0, guestMem, fe.uaddr(0), 0), fe.memfd)
+	if !fe.noInflight {
+		fe.getInflight()
+	}
 	for i := range fe.q {
 		fe.startQueue(uint32(i))
+	}
+}
+
+// getInflight asks the back end for its inflight region, as QEMU's vhost-user-blk does before
+// it starts the rings, and maps it.
+func (fe *frontend) getInflight() {
+	fe.t.Helper()
+	p := appendInflightDesc(nil, inflightDesc{queues: uint16(len(fe.q)), queueSize: ringNum})
+	if err := fe.send(reqGetInflightFD, 0, p); err != nil {
+		fe.t.Fatal(err)
+	}
+	r := make([]byte, msgHdrLen+inflightDescLen)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(fe.fd, r, oob, 0)
+	for err == unix.EINTR { // the runtime's preemption signal, as in readFull
+		n, oobn, _, _, err = unix.Recvmsg(fe.fd, r, oob, 0)
+	}
+	if err != nil || n != len(r) {
+		fe.t.Fatalf("GET_INFLIGHT_FD: reply of %d bytes: %v (log: %s)", n, err, fe.log)
+	}
+	if le.Uint32(r) != reqGetInflightFD || le.Uint32(r[4:]) != flagVersion|flagReply || le.Uint32(r[8:]) != inflightDescLen {
+		fe.t.Fatalf("GET_INFLIGHT_FD: reply header % x", r[:msgHdrLen])
+	}
+	cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(cms) != 1 {
+		fe.t.Fatalf("GET_INFLIGHT_FD: no descriptor: %v", err)
+	}
+	fds, err := unix.ParseUnixRights(&cms[0])
+	if err != nil || len(fds) != 1 {
+		fe.t.Fatalf("GET_INFLIGHT_FD: descriptors %v: %v", fds, err)
+	}
+	size, off := le.Uint64(r[msgHdrLen:]), le.Uint64(r[msgHdrLen+8:])
+	packed := fe.features&featRingPacked != 0
+	if want := uint64(len(fe.q)) * inflightQueueLen(packed, ringNum); size != want || off != 0 {
+		fe.t.Fatalf("GET_INFLIGHT_FD: %d bytes at %d, want %d at 0", size, off, want)
+	}
+	fe.inflightFD, fe.inflightLen = fds[0], size
+	if fe.inflight, err = unix.Mmap(fds[0], 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		fe.t.Fatal(err)
 	}
 }
 

@@ -25,6 +25,8 @@ const (
 	reqSetProtocolFeatures = 16
 	reqGetQueueNum         = 17
 	reqSetVringEnable      = 18
+	reqGetInflightFD       = 31
+	reqSetInflightFD       = 32
 )
 
 var reqNames = map[uint32]string{
@@ -35,6 +37,7 @@ var reqNames = map[uint32]string{
 	reqSetVringCall: "SET_VRING_CALL", reqSetVringErr: "SET_VRING_ERR",
 	reqGetProtocolFeatures: "GET_PROTOCOL_FEATURES", reqSetProtocolFeatures: "SET_PROTOCOL_FEATURES",
 	reqGetQueueNum: "GET_QUEUE_NUM", reqSetVringEnable: "SET_VRING_ENABLE",
+	reqGetInflightFD: "GET_INFLIGHT_FD", reqSetInflightFD: "SET_INFLIGHT_FD",
 }
 
 func reqName(r uint32) string {
@@ -90,12 +93,13 @@ func parseHeader(b []byte) (header, error) {
 // descriptors the request takes.
 type message struct {
 	header
-	u64   uint64 // features, a vring's index with the NOFD bit
-	index uint32 // the vring of a state or address
-	num   uint32 // a vring state's number (size, base, enable)
-	addr  vringAddr
-	mem   [maxRegions]memRegion
-	nmem  int
+	u64      uint64 // features, a vring's index with the NOFD bit
+	index    uint32 // the vring of a state or address
+	num      uint32 // a vring state's number (size, base, enable)
+	addr     vringAddr
+	mem      [maxRegions]memRegion
+	nmem     int
+	inflight inflightDesc
 }
 
 type vringAddr struct {
@@ -167,6 +171,13 @@ func parseMessage(h header, p []byte, nfds int) (message, error) {
 			r := p[8+regionLen*i:]
 			m.mem[i] = memRegion{gpa: le.Uint64(r), size: le.Uint64(r[8:]), uaddr: le.Uint64(r[16:]), offset: le.Uint64(r[24:])}
 		}
+	case reqGetInflightFD, reqSetInflightFD:
+		if err = wantSize(inflightDescLen); err == nil {
+			m.inflight = inflightDesc{mmapSize: le.Uint64(p), mmapOffset: le.Uint64(p[8:]), queues: le.Uint16(p[16:]), queueSize: le.Uint16(p[18:])}
+			if h.request == reqSetInflightFD {
+				fds = 1
+			}
+		}
 	case reqSetLogBase, reqSetLogFD:
 		fds = nfds // refused after parsing; the descriptors are closed with the message
 	default:
@@ -188,7 +199,7 @@ func (m *message) needsReply(replyAck bool) bool {
 		return false
 	}
 	switch m.request {
-	case reqGetFeatures, reqGetProtocolFeatures, reqGetQueueNum, reqGetVringBase:
+	case reqGetFeatures, reqGetProtocolFeatures, reqGetQueueNum, reqGetVringBase, reqGetInflightFD:
 		return false // answered anyway
 	}
 	return true

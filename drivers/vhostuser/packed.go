@@ -93,6 +93,9 @@ func (q *vring) popPacked() (head uint16, ok bool, err error) {
 	q.undoNext = (q.undoNext + 1) % len(q.undo)
 	q.slots[i], q.ids[i] = n, id
 	q.lastAvail, q.availWrap = advance(q.lastAvail, q.availWrap, n, q.num)
+	if q.inf != nil {
+		q.inflightTake(id)
+	}
 	return i, true, nil
 }
 
@@ -119,6 +122,12 @@ func (q *vring) unpopPacked(n int) {
 	q.undoNext = (q.undoNext - n + len(q.undo)) % len(q.undo)
 	u := q.undo[q.undoNext]
 	q.lastAvail, q.availWrap = uint16(u), u>>16 != 0
+	if q.inf != nil {
+		for i, k := q.lastAvail, 0; k < n; k++ { // the buffers given back, as popped
+			q.inflightUntake(q.ids[i])
+			i = (i + q.slots[i]) % q.num
+		}
+	}
 }
 
 // pushPacked marks the buffer at slot head used with n bytes written: its id and length in
@@ -130,8 +139,15 @@ func (q *vring) pushPacked(head uint16, n uint32) {
 	if q.usedWrap {
 		flags = packedAvail | packedUsed
 	}
+	next, wrap := advance(q.usedIdx, q.usedWrap, q.slots[head], q.num)
+	if q.inf != nil {
+		q.inflightPackedUsing(next, wrap)
+	}
 	atomic.StoreUint32(q.word(d[12:]), uint32(q.ids[head])|flags<<16)
-	q.usedIdx, q.usedWrap = advance(q.usedIdx, q.usedWrap, q.slots[head], q.num)
+	if q.inf != nil {
+		q.inflightPackedUsed(q.ids[head])
+	}
+	q.usedIdx, q.usedWrap = next, wrap
 }
 
 // publishPacked reports whether the driver asked to be notified of what was pushed since the

@@ -3,17 +3,20 @@ package vhostuser
 // A takeover: a next process of the back end resumes the connection a dead one served, and
 // the front end notices nothing (docs/vms.md, "A back end that crashes").
 //
-// Before it answers a message that changed the device, the device hands its keeper the
-// connection's state: a record of what was negotiated (features, the memory table's
-// addresses, each ring's size, addresses, base and whether it runs), and duplicates of the
-// connection, the memory table's descriptors and each ring's call, error and kick eventfds, in
+// Before it answers a message that changed the device, and once the control queue has changed
+// the pairs in use, the device hands its keeper the connection's state: a record of what was
+// negotiated (features, the memory table's addresses, each ring's size, addresses, base and
+// whether it runs, the inflight region's size), and duplicates of the connection, the memory
+// table's descriptors, each ring's call, error and kick eventfds and the inflight region's, in
 // the record's order. Resume rebuilds a device from them by replaying the
 // messages that built the old one, so that everything is checked as at first connection.
 //
-// Ring positions are not in the record: they are in guest memory. Both directions complete
-// chains in order and publish every chain a batch takes before the batch ends, so a running
-// ring resumes at the used index the driver was shown: the chains the dead process took and
-// did not publish are taken again (their frames are lost; TCP resends them).
+// Ring positions are not in the record: they are in guest memory and, with
+// INFLIGHT_SHMFD, in the inflight region (inflight.go), whose descriptor comes last. Both
+// directions complete chains in order and publish every chain a batch takes before the batch
+// ends, so a running ring resumes at the used index the driver was shown (a split ring's used
+// idx; a packed ring's used slot and wrap counter, which only the region holds): the chains the
+// dead process took and did not publish are taken again.
 
 import (
 	"bytes"
@@ -31,7 +34,7 @@ const maxRecord = 16 << 10
 
 // record is what the front end negotiated, as a takeover carries it (JSON). Each descriptor it
 // implies comes in this order: the connection, one per memory region, then per ring its call
-// (Call), error (Err) and kick (Started) eventfds.
+// (Call), error (Err) and kick (Started) eventfds, then the inflight region's.
 type record struct {
 	Features    uint64
 	Protocol    uint64
@@ -41,6 +44,13 @@ type record struct {
 	Active      int // of those, the pairs in use (VQ_PAIRS_SET); 0: all
 	Mem         []memRecord
 	Rings       []ringRecord
+	Inflight    *inflightRecord // nil: none
+}
+
+// inflightRecord is SET_INFLIGHT_FD's payload for the region.
+type inflightRecord struct {
+	Size, Offset      uint64
+	Queues, QueueSize uint16
 }
 
 type memRecord struct{ GPA, Size, UAddr, Offset uint64 }
@@ -80,6 +90,8 @@ func (d *Device) keep(request uint32) {
 	if keeper == nil {
 		return
 	}
+	d.keepMu.Lock() // the control queue's goroutine keeps too (VQ_PAIRS_SET)
+	defer d.keepMu.Unlock()
 	rec, fds, err := d.export()
 	if err != nil {
 		d.log.Warn("the connection's state was not kept: a restart of the back end would lose it", "err", err)
@@ -147,6 +159,10 @@ func (d *Device) export() (rec []byte, fds []int, err error) {
 		}
 		r.Rings = append(r.Rings, ring)
 	}
+	if in := d.inflight; in != nil { // every queue's lock is held
+		r.Inflight = &inflightRecord{Size: in.desc.mmapSize, Offset: in.desc.mmapOffset, Queues: in.desc.queues, QueueSize: in.desc.queueSize}
+		dup(uintptr(in.fd))
+	}
 	if err != nil {
 		return nil, fds, err
 	}
@@ -171,6 +187,9 @@ func Resume(record []byte, files []*os.File, log *slog.Logger, stats *Stats) (*D
 		return nil, fmt.Errorf("vhost-user takeover: %w", err)
 	}
 	want := 1 + len(rec.Mem)
+	if rec.Inflight != nil {
+		want++
+	}
 	for _, r := range rec.Rings {
 		for _, has := range []bool{r.Started, r.Call, r.Err} {
 			if has {
@@ -211,12 +230,13 @@ func Resume(record []byte, files []*os.File, log *slog.Logger, stats *Stats) (*D
 
 // resumePairs gives the device the queue pairs of the record, before the rings are replayed,
 // and refuses what a takeover cannot resume: a packed ring's position lives in the
-// descriptors' flags and the device's wrap counters, not in an index the driver was shown.
+// descriptors' flags and the device's wrap counters, not in an index the driver was shown;
+// only the inflight region has it.
 func (d *Device) resumePairs(rec *record) error {
-	if rec.Features&featRingPacked != 0 {
+	if rec.Features&featRingPacked != 0 && rec.Inflight == nil {
 		for _, r := range rec.Rings {
 			if r.Started {
-				return fmt.Errorf("a running packed ring cannot be resumed (split rings only)")
+				return fmt.Errorf("a running packed ring cannot be resumed without the inflight region (INFLIGHT_SHMFD)")
 			}
 		}
 	}
@@ -229,6 +249,28 @@ func (d *Device) resumePairs(rec *record) error {
 		return fmt.Errorf("%d queue pairs in use of %d", rec.Active, max(rec.Pairs, 1))
 	}
 	return nil
+}
+
+// resumeBase is where running ring i resumes: the used position the driver was last shown,
+// from the inflight region when there is one (checked against the ring), else the used idx.
+func (d *Device) resumeBase(i int) (uint32, error) {
+	q := &d.q[i]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := d.inflight
+	if r == nil {
+		if q.packed {
+			return 0, q.faultf("a running packed ring cannot be resumed without the inflight region (INFLIGHT_SHMFD)")
+		}
+		return uint32(q.usedIdx), nil
+	}
+	if i >= int(r.desc.queues) {
+		return 0, q.faultf("inflight region: num_queues %d, the ring is queue %d", r.desc.queues, i)
+	}
+	if r.desc.queueSize != q.num {
+		return 0, q.faultf("inflight region: queue_size %d, the ring has %d", r.desc.queueSize, q.num)
+	}
+	return q.resumeInflight(r.part(i), r.packed)
 }
 
 func readRecord(b []byte) (*record, error) {
@@ -264,15 +306,7 @@ func (d *Device) replay(rec *record, files []*os.File) error {
 	next := func() (int, error) {
 		f := files[0]
 		files = files[1:]
-		rc, err := f.SyscallConn()
-		if err != nil {
-			return -1, err
-		}
-		fd := -1
-		if cerr := rc.Control(func(old uintptr) { fd, err = unix.FcntlInt(old, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
-			return -1, cerr
-		}
-		return fd, err
+		return dupFile(f)
 	}
 	send := func(req uint32, p []byte, fds ...int) error {
 		m, err := parseMessage(header{request: req, flags: flagVersion, size: uint32(len(p))}, p, len(fds))
@@ -309,6 +343,18 @@ func (d *Device) replay(rec *record, files []*os.File) error {
 			return err
 		}
 	}
+	if in := rec.Inflight; in != nil {
+		inflight := files[len(files)-1]
+		files = files[:len(files)-1]
+		fd, err := dupFile(inflight)
+		if err != nil {
+			return err
+		}
+		p := appendInflightDesc(nil, inflightDesc{mmapSize: in.Size, mmapOffset: in.Offset, queues: in.Queues, queueSize: in.QueueSize})
+		if err := send(reqSetInflightFD, p, fd); err != nil {
+			return err
+		}
+	}
 	if len(rec.Rings) > len(d.q) {
 		return fmt.Errorf("%d rings, the device has %d", len(rec.Rings), len(d.q))
 	}
@@ -318,6 +364,19 @@ func (d *Device) replay(rec *record, files []*os.File) error {
 		}
 	}
 	return nil
+}
+
+// dupFile duplicates f's descriptor, for a message to take.
+func dupFile(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if cerr := rc.Control(func(old uintptr) { fd, err = unix.FcntlInt(old, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return -1, cerr
+	}
+	return fd, err
 }
 
 func (d *Device) replayRing(i uint32, r ringRecord, next func() (int, error), send func(uint32, []byte, ...int) error) error {
@@ -337,10 +396,10 @@ func (d *Device) replayRing(i uint32, r ringRecord, next func() (int, error), se
 			return err
 		}
 		if r.Started {
-			q := &d.q[i]
-			q.mu.Lock()
-			base = uint32(q.usedIdx) // where the driver was last shown the device
-			q.mu.Unlock()
+			var err error
+			if base, err = d.resumeBase(int(i)); err != nil {
+				return err
+			}
 		}
 	}
 	if err := send(reqSetVringBase, state(base)); err != nil {

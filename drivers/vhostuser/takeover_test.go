@@ -219,7 +219,11 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 		}, "SET_MEM_TABLE: region 0 ends at byte"},
 		{"more pairs in use than offered", func(h *hostileRecord) { h.rec.Active = 2 }, "2 queue pairs in use of 1"},
 		{"pairs beyond the device's bound", func(h *hostileRecord) { h.rec.Pairs = MaxQueuePairs + 1 }, "queue pairs, want 1 to"},
-		{"a running packed ring", func(h *hostileRecord) { h.rec.Features |= featRingPacked }, "a running packed ring cannot be resumed"},
+		{"a running packed ring without the inflight region", func(h *hostileRecord) {
+			h.rec.Features |= featRingPacked
+			h.rec.Inflight = nil
+			remove(h, len(h.fds)-1)
+		}, "a running packed ring cannot be resumed without the inflight region"},
 		{"record too large", func(h *hostileRecord) {
 			h.rec.Rings[0].Addr = &addrRecord{Log: 1}
 			h.rec.Mem = make([]memRecord, maxRecord/8)
@@ -275,6 +279,14 @@ func FuzzResume(f *testing.F) {
 	}
 	b, _ := json.Marshal(&seed)
 	f.Add(b)
+	seed.Protocol |= protoInflight
+	seed.Inflight = &inflightRecord{Size: 2 * inflightQueueLen(false, 64), Queues: 2, QueueSize: 64}
+	b, _ = json.Marshal(&seed)
+	f.Add(b)
+	seed.Features |= featRingPacked
+	seed.Inflight.Size = 2 * inflightQueueLen(true, 64)
+	b, _ = json.Marshal(&seed)
+	f.Add(b)
 	f.Add([]byte(`{"Features":1,"Rings":[{"Num":8,"Started":true}]}`))
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -305,6 +317,18 @@ func FuzzResume(f *testing.F) {
 		for i := range min(n, 64) {
 			d, _ := unix.Dup(kinds[i%len(kinds)])
 			files = append(files, os.NewFile(uintptr(d), "fuzz"))
+		}
+		if in := r.Inflight; in != nil && n <= 64 && in.Size <= 1<<20 {
+			// The last is the region: a file of the size the record names, each queue's
+			// part as GET_INFLIGHT_FD made it.
+			region, _ := unix.MemfdCreate("inflight", unix.MFD_CLOEXEC)
+			unix.Ftruncate(region, int64(in.Size))
+			part := inflightQueueLen(r.Features&featRingPacked != 0, in.QueueSize)
+			for i := uint64(0); (i+1)*part <= in.Size; i++ {
+				unix.Pwrite(region, le.AppendUint16(le.AppendUint16(nil, inflightVersion), in.QueueSize), int64(i*part+8))
+			}
+			files[n-1].Close()
+			files[n-1] = os.NewFile(uintptr(region), "fuzz")
 		}
 		d, err := Resume(rec, files, nil, nil)
 		if err != nil {

@@ -44,6 +44,12 @@ type vring struct {
 	usedFlags uint16
 	fenceWord uint32
 	packedState
+
+	// The ring's part of the inflight region (inflight.go), nil without one: the header's
+	// and each entry's length, and the next entry's counter.
+	inf            []byte
+	infHdr, infEnt int
+	infCounter     uint64
 }
 
 // fault is a guest's error in a queue: the device stops processing until the driver resets it.
@@ -110,6 +116,9 @@ func (q *vring) pop() (head uint16, ok bool, err error) {
 		return 0, false, q.faultf("avail entry %d names descriptor %d of %d", q.lastAvail, head, q.num)
 	}
 	q.lastAvail++
+	if q.inf != nil {
+		q.inflightTakeSplit(head)
+	}
 	return head, true, nil
 }
 
@@ -119,7 +128,12 @@ func (q *vring) unpop(n int) {
 		q.unpopPacked(n)
 		return
 	}
-	q.lastAvail -= uint16(n)
+	for range n {
+		q.lastAvail--
+		if q.inf != nil {
+			q.inflightUntake(le.Uint16(q.avail[4+2*uint64(q.lastAvail%q.num):]))
+		}
+	}
 }
 
 // push puts a finished chain in the used ring; publish shows it to the driver.
@@ -148,6 +162,9 @@ func (q *vring) publish() bool {
 	q.pubUsed = q.usedIdx
 	// A full barrier on amd64 (XCHG): the entries before idx, and idx before used_event is read.
 	atomic.StoreUint32(q.word(q.used), uint32(q.usedFlags)|uint32(q.pubUsed)<<16)
+	if q.inf != nil {
+		q.inflightSplitPublished(q.pubUsed - old)
+	}
 	if q.eventIdx {
 		event := le.Uint16(q.avail[4+2*uint64(q.num):])
 		return q.pubUsed-event-1 < q.pubUsed-old // vring_need_event

@@ -9,8 +9,8 @@ package component
 //
 // On the control socket a Keep is one message: keepID, the number of descriptors, the key,
 // then the bytes, with the descriptors attached as SCM_RIGHTS. The next process gets the
-// bytes as the first descriptor of the key, a sealed memfd (a sandboxed component makes
-// none).
+// bytes as the first descriptor of the key, a sealed memfd the supervisor makes of the bytes
+// it holds.
 
 import (
 	"encoding/binary"
@@ -27,9 +27,11 @@ import (
 // one "KEY DATA FD ..." a line, DATA the memfd holding the bytes.
 const KeptEnv = "NICSTACK_KEPT"
 
-// MaxKept bounds the descriptors of one key, MaxKeptData its bytes.
+// MaxKept bounds the descriptors of one key, MaxKeptData its bytes. A vhost-user vm of 16
+// queue pairs keeps 109 descriptors: its connection, up to 8 memory regions, 3 eventfds for
+// each of 33 rings and the inflight region (the kernel passes at most 253 with one message).
 const (
-	MaxKept     = 64
+	MaxKept     = 128
 	MaxKeptData = 16 << 10
 )
 

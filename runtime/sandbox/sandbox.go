@@ -23,6 +23,10 @@ var allowed = []uintptr{
 	unix.SYS_CLOSE, unix.SYS_FSTAT, unix.SYS_LSEEK, unix.SYS_FCNTL, unix.SYS_DUP, unix.SYS_DUP3, unix.SYS_IOCTL,
 	unix.SYS_MMAP, unix.SYS_MUNMAP, unix.SYS_MPROTECT, unix.SYS_MADVISE, unix.SYS_MREMAP, unix.SYS_BRK, unix.SYS_MINCORE,
 	unix.SYS_FTRUNCATE,
+	// memfd_create: anonymous memory, as mmap's, that a component may share with a peer over
+	// a Unix socket: the vhost-user back end's inflight region, which the protocol has the
+	// back end make (GET_INFLIGHT_FD). It reaches nothing of the host's.
+	unix.SYS_MEMFD_CREATE,
 	// A received descriptor's kind is checked by reading its /proc/self/fd link
 	// ("anon_inode:[eventfd]"); a link names a file, it opens none.
 	unix.SYS_READLINKAT,

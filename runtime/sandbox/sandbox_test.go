@@ -86,6 +86,11 @@ func confinedChild(dir string) {
 		unix.Close(fd)
 	}
 	try("threads and eventfd work", err)
+	fd, err = unix.MemfdCreate("region", unix.MFD_CLOEXEC)
+	if err == nil {
+		unix.Close(fd)
+	}
+	try("memfd works", err)
 	fmt.Println("ready")
 	bufio.NewReader(os.Stdin).ReadString('\n')
 }
@@ -120,7 +125,7 @@ func TestConfine(t *testing.T) {
 			t.Errorf("%s", l)
 		}
 	}
-	if len(lines) != 6 {
+	if len(lines) != 7 {
 		t.Errorf("the child said %q", lines)
 	}
 }
