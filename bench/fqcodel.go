@@ -7,13 +7,7 @@ import "github.com/nicstack/nicstack/runtime/config"
 // compare a router with and without its egress scheduler (docs/isolation.md).
 func SetFQCodel(cfg *config.Node, on bool) {
 	for _, d := range cfg.Subs("domain") {
-		kept := d.Nodes[:0]
-		for _, n := range d.Nodes {
-			if n.Type != "fq-codel" {
-				kept = append(kept, n)
-			}
-		}
-		d.Nodes = kept
+		d.Remove("fq-codel")
 		if on {
 			d.Nodes = append(d.Nodes, &config.Node{Type: "fq-codel", Pos: d.Pos})
 		}

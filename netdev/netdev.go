@@ -64,6 +64,41 @@ type Target interface {
 	End()
 }
 
+// Buffers is the Target of a device's Read: the caller's buffers in order. Frame i lands in
+// Bufs[i][:Sizes[i]] with its offload metadata in Offs[i]; a nil buffer has no room, so its
+// frame is dropped and the burst goes on. N is the frames taken.
+type Buffers struct {
+	Bufs  [][]byte
+	Sizes []int
+	Offs  []Offload
+	N     int
+}
+
+// Into makes t a Target for Read(bufs, sizes, offs): sizes and offs at least as long as bufs.
+func (t *Buffers) Into(bufs [][]byte, sizes []int, offs []Offload) {
+	*t = Buffers{Bufs: bufs, Sizes: sizes[:len(bufs)], Offs: offs[:len(bufs)]}
+}
+
+func (t *Buffers) Begin() {}
+func (t *Buffers) End()   {}
+
+func (t *Buffers) Buffer() []byte {
+	if t.N == len(t.Bufs) {
+		return nil
+	}
+	if t.Bufs[t.N] == nil {
+		return []byte{}
+	}
+	return t.Bufs[t.N]
+}
+
+func (t *Buffers) Frame(n int, off *Offload) {
+	if n > 0 {
+		t.Sizes[t.N], t.Offs[t.N] = n, *off
+		t.N++
+	}
+}
+
 // A SizedTarget is a Target that can also hand out a buffer for a frame whose size the
 // device knows before it copies the frame (a vhost-user chain's descriptors say it): BufferOf
 // gives room for n bytes, as Buffer does for the largest frame (nil ends the burst).

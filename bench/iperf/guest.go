@@ -82,13 +82,7 @@ func guestScenarioOf(st *config.Node, dir string) (*guestScenario, error) {
 	if g.arg == nil {
 		return nil, nil
 	}
-	kept := st.Nodes[:0]
-	for _, n := range st.Nodes {
-		if n.Type != "exit" {
-			kept = append(kept, n)
-		}
-	}
-	st.Nodes = kept
+	st.Remove("exit")
 	return g, nil
 }
 

@@ -153,13 +153,7 @@ func withPlacements(matrix []setting, values []placement) []setting {
 // resetPlacement gives every start an --affinity value moves its <affinity> as written.
 func (sc *scenario) resetPlacement() {
 	for _, sa := range sc.affinities {
-		kept := sa.start.Nodes[:0]
-		for _, n := range sa.start.Nodes {
-			if n.Type != "affinity" {
-				kept = append(kept, n)
-			}
-		}
-		sa.start.Nodes = kept
+		sa.start.Remove("affinity")
 		if sa.original != nil {
 			sa.start.Nodes = append(sa.start.Nodes, sa.original.Clone())
 		}

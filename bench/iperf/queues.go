@@ -106,13 +106,7 @@ func (q *vhostQueues) patch(n int) {
 	}
 	q.device.Set("value", "--device="+device)
 	q.cpus.Set("value", "--cpus="+strconv.Itoa(n))
-	kept := q.guest.Nodes[:0]
-	for _, c := range q.guest.Nodes {
-		if c.Type != "affinity" {
-			kept = append(kept, c)
-		}
-	}
-	q.guest.Nodes = kept
+	q.guest.Remove("affinity")
 	if q.affinity != nil {
 		a := q.affinity.Clone()
 		if n > 1 {

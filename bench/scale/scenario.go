@@ -183,13 +183,7 @@ func dropGuestFQCodel(cfg *config.Node, prefix string, n int) {
 	}
 	for _, d := range cfg.Subs("domain") {
 		if guests[d.Name()] {
-			kept := d.Nodes[:0]
-			for _, c := range d.Nodes {
-				if c.Type != "fq-codel" {
-					kept = append(kept, c)
-				}
-			}
-			d.Nodes = kept
+			d.Remove("fq-codel")
 		}
 	}
 }

@@ -58,9 +58,9 @@ type Device struct {
 
 	// Read's state, kept here so that the netpoller callback is a method value made once.
 	readFn func(uintptr) bool
-	rt     netdev.Target // where the frames of the Read or ReadTo in progress go
-	bufs   bufsTarget    // Read's target
-	rn     int           // frames read by the call in progress
+	rt     netdev.Target  // where the frames of the Read or ReadTo in progress go
+	bufs   netdev.Buffers // Read's target
+	rn     int            // frames read by the call in progress
 	rerr   error
 	rhdr   [vnethdr.Len]byte
 	roff   netdev.Offload
@@ -261,35 +261,10 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (int, e
 	if len(bufs) == 0 {
 		return 0, nil
 	}
-	d.bufs = bufsTarget{bufs: bufs, sizes: sizes[:len(bufs)], offs: offs[:len(bufs)]}
+	d.bufs.Into(bufs, sizes, offs)
 	n, err := d.ReadTo(&d.bufs)
-	d.bufs = bufsTarget{}
+	d.bufs = netdev.Buffers{}
 	return n, err
-}
-
-// bufsTarget is Read's Target: the caller's buffers in order.
-type bufsTarget struct {
-	bufs  [][]byte
-	sizes []int
-	offs  []netdev.Offload
-	n     int
-}
-
-func (t *bufsTarget) Begin() {}
-func (t *bufsTarget) End()   {}
-
-func (t *bufsTarget) Buffer() []byte {
-	if t.n == len(t.bufs) {
-		return nil
-	}
-	return t.bufs[t.n]
-}
-
-func (t *bufsTarget) Frame(n int, off *netdev.Offload) {
-	if n > 0 {
-		t.sizes[t.n], t.offs[t.n] = n, *off
-		t.n++
-	}
 }
 
 // readBurst runs in the netpoller's Read: false means "nothing yet, wait for readability".

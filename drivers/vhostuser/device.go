@@ -142,7 +142,7 @@ type queue struct {
 	pending []usedElem      // Write's used entries of the frame being placed
 	hdr     [maxHdrLen]byte // the reader's header scratch
 	off     netdev.Offload  // the reader's frame's offload metadata
-	bufs    bufsTarget      // Read's Target (a transmit queue has one reader)
+	bufs    netdev.Buffers  // Read's Target (a transmit queue has one reader)
 	frames  *atomic.Uint64  // the frames through this ring, with more than one pair; else nil
 }
 

@@ -212,15 +212,15 @@ func end(addr, port []byte) uint32 {
 // ReadTo is Device.ReadTo for the pair's transmit queue.
 func (r *Pair) ReadTo(t netdev.Target) (int, error) { return r.d.readTo(r.p, t) }
 
-// read is Read for pair p's transmit queue, through the queue's bufsTarget.
+// read is Read for pair p's transmit queue, through the queue's netdev.Buffers.
 func (d *Device) read(p int, bufs [][]byte, sizes []int, offs []netdev.Offload) (int, error) {
 	if len(bufs) == 0 {
 		return 0, nil
 	}
 	t := &d.q[2*p+txQueue].bufs
-	*t = bufsTarget{bufs: bufs, sizes: sizes[:len(bufs)], offs: offs[:len(bufs)]}
+	t.Into(bufs, sizes, offs)
 	n, err := d.readTo(p, t)
-	*t = bufsTarget{}
+	*t = netdev.Buffers{}
 	return n, err
 }
 

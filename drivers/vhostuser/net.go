@@ -30,34 +30,6 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offs []netdev.Offload) (n int,
 // descriptors give before the copy.
 func (d *Device) ReadTo(t netdev.Target) (int, error) { return d.readTo(0, t) }
 
-// bufsTarget is Read's Target: the caller's buffers in order.
-type bufsTarget struct {
-	bufs  [][]byte
-	sizes []int
-	offs  []netdev.Offload
-	n     int
-}
-
-func (t *bufsTarget) Begin() {}
-func (t *bufsTarget) End()   {}
-
-func (t *bufsTarget) Buffer() []byte {
-	if t.n == len(t.bufs) {
-		return nil
-	}
-	if t.bufs[t.n] == nil {
-		return []byte{} // no room: a frame is dropped, and the burst goes on
-	}
-	return t.bufs[t.n]
-}
-
-func (t *bufsTarget) Frame(n int, off *netdev.Offload) {
-	if n > 0 {
-		t.sizes[t.n], t.offs[t.n] = n, *off
-		t.n++
-	}
-}
-
 // readBatch takes frames into t's buffers until t hands out no more or the queue runs empty;
 // with none it has armed the kick and returns the kicker to wait on (nil: wait for the queue
 // to change).

@@ -91,6 +91,12 @@ func (n *Node) Set(name, value string) {
 	n.Attrs = append(n.Attrs, Attr{Name: name, Value: value})
 }
 
+// Remove takes every child of type typ out of the node, keeping the others in order: how a
+// tool takes a node out of a scenario before it puts its own variant in (the benches').
+func (n *Node) Remove(typ string) {
+	n.Nodes = slices.DeleteFunc(n.Nodes, func(c *Node) bool { return c.Type == typ })
+}
+
 // Has reports whether the node has attribute name.
 func (n *Node) Has(name string) bool { _, ok := n.Attr(name); return ok }
 
