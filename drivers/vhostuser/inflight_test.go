@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -491,18 +490,7 @@ func TestHostileInflightTakeoverIsRefused(t *testing.T) {
 			}
 			c.tamper(fe, fe.regionPart(txQueue), h)
 			text, _ = json.Marshal(h.rec)
-			var in []*os.File
-			for _, fd := range h.fds {
-				in = append(in, os.NewFile(uintptr(fd), "hostile"))
-			}
-			d, err := Resume(text, in, nil, nil)
-			if err == nil {
-				d.Close()
-				t.Fatalf("resumed; want %q", c.want)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q, want %q", err, c.want)
-			}
+			wantResumeRefused(t, text, h.fds, c.want)
 		})
 	}
 }

@@ -250,19 +250,26 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 			if h.rec != nil {
 				text, _ = json.Marshal(h.rec)
 			}
-			var in []*os.File
-			for _, fd := range h.fds {
-				in = append(in, os.NewFile(uintptr(fd), "hostile"))
-			}
-			d, err := Resume(text, in, nil, nil)
-			if err == nil {
-				d.Close()
-				t.Fatalf("resumed; want %q", c.want)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q, want %q", err, c.want)
-			}
+			wantResumeRefused(t, text, h.fds, c.want)
 		})
+	}
+}
+
+// wantResumeRefused resumes a tampered record with its descriptors and wants it refused with
+// an error that says want.
+func wantResumeRefused(t *testing.T, text []byte, fds []int, want string) {
+	t.Helper()
+	var in []*os.File
+	for _, fd := range fds {
+		in = append(in, os.NewFile(uintptr(fd), "hostile"))
+	}
+	d, err := Resume(text, in, nil, nil)
+	if err == nil {
+		d.Close()
+		t.Fatalf("resumed; want %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q, want %q", err, want)
 	}
 }
 
