@@ -122,9 +122,7 @@ func TestInflightTakeoverResubmits(t *testing.T) {
 	for _, l := range ringLayouts {
 		t.Run(l.name, func(t *testing.T) {
 			fe := newFrontend(t)
-			k := &keeper{}
-			fe.dev.SetKeeper(k.keep)
-			fe.start(l.features)
+			k := startKept(fe, l.features)
 			warmUp(t, fe)
 
 			var sent [][]byte
@@ -243,9 +241,7 @@ func TestInflightCrashBetweenNotes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fe := newFrontend(t)
-			k := &keeper{}
-			fe.dev.SetKeeper(k.keep)
-			fe.start(c.features)
+			k := startKept(fe, c.features)
 			warmUp(t, fe)
 			var sent [][]byte
 			for i := range c.frames {
@@ -464,9 +460,7 @@ func TestHostileInflightTakeoverIsRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fe := newFrontend(t)
-			k := &keeper{}
-			fe.dev.SetKeeper(k.keep)
-			fe.start(c.features)
+			k := startKept(fe, c.features)
 			fe.txFrame(tcpFrame(10, 1))
 			readOne(t, fe.dev)
 			fe.used(txQueue)
@@ -587,9 +581,7 @@ func (fe *frontend) ctrlUsedPacked() []uint16 {
 // driver set stay in use, and frames reach both pairs' receive rings.
 func TestInflightTakeoverControlQueue(t *testing.T) {
 	fe := newFrontendPairs(t, 2)
-	k := &keeper{}
-	fe.dev.SetKeeper(k.keep)
-	fe.start(allFeatures | featRingPacked)
+	k := startKept(fe, allFeatures|featRingPacked)
 	const r = 4
 	for range 40 { // round the control ring past its end: 2 slots a command
 		_, ack := fe.postCtrlPacked(ctrlMQ, ctrlMQVQPairsSet, 2, 0)

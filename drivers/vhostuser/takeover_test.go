@@ -28,6 +28,15 @@ func (k *keeper) keep(rec []byte, fds []int) {
 	k.rec, k.fds = rec, fds
 }
 
+// startKept starts fe with the features, its device handing what it negotiates to the keeper
+// it returns.
+func startKept(fe *frontend, features uint64) *keeper {
+	k := &keeper{}
+	fe.dev.SetKeeper(k.keep)
+	fe.start(features)
+	return k
+}
+
 // take hands the held record and descriptors over, the descriptors as files, as a restarted
 // process inherits them.
 func (k *keeper) take(t *testing.T) ([]byte, []*os.File) {
@@ -74,9 +83,7 @@ func resume(t *testing.T, fe *frontend, k *keeper) {
 // device served it, and its messages keep being served on the same socket.
 func TestTakeoverResumesTheConnection(t *testing.T) {
 	fe := newFrontend(t)
-	k := &keeper{}
-	fe.dev.SetKeeper(k.keep)
-	fe.start(allFeatures)
+	k := startKept(fe, allFeatures)
 	frame := tcpFrame(500, 3)
 	fe.sendFrame(vnetHeader(netdev.Offload{}), frame)
 	if got, _ := readOne(t, fe.dev); !bytes.Equal(got, frame) {
@@ -133,9 +140,7 @@ func TestTakeoverResumesTheConnection(t *testing.T) {
 // used index the driver was shown.
 func TestTakeoverRetakesUnpublishedChains(t *testing.T) {
 	fe := newFrontend(t)
-	k := &keeper{}
-	fe.dev.SetKeeper(k.keep)
-	fe.start(allFeatures)
+	k := startKept(fe, allFeatures)
 	sent := tcpFrame(300, 9)
 	fe.sendFrame(vnetHeader(netdev.Offload{}), sent)
 	// The device takes the chain and dies before publishing it.
@@ -232,9 +237,7 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fe := newFrontend(t)
-			k := &keeper{}
-			fe.dev.SetKeeper(k.keep)
-			fe.start(allFeatures)
+			k := startKept(fe, allFeatures)
 			crash(t, fe)
 			text, files := k.take(t)
 			h := &hostileRecord{rec: &record{}}
