@@ -129,7 +129,7 @@ func (r *Router) dropEgress(i *Interface) {
 }
 
 // takeClass gives interface i a scheduler class: the lowest free one, every egress queue
-// growing its tables when they are new (which allocates: a session comes).
+// growing its list of classes when it is new (which allocates: a session comes).
 func (r *Router) takeClass(i *Interface) {
 	for c := 1; c < len(r.classes); c++ {
 		if r.classes[c] == nil {

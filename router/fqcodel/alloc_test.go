@@ -134,8 +134,12 @@ func TestNewDefaultsAndLimits(t *testing.T) {
 		t.Fatalf("config %+v, %d entries, %d classes", s.Config(), len(s.entries), len(s.classes))
 	}
 	s.Grow(3)
-	if s.Config().Classes != 3 || len(s.classes[2].flows) != want.Flows {
-		t.Fatalf("after Grow(3): %d classes", s.Config().Classes)
+	if s.Config().Classes != 3 || s.classes[2].flows != nil {
+		t.Fatalf("after Grow(3): %d classes, class 2 with %d flows before its first frame", s.Config().Classes, len(s.classes[2].flows))
+	}
+	s.Enqueue(1, 100, &Key{}, 2, false, 0, nil)
+	if len(s.classes[2].flows) != want.Flows || s.classes[1].flows != nil {
+		t.Fatalf("after a frame of class 2: %d flows in it, %d in class 1", len(s.classes[2].flows), len(s.classes[1].flows))
 	}
 	for _, bad := range []Config{{Limit: -1}, {Params: Params{Target: -1}}, {Flows: 1<<16 + 1}, {Limit: 1 << 30}, {Quantum: 1 << 30}} {
 		if _, err := New(bad); err == nil {

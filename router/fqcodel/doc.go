@@ -15,7 +15,7 @@
 // The scheduler holds handles, not frames: the caller's descriptor of a buffer it keeps
 // (nic_router: the id of a frame it holds in the ingress session's packet stream). Dropped
 // handles are appended to a slice the caller passes, for it to release. Time is the caller's
-// monotonic clock in nanoseconds. Nothing is allocated per frame: the flow table and the
-// entries are allocated by New. A Scheduler is not safe for concurrent use; nic_router runs
+// monotonic clock in nanoseconds. Nothing is allocated per frame: New allocates the entries,
+// and a class its flow table at its first frame. A Scheduler is not safe for concurrent use; nic_router runs
 // one per egress interface on its one event loop.
 package fqcodel

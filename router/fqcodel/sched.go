@@ -136,8 +136,8 @@ type Scheduler struct {
 	stats      Stats
 }
 
-// New makes a scheduler, every table it uses allocated now: Classes*Flows flows and Limit+1
-// entries. Zero fields of cfg take Defaults'.
+// New makes a scheduler with its Limit+1 entries; a class's table of Flows flows is allocated
+// at its first frame (flowsOf). Zero fields of cfg take Defaults'.
 func New(cfg Config) (*Scheduler, error) {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -184,25 +184,28 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
-// Grow adds classes, each with its flow table, till there are n; it allocates, so the caller
+// Grow adds classes till there are n, without their flow tables; it allocates, so the caller
 // does it when a session comes, not per frame.
 func (s *Scheduler) Grow(n int) {
-	more := n - len(s.classes)
-	if more <= 0 {
-		return
+	for len(s.classes) < n {
+		s.classes = append(s.classes, class{newF: list{nilIdx, nilIdx}, oldF: list{nilIdx, nilIdx}, next: nilIdx})
 	}
-	nf := s.cfg.Flows
-	flows := make([]flow, more*nf)
-	for i := range flows {
-		flows[i] = flow{head: nilIdx, tail: nilIdx, next: nilIdx}
+	s.cfg.Classes = len(s.classes)
+}
+
+// flowsOf is class c's flow table, allocated at the class's first frame: of the classes of
+// every session, only those that send through this interface need one (at nic_router's
+// uplink every guest's; at a guest's interface the uplink's), and a table is Flows flows of
+// 64 bytes. The class keeps it, for the next session that takes the class too, so a class
+// allocates once in the scheduler's life, not per frame.
+func (s *Scheduler) flowsOf(c *class) []flow {
+	if c.flows == nil {
+		c.flows = make([]flow, s.cfg.Flows)
+		for i := range c.flows {
+			c.flows[i] = flow{head: nilIdx, tail: nilIdx, next: nilIdx}
+		}
 	}
-	for i := range more {
-		s.classes = append(s.classes, class{
-			flows: flows[i*nf : (i+1)*nf : (i+1)*nf],
-			newF:  list{nilIdx, nilIdx}, oldF: list{nilIdx, nilIdx}, next: nilIdx,
-		})
-	}
-	s.cfg.Classes = n
+	return c.flows
 }
 
 // DropClass drops every frame of class c, appending their handles to dropped (Stats do not
@@ -263,7 +266,7 @@ func (s *Scheduler) ClassLen(c int) int { return s.classes[c].packets }
 func (s *Scheduler) Enqueue(h uint64, length int, key *Key, cls int, ect bool, now int64, dropped []uint64) (queued bool, _ []uint64) {
 	c := &s.classes[cls]
 	fi := int32(s.bucket(key))
-	f := &c.flows[fi]
+	f := &s.flowsOf(c)[fi]
 	ei := s.free
 	s.free = s.entries[ei].next
 	s.entries[ei] = entry{handle: h, time: now, len: int32(length), ect: ect, next: nilIdx}
