@@ -66,3 +66,25 @@ func contention(samples []sample, settle, minWindow time.Duration) (mbps []float
 	}
 	return mbps, window, true
 }
+
+// begun is, per guest, how long after start its test had begun (sent or received
+// startedBytes since the baseline), as the first sample that saw it, 500 ms apart; -1 when
+// none did. A guest that begins late (its connection's handshake lost, its lease late) has
+// the wire to fewer at its test's end, and shortens the window in which all ran.
+func begun(samples []sample, start time.Time) []float64 {
+	if len(samples) == 0 {
+		return nil
+	}
+	base := samples[0]
+	at := make([]float64, len(base.bytes))
+	for g := range at {
+		at[g] = -1
+		for _, s := range samples {
+			if s.bytes[g]-base.bytes[g] >= startedBytes {
+				at[g] = s.at.Sub(start).Seconds()
+				break
+			}
+		}
+	}
+	return at
+}

@@ -38,3 +38,22 @@ func TestContention(t *testing.T) {
 		t.Error("a window before every guest began")
 	}
 }
+
+// A guest has begun at the first sample that saw startedBytes past the baseline.
+func TestBegun(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	samples := []sample{
+		{at(0), []uint64{100, 100, 100}, 0},
+		{at(0.5), []uint64{100 + startedBytes, 100, 100}, 0},
+		{at(1), []uint64{200 + startedBytes, 99 + startedBytes, 100}, 0},
+		{at(1.5), []uint64{300 + startedBytes, 100 + startedBytes, 100}, 0},
+	}
+	got := begun(samples, at(-2))
+	want := []float64{2.5, 3.5, -1}
+	for g := range want {
+		if got[g] != want[g] {
+			t.Errorf("guest %d began %v s after the start, want %v", g+1, got[g], want[g])
+		}
+	}
+}

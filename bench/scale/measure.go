@@ -28,6 +28,8 @@ type run struct {
 	shared       []float64
 	sharedWindow time.Duration
 	retransmits  []uint64 // each guest's TCP segments sent again
+	// begun is each guest's test's beginning, seconds after the tests' common start (begun)
+	begun []float64
 	// drops are the frames dropped while the streams ran, per start and counter (every
 	// counter named *drop*), where the guests' TCP lost what it sent again
 	drops map[string]uint64
@@ -182,6 +184,7 @@ func measure(ctx context.Context, b *base, st setting, o Options) (run, error) {
 	}
 	r.routerCPUs = routerCPU(last) - routerCPU(first)
 	r.shared, r.sharedWindow, _ = contention(samples, settle, minShared)
+	r.begun = begun(samples, t.start)
 	r.drops = drops(first, last)
 	r.mbps, r.retransmits = make([]float64, n), make([]uint64, n)
 	for _, cs := range last.Components {

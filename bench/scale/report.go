@@ -26,15 +26,19 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	if len(o.FQCodel) > 0 {
 		fmt.Fprintln(out, "each number of guests once per --fq-codel value: on, <fq-codel/> in every domain of the router; uplink, in the uplink's alone; off, none")
 	}
-	fmt.Fprintln(out, "guests  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %    router %CPU")
-	fmt.Fprintln(out, "        sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s")
+	w := 6 // the name column: as wide as the widest name ("32 uplink")
+	for _, p := range points {
+		w = max(w, len(p.name()))
+	}
+	fmt.Fprintf(out, "%-*s  tests' Mbit/s       all running     PSS/guest MiB     leases  idle CPU %%    router %%CPU\n", w, "guests")
+	fmt.Fprintf(out, "%*s  sum  min-max  Jain  Mbit/s  s  Jain  mean (max) idle  s       all (guests)  per Gbit/s\n", w, "")
 	for _, p := range points {
 		if p.Runs == 0 {
-			fmt.Fprintf(out, "%6s  failed: %s\n", p.name(), p.Error)
+			fmt.Fprintf(out, "%*s  failed: %s\n", w, p.name(), p.Error)
 			continue
 		}
-		fmt.Fprintf(out, "%6s %4.0f %3.0f-%-4.0f %4.2f  %4.0f %4.1f %4.2f  %4.1f (%4.1f) %4.1f  %5.2f  %5.2f (%5.2f)  %6.1f\n",
-			p.name(), p.Mbps, p.GuestMbpsMin, p.GuestMbpsMax, p.JainTests, p.SharedMbps, p.SharedSeconds, p.Jain,
+		fmt.Fprintf(out, "%*s %4.0f %3.0f-%-4.0f %4.2f  %4.0f %4.1f %4.2f  %4.1f (%4.1f) %4.1f  %5.2f  %5.2f (%5.2f)  %6.1f\n",
+			w, p.name(), p.Mbps, p.GuestMbpsMin, p.GuestMbpsMax, p.JainTests, p.SharedMbps, p.SharedSeconds, p.Jain,
 			p.GuestPSSMiB, p.GuestPSSMaxMiB, p.IdleGuestPSSMiB, p.LeaseSeconds, p.IdleCPU, p.IdleGuestsCPU, p.RouterCPUPerGbps)
 	}
 	fmt.Fprintln(out, "the other processes, per number of guests: PSS MiB / idle CPU %")
@@ -46,7 +50,7 @@ func writeTable(out io.Writer, points []Point, o Options) {
 		for _, name := range slices.Sorted(maps.Keys(p.PSSMiB)) {
 			f = append(f, fmt.Sprintf("%s %.1f/%.2f", name, p.PSSMiB[name], p.IdleCPUOf[name]))
 		}
-		fmt.Fprintf(out, "%6s  %s; supervisor -/%.2f\n", p.name(), strings.Join(f, ", "), p.IdleSupervisorCPU)
+		fmt.Fprintf(out, "%*s  %s; supervisor -/%.2f\n", w, p.name(), strings.Join(f, ", "), p.IdleSupervisorCPU)
 	}
 	for _, fq := range slices.Compact(slices.Sorted(slices.Values(o.FQCodel))) {
 		writeGrowth(out, points, fq)

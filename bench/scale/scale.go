@@ -87,6 +87,9 @@ type Point struct {
 	GuestMbps        []float64 `json:"guest_mbps"`
 	GuestSharedMbps  []float64 `json:"guest_shared_mbps"`
 	GuestRetransmits []uint64  `json:"guest_retransmits"`
+	// and when each guest's test began (its first 256 KiB), seconds after the tests' common
+	// start, as the samples 500 ms apart saw it; -1: never
+	GuestBegunSeconds []float64 `json:"guest_begun_s"`
 	// that run's dropped frames while the streams ran, by "start counter"
 	Drops map[string]uint64 `json:"drops"`
 	// Jain's index over the guests' throughputs while all their tests ran (the figure of
@@ -165,8 +168,8 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 				errs[i] = err
 				continue
 			}
-			fmt.Fprintf(out, " %.0f Mbit/s, Jain %.3f (all running %.1f s), of the tests %.3f; leases in %.2f s\n",
-				sum(r.mbps), Jain(r.shared), r.sharedWindow.Seconds(), Jain(r.mbps), r.lease)
+			fmt.Fprintf(out, " %.0f Mbit/s, Jain %.3f (all running %.1f s), of the tests %.3f; leases in %.2f s; tests begun %.1f-%.1f s after their start\n",
+				sum(r.mbps), Jain(r.shared), r.sharedWindow.Seconds(), Jain(r.mbps), r.lease, slices.Min(r.begun), slices.Max(r.begun))
 			runs[i] = append(runs[i], r)
 		}
 	}
@@ -291,6 +294,7 @@ func medianPoint(st setting, o Options, runs []run, prefix string) Point {
 	}
 	p.GuestMbpsMin, p.GuestMbpsMax = slices.Min(mid.mbps), slices.Max(mid.mbps)
 	p.GuestMbps, p.GuestSharedMbps, p.GuestRetransmits, p.Drops = mid.mbps, mid.shared, mid.retransmits, mid.drops
+	p.GuestBegunSeconds = mid.begun
 	meanPSS := func(pss map[string]float64) float64 {
 		var s float64
 		var k int
