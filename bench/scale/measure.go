@@ -54,6 +54,9 @@ func measure(ctx context.Context, b *base, st setting, o Options) (run, error) {
 	if err == nil && o.FarEndRxBuf != "" {
 		text, err = b.farEndRxBuf(text, o.FarEndRxBuf)
 	}
+	if err == nil && st.far == farEndCPURouter {
+		text, err = b.farEndWithRouter(text)
+	}
 	if err != nil {
 		return r, err
 	}

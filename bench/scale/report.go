@@ -20,6 +20,9 @@ func writeTable(out io.Writer, points []Point, o Options) {
 	if o.FarEndNice != 0 {
 		fmt.Fprintf(out, "the far end runs at nice %d\n", o.FarEndNice)
 	}
+	if len(o.FarEndCPU) > 0 {
+		fmt.Fprintln(out, "each number of guests once per --far-end-cpu value: scenario, the far end where the scenario puts it; router, with the router's affinity")
+	}
 	if o.FarEndRxBuf != "" {
 		fmt.Fprintf(out, "the far end's rx_buf_size is %s\n", o.FarEndRxBuf)
 	}
@@ -52,30 +55,47 @@ func writeTable(out io.Writer, points []Point, o Options) {
 		}
 		fmt.Fprintf(out, "%*s  %s; supervisor -/%.2f\n", w, p.name(), strings.Join(f, ", "), p.IdleSupervisorCPU)
 	}
-	for _, fq := range slices.Compact(slices.Sorted(slices.Values(o.FQCodel))) {
-		writeGrowth(out, points, fq)
-	}
-	if len(o.FQCodel) == 0 {
-		writeGrowth(out, points, "")
+	for _, fq := range slices.Compact(slices.Sorted(slices.Values(orNone(o.FQCodel)))) {
+		for _, far := range slices.Compact(slices.Sorted(slices.Values(orNone(o.FarEndCPU)))) {
+			writeGrowth(out, points, fq, far)
+		}
 	}
 	writeTargets(out, points)
 }
 
-// name is the point's in the table: its number of guests, with its --fq-codel value.
+// name is the point's in the table: its number of guests, with its --fq-codel and
+// --far-end-cpu values.
 func (p Point) name() string {
-	if p.FQCodel == "" {
-		return fmt.Sprint(p.Guests)
+	s := fmt.Sprint(p.Guests)
+	if p.FQCodel != "" {
+		s += " " + p.FQCodel
 	}
-	return fmt.Sprintf("%d %s", p.Guests, p.FQCodel)
+	if p.FarEndCPU != "" {
+		s += " " + p.FarEndCPU
+	}
+	return s
+}
+
+// variant is what sets the point apart from the others of its number of guests, ", fq-codel
+// X, far end Y", empty when nothing does.
+func (p Point) variant() string {
+	s := ""
+	if p.FQCodel != "" {
+		s += ", fq-codel " + p.FQCodel
+	}
+	if p.FarEndCPU != "" {
+		s += ", far end " + p.FarEndCPU
+	}
+	return s
 }
 
 // writeGrowth prints each figure at the most guests over the fewest, of the points of one
-// --fq-codel value.
-func writeGrowth(out io.Writer, points []Point, fq string) {
+// --fq-codel and --far-end-cpu value.
+func writeGrowth(out io.Writer, points []Point, fq, far string) {
 	var lo, hi *Point
 	for i := range points {
 		p := &points[i]
-		if p.Runs == 0 || p.FQCodel != fq {
+		if p.Runs == 0 || p.FQCodel != fq || p.FarEndCPU != far {
 			continue
 		}
 		if lo == nil || p.Guests < lo.Guests {
@@ -94,8 +114,8 @@ func writeGrowth(out io.Writer, points []Point, fq string) {
 		}
 		return fmt.Sprintf("x%.2f", b/a)
 	}
-	if fq != "" {
-		fmt.Fprintf(out, "fq-codel %s: ", fq)
+	if v := lo.variant(); v != "" {
+		fmt.Fprintf(out, "%s: ", v[2:])
 	}
 	fmt.Fprintf(out, "growth from %d to %d guests (x%.0f): aggregate %s, Jain %s, PSS/guest %s, leases %s, idle CPU %s, router CPU per Gbit/s %s\n",
 		lo.Guests, hi.Guests, float64(hi.Guests)/float64(lo.Guests), ratio(lo.Mbps, hi.Mbps), ratio(lo.Jain, hi.Jain),
@@ -132,10 +152,6 @@ func writeTargets(out io.Writer, points []Point) {
 				fmt.Sprintf("leases %.2f s (DHCP alone at most %.2f s) <= %.0f s %s", p.LeaseSeconds, p.DHCPSeconds, targetLeaseTime, met(p.LeaseSeconds <= targetLeaseTime)))
 		}
 		f = append(f, fmt.Sprintf("PSS/guest %.1f MiB (idle %.1f) <= %.0f MiB %s", p.GuestPSSMiB, p.IdleGuestPSSMiB, targetGuestPSS, met(p.GuestPSSMiB <= targetGuestPSS)))
-		fq := ""
-		if p.FQCodel != "" {
-			fq = ", fq-codel " + p.FQCodel
-		}
-		fmt.Fprintf(out, "targets at %d guests%s: %s\n", p.Guests, fq, strings.Join(f, "; "))
+		fmt.Fprintf(out, "targets at %d guests%s: %s\n", p.Guests, p.variant(), strings.Join(f, "; "))
 	}
 }

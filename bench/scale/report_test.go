@@ -10,11 +10,14 @@ import (
 // The rows' figures line up under the header whatever the names' widths ("8 uplink" beside
 // "32 off").
 func TestTableAligned(t *testing.T) {
-	o := Options{Scenario: "s.hid", Domains: domainsShared, Direction: "tx", Time: 10 * time.Second, Idle: 10 * time.Second, Runs: 1, FQCodel: []string{fqUplink, "off"}}
+	o := Options{Scenario: "s.hid", Domains: domainsShared, Direction: "tx", Time: 10 * time.Second, Idle: 10 * time.Second, Runs: 1,
+		FQCodel: []string{fqUplink, "off"}, FarEndCPU: []string{farEndCPUScenario, farEndCPURouter}}
 	var points []Point
 	for _, n := range []int{8, 32} {
 		for _, fq := range o.FQCodel {
-			points = append(points, Point{Guests: n, FQCodel: fq, Runs: 1, Mbps: 123})
+			for _, far := range o.FarEndCPU {
+				points = append(points, Point{Guests: n, FQCodel: fq, FarEndCPU: far, Runs: 1, Mbps: 123})
+			}
 		}
 	}
 	var out bytes.Buffer
@@ -30,5 +33,11 @@ func TestTableAligned(t *testing.T) {
 	}
 	if col < 0 {
 		t.Fatalf("no header:\n%s", out.String())
+	}
+	// one growth line and one line of targets per variant
+	for _, want := range []string{"fq-codel off, far end router: growth from 8 to 32", "targets at 32 guests, fq-codel uplink, far end scenario: Jain"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
 	}
 }

@@ -36,6 +36,10 @@ type Options struct {
 	// the buffer of the stream the wire delivers into, which holds what arrives while the far
 	// end waits for its share of the CPU.
 	FarEndRxBuf string
+	// FarEndCPU, when set, measures every number of guests once per value, in the same
+	// rounds, with the far end where it says: scenario, as the base has it (the seed's: on
+	// the guests' CPU); router, with the router's affinity, on a CPU no guest runs on.
+	FarEndCPU []string
 	// FQCodel, when set, measures every number of guests once per value, in the same rounds:
 	// on, <fq-codel/> in every domain of the router (a scheduler class per guest at the
 	// uplink's egress, docs/isolation.md); uplink, in the domains no guest is in; off, none.
@@ -75,6 +79,7 @@ type Point struct {
 	Domains     string    `json:"domains"`
 	FarEndNice  int       `json:"far_end_nice"`
 	FarEndRxBuf string    `json:"far_end_rx_buf,omitempty"`
+	FarEndCPU   string    `json:"far_end_cpu,omitempty"`
 	FQCodel     string    `json:"fq_codel,omitempty"` // the --fq-codel value; empty: the scenario as written
 	Runs        int       `json:"runs"`               // runs that measured
 	Mbps        float64   `json:"mbps"`               // aggregate: the sum of the guests' results (receiver side)
@@ -142,14 +147,12 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	if o.Verbose {
 		bench.PrintLoad(out)
 	}
-	fqs := o.FQCodel
-	if len(fqs) == 0 {
-		fqs = []string{""}
-	}
 	var settings []setting
 	for _, n := range o.Guests {
-		for _, fq := range fqs {
-			settings = append(settings, setting{n, fq})
+		for _, fq := range orNone(o.FQCodel) {
+			for _, far := range orNone(o.FarEndCPU) {
+				settings = append(settings, setting{n, fq, far})
+			}
 		}
 	}
 	runs := make([][]run, len(settings))
@@ -202,17 +205,30 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	return nil
 }
 
-// setting is one point's: the number of guests and the --fq-codel value.
+// setting is one point's: the number of guests, the --fq-codel value and the
+// --far-end-cpu one (empty: not given).
 type setting struct {
-	n  int
-	fq string
+	n       int
+	fq, far string
 }
 
 func (st setting) String() string {
-	if st.fq == "" {
-		return fmt.Sprintf("%d guests", st.n)
+	s := fmt.Sprintf("%d guests", st.n)
+	if st.fq != "" {
+		s += ", fq-codel " + st.fq
 	}
-	return fmt.Sprintf("%d guests, fq-codel %s", st.n, st.fq)
+	if st.far != "" {
+		s += ", far end " + st.far
+	}
+	return s
+}
+
+// orNone is vs, or one empty value when there is none: a dimension not asked for.
+func orNone(vs []string) []string {
+	if len(vs) == 0 {
+		return []string{""}
+	}
+	return vs
 }
 
 func (o Options) check() error {
@@ -233,6 +249,11 @@ func (o Options) check() error {
 	for _, v := range o.FQCodel {
 		if v != "on" && v != "off" && v != fqUplink {
 			return fmt.Errorf("--fq-codel %q: expected on, off or %s", v, fqUplink)
+		}
+	}
+	for _, v := range o.FarEndCPU {
+		if v != farEndCPUScenario && v != farEndCPURouter {
+			return fmt.Errorf("--far-end-cpu %q: want %s or %s", v, farEndCPUScenario, farEndCPURouter)
 		}
 	}
 	if o.FarEndNice < -20 || o.FarEndNice > 19 {
@@ -263,7 +284,7 @@ func sum(xs []float64) float64 {
 
 // medianPoint is the median of each figure over the runs of n guests.
 func medianPoint(st setting, o Options, runs []run, prefix string) Point {
-	p := Point{Guests: st.n, FQCodel: st.fq, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, FarEndRxBuf: o.FarEndRxBuf, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
+	p := Point{Guests: st.n, FQCodel: st.fq, Direction: o.Direction, Domains: o.Domains, FarEndNice: o.FarEndNice, FarEndRxBuf: o.FarEndRxBuf, FarEndCPU: st.far, Runs: len(runs), PSSMiB: map[string]float64{}, IdleCPUOf: map[string]float64{}}
 	if len(runs) == 0 {
 		return p
 	}

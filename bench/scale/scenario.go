@@ -164,6 +164,41 @@ func (b *base) farEndRxBuf(text []byte, size string) ([]byte, error) {
 	return root.XML(), nil
 }
 
+// The --far-end-cpu values: the far end's affinity as the base scenario has it (the seed's
+// puts it on the guests' CPU), or the router's.
+const (
+	farEndCPUScenario = "scenario"
+	farEndCPURouter   = "router"
+)
+
+// farEndWithRouter gives the far end, in the scenario text, the affinity of the router's
+// start: the far end stands for another machine, and beside N guests on their CPU it gets
+// 1/(N+1) of it, too little to take in what the wire brings, so that its receive buffer's
+// drop-tail, not the router, decides the shares. A machine of two CPUs has none to give it
+// alone; the router's is the one no guest runs on.
+func (b *base) farEndWithRouter(text []byte) ([]byte, error) {
+	root, err := config.Parse(b.path, text)
+	if err != nil {
+		return nil, err
+	}
+	var aff *config.Node
+	for _, st := range root.Subs("start") {
+		if startBinary(st) == routerBinary {
+			aff = st.Sub("affinity")
+		}
+	}
+	if aff == nil {
+		return nil, fmt.Errorf("--far-end-cpu %s: the scenario's %s has no <affinity>", farEndCPURouter, routerBinary)
+	}
+	for _, st := range root.Subs("start") {
+		if st.Name() == b.server {
+			st.Remove("affinity")
+			st.Nodes = append(st.Nodes, aff.Clone())
+		}
+	}
+	return root.XML(), nil
+}
+
 // fqUplink is the --fq-codel value that puts <fq-codel/> into the domains no guest is in
 // (the uplink's), as a deployment would: that is where the guests' traffic queues, and a
 // queue at each guest's interface (the frames to it) costs a scheduler with a class per

@@ -179,3 +179,64 @@ func TestScenarioFQCodel(t *testing.T) {
 		benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
 	}
 }
+
+// --far-end-cpu router gives the far end the router's affinity in place of its own (the
+// seed's: x 2, beside the guests at x 3); nicstack check accepts the result.
+func TestScenarioFarEndWithRouter(t *testing.T) {
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadBase(seed, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := b.scenario(2, test{time: time.Second}, domainsShared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err = b.farEndWithRouter(text); err != nil {
+		t.Fatal(err)
+	}
+	root, err := config.Parse("scale.xml", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	affinity := map[string]string{}
+	for _, st := range root.Subs("start") {
+		var a []string
+		for _, n := range st.Subs("affinity") {
+			a = append(a, string(n.XML()))
+		}
+		affinity[st.Name()] = strings.Join(a, "")
+	}
+	if affinity["remote_host"] != affinity["nic_router"] || !strings.Contains(affinity["remote_host"], `xpos="1"`) || strings.Contains(affinity["vm1"], `xpos="1"`) {
+		t.Errorf("affinities %q: want remote_host's the router's (x 1) only", affinity)
+	}
+	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
+
+	noAffinity := strings.Replace(string(data), "  + affinity | xpos: 1 | ypos: 0\n", "", 1)
+	if noAffinity == string(data) {
+		t.Fatal("the seed's router affinity line moved: fix the test")
+	}
+	b, err = loadBase(seed, []byte(noAffinity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.farEndWithRouter([]byte(noAffinity)); err == nil || !strings.Contains(err.Error(), "nic_router has no <affinity>") {
+		t.Errorf("a router without affinity: %v", err)
+	}
+}
+
+func TestOptionsFarEndCPU(t *testing.T) {
+	o := Options{Runs: 1, Guests: []int{1}, Domains: domainsShared, Direction: "tx", Time: time.Second, Idle: time.Second}
+	for _, c := range []struct {
+		v  []string
+		ok bool
+	}{{nil, true}, {[]string{farEndCPUScenario, farEndCPURouter}, true}, {[]string{farEndCPURouter, "cpu0"}, false}} {
+		o.FarEndCPU = c.v
+		if err := o.check(); (err == nil) != c.ok {
+			t.Errorf("--far-end-cpu %q: %v", c.v, err)
+		}
+	}
+}

@@ -284,6 +284,7 @@ func benchScaleCmd() *cobra.Command {
 	f.StringVar(&o.Domains, "domains", "shared", "shared: the guests in the base's one domain (the router sends each of its frames to every guest); per-guest: a domain each, with its own /24, DHCP server and NAT")
 	f.StringSliceVar(&o.FQCodel, "fq-codel", nil, "on,uplink,off: every number of guests with <fq-codel/> in every domain of the router (a scheduler class per guest at the uplink's egress), in the domains no guest is in (the uplink's), and without, in the same rounds; default: the scenario as written")
 	f.StringVar(&o.FarEndRxBuf, "far-end-rx-buf", "", "the far end's rx_buf_size (\"12M\"): the buffer of the stream the wire delivers into, which holds what arrives while the far end waits for the CPU; default Genode's 1600K")
+	f.StringSliceVar(&o.FarEndCPU, "far-end-cpu", nil, "scenario,router: every number of guests with the far end where --scenario puts it (the seed's: on the guests' CPU) and with the router's affinity (a CPU no guest runs on: it stands for another machine), in the same rounds; default: the scenario as written")
 	f.IntVar(&o.FarEndNice, "far-end-nice", 0, "the nice value of the far end's process (root for < 0): it stands for another machine, and at nice 0 it gets 1/(N+1) of the CPU it shares with N guests")
 	f.IntVar(&o.Runs, "runs", 3, "runs per number of guests; the median is reported")
 	f.StringVar(&o.JSON, "json", "", "also write the results to this file as JSON")

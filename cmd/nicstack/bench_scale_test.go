@@ -19,10 +19,10 @@ func TestBenchScaleJSON(t *testing.T) {
 	}
 	points, b := runBenchJSON(t, "guests  tests' Mbit/s       all running", 2,
 		[]string{"guests", "direction", "domains", "runs", "mbps", "jain", "jain_tests", "shared_mbps", "guest_mbps", "drops", "guest_pss_mib", "guest_pss_max_mib", "idle_guest_pss_mib", "pss_mib",
-			"lease_seconds", "dhcp_seconds", "idle_cpu", "idle_guests_cpu", "idle_cpu_of", "idle_supervisor_cpu", "router_cpu_per_gbps"},
-		"scale", "--scenario", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--guests", "1,2", "--time", "2s", "--idle", "2s", "--runs", "1")
+			"lease_seconds", "dhcp_seconds", "idle_cpu", "idle_guests_cpu", "idle_cpu_of", "idle_supervisor_cpu", "router_cpu_per_gbps", "guest_begun_s", "far_end_cpu"},
+		"scale", "--scenario", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--guests", "1,2", "--time", "2s", "--idle", "2s", "--runs", "1", "--far-end-cpu", "router")
 	out := string(b)
-	for _, want := range []string{"growth from 1 to 2 guests", "targets at 2 guests", "nic_router"} {
+	for _, want := range []string{"far end router: growth from 1 to 2 guests", "targets at 2 guests, far end router", "nic_router"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the output", want)
 		}
