@@ -147,3 +147,43 @@ func TestNewDefaultsAndLimits(t *testing.T) {
 		}
 	}
 }
+
+// Classes of equal backlog take turns to pay at the limit: sessions of full-sized frames tie
+// often, and a scan from class 0 always dropped from the lowest-numbered of them. Each step
+// tops up the class with the fewest frames, which ties it with the others at the limit.
+func TestOverLimitTiesTakeTurns(t *testing.T) {
+	cfg := Defaults
+	cfg.Classes, cfg.Limit, cfg.Batch = 3, 5, 1
+	s, _ := New(cfg)
+	var k Key
+	var h uint64
+	enqueue := func(c int) []uint64 {
+		h++
+		k.SPort = uint16(c)
+		_, d := s.Enqueue(h, 1500, &k, c, false, 0, nil)
+		return d
+	}
+	for _, c := range []int{0, 0, 1, 1, 2} {
+		enqueue(c)
+	}
+	var drops [3]int
+	for range 300 {
+		least := 0
+		for c := range 3 {
+			if s.ClassLen(c) < s.ClassLen(least) {
+				least = c
+			}
+		}
+		before := [3]int{s.ClassLen(0), s.ClassLen(1), s.ClassLen(2)}
+		enqueue(least)
+		before[least]++
+		for c := range 3 {
+			drops[c] += before[c] - s.ClassLen(c)
+		}
+	}
+	for c, n := range drops {
+		if n < 90 {
+			t.Errorf("drops per class %v: class %d paid %d of 300", drops, c, n)
+		}
+	}
+}

@@ -44,6 +44,7 @@ type model struct {
 	p                     Params
 	now                   int64
 	dropped               []uint64 // by CoDel in the current dequeue
+	fat                   int      // the class last dropped from for the limit
 }
 
 func (m *model) packets() (n int) {
@@ -101,12 +102,14 @@ func (m *model) enqueue(h uint64, length, ci, fi int, ect bool) (bool, []uint64)
 	if m.packets() <= m.limit {
 		return true, nil
 	}
-	fat := 0
-	for i := range m.classes {
-		if m.classes[i].bytes() > m.classes[fat].bytes() {
+	fat := -1 // the first of the largest from the class after the last one dropped from
+	for k := 1; k <= len(m.classes); k++ {
+		i := (m.fat + k) % len(m.classes)
+		if m.classes[i].packets() > 0 && (fat < 0 || m.classes[i].bytes() > m.classes[fat].bytes()) {
 			fat = i
 		}
 	}
+	m.fat = fat
 	fc := &m.classes[fat]
 	ff := 0
 	for i := range fc.flows {

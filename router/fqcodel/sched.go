@@ -134,6 +134,8 @@ type Scheduler struct {
 	backlog    int // bytes, all classes
 	packets    int
 	stats      Stats
+	// fat is the class dropFattest last dropped from; its next scan starts after it.
+	fat int
 }
 
 // New makes a scheduler with its Limit+1 entries; a class's table of Flows flows is allocated
@@ -307,14 +309,20 @@ func (s *Scheduler) Enqueue(h uint64, length int, key *Key, cls int, ect bool, n
 // largest backlog until half that flow's backlog or Batch frames are gone (at least one), as
 // Linux's fq_codel does: one scan for many drops, and the flow that built the queue pays.
 func (s *Scheduler) dropFattest(dropped []uint64) []uint64 {
-	// The first of the largest that holds a frame: frames of length 0 must not leave the
-	// choice on an empty one.
+	// The first of the largest that holds a frame (frames of length 0 must not leave the
+	// choice on an empty one), scanning from the class after the last one dropped from:
+	// classes of equal backlog are common (sessions of full-sized frames), and a scan from
+	// class 0 would always drop from the lowest-numbered session of them, the first guest
+	// to attach, so that the last took twice the others' share. Linux's flows are hash
+	// buckets, which its scan from bucket 0 favours at random; classes are numbered in order.
 	ci := -1
-	for i := range s.classes {
+	for k := 1; k <= len(s.classes); k++ {
+		i := (s.fat + k) % len(s.classes)
 		if c := &s.classes[i]; c.packets > 0 && (ci < 0 || c.backlog > s.classes[ci].backlog) {
 			ci = i
 		}
 	}
+	s.fat = ci
 	c := &s.classes[ci]
 	fi := -1
 	for i := range c.flows {
