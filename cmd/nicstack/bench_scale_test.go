@@ -17,7 +17,7 @@ func TestBenchScaleJSON(t *testing.T) {
 	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
 		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
 	}
-	points, b := runBenchJSON(t, "guests  tests' Mbit/s       all running", 2,
+	points, b := runBenchJSON(t, "tests' Mbit/s       all running", 2,
 		[]string{"guests", "direction", "domains", "runs", "mbps", "jain", "jain_tests", "shared_mbps", "guest_mbps", "drops", "guest_pss_mib", "guest_pss_max_mib", "idle_guest_pss_mib", "pss_mib",
 			"lease_seconds", "dhcp_seconds", "idle_cpu", "idle_guests_cpu", "idle_cpu_of", "idle_supervisor_cpu", "router_cpu_per_gbps", "guest_begun_s", "far_end_cpu"},
 		"scale", "--scenario", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--guests", "1,2", "--time", "2s", "--idle", "2s", "--runs", "1", "--far-end-cpu", "router")
