@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,8 @@ type Counters struct {
 
 // counterEvery is how often the stack's own counters are copied into Counters while frames
 // pass; an idle guest copies them less and less often, down to every idleCounterEvery, so
-// that 32 idle guests cost next to no CPU together (bench scale's idle figure).
+// that 32 idle guests cost next to no CPU together (bench scale's idle figure), and once
+// there returns its free heap to the kernel.
 const (
 	counterEvery     = 250 * time.Millisecond
 	idleCounterEvery = 4 * time.Second
@@ -197,8 +199,12 @@ func (h *Host) copyCounters(ctx context.Context) {
 		h.ctr.TxDropped.Store(st.TxDropped.Load())
 		if now := st.RxFrames.Load() + st.TxFrames.Load() + st.RxDropped.Load() + st.TxDropped.Load(); now != frames {
 			frames, every = now, counterEvery
-		} else {
-			every = min(2*every, idleCounterEvery)
+		} else if every < idleCounterEvery {
+			if every = min(2*every, idleCounterEvery); every == idleCounterEvery {
+				// Gone idle: give the heap its streams left back to the kernel now, not over
+				// the minutes the runtime's scavenger takes (an idle guest's PSS, bench scale).
+				debug.FreeOSMemory()
+			}
 		}
 		t.Reset(every)
 		select {
