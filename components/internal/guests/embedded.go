@@ -203,6 +203,9 @@ func (h *Host) copyCounters(ctx context.Context) {
 			if every = min(2*every, idleCounterEvery); every == idleCounterEvery {
 				// Gone idle: give the heap its streams left back to the kernel now, not over
 				// the minutes the runtime's scavenger takes (an idle guest's PSS, bench scale).
+				// Twice: gVisor's buffers wait in sync.Pools, which a collection only moves to
+				// their victim caches and the next one frees.
+				debug.FreeOSMemory()
 				debug.FreeOSMemory()
 			}
 		}
