@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,8 +59,7 @@ type Counters struct {
 
 // counterEvery is how often the stack's own counters are copied into Counters while frames
 // pass; an idle guest copies them less and less often, down to every idleCounterEvery, so
-// that 32 idle guests cost next to no CPU together (bench scale's idle figure), and once
-// there returns its free heap to the kernel.
+// that 32 idle guests cost next to no CPU together (bench scale's idle figure).
 const (
 	counterEvery     = 250 * time.Millisecond
 	idleCounterEvery = 4 * time.Second
@@ -199,15 +197,8 @@ func (h *Host) copyCounters(ctx context.Context) {
 		h.ctr.TxDropped.Store(st.TxDropped.Load())
 		if now := st.RxFrames.Load() + st.TxFrames.Load() + st.RxDropped.Load() + st.TxDropped.Load(); now != frames {
 			frames, every = now, counterEvery
-		} else if every < idleCounterEvery {
-			if every = min(2*every, idleCounterEvery); every == idleCounterEvery {
-				// Gone idle: give the heap its streams left back to the kernel now, not over
-				// the minutes the runtime's scavenger takes (an idle guest's PSS, bench scale).
-				// Twice: gVisor's buffers wait in sync.Pools, which a collection only moves to
-				// their victim caches and the next one frees.
-				debug.FreeOSMemory()
-				debug.FreeOSMemory()
-			}
+		} else {
+			every = min(2*every, idleCounterEvery)
 		}
 		t.Reset(every)
 		select {
