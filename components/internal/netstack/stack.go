@@ -124,13 +124,16 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 // 4K/128K/6M, tcp_wmem 4K/16K/4M), small at first and auto-tuned up to a few MiB, enough for a
 // multi-Gbit/s stream at sub-millisecond round trips: the receive buffer by what the reader
 // took in a round trip (moderation), the send buffer to twice the congestion window (gVisor's
-// computeTCPSendBufferSize). A guest then holds what its stream needs, not 4 MiB each way: the
-// buffers are Go heap, most of an embedded guest's memory (issue 33's PSS per guest,
-// docs/performance.md "bench scale"). RACK is off: its tail
-// loss probe fires after 2 x SRTT with no floor here (Linux adds at least two jiffies), so with
-// sub-millisecond round trips and a scheduler's jitter it retransmitted hundreds of segments a
-// test that were never lost (every frame counted through) and the seed scenario fell from ~935
-// to ~800 Mbit/s. Loss recovery is then SACK's on duplicate ACKs, and the RTO.
+// computeTCPSendBufferSize). A fixed 256 KiB send buffer lost throughput with every
+// millisecond an ITR interval added to the round trip (392 Mbit/s at ITR 5580, 731 with 4
+// MiB); grown, it holds (883-895 at 5580, as with 4 MiB). A guest then holds what its stream
+// needs, not 4 MiB each way from the start: the buffers are Go heap, most of an embedded
+// guest's memory (issue 33's PSS per guest, docs/performance.md "Memory per guest").
+// RACK is off: its tail loss probe fires after 2 x SRTT with no floor here (Linux adds at
+// least two jiffies), so with sub-millisecond round trips and a scheduler's jitter it
+// retransmitted hundreds of segments a test that were never lost (every frame counted
+// through) and the seed scenario fell from ~935 to ~800 Mbit/s. Loss recovery is then SACK's
+// on duplicate ACKs, and the RTO.
 func tuneTCP(s *stack.Stack) error {
 	opts := []tcpip.SettableTransportProtocolOption{
 		new(tcpip.TCPSACKEnabled),
