@@ -120,20 +120,25 @@ func New(cfg Config, out Outbound) (*Stack, error) {
 	return st, nil
 }
 
-// tuneTCP sets what a Linux host would have: SACK, CUBIC, and buffers that auto-tune up to a few
-// MiB, enough for a multi-Gbit/s stream at sub-millisecond round trips. RACK is off: its tail
-// loss probe fires after 2 x SRTT with no floor here (Linux adds at least two jiffies), so with
-// sub-millisecond round trips and a scheduler's jitter it retransmitted hundreds of segments a
-// test that were never lost (every frame counted through) and the seed scenario fell from ~935
-// to ~800 Mbit/s. Loss recovery is then SACK's on duplicate ACKs, and the RTO. gVisor does not
-// grow a send buffer as Linux does (to 4 MiB): its default is the stream's window, and at 256
-// KiB a stream's throughput fell with every added millisecond of round trip, which an ITR
-// interval adds to each (one run: 392 Mbit/s at ITR 5580 with 256 KiB, 731 with 4 MiB).
+// tuneTCP sets what a Linux host would have: SACK, CUBIC, and Linux's buffer sizes (tcp_rmem
+// 4K/128K/6M, tcp_wmem 4K/16K/4M), small at first and auto-tuned up to a few MiB, enough for a
+// multi-Gbit/s stream at sub-millisecond round trips: the receive buffer by what the reader
+// took in a round trip (moderation), the send buffer to twice the congestion window (gVisor's
+// computeTCPSendBufferSize). A fixed 256 KiB send buffer lost throughput with every
+// millisecond an ITR interval added to the round trip (392 Mbit/s at ITR 5580, 731 with 4
+// MiB); grown, it holds (883-895 at 5580, as with 4 MiB). A guest then holds what its stream
+// needs, not 4 MiB each way from the start: the buffers are Go heap, most of an embedded
+// guest's memory (issue 33's PSS per guest, docs/performance.md "Memory per guest").
+// RACK is off: its tail loss probe fires after 2 x SRTT with no floor here (Linux adds at
+// least two jiffies), so with sub-millisecond round trips and a scheduler's jitter it
+// retransmitted hundreds of segments a test that were never lost (every frame counted
+// through) and the seed scenario fell from ~935 to ~800 Mbit/s. Loss recovery is then SACK's
+// on duplicate ACKs, and the RTO.
 func tuneTCP(s *stack.Stack) error {
 	opts := []tcpip.SettableTransportProtocolOption{
 		new(tcpip.TCPSACKEnabled),
-		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 4 << 20, Max: 16 << 20},
-		&tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 4 << 20, Max: 8 << 20},
+		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 6 << 20},
+		&tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 16 << 10, Max: 4 << 20},
 		new(tcpip.TCPModerateReceiveBufferOption),
 		new(tcpip.TCPRecovery),
 	}
