@@ -57,9 +57,9 @@ func NewPort(out *packetstream.Source, in *packetstream.Sink, deliver func([]net
 }
 
 // NewQueuedPort is NewPort with the egress of qdisc="fq_codel" (qdisc.go) for frames up to
-// mtu bytes with the Ethernet header.
-func NewQueuedPort(out *packetstream.Source, in *packetstream.Sink, deliver func([]netstack.Frame), mtu int, cnt qdiscCounters) (*Port, error) {
-	q, err := newQdisc(out, mtu, cnt)
+// mtu bytes with the Ethernet header, its byte limit capped at limitMax (0: no cap).
+func NewQueuedPort(out *packetstream.Source, in *packetstream.Sink, deliver func([]netstack.Frame), mtu int, limitMax uint32, cnt qdiscCounters) (*Port, error) {
+	q, err := newQdisc(out, mtu, limitMax, cnt)
 	if err != nil {
 		return nil, err
 	}

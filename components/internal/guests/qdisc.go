@@ -44,8 +44,9 @@ type qdiscCounters struct{ Dropped, Marked, NoRoom *atomic.Uint64 }
 
 // newQdisc makes the egress of frames up to mtu bytes (Ethernet header included) into out.
 // Half of the stream's buffer holds the scheduler's frames, half those in flight, so that
-// the scheduler, not a full buffer, decides what is dropped.
-func newQdisc(out *packetstream.Source, mtu int, cnt qdiscCounters) (*qdisc, error) {
+// the scheduler, not a full buffer, decides what is dropped. limitMax caps the byte limit
+// (tx_bql_limit_max; 0: half the buffer), never below one frame.
+func newQdisc(out *packetstream.Source, mtu int, limitMax uint32, cnt qdiscCounters) (*qdisc, error) {
 	c := out.Config()
 	frames := min(c.QueueSize, c.BulkSize/packetstream.BlockSize)
 	limit := max(1, frames/2)
@@ -58,7 +59,11 @@ func newQdisc(out *packetstream.Source, mtu int, cnt qdiscCounters) (*qdisc, err
 	q := &qdisc{out: out, s: s, epoch: time.Now(), slots: make([]packetstream.Packet, limit+1), free: make([]int32, limit+1),
 		dropped: make([]uint64, 0, limit+1+cfg.Batch), drops: cnt.Dropped, marks: cnt.Marked, noRoom: cnt.NoRoom,
 		inflightFrames: max(1, frames/2)}
-	q.bql = dql.New(uint32(mtu), uint32(max(mtu, c.BulkSize/2)), time.Second, q.now())
+	bqlMax := uint32(max(mtu, c.BulkSize/2))
+	if limitMax > 0 {
+		bqlMax = min(bqlMax, limitMax)
+	}
+	q.bql = dql.New(uint32(mtu), bqlMax, time.Second, q.now())
 	for k := range q.free {
 		q.free[k] = int32(len(q.free) - 1 - k)
 	}

@@ -81,7 +81,7 @@ func newQdiscPort(t *testing.T) (*Port, qdiscPeer, *Counters) {
 		t.Fatal(err)
 	}
 	ctr := privateCounters()
-	p, err := NewQueuedPort(client.TX, client.RX, func([]netstack.Frame) {}, 1514, ctr.Qdisc)
+	p, err := NewQueuedPort(client.TX, client.RX, func([]netstack.Frame) {}, 1514, 0, ctr.Qdisc)
 	if err != nil {
 		t.Fatal(err)
 	}
