@@ -73,6 +73,53 @@ func (sc *scenario) patchFQCodel(v string) {
 	bench.SetFQCodel(cfg, v == "on")
 }
 
+// bqlLimitMax is the attribute of the byte limits' cap, the driver's and an embedded guest's.
+const bqlLimitMax = "tx_bql_limit_max"
+
+// bqlLimitMaxValues checks --bql-limit-max: byte counts, as the configs write them.
+func (o *Options) bqlLimitMaxValues(sc *scenario) ([]string, error) {
+	for _, v := range o.BQLLimitMax {
+		if _, err := config.ParseNumber(v); err != nil {
+			return nil, fmt.Errorf("--bql-limit-max %q: expected a byte count (0: no cap)", v)
+		}
+	}
+	if len(o.BQLLimitMax) > 0 && sc.driver == nil {
+		return nil, fmt.Errorf("--bql-limit-max: the scenario has no %s", driverBinary)
+	}
+	return o.BQLLimitMax, nil
+}
+
+// withBQLLimitMax is the matrix with each point once per --bql-limit-max value.
+func withBQLLimitMax(matrix []setting, values []string) []setting {
+	if len(values) == 0 {
+		return matrix
+	}
+	var out []setting
+	for _, m := range matrix {
+		for _, v := range values {
+			m.cap = v
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// patchBQLLimitMax caps the byte queue limits below the schedulers at v bytes: the driver's
+// TX ring's and, where the far end has qdisc="fq_codel", the limit below it.
+func (sc *scenario) patchBQLLimitMax(v string) {
+	if v == "" || sc.driver == nil {
+		return
+	}
+	sc.driver.Set(bqlLimitMax, v)
+	for _, srv := range sc.servers {
+		if srv.String("qdisc", "none") == "fq_codel" {
+			srv.Set(bqlLimitMax, v)
+		} else {
+			removeAttr(srv, bqlLimitMax)
+		}
+	}
+}
+
 // queueFigure is where one hop's queue stood while traffic flowed: medians over the status
 // samples of a run (then over the runs), and the largest sample.
 type queueFigure struct {
