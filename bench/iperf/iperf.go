@@ -93,7 +93,7 @@ type point struct {
 	FQCodel string `json:"fq_codel,omitempty"`
 	// BQLLimitMax is the --bql-limit-max value of the point: the byte limits' cap, bytes.
 	BQLLimitMax string `json:"bql_limit_max,omitempty"`
-	Pairs   int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
+	Pairs       int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
 	// Affinity is the --affinity value of the point: as-written, or the starts it moved.
 	Affinity string `json:"affinity,omitempty"`
 	// PairShares is each pair's share of the frames through the vm's vhost-user device, both
