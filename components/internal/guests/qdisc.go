@@ -22,7 +22,8 @@ import (
 // as Linux drops them, and TCP recovers; the stack is never held back.
 //
 // The Port's mutex guards it: WriteFrames queues (enqueue), the Port's drain loop submits
-// (service).
+// (service), and WriteFrames too while that loop is parked (port.go): a frame written to an
+// idle qdisc goes out without waiting for another goroutine to wake.
 type qdisc struct {
 	out     *packetstream.Source
 	s       *fqcodel.Scheduler
@@ -109,8 +110,10 @@ func (q *qdisc) discard() {
 }
 
 // service learns what the peer acknowledged since the last time (releasing those buffers)
-// and submits what the scheduler picks while the limit allows; the caller wakes the peer.
-func (q *qdisc) service() {
+// and submits what the scheduler picks while the limit allows, in the scheduler's order, so
+// a frame written while others wait goes after them; it says how many it submitted, and
+// the caller wakes the peer if any.
+func (q *qdisc) service() (submitted int) {
 	now := q.now()
 	before := q.out.InFlightBytes()
 	q.out.ReleaseAcked()
@@ -133,8 +136,10 @@ func (q *qdisc) service() {
 		q.bql.Queued(pk.Size)
 		q.slots[fr.Handle] = packetstream.Packet{}
 		q.free = append(q.free, int32(fr.Handle))
+		submitted++
 	}
 	q.publish()
+	return submitted
 }
 
 // publish brings the counters and the depth the status reads in line with the scheduler.
