@@ -57,20 +57,40 @@ func (sc *scenario) routerConfig() *config.Node {
 }
 
 // patchFQCodel puts <fq-codel/> (defaults) into every domain of the router's config (on), or
-// takes every <fq-codel> out (off); and gives the far end, an embedded guest with an iperf
-// server, the egress of a Linux host's default qdisc (qdisc="fq_codel") or none: flow
-// queueing at every hop where a scheduler stands, or nowhere.
+// takes every <fq-codel> out (off); and gives every embedded guest, the far end and the
+// guests that stand for Linux VMs, the egress of a Linux host's default qdisc
+// (qdisc="fq_codel") or none: flow queueing at every hop where a scheduler stands, or
+// nowhere. In the guest that sends bulk, fq_codel lets its own sparse frames pass its bulk
+// ones, as in a Linux VM.
 func (sc *scenario) patchFQCodel(v string) {
 	cfg := sc.routerConfig()
 	if cfg == nil || v == "" {
 		return
 	}
-	for _, srv := range sc.servers {
-		if srv.String("guest", "embedded") == "embedded" {
-			srv.Set("qdisc", map[string]string{"on": "fq_codel", "off": "none"}[v])
-		}
+	for _, g := range sc.embeddedGuests() {
+		g.Set("qdisc", map[string]string{"on": "fq_codel", "off": "none"}[v])
 	}
 	bench.SetFQCodel(cfg, v == "on")
+}
+
+// embeddedGuests are the <config>s of the embedded guests among the servers, the clients
+// and guest B: those that take qdisc.
+func (sc *scenario) embeddedGuests() []*config.Node {
+	var out []*config.Node
+	for _, srv := range sc.servers {
+		if srv.String("guest", "embedded") == "embedded" {
+			out = append(out, srv)
+		}
+	}
+	for _, c := range sc.clients {
+		if c.netns == "" && c.vmArg == nil && c.guest == nil && c.cfg.String("guest", "embedded") == "embedded" {
+			out = append(out, c.cfg)
+		}
+	}
+	if sc.rrGuest != nil && sc.rrGuest.String("guest", "embedded") == "embedded" {
+		out = append(out, sc.rrGuest)
+	}
+	return out
 }
 
 // bqlLimitMax is the attribute of the byte limits' cap, the driver's and an embedded guest's.
@@ -105,17 +125,17 @@ func withBQLLimitMax(matrix []setting, values []string) []setting {
 }
 
 // patchBQLLimitMax caps the byte queue limits below the schedulers at v bytes: the driver's
-// TX ring's and, where the far end has qdisc="fq_codel", the limit below it.
+// TX ring's and, in each embedded guest with qdisc="fq_codel", the limit below it.
 func (sc *scenario) patchBQLLimitMax(v string) {
 	if v == "" || sc.driver == nil {
 		return
 	}
 	sc.driver.Set(bqlLimitMax, v)
-	for _, srv := range sc.servers {
-		if srv.String("qdisc", "none") == "fq_codel" {
-			srv.Set(bqlLimitMax, v)
+	for _, g := range sc.embeddedGuests() {
+		if g.String("qdisc", "none") == "fq_codel" {
+			g.Set(bqlLimitMax, v)
 		} else {
-			removeAttr(srv, bqlLimitMax)
+			removeAttr(g, bqlLimitMax)
 		}
 	}
 }
