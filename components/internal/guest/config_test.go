@@ -130,3 +130,22 @@ func TestBufSize(t *testing.T) {
 		}
 	}
 }
+
+// TestQdiscLimitMax: qdisc="fq_codel" caps its byte limit at DefaultTxBQLLimitMax unless
+// tx_bql_limit_max says otherwise (0: no cap); without the qdisc there is nothing to cap.
+func TestQdiscLimitMax(t *testing.T) {
+	for xml, want := range map[string]uint32{
+		`<config qdisc="fq_codel"/>`:                         DefaultTxBQLLimitMax,
+		`<config qdisc="fq_codel" tx_bql_limit_max="0"/>`:    0,
+		`<config qdisc="fq_codel" tx_bql_limit_max="256K"/>`: 256 << 10,
+		`<config qdisc="none"/>`:                             0,
+	} {
+		n, err := config.Parse("vm.xml", []byte(xml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err := ParseConfig(n, "vm"); err != nil || cfg.TxBQLLimitMax != want {
+			t.Errorf("%s: TxBQLLimitMax %d, %v; want %d", xml, cfg.TxBQLLimitMax, err, want)
+		}
+	}
+}
