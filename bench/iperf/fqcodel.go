@@ -93,7 +93,8 @@ func (sc *scenario) embeddedGuests() []*config.Node {
 	return out
 }
 
-// bqlLimitMax is the attribute of the byte limits' cap, the driver's and an embedded guest's.
+// bqlLimitMax is the attribute of the byte limits' cap, the driver's and an embedded
+// guest's (the router's <fq-codel> calls it bql_limit_max).
 const bqlLimitMax = "tx_bql_limit_max"
 
 // bqlLimitMaxValues checks --bql-limit-max: byte counts, as the configs write them.
@@ -125,12 +126,20 @@ func withBQLLimitMax(matrix []setting, values []string) []setting {
 }
 
 // patchBQLLimitMax caps the byte queue limits below the schedulers at v bytes: the driver's
-// TX ring's and, in each embedded guest with qdisc="fq_codel", the limit below it.
+// TX ring's, the router's below each <fq-codel> (bql_limit_max) and, in each embedded guest
+// with qdisc="fq_codel", the limit below it.
 func (sc *scenario) patchBQLLimitMax(v string) {
 	if v == "" || sc.driver == nil {
 		return
 	}
 	sc.driver.Set(bqlLimitMax, v)
+	if cfg := sc.routerConfig(); cfg != nil {
+		for _, d := range cfg.Subs("domain") {
+			for _, q := range d.Subs("fq-codel") {
+				q.Set("bql_limit_max", v)
+			}
+		}
+	}
 	for _, g := range sc.embeddedGuests() {
 		if g.String("qdisc", "none") == "fq_codel" {
 			g.Set(bqlLimitMax, v)

@@ -59,8 +59,9 @@ func TestFQCodelMatrix(t *testing.T) {
 }
 
 // TestBQLLimitMaxMatrix: --bql-limit-max is a dimension beside --fq-codel; a run's driver
-// gets tx_bql_limit_max, and the far end too where it has qdisc="fq_codel" (its config
-// refuses it without); the labels tell the points apart; a bad value is refused.
+// gets tx_bql_limit_max, the guests too where they have qdisc="fq_codel" (their config
+// refuses it without), and each <fq-codel> of the router bql_limit_max; the labels tell the
+// points apart; a bad value is refused.
 func TestBQLLimitMaxMatrix(t *testing.T) {
 	sc, err := loadScenario("../../deploy/sculpt_iperf.hid")
 	if err != nil {
@@ -78,6 +79,9 @@ func TestBQLLimitMaxMatrix(t *testing.T) {
 		text, err := sc.patch(s, o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if n := bytes.Count(text, []byte(`bql_limit_max="`+s.cap+`"`)); n != map[string]int{"on": 5, "off": 1}[s.fq] {
+			t.Errorf("%s: bql_limit_max=%q %d times, want the driver's, the guests' and each <fq-codel>'s", s, s.cap, n)
 		}
 		want := map[string]int{"on": 3, "off": 1}[s.fq]
 		if n := bytes.Count(text, []byte(`tx_bql_limit_max="`+s.cap+`"`)); n != want || bytes.Count(text, []byte("tx_bql_limit_max")) != want {
