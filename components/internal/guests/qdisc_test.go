@@ -121,7 +121,8 @@ func TestQdiscSparseFirst(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < 41-len(first) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s the peer has %d of %d frames", len(got), 41-len(first))
+			t.Fatalf("after 10 s the peer has %d of %d frames; %d queued, %d dropped (CoDel, when the machine held the drain back 100 ms), %d without room",
+				len(got), 41-len(first), p.Queue().Frames, ctr.Qdisc.Dropped.Load(), ctr.Qdisc.NoRoom.Load())
 		}
 		got = append(got, peer.take()...)
 		time.Sleep(time.Millisecond)
