@@ -49,9 +49,9 @@ func (p PhyReset) String() string {
 // (netdev/dql), with TXDW unmasked so that every interrupt brings them; frames beyond it wait
 // in the Uplink session, where the router's <fq-codel> schedules them (docs/isolation.md).
 // "no" lets the router's bursts fill the ring. tx_bql_limit_max caps that limit in bytes, as
-// Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). pci names a PCI device (bound to vfio-pci) the driver gets
-// through VFIO from its parent's Platform service; without it the driver drives the emulated
-// NIC of its Platform session.
+// Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). pci names a PCI
+// device (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service;
+// without it the driver drives the emulated NIC of its Platform session.
 type Config struct {
 	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off; unused when adaptive
 	// AdaptiveThrottle moves ITR between the latency classes' intervals as traffic changes.

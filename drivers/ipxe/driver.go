@@ -416,8 +416,8 @@ func (d *Driver) startThrottle() uint32 {
 
 // Configure applies a changed configuration at once: a new ITR is written (adaptive
 // moderation starts over from the lowest latency class), the TX interrupt cause swapped, the
-// byte limit started over (counting what is in flight) or dropped, its cap moved. phy_reset matters only at
-// Open.
+// byte limit started over (counting what is in flight) or dropped, its cap moved. phy_reset
+// matters only at Open.
 func (d *Driver) Configure(cfg Config) error {
 	if cfg.RxIrqThrottle > 0xffff {
 		return fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)

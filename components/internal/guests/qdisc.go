@@ -62,7 +62,7 @@ func newQdisc(out *packetstream.Source, mtu int, limitMax uint32, cnt qdiscCount
 		inflightFrames: max(1, frames/2)}
 	bqlMax := uint32(max(mtu, c.BulkSize/2))
 	if limitMax > 0 {
-		bqlMax = min(bqlMax, limitMax)
+		bqlMax = max(uint32(mtu), min(bqlMax, limitMax))
 	}
 	q.bql = dql.New(uint32(mtu), bqlMax, time.Second, q.now())
 	for k := range q.free {
