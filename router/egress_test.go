@@ -309,3 +309,34 @@ func BenchmarkForwardFQCodel(b *testing.B) {
 		}
 	}
 }
+
+// TestFQCodelBQLLimitMax: bql_limit_max caps the byte queue limit below the scheduler: a
+// peer that runs dry at every acknowledgement grows the limit without it, and with it the
+// frames in flight stay within the cap plus a frame, the rest waiting in the scheduler.
+func TestFQCodelBQLLimitMax(t *testing.T) {
+	for _, c := range []struct {
+		attrs string
+		most  uint32 // bytes the limit may reach
+	}{{``, 1 << 30}, {`bql_limit_max="3000"`, 3000}} {
+		b, vm, _, up, upp := fqBench(t, c.attrs)
+		bulk := bulkFrame(vm, false)
+		for range 30 {
+			for range 8 {
+				b.r.Handle(vm, bulk, nil, 0)
+			}
+			b.r.Flush()
+			upp.take()
+			if inFlight := up.eg.bql.InFlight(); inFlight > c.most+1043 {
+				t.Fatalf("%q: %d bytes in flight, over %d plus a frame", c.attrs, inFlight, c.most)
+			}
+			upp.ack(len(upp.inflight)) // the peer ran dry: the limit grows
+			b.clock.advance(time.Millisecond)
+		}
+		if c.attrs == "" && up.eg.bql.Limit() <= 3000 {
+			t.Errorf("without a cap the limit stayed at %d: the test does not grow it", up.eg.bql.Limit())
+		}
+		if lim := up.eg.bql.Limit(); lim > c.most {
+			t.Errorf("%q: limit %d over the cap", c.attrs, lim)
+		}
+	}
+}

@@ -91,7 +91,9 @@ type point struct {
 	// FQCodel is the --fq-codel value of the point (on, off; empty: the scenario as
 	// written), Queues each hop's queue while traffic flowed (fqcodel.go).
 	FQCodel string `json:"fq_codel,omitempty"`
-	Pairs   int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
+	// BQLLimitMax is the --bql-limit-max value of the point: the byte limits' cap, bytes.
+	BQLLimitMax string `json:"bql_limit_max,omitempty"`
+	Pairs       int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
 	// Affinity is the --affinity value of the point: as-written, or the starts it moved.
 	Affinity string `json:"affinity,omitempty"`
 	// PairShares is each pair's share of the frames through the vm's vhost-user device, both
@@ -146,6 +148,10 @@ type Options struct {
 	// FQCodel, when set, runs every point once per value: on, <fq-codel/> in every domain of
 	// the nic_router; off, none (fqcodel.go).
 	FQCodel []string
+	// BQLLimitMax, when set, runs every point once per value: the cap in bytes (0: none) of
+	// the byte queue limits below the schedulers, the driver's tx_bql_limit_max and the far
+	// end's when it has qdisc="fq_codel" (fqcodel.go).
+	BQLLimitMax []string
 	// Queues, when set, is a dimension of the matrix: the vhost-user queue pairs of the vm and
 	// its QEMU guest (queues.go). Empty: the scenario's.
 	Queues []int
@@ -194,6 +200,7 @@ type setting struct {
 	flows int    // the clients' parallel streams; 0: the scenario's
 	ip    int    // the IP version of the test: 4 or 6
 	fq    string // --fq-codel's on or off, "" without
+	cap   string // --bql-limit-max's bytes, "" without
 	pairs int    // --queues: the vhost-user queue pairs; 0: the scenario's
 	place string // an --affinity value, "" without
 }
@@ -288,6 +295,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].Flows = m.flows
 		points[i].IP = m.ip
 		points[i].FQCodel = m.fq
+		points[i].BQLLimitMax = m.cap
 		points[i].Pairs = m.pairs
 		points[i].Affinity = m.place
 		if o.Latency {
@@ -451,6 +459,10 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if err != nil {
 		return nil, nil, err
 	}
+	caps, err := o.bqlLimitMaxValues(sc)
+	if err != nil {
+		return nil, nil, err
+	}
 	matrix, err = o.withQueues(sc, matrix)
 	if err != nil {
 		return nil, nil, err
@@ -458,7 +470,7 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if sc.places, err = sc.parsePlacements(o.Affinity); err != nil {
 		return nil, nil, err
 	}
-	return withPlacements(withFQCodel(matrix, fq), sc.places), refs, nil
+	return withPlacements(withBQLLimitMax(withFQCodel(matrix, fq), caps), sc.places), refs, nil
 }
 
 func (s setting) String() string {
@@ -483,6 +495,9 @@ func (s setting) label() string {
 	}
 	if s.place != "" {
 		flows += fmt.Sprintf("affinity=%q ", s.place)
+	}
+	if s.cap != "" {
+		flows += "bql_limit_max=" + s.cap + " "
 	}
 	switch {
 	case s.ref != "":

@@ -155,6 +155,9 @@ func (p point) settingColumns(flows bool) string {
 	if p.Affinity != "" {
 		fq += ", affinity " + p.Affinity
 	}
+	if p.BQLLimitMax != "" {
+		fq += ", bql_limit_max " + p.BQLLimitMax
+	}
 	var s string
 	switch {
 	case p.Reference != "":
@@ -171,7 +174,7 @@ func (p point) settingColumns(flows bool) string {
 }
 
 func (p point) setting() setting {
-	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, pairs: p.Pairs, place: p.Affinity}
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, cap: p.BQLLimitMax, pairs: p.Pairs, place: p.Affinity}
 }
 
 func (p point) label() string { return p.setting().label() }

@@ -201,6 +201,7 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		sc.driver.Set("tx_irq", map[bool]string{false: "descriptor_done", true: "queue_empty"}[*m.batch])
 	}
 	sc.patchFQCodel(m.fq)
+	sc.patchBQLLimitMax(m.cap)
 	sc.resetPlacement()
 	if sc.mq != nil && m.pairs > 0 {
 		sc.mq.patch(m.pairs)

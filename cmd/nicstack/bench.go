@@ -200,6 +200,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringSliceVar(&o.Throttles, "rx-irq-throttle", []string{"0", "651", "5580"}, "the driver's rx_irq_throttle values: ITR intervals (256 ns units) or adaptive")
 	f.StringSliceVar(&o.Batches, "tx-batch", []string{"no", "yes"}, "the driver's tx_batch values")
 	f.StringSliceVar(&o.FQCodel, "fq-codel", nil, "on, off: run every point with <fq-codel/> in every domain of the nic_router and qdisc=\"fq_codel\" at the embedded far end, and without either (docs/isolation.md), and print the comparison")
+	f.StringSliceVar(&o.BQLLimitMax, "bql-limit-max", nil, "bytes, a dimension of the matrix: cap the byte queue limits below the schedulers (the driver's tx_bql_limit_max, the far end's with qdisc=\"fq_codel\") at each, 0 for none: 0,62500,125000")
 	f.StringSliceVar(&o.Directions, "direction", []string{"rx"}, "rx (the far end sends to the guest, iperf -R), tx (the guest sends), bidir (both at once, iperf --bidir)")
 	f.StringSliceVar(&o.IPs, "ip", []string{"4"}, "the IP versions of the tests: 4, 6 (iperf -6 to the far end's address6); 4,6 prints IPv6/IPv4")
 	f.IntVar(&o.Runs, "runs", 1, "runs per point, in rounds over the matrix; the tables show medians")

@@ -31,7 +31,7 @@ func bqlRun(t *testing.T, cfg ipxe.Config, frames int, size func(i int) int) (*r
 		r.drv.Transmit()
 		for steps := 0; len(r.up.tx) > 0; steps++ {
 			if steps > 100*ipxe.RingSize {
-				t.Fatalf("stuck with %d frames waiting in the session", len(r.up.tx))
+				t.Fatalf("stuck with %d frames waiting in the session (limit max %d)", len(r.up.tx), cfg.TxBQLLimitMax)
 			}
 			r.step(frameTime)
 			most = max(most, r.drv.TXQueue().Bytes)
@@ -212,5 +212,37 @@ func TestTxBQLReapsOnSubmit(t *testing.T) {
 	}
 	if r.drv.Counters().TXBQLErrors.Load() != 0 {
 		t.Errorf("%d completions of more than was in flight", r.drv.Counters().TXBQLErrors.Load())
+	}
+}
+
+// TestTxBQLLimitMax: with completions late (ITR 2.1 ms) the limit grows to cover them;
+// tx_bql_limit_max caps what the ring holds at the cap plus a frame, every frame still goes
+// out in order, and a cap lowered live takes the limit down at once.
+func TestTxBQLLimitMax(t *testing.T) {
+	const frames = 4 * ipxe.RingSize
+	const capped = 16_000
+	size := func(i int) int { return 60 + (i*397)%1455 }
+	cfg := plainConfig()
+	cfg.TxBQL = true
+	cfg.RxIrqThrottle = 0x2000
+	_, uncapped := bqlRun(t, cfg, frames, size)
+	cfg.TxBQLLimitMax = capped
+	r, most := bqlRun(t, cfg, frames, size)
+	t.Logf("most bytes in the TX ring at ITR 2.1 ms: no cap %d, cap %d: %d", uncapped, capped, most)
+	if uncapped <= capped+1514 {
+		t.Fatalf("without a cap the ring held at most %d bytes: the test does not grow the limit past the cap", uncapped)
+	}
+	if most > capped+1514 {
+		t.Errorf("with tx_bql_limit_max=%d the ring held %d bytes, over the cap plus a frame", capped, most)
+	}
+	if limit, _ := r.drv.BQL(); limit > capped {
+		t.Errorf("limit %d over the cap %d", limit, capped)
+	}
+	cfg.TxBQLLimitMax = 3000
+	if err := r.drv.Configure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if limit, _ := r.drv.BQL(); limit > 3000 || r.drv.Counters().TXBQLLimit.Load() != uint64(limit) {
+		t.Errorf("cap lowered to 3000: limit %d, counter %d", limit, r.drv.Counters().TXBQLLimit.Load())
 	}
 }

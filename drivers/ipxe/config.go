@@ -42,15 +42,16 @@ func (p PhyReset) String() string {
 
 // Config is the driver's configuration, the attributes of its <config> node:
 //
-//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" phy_reset="auto" pci="0000:00:02.0"/>
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" tx_bql_limit_max="0" phy_reset="auto" pci="0000:00:02.0"/>
 //
 // rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" (the
 // default) bounds the TX ring's bytes in flight by a limit learned from completions
 // (netdev/dql), with TXDW unmasked so that every interrupt brings them; frames beyond it wait
 // in the Uplink session, where the router's <fq-codel> schedules them (docs/isolation.md).
-// "no" lets the router's bursts fill the ring. pci names a PCI device (bound to vfio-pci) the driver gets
-// through VFIO from its parent's Platform service; without it the driver drives the emulated
-// NIC of its Platform session.
+// "no" lets the router's bursts fill the ring. tx_bql_limit_max caps that limit in bytes, as
+// Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). pci names a PCI
+// device (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service;
+// without it the driver drives the emulated NIC of its Platform session.
 type Config struct {
 	RxIrqThrottle uint32 // ITR value in 256 ns units; 0 = off; unused when adaptive
 	// AdaptiveThrottle moves ITR between the latency classes' intervals as traffic changes.
@@ -58,12 +59,14 @@ type Config struct {
 	TxBatch          bool // one TDT write per batch instead of per frame
 	TxIrq            TxIrq
 	TxBQL            bool // a dynamic limit on the TX ring's bytes in flight
-	PhyReset         PhyReset
-	PCI              string // the PCI device's address; "": the emulated NIC
+	// TxBQLLimitMax caps that limit, bytes (0: no cap but the ring's).
+	TxBQLLimitMax uint32
+	PhyReset      PhyReset
+	PCI           string // the PCI device's address; "": the emulated NIC
 }
 
 // ConfigSchema is what the driver's <config> may hold, for config.Check.
-var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "tx_bql", "phy_reset", "pci"}}
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "tx_bql", "tx_bql_limit_max", "phy_reset", "pci"}}
 
 // DefaultRxIrqThrottle is Genode's value: 651 x 256 ns = 166.7 µs, at most ~6000 interrupts/s.
 const DefaultRxIrqThrottle = 651
@@ -119,6 +122,13 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 	}
 	if c.TxBQL, err = n.Bool("tx_bql", true); err != nil {
 		return c, err
+	}
+	if a, ok := n.Attr("tx_bql_limit_max"); ok {
+		v, err := config.ParseNumber(a.Value)
+		if err != nil || v > bqlMax {
+			return c, config.Errorf(a.Pos, "attribute \"tx_bql_limit_max\" of <%s>: %q is not a byte count up to the ring's %d (0: no cap)", n.Type, a.Value, bqlMax)
+		}
+		c.TxBQLLimitMax = uint32(v)
 	}
 	if a, ok := n.Attr("phy_reset"); ok {
 		switch a.Value {

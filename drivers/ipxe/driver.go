@@ -202,7 +202,7 @@ func Open(dev Device, cfg Config, onLink LinkFunc) (*Driver, error) {
 	if d.clock == nil {
 		d.clock = regs.Monotonic()
 	}
-	d.bql = dql.New(bqlMin, bqlMax, bqlHold, d.clock.Now())
+	d.bql = dql.New(bqlMin, cfg.bqlLimitMax(), bqlHold, d.clock.Now())
 	d.faults.log = dev.Log
 	if d.regs.Read32(regs.STATUS) == allOnes {
 		return nil, errors.New("ipxe: the device does not answer: its registers read all ones (removed, powered down, or memory space not enabled)")
@@ -416,8 +416,8 @@ func (d *Driver) startThrottle() uint32 {
 
 // Configure applies a changed configuration at once: a new ITR is written (adaptive
 // moderation starts over from the lowest latency class), the TX interrupt cause swapped, the
-// byte limit started over (counting what is in flight) or dropped. phy_reset matters only at
-// Open.
+// byte limit started over (counting what is in flight) or dropped, its cap moved. phy_reset
+// matters only at Open.
 func (d *Driver) Configure(cfg Config) error {
 	if cfg.RxIrqThrottle > 0xffff {
 		return fmt.Errorf("ipxe: rx_irq_throttle %d does not fit ITR", cfg.RxIrqThrottle)
@@ -433,6 +433,7 @@ func (d *Driver) Configure(cfg Config) error {
 			d.bql.Queued(uint32(d.txLen[i]))
 		}
 	}
+	d.bql.SetMax(cfg.bqlLimitMax())
 	if !cfg.TxBQL {
 		d.txLimited = false // a stall goes on as a full ring's, resumed by TXQE
 	}
@@ -451,6 +452,14 @@ const (
 	bqlMax  = RingSize * BufSize
 	bqlHold = time.Second
 )
+
+// bqlLimitMax is the byte limit's upper bound: tx_bql_limit_max, or the ring's bytes.
+func (c Config) bqlLimitMax() uint32 {
+	if c.TxBQLLimitMax == 0 {
+		return bqlMax
+	}
+	return c.TxBQLLimitMax
+}
 
 // publishLimit brings the tx_bql_limit_bytes counter in line with the limit (0 while off).
 func (d *Driver) publishLimit() {

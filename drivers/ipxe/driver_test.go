@@ -397,12 +397,12 @@ func TestConfigureLive(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" tx_bql="yes" phy_reset="yes" pci="0000:00:02.0"/>`))
+	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" tx_bql="yes" tx_bql_limit_max="125000" phy_reset="yes" pci="0000:00:02.0"/>`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := ipxe.ParseConfig(n, "ipxe_nic")
-	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, TxBQL: true, PhyReset: ipxe.PhyResetYes, PCI: "0000:00:02.0"}
+	want := ipxe.Config{RxIrqThrottle: 5580, TxBatch: false, TxIrq: ipxe.TxIrqDescriptorDone, TxBQL: true, TxBQLLimitMax: 125000, PhyReset: ipxe.PhyResetYes, PCI: "0000:00:02.0"}
 	if err != nil || cfg != want {
 		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
 	}
@@ -425,6 +425,9 @@ func TestParseConfig(t *testing.T) {
 		`<config phy_reset="maybe"/>`,
 		`<config tx_batch="sometimes"/>`,
 		`<config tx_bql="auto"/>`,
+		`<config tx_bql_limit_max="1ms"/>`,
+		`<config tx_bql_limit_max="-1"/>`,
+		`<config tx_bql_limit_max="2M"/>`,
 		`<config pci="00:02.0"/>`,
 		`<config pci="/dev/vfio/2"/>`,
 	} {
@@ -434,8 +437,9 @@ func TestParseConfig(t *testing.T) {
 		}
 		_, err = ipxe.ParseConfig(n, "ipxe_nic")
 		var ce *config.Error
-		if !errors.As(err, &ce) || ce.Pos.Line != 1 || !strings.Contains(err.Error(), "nic.xml:1:") {
-			t.Errorf("%s: error %v, want a positioned config error", bad, err)
+		attr := bad[len("<config "):strings.IndexByte(bad, '=')]
+		if !errors.As(err, &ce) || ce.Pos.Line != 1 || !strings.Contains(err.Error(), "nic.xml:1:") || !strings.Contains(err.Error(), attr) {
+			t.Errorf("%s: error %v, want a positioned config error naming %s", bad, err, attr)
 		}
 	}
 }

@@ -70,6 +70,18 @@ func (q *Limit) InFlight() uint32 { return q.queued - q.completed }
 // Limit is the limit in bytes.
 func (q *Limit) Limit() uint32 { return q.limit }
 
+// SetMax moves the upper bound, Linux's limit_max (sysfs byte_queue_limits/limit_max): the
+// most the limit may cover however late completions come. A limit above it drops to it at
+// once; bytes already in flight stay, and no more are admitted until they fall below it. A
+// max below min is min.
+func (q *Limit) SetMax(limitMax uint32) {
+	q.max = max(limitMax, q.min)
+	q.limit = min(q.limit, q.max)
+}
+
+// Max is the upper bound.
+func (q *Limit) Max() uint32 { return q.max }
+
 // Completed counts bytes the NIC finished with at now and moves the limit. More bytes than
 // are in flight is the caller's error (Linux's BUG_ON): they are clamped to what is in
 // flight and ok is false.

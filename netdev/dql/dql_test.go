@@ -113,6 +113,61 @@ func TestDQLBounds(t *testing.T) {
 	}
 }
 
+// TestDQLCap: a limit the completions would grow without end stops at the cap (Linux's
+// limit_max); a cap lowered under a grown limit takes it down at once, and admits nothing
+// more until what is in flight falls below it; raised, the limit grows again.
+func TestDQLCap(t *testing.T) {
+	const hi = 100 * testFrame
+	q := New(0, hi, testHold, 0)
+	now := time.Duration(0)
+	starve := func(n int) {
+		for range n { // complete everything each time: the queue starves and the limit grows
+			q.fill(testFrame)
+			now += time.Millisecond
+			q.Completed(q.InFlight(), now)
+		}
+	}
+	starve(20)
+	if q.Limit() != hi {
+		t.Fatalf("limit %d after starving, want max %d", q.Limit(), hi)
+	}
+	q.fill(testFrame) // hi + one frame in flight
+	const capped = 10 * testFrame
+	q.SetMax(capped)
+	if q.Limit() != capped || q.Max() != capped {
+		t.Fatalf("limit %d, max %d after SetMax(%d)", q.Limit(), q.Max(), capped)
+	}
+	if q.Avail() >= 0 {
+		t.Fatalf("Avail %d with %d in flight over a cap of %d, want negative", q.Avail(), q.InFlight(), capped)
+	}
+	now += time.Millisecond
+	q.Completed(q.InFlight()-capped/2, now)
+	if q.Avail() < 0 {
+		t.Fatalf("Avail %d with %d in flight under a cap of %d", q.Avail(), q.InFlight(), capped)
+	}
+	starve(20)
+	if q.Limit() != capped {
+		t.Errorf("limit %d after starving under the cap, want %d", q.Limit(), capped)
+	}
+	for range 100 { // in flight stays within the cap plus a frame
+		q.fill(testFrame)
+		if q.InFlight() > capped+testFrame {
+			t.Fatalf("%d in flight, over the cap %d plus a frame", q.InFlight(), capped)
+		}
+		now += 100 * time.Microsecond
+		q.Completed(q.InFlight()/2, now)
+	}
+	q.SetMax(hi)
+	starve(20)
+	if q.Limit() != hi {
+		t.Errorf("limit %d after raising the cap and starving, want %d", q.Limit(), hi)
+	}
+	q = New(2*testFrame, hi, testHold, now)
+	if q.SetMax(testFrame); q.Max() != 2*testFrame || q.Limit() != 2*testFrame {
+		t.Errorf("a cap below min: max %d, limit %d, want min %d", q.Max(), q.Limit(), 2*testFrame)
+	}
+}
+
 // TestDQLOvercompletion: completing more than is in flight is refused as an error and clamped,
 // where Linux stops the kernel.
 func TestDQLOvercompletion(t *testing.T) {

@@ -15,8 +15,11 @@ type FQCodel struct {
 	Quantum     int           // bytes a session or flow sends a round
 	Limit       int           // frames queued at one egress
 	MemoryLimit int           // bytes queued at one egress; 0: no limit of bytes
-	Flows       int           // flow buckets per session
-	ECN         bool          // mark CE instead of dropping ECN-capable frames
+	// BQLLimitMax caps the byte queue limit below the scheduler, bytes (Linux's limit_max);
+	// 0: a quarter of the egress stream's bytes.
+	BQLLimitMax int
+	Flows       int  // flow buckets per session
+	ECN         bool // mark CE instead of dropping ECN-capable frames
 }
 
 // FQCodelSchema describes <fq-codel>.
@@ -24,7 +27,7 @@ func FQCodelSchema() *Description {
 	return &Description{Type: "fq-codel", Attrs: []SchemaAttr{
 		{"target_us", "number", "5000"}, {"interval_us", "number", "100000"},
 		{"quantum", "number", "1514"}, {"limit", "number", "10240"},
-		{"memory_limit", "number", "0"}, {"flows", "number", "1024"},
+		{"memory_limit", "number", "0"}, {"bql_limit_max", "number", "0"}, {"flows", "number", "1024"},
 		{"ecn", "bool", "yes"},
 	}}
 }
@@ -48,6 +51,7 @@ func (p *parser) fqCodel(n *config.Node) FQCodel {
 		Quantum:     int(p.number(n, "quantum", 1514, 1<<16)),
 		Limit:       int(p.number(n, "limit", 10240, 1<<20)),
 		MemoryLimit: int(p.number(n, "memory_limit", 0, 1<<30)),
+		BQLLimitMax: int(p.number(n, "bql_limit_max", 0, 1<<30)),
 		Flows:       int(p.number(n, "flows", 1024, 1<<16)),
 		ECN:         p.boolean(n, "ecn", true),
 	}

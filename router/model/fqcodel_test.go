@@ -15,8 +15,9 @@ func TestParseFQCodel(t *testing.T) {
 		errs []string
 	}{
 		{`<fq-codel/>`, def, nil},
-		{`<fq-codel target_us="500" interval_us="20000" quantum="9014" limit="2048" memory_limit="4194304" flows="256" ecn="no"/>`,
-			FQCodel{Target: 500 * time.Microsecond, Interval: 20 * time.Millisecond, Quantum: 9014, Limit: 2048, MemoryLimit: 4194304, Flows: 256}, nil},
+		{`<fq-codel target_us="500" interval_us="20000" quantum="9014" limit="2048" memory_limit="4194304" bql_limit_max="125000" flows="256" ecn="no"/>`,
+			FQCodel{Target: 500 * time.Microsecond, Interval: 20 * time.Millisecond, Quantum: 9014, Limit: 2048, MemoryLimit: 4194304, BQLLimitMax: 125000, Flows: 256}, nil},
+		{`<fq-codel bql_limit_max="2G"/>`, def, []string{"bql_limit_max"}},
 		{`<fq-codel target="5"/>`, def, []string{`test:1:11: unknown attribute "target"`}},
 		{`<fq-codel quantum="0" flows="65537"/>`, def, []string{"65537 is above 65536", "0 is no quantum"}},
 		{`<fq-codel target_us="200000"/>`, def, []string{"target_us 200000 must be above 0 and at most interval_us 100000"}},

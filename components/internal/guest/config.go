@@ -7,6 +7,7 @@ package guest
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/bits"
 	"net"
 	"net/netip"
@@ -63,14 +64,17 @@ import (
 // defaults) over a byte queue limit (netdev/dql) before its session's TX stream, as a Debian
 // host's default qdisc over a driver with BQL: a model of such a host, the far end of the
 // seed scenario (docs/isolation.md); "none" (the default) writes them into the stream in
-// order, waiting while it is full.
+// order, waiting while it is full. tx_bql_limit_max, with qdisc="fq_codel", caps that byte
+// queue limit in bytes as Linux's byte_queue_limits/limit_max does: by default 125000, what
+// a 1 Gbit/s wire sends in 1 ms (docs/isolation.md); 0: no cap but half the stream's
+// buffer.
 //
 // Both kinds are dual-stack: an embedded guest has a link-local IPv6 address from its MAC and
 // takes SLAAC addresses and default routers from router advertisements, beside address6 and
 // gateway6 if given; a netns guest's TAP accepts router advertisements as Linux does, beside
 // tap_address6 and tap_gateway6 if given (docs/ipv6.md).
 var Schema = &config.Schema{Type: "config", Attrs: []string{
-	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "tx_buf_size", "rx_buf_size", "qdisc", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
+	"guest", "mtu", "offload", "mac", "address", "gateway", "address6", "gateway6", "iperf", "iperf_servers", "iperf_start", "tx_buf_size", "rx_buf_size", "qdisc", "tx_bql_limit_max", "rr", "rr_load_sec", "rr_load_omit_sec", "report",
 	"session", "label", "uplink_mac", "netns", "netns_path", "ifname", "tap_address", "tap_gateway",
 	"tap_address6", "tap_gateway6", "exec", "socket", "queues",
 }}
@@ -96,6 +100,9 @@ type Config struct {
 	TX, RX packetstream.Config
 	// Qdisc is an embedded guest's egress: QdiscNone or QdiscFQCodel.
 	Qdisc string
+	// TxBQLLimitMax caps the byte queue limit below QdiscFQCodel, bytes (0: no cap);
+	// DefaultTxBQLLimitMax unless tx_bql_limit_max says otherwise.
+	TxBQLLimitMax uint32
 	// IperfStart holds an embedded iperf client until then; zero: it starts at once.
 	IperfStart time.Time
 	RR         *rr.Command // nil: no request/response test
@@ -231,6 +238,19 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, config.Errorf(a.Pos, "qdisc=%q: want %s or %s", c.Qdisc, QdiscNone, QdiscFQCodel)
 		}
 	}
+	if c.Qdisc == QdiscFQCodel {
+		c.TxBQLLimitMax = DefaultTxBQLLimitMax
+	}
+	if a, ok := n.Attr("tx_bql_limit_max"); ok {
+		v, err := config.ParseNumber(a.Value)
+		switch {
+		case c.Qdisc != QdiscFQCodel:
+			return c, config.Errorf(a.Pos, "tx_bql_limit_max: only with qdisc=%q (the byte queue limit below it)", QdiscFQCodel)
+		case err != nil || v > math.MaxUint32:
+			return c, config.Errorf(a.Pos, "tx_bql_limit_max=%q: want a byte count (0: no cap)", a.Value)
+		}
+		c.TxBQLLimitMax = uint32(v)
+	}
 	if a, ok := n.Attr("rr"); ok {
 		if c.Guest == "netns" {
 			return c, config.Errorf(a.Pos, "rr runs in an embedded guest only (guest=\"netns\")")
@@ -301,6 +321,11 @@ func (c *Config) parseRRLoad(n *config.Node) error {
 const (
 	QdiscNone    = "none"
 	QdiscFQCodel = "fq_codel"
+	// DefaultTxBQLLimitMax is the cap on the byte queue limit below qdisc="fq_codel": what a
+	// 1 Gbit/s wire (every scenario's in deploy/) sends in 1 ms, room for the NIC model's
+	// acknowledgements of 64 frames at a time (97 KB). Uncapped, the limit covered the far
+	// end's own late wakeups, 3-4 ms standing in the stream where no scheduler sees it.
+	DefaultTxBQLLimitMax = 125000
 )
 
 // maxIperfServers bounds iperf_servers: each is a listener and goroutines in the guest.

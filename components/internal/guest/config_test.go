@@ -49,6 +49,11 @@ func TestParseConfig(t *testing.T) {
 		{`<config address="198.18.0.2/24" iperf="-s -p 5201" iperf_servers="32"/>`, ""},
 		{`<config address="198.18.0.2/24" iperf="-s" qdisc="fq_codel"/>`, ""},
 		{`<config address="198.18.0.2/24" qdisc="none"/>`, ""},
+		{`<config address="198.18.0.2/24" qdisc="fq_codel" tx_bql_limit_max="125000"/>`, ""},
+		{`<config address="198.18.0.2/24" qdisc="fq_codel" tx_bql_limit_max="64K"/>`, ""},
+		{`<config address="198.18.0.2/24" qdisc="fq_codel" tx_bql_limit_max="1ms"/>`, "vm.xml:1:50: tx_bql_limit_max=\"1ms\""},
+		{`<config address="198.18.0.2/24" qdisc="fq_codel" tx_bql_limit_max="8G"/>`, "tx_bql_limit_max=\"8G\""},
+		{`<config address="198.18.0.2/24" tx_bql_limit_max="125000"/>`, "tx_bql_limit_max: only with qdisc"},
 		{`<config address="198.18.0.2/24" qdisc="pfifo"/>`, "qdisc=\"pfifo\""},
 		{`<config guest="netns" tap_address="10.0.1.2/24" qdisc="fq_codel"/>`, "qdisc"},
 		{`<config iperf="-c 198.18.0.2" iperf_servers="2"/>`, "iperf_servers"},
@@ -122,6 +127,25 @@ func TestBufSize(t *testing.T) {
 		}
 		if cfg.TX != tc.tx || cfg.RX != tc.rx || cfg.RX.Validate() != nil {
 			t.Errorf("%s: tx %+v rx %+v, want %+v %+v", tc.xml, cfg.TX, cfg.RX, tc.tx, tc.rx)
+		}
+	}
+}
+
+// TestQdiscLimitMax: qdisc="fq_codel" caps its byte limit at DefaultTxBQLLimitMax unless
+// tx_bql_limit_max says otherwise (0: no cap); without the qdisc there is nothing to cap.
+func TestQdiscLimitMax(t *testing.T) {
+	for xml, want := range map[string]uint32{
+		`<config qdisc="fq_codel"/>`:                         DefaultTxBQLLimitMax,
+		`<config qdisc="fq_codel" tx_bql_limit_max="0"/>`:    0,
+		`<config qdisc="fq_codel" tx_bql_limit_max="256K"/>`: 256 << 10,
+		`<config qdisc="none"/>`:                             0,
+	} {
+		n, err := config.Parse("vm.xml", []byte(xml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err := ParseConfig(n, "vm"); err != nil || cfg.TxBQLLimitMax != want {
+			t.Errorf("%s: TxBQLLimitMax %d, %v; want %d", xml, cfg.TxBQLLimitMax, err, want)
 		}
 	}
 }

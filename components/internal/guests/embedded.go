@@ -226,7 +226,7 @@ func (h *Host) Attach(out *packetstream.Source, in *packetstream.Sink) error {
 	var p *Port
 	var err error
 	if h.cfg.Qdisc == guest.QdiscFQCodel {
-		p, err = NewQueuedPort(out, in, h.st.DeliverFrames, h.cfg.MTU+header.EthLen, h.ctr.Qdisc)
+		p, err = NewQueuedPort(out, in, h.st.DeliverFrames, h.cfg.MTU+header.EthLen, h.cfg.TxBQLLimitMax, h.ctr.Qdisc)
 	} else {
 		p, err = NewPort(out, in, h.st.DeliverFrames)
 	}

@@ -22,7 +22,8 @@ import (
 // as Linux drops them, and TCP recovers; the stack is never held back.
 //
 // The Port's mutex guards it: WriteFrames queues (enqueue), the Port's drain loop submits
-// (service).
+// (service), and WriteFrames too while that loop is parked (port.go): a frame written to an
+// idle qdisc goes out without waiting for another goroutine to wake.
 type qdisc struct {
 	out     *packetstream.Source
 	s       *fqcodel.Scheduler
@@ -44,8 +45,9 @@ type qdiscCounters struct{ Dropped, Marked, NoRoom *atomic.Uint64 }
 
 // newQdisc makes the egress of frames up to mtu bytes (Ethernet header included) into out.
 // Half of the stream's buffer holds the scheduler's frames, half those in flight, so that
-// the scheduler, not a full buffer, decides what is dropped.
-func newQdisc(out *packetstream.Source, mtu int, cnt qdiscCounters) (*qdisc, error) {
+// the scheduler, not a full buffer, decides what is dropped. limitMax caps the byte limit
+// (tx_bql_limit_max; 0: half the buffer), never below one frame.
+func newQdisc(out *packetstream.Source, mtu int, limitMax uint32, cnt qdiscCounters) (*qdisc, error) {
 	c := out.Config()
 	frames := min(c.QueueSize, c.BulkSize/packetstream.BlockSize)
 	limit := max(1, frames/2)
@@ -58,7 +60,11 @@ func newQdisc(out *packetstream.Source, mtu int, cnt qdiscCounters) (*qdisc, err
 	q := &qdisc{out: out, s: s, epoch: time.Now(), slots: make([]packetstream.Packet, limit+1), free: make([]int32, limit+1),
 		dropped: make([]uint64, 0, limit+1+cfg.Batch), drops: cnt.Dropped, marks: cnt.Marked, noRoom: cnt.NoRoom,
 		inflightFrames: max(1, frames/2)}
-	q.bql = dql.New(uint32(mtu), uint32(max(mtu, c.BulkSize/2)), time.Second, q.now())
+	bqlMax := uint32(max(mtu, c.BulkSize/2))
+	if limitMax > 0 {
+		bqlMax = max(uint32(mtu), min(bqlMax, limitMax))
+	}
+	q.bql = dql.New(uint32(mtu), bqlMax, time.Second, q.now())
 	for k := range q.free {
 		q.free[k] = int32(len(q.free) - 1 - k)
 	}
@@ -104,8 +110,10 @@ func (q *qdisc) discard() {
 }
 
 // service learns what the peer acknowledged since the last time (releasing those buffers)
-// and submits what the scheduler picks while the limit allows; the caller wakes the peer.
-func (q *qdisc) service() {
+// and submits what the scheduler picks while the limit allows, in the scheduler's order, so
+// a frame written while others wait goes after them; it says how many it submitted, and
+// the caller wakes the peer if any.
+func (q *qdisc) service() (submitted int) {
 	now := q.now()
 	before := q.out.InFlightBytes()
 	q.out.ReleaseAcked()
@@ -128,8 +136,10 @@ func (q *qdisc) service() {
 		q.bql.Queued(pk.Size)
 		q.slots[fr.Handle] = packetstream.Packet{}
 		q.free = append(q.free, int32(fr.Handle))
+		submitted++
 	}
 	q.publish()
+	return submitted
 }
 
 // publish brings the counters and the depth the status reads in line with the scheduler.

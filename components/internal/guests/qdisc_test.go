@@ -81,7 +81,7 @@ func newQdiscPort(t *testing.T) (*Port, qdiscPeer, *Counters) {
 		t.Fatal(err)
 	}
 	ctr := privateCounters()
-	p, err := NewQueuedPort(client.TX, client.RX, func([]netstack.Frame) {}, 1514, ctr.Qdisc)
+	p, err := NewQueuedPort(client.TX, client.RX, func([]netstack.Frame) {}, 1514, 0, ctr.Qdisc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,8 @@ func TestQdiscSparseFirst(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < 41-len(first) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s the peer has %d of %d frames", len(got), 41-len(first))
+			t.Fatalf("after 10 s the peer has %d of %d frames; %d queued, %d dropped (CoDel, when the machine held the drain back 100 ms), %d without room",
+				len(got), 41-len(first), p.Queue().Frames, ctr.Qdisc.Dropped.Load(), ctr.Qdisc.NoRoom.Load())
 		}
 		got = append(got, peer.take()...)
 		time.Sleep(time.Millisecond)
@@ -181,5 +182,91 @@ func TestQdiscDropsNotBlocks(t *testing.T) {
 	peer.ack(append(held, more...))
 	if _, got := peer.await(); got[0][0] != 2000 {
 		t.Errorf("after the acknowledgement %v left first, want the sparse flow", got[0])
+	}
+}
+
+// awaitParked waits until the drain loop has parked: nothing queued or in flight.
+func awaitParked(t *testing.T, p *Port) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		parked := p.parked
+		p.mu.Unlock()
+		if parked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the drain loop did not park in 10 s")
+		}
+	}
+}
+
+// TestQdiscDirectSubmit: a frame written to an idle qdisc (nothing queued or in flight) is
+// in the stream when WriteFrames returns, submitted by the writer, not by the drain loop; a
+// frame written while others wait goes out in the scheduler's order, after the frame it
+// picks first.
+func TestQdiscDirectSubmit(t *testing.T) {
+	p, peer, _ := newQdiscPort(t)
+	for i := range 3 {
+		awaitParked(t, p)
+		if n := p.WriteFrames([]netstack.Frame{{Data: udpFrame(64, 2000, uint32(i))}}); n != 1 {
+			t.Fatalf("took %d", n)
+		}
+		pks, got := peer.get() // at once: no sleep for another goroutine
+		if len(got) != 1 || got[0] != [2]uint32{2000, uint32(i)} {
+			t.Fatalf("sparse frame %d: the stream holds %v when WriteFrames returned, want it", i, got)
+		}
+		peer.ack(pks)
+	}
+	if q := p.Queue(); q.Frames != 0 {
+		t.Fatalf("%d frames wait in the qdisc", q.Frames)
+	}
+
+	// Frames waiting when the writer runs the qdisc: it submits the scheduler's pick first.
+	awaitParked(t, p)
+	p.mu.Lock()
+	for i := range 3 {
+		p.q.enqueue(udpFrame(1514, 1000, uint32(i)), netdev.Offload{})
+	}
+	p.mu.Unlock()
+	if n := p.WriteFrames([]netstack.Frame{{Data: udpFrame(1514, 3000, 0)}}); n != 1 {
+		t.Fatalf("took %d", n)
+	}
+	var got [][2]uint32
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s the peer has %v", got)
+		}
+		got = append(got, peer.take()...)
+	}
+	if got[0] != [2]uint32{1000, 0} {
+		t.Errorf("first out %v, want the waiting bulk frame 0 (the scheduler's pick), not the frame written after: %v", got[0], got)
+	}
+	next := uint32(0)
+	for _, g := range got {
+		if g[0] == 1000 {
+			if g[1] != next {
+				t.Fatalf("bulk frame %d where %d was next: %v", g[1], next, got)
+			}
+			next++
+		}
+	}
+}
+
+// TestQdiscWriteDoesNotAllocate: writing to the qdisc, directly submitted or queued, and
+// the peer's acknowledgements allocate nothing.
+func TestQdiscWriteDoesNotAllocate(t *testing.T) {
+	p, peer, _ := newQdiscPort(t)
+	frames := []netstack.Frame{{Data: udpFrame(64, 2000, 0)}}
+	awaitParked(t, p)
+	allocs := testing.AllocsPerRun(200, func() {
+		p.WriteFrames(frames)
+		for pk, ok := peer.sink.TryGet(); ok; pk, ok = peer.sink.TryGet() {
+			peer.sink.TryAck(pk)
+		}
+		peer.sink.Wakeup()
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per write", allocs)
 	}
 }
