@@ -31,21 +31,6 @@ func (o *Options) fqCodelValues(sc *scenario) ([]string, error) {
 	return o.FQCodel, nil
 }
 
-// withFQCodel is the matrix with each point once per --fq-codel value.
-func withFQCodel(matrix []setting, values []string) []setting {
-	if len(values) == 0 {
-		return matrix
-	}
-	var out []setting
-	for _, m := range matrix {
-		for _, v := range values {
-			m.fq = v
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // routerConfig is the nic_router's <config>, nil without one.
 func (sc *scenario) routerConfig() *config.Node {
 	for _, st := range sc.root.Subs("start") {
@@ -100,21 +85,6 @@ func (o *Options) bqlLimitMaxValues(sc *scenario) ([]string, error) {
 		return nil, fmt.Errorf("--bql-limit-max: the scenario has no %s", driverBinary)
 	}
 	return o.BQLLimitMax, nil
-}
-
-// withBQLLimitMax is the matrix with each point once per --bql-limit-max value.
-func withBQLLimitMax(matrix []setting, values []string) []setting {
-	if len(values) == 0 {
-		return matrix
-	}
-	var out []setting
-	for _, m := range matrix {
-		for _, v := range values {
-			m.cap = v
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // patchBQLLimitMax caps the byte queue limits below the schedulers at v bytes: the driver's

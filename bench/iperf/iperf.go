@@ -470,7 +470,9 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	if sc.places, err = sc.parsePlacements(o.Affinity); err != nil {
 		return nil, nil, err
 	}
-	return withPlacements(withBQLLimitMax(withFQCodel(matrix, fq), caps), sc.places), refs, nil
+	matrix = withDimension(matrix, fq, func(m *setting, v string) { m.fq = v })
+	matrix = withDimension(matrix, caps, func(m *setting, v string) { m.cap = v })
+	return withDimension(matrix, sc.places, func(m *setting, v placement) { m.place = v.value }), refs, nil
 }
 
 func (s setting) String() string {

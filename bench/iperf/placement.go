@@ -135,15 +135,16 @@ func (sc *scenario) start(name string) *config.Node {
 	return nil
 }
 
-// withPlacements is the matrix with each point once per --affinity value.
-func withPlacements(matrix []setting, values []placement) []setting {
+// withDimension is the matrix with each point once per value, set into the point by set: a
+// dimension of the matrix (--fq-codel, --bql-limit-max, --affinity).
+func withDimension[V any](matrix []setting, values []V, set func(*setting, V)) []setting {
 	if len(values) == 0 {
 		return matrix
 	}
 	var out []setting
 	for _, m := range matrix {
 		for _, v := range values {
-			m.place = v.value
+			set(&m, v)
 			out = append(out, m)
 		}
 	}

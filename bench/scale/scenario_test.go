@@ -14,9 +14,9 @@ import (
 
 var seed = filepath.Join("..", "..", "deploy", "sculpt_iperf.hid")
 
-// The seed's vm becomes vm1..vmN, each the vm binary with its own server port at the far end,
-// which runs N servers; nicstack check accepts the result.
-func TestScenarioMultipliesTheGuest(t *testing.T) {
+// seedBase is the base of the seed scenario, as bench scale loads it.
+func seedBase(t *testing.T) *base {
+	t.Helper()
 	data, err := os.ReadFile(seed)
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +25,13 @@ func TestScenarioMultipliesTheGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// The seed's vm becomes vm1..vmN, each the vm binary with its own server port at the far end,
+// which runs N servers; nicstack check accepts the result.
+func TestScenarioMultipliesTheGuest(t *testing.T) {
+	b := seedBase(t)
 	start := time.Date(2026, 12, 5, 10, 0, 5, 250e6, time.UTC)
 	text, err := b.scenario(3, test{time: 4 * time.Second, rx: true, start: start}, domainsShared, "")
 	if err != nil {
@@ -88,14 +95,7 @@ func TestGuestNumber(t *testing.T) {
 // Per-guest domains: a policy, a domain with its own /24 and DHCP range, and the uplink's NAT
 // for each guest; the shared domain and its policy are gone.
 func TestScenarioPerGuestDomains(t *testing.T) {
-	data, err := os.ReadFile(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := loadBase(seed, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := seedBase(t)
 	text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest, "")
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +143,7 @@ func TestScenarioPerGuestDomains(t *testing.T) {
 // per-guest domains too, and the scenario still checks; uplink into the uplink's alone; off
 // takes them out.
 func TestScenarioFQCodel(t *testing.T) {
-	data, err := os.ReadFile(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := loadBase(seed, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := seedBase(t)
 	for _, fq := range []string{"on", "uplink", "off"} {
 		text, err := b.scenario(2, test{time: time.Second}, domainsPerGuest, fq)
 		if err != nil {
@@ -183,14 +176,7 @@ func TestScenarioFQCodel(t *testing.T) {
 // --far-end-cpu router gives the far end the router's affinity in place of its own (the
 // seed's: x 2, beside the guests at x 3); nicstack check accepts the result.
 func TestScenarioFarEndWithRouter(t *testing.T) {
-	data, err := os.ReadFile(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := loadBase(seed, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := seedBase(t)
 	text, err := b.scenario(2, test{time: time.Second}, domainsShared, "")
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +201,10 @@ func TestScenarioFarEndWithRouter(t *testing.T) {
 	}
 	benchtest.CheckScenario(t, "scale.xml", string(text), "vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic")
 
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	noAffinity := strings.Replace(string(data), "  + affinity | xpos: 1 | ypos: 0\n", "", 1)
 	if noAffinity == string(data) {
 		t.Fatal("the seed's router affinity line moved: fix the test")
