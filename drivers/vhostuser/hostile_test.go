@@ -159,17 +159,8 @@ func TestResetAfterFaultWorks(t *testing.T) {
 // Messages the back end refuses: each breaks the device with a line naming the message and
 // the fault and ends the connection; the descriptors that came with it are closed.
 func TestHostileMessagesEndTheSession(t *testing.T) {
-	small, err := unix.MemfdCreate("small", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(small)
-	unix.Ftruncate(small, 4096)
-	notEventfd, err := unix.MemfdCreate("file", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(notEventfd)
+	small := testMemfd(t, "small", 4096)
+	notEventfd := testMemfd(t, "file", 0)
 	cases := []struct {
 		name string
 		send func(fe *frontend) error

@@ -309,12 +309,7 @@ func TestInflightRegionHandedBack(t *testing.T) {
 
 // Inflight messages the back end refuses, each ending the connection with what is wrong.
 func TestHostileInflightMessages(t *testing.T) {
-	small, err := unix.MemfdCreate("small", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(small)
-	unix.Ftruncate(small, 100)
+	small := testMemfd(t, "small", 100)
 	negotiate := func(fe *frontend, proto uint64) {
 		fe.call(reqGetFeatures, nil, 8)
 		fe.send(reqSetProtocolFeatures, 0, u64(proto))
@@ -396,12 +391,7 @@ func TestHostileInflightMessages(t *testing.T) {
 // disagrees with itself or the rings is refused, naming the field, and the front end sees its
 // connection end.
 func TestHostileInflightTakeoverIsRefused(t *testing.T) {
-	small, err := unix.MemfdCreate("small", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(small)
-	unix.Ftruncate(small, 100)
+	small := testMemfd(t, "small", 100)
 	split, packed := allFeatures, allFeatures|featRingPacked
 	cases := []struct {
 		name     string
@@ -472,18 +462,9 @@ func TestHostileInflightTakeoverIsRefused(t *testing.T) {
 			q.pop()
 			q.mu.Unlock()
 			crash(t, fe)
-			text, files := k.take(t)
-			h := &hostileRecord{rec: &record{}}
-			if err := json.Unmarshal(text, h.rec); err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range files {
-				fd, _ := unix.Dup(int(f.Fd()))
-				h.fds = append(h.fds, fd)
-				f.Close()
-			}
+			h := hostileRecordOf(t, k)
 			c.tamper(fe, fe.regionPart(txQueue), h)
-			text, _ = json.Marshal(h.rec)
+			text, _ := json.Marshal(h.rec)
 			wantResumeRefused(t, text, h.fds, c.want)
 		})
 	}

@@ -164,22 +164,51 @@ type hostileRecord struct {
 	fds []int
 }
 
+// hostileRecordOf is what k kept, the record parsed and its descriptors duplicated, for a
+// test to tamper with; the kept files are closed.
+func hostileRecordOf(t *testing.T, k *keeper) *hostileRecord {
+	t.Helper()
+	text, files := k.take(t)
+	h := &hostileRecord{rec: &record{}}
+	if err := json.Unmarshal(text, h.rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		h.fds = append(h.fds, testDup(t, int(f.Fd())))
+		f.Close()
+	}
+	return h
+}
+
+// testDup is another descriptor of fd's file.
+func testDup(t *testing.T, fd int) int {
+	t.Helper()
+	n, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// testMemfd is an anonymous file of size bytes, closed when the test ends.
+func testMemfd(t *testing.T, name string, size int64) int {
+	t.Helper()
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
 // A kept state is checked as the messages that made it were: a record that does not parse or
 // names other descriptors than come, regions that overlap, rings outside guest memory, bad
 // sizes and indices, and descriptors of the wrong kind are each refused with what is wrong.
 func TestHostileTakeoverIsRefused(t *testing.T) {
-	notEventfd, err := unix.MemfdCreate("file", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(notEventfd)
-	dup := func(fd int) int {
-		n, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	notEventfd := testMemfd(t, "file", 0)
 	const conn, mem, call1, kick0 = 0, 1, 5, 4
 	remove := func(h *hostileRecord, i int) {
 		unix.Close(h.fds[i])
@@ -196,7 +225,7 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 			r := h.rec.Mem[0]
 			r.Size /= 2
 			h.rec.Mem = []memRecord{r, {GPA: r.GPA + r.Size/2, Size: r.Size, UAddr: r.UAddr + 2*r.Size}}
-			h.fds = append(h.fds[:mem+1], append([]int{dup(h.fds[mem])}, h.fds[mem+1:]...)...)
+			h.fds = append(h.fds[:mem+1], append([]int{testDup(t, h.fds[mem])}, h.fds[mem+1:]...)...)
 		}, "overlaps region 0"},
 		{"ring outside memory", func(h *hostileRecord) {
 			h.rec.Rings[1].Addr.Used = h.rec.Mem[0].UAddr + h.rec.Mem[0].Size - 8
@@ -212,15 +241,15 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 		}, "3 rings, the device has 2"},
 		{"call not an eventfd", func(h *hostileRecord) {
 			unix.Close(h.fds[call1])
-			h.fds[call1] = dup(notEventfd)
+			h.fds[call1] = testDup(t, notEventfd)
 		}, "SET_VRING_CALL: queue 1: the descriptor is"},
 		{"connection not a socket", func(h *hostileRecord) {
 			unix.Close(h.fds[conn])
-			h.fds[conn] = dup(notEventfd)
+			h.fds[conn] = testDup(t, notEventfd)
 		}, "connection:"},
 		{"memory not mappable", func(h *hostileRecord) {
 			unix.Close(h.fds[mem])
-			h.fds[mem] = dup(h.fds[conn])
+			h.fds[mem] = testDup(t, h.fds[conn])
 		}, "SET_MEM_TABLE: region 0 ends at byte"},
 		{"more pairs in use than offered", func(h *hostileRecord) { h.rec.Active = 2 }, "2 queue pairs in use of 1"},
 		{"pairs beyond the device's bound", func(h *hostileRecord) { h.rec.Pairs = MaxQueuePairs + 1 }, "queue pairs, want 1 to"},
@@ -239,17 +268,9 @@ func TestHostileTakeoverIsRefused(t *testing.T) {
 			fe := newFrontend(t)
 			k := startKept(fe, allFeatures)
 			crash(t, fe)
-			text, files := k.take(t)
-			h := &hostileRecord{rec: &record{}}
-			if err := json.Unmarshal(text, h.rec); err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range files {
-				h.fds = append(h.fds, dup(int(f.Fd())))
-				f.Close()
-			}
+			h := hostileRecordOf(t, k)
 			c.tamper(h)
-			text = []byte(`{"Bogus":1}`)
+			text := []byte(`{"Bogus":1}`)
 			if h.rec != nil {
 				text, _ = json.Marshal(h.rec)
 			}
