@@ -156,6 +156,17 @@ func TestResetAfterFaultWorks(t *testing.T) {
 	}
 }
 
+// wantRefused sends what send sends and wants Serve to end with an error saying want.
+func (fe *frontend) wantRefused(t *testing.T, send func(*frontend) error, want string) {
+	t.Helper()
+	if err := send(fe); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-fe.done; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Serve: %v, want %q", err, want)
+	}
+}
+
 // Messages the back end refuses: each breaks the device with a line naming the message and
 // the fault and ends the connection; the descriptors that came with it are closed.
 func TestHostileMessagesEndTheSession(t *testing.T) {
@@ -231,12 +242,7 @@ func TestHostileMessagesEndTheSession(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fe := newFrontend(t)
-			if err := c.send(fe); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-fe.done; err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Serve: %v, want %q", err, c.want)
-			}
+			fe.wantRefused(t, c.send, c.want)
 			quoted := strconv.Quote(c.want) // as the log's text format puts it in a value
 			if !fe.dev.Broken() || !strings.Contains(fe.log.String(), quoted[1:len(quoted)-1]) || fe.stats.Faults.Load() != 1 {
 				t.Fatalf("broken %v, faults %d, log %q", fe.dev.Broken(), fe.stats.Faults.Load(), fe.log)

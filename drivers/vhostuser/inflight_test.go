@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -374,12 +373,7 @@ func TestHostileInflightMessages(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fe := newFrontend(t)
-			if err := c.send(fe); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-fe.done; err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Serve: %v, want %q", err, c.want)
-			}
+			fe.wantRefused(t, c.send, c.want)
 			if !fe.dev.Broken() || fe.stats.Faults.Load() != 1 {
 				t.Fatalf("broken %v, faults %d", fe.dev.Broken(), fe.stats.Faults.Load())
 			}
