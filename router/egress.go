@@ -90,10 +90,6 @@ func (r *Router) setEgress(i *Interface) {
 	if m.MemoryLimit > 0 {
 		memory = min(memory, m.MemoryLimit)
 	}
-	bqlMax := max(mtu, bytes/4)
-	if m.BQLLimitMax > 0 {
-		bqlMax = max(mtu, min(bqlMax, m.BQLLimitMax))
-	}
 	s, err := fqcodel.New(fqcodel.Config{
 		Params:  fqcodel.Params{Target: int64(m.Target), Interval: int64(m.Interval), MTU: mtu, ECN: m.ECN},
 		Classes: len(r.classes), Flows: m.Flows, Quantum: m.Quantum, Limit: limit, Memory: memory,
@@ -104,7 +100,7 @@ func (r *Router) setEgress(i *Interface) {
 	}
 	e := &egress{port: qp, m: *m, mtu: mtu, s: s, slots: make([]queuedFrame, limit+1), free: make([]int32, limit+1),
 		pending: -1, dropped: make([]uint64, 0, limit+1+fqcodel.Defaults.Batch),
-		bql: dql.New(uint32(mtu), uint32(bqlMax), bqlHoldTime, time.Duration(r.nowNs)), inflight: max(1, frames/4)}
+		bql: dql.New(uint32(mtu), dql.Capped(uint32(max(mtu, bytes/4)), uint32(m.BQLLimitMax)), bqlHoldTime, time.Duration(r.nowNs)), inflight: max(1, frames/4)}
 	for k := range e.free {
 		e.free[k] = int32(len(e.free) - 1 - k)
 	}

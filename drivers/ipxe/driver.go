@@ -454,12 +454,7 @@ const (
 )
 
 // bqlLimitMax is the byte limit's upper bound: tx_bql_limit_max, or the ring's bytes.
-func (c Config) bqlLimitMax() uint32 {
-	if c.TxBQLLimitMax == 0 {
-		return bqlMax
-	}
-	return c.TxBQLLimitMax
-}
+func (c Config) bqlLimitMax() uint32 { return dql.Capped(bqlMax, c.TxBQLLimitMax) }
 
 // publishLimit brings the tx_bql_limit_bytes counter in line with the limit (0 while off).
 func (d *Driver) publishLimit() {

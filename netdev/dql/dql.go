@@ -39,9 +39,11 @@ type Limit struct {
 	slackStart  time.Duration
 }
 
-// New makes a limit between min and max bytes that shrinks after hold, starting at min.
+// New makes a limit between min and max bytes (a max below min is min) that shrinks after
+// hold, starting at min.
 func New(min, max uint32, hold time.Duration, now time.Duration) Limit {
-	q := Limit{min: min, max: max, hold: hold}
+	q := Limit{min: min, hold: hold}
+	q.SetMax(max)
 	q.Reset(now)
 	return q
 }
@@ -77,6 +79,15 @@ func (q *Limit) Limit() uint32 { return q.limit }
 func (q *Limit) SetMax(limitMax uint32) {
 	q.max = max(limitMax, q.min)
 	q.limit = min(q.limit, q.max)
+}
+
+// Capped is the upper bound of a limit whose own bound is natural under a limit_max setting:
+// limitMax when it is set (not 0) and below natural.
+func Capped(natural, limitMax uint32) uint32 {
+	if limitMax == 0 {
+		return natural
+	}
+	return min(natural, limitMax)
 }
 
 // Max is the upper bound.

@@ -234,3 +234,16 @@ func TestDQLProperties(t *testing.T) {
 		}
 	})
 }
+
+// A limit_max of 0 leaves the natural bound; one above it too; one below it is the bound,
+// and New raises a bound below min to min.
+func TestCapped(t *testing.T) {
+	for _, c := range []struct{ natural, limitMax, want uint32 }{{1000, 0, 1000}, {1000, 2000, 1000}, {1000, 400, 400}} {
+		if got := Capped(c.natural, c.limitMax); got != c.want {
+			t.Errorf("Capped(%d, %d) = %d, want %d", c.natural, c.limitMax, got, c.want)
+		}
+	}
+	if q := New(1514, 100, time.Second, 0); q.Max() != 1514 {
+		t.Errorf("New(1514, 100): max %d, want 1514", q.Max())
+	}
+}

@@ -60,11 +60,7 @@ func newQdisc(out *packetstream.Source, mtu int, limitMax uint32, cnt qdiscCount
 	q := &qdisc{out: out, s: s, epoch: time.Now(), slots: make([]packetstream.Packet, limit+1), free: make([]int32, limit+1),
 		dropped: make([]uint64, 0, limit+1+cfg.Batch), drops: cnt.Dropped, marks: cnt.Marked, noRoom: cnt.NoRoom,
 		inflightFrames: max(1, frames/2)}
-	bqlMax := uint32(max(mtu, c.BulkSize/2))
-	if limitMax > 0 {
-		bqlMax = max(uint32(mtu), min(bqlMax, limitMax))
-	}
-	q.bql = dql.New(uint32(mtu), bqlMax, time.Second, q.now())
+	q.bql = dql.New(uint32(mtu), dql.Capped(uint32(max(mtu, c.BulkSize/2)), limitMax), time.Second, q.now())
 	for k := range q.free {
 		q.free[k] = int32(len(q.free) - 1 - k)
 	}
