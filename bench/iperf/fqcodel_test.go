@@ -93,3 +93,54 @@ func TestBQLLimitMaxMatrix(t *testing.T) {
 		t.Errorf("--bql-limit-max 1ms: %v", err)
 	}
 }
+
+// TestRateMatrix: --rate is a dimension beside --fq-codel; a run's embedded client gets -b at
+// the value (none at 0) in both directions, the labels tell the points apart; a bad value, and
+// --rate with --udp-rate, are refused naming the flag and the value.
+func TestRateMatrix(t *testing.T) {
+	sc, err := loadScenario("../../deploy/sculpt_iperf.hid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Runs: 1, Throttles: []string{"adaptive"}, Batches: []string{"yes"}, Directions: []string{"rx", "tx"}, FQCodel: []string{"on"}, Rates: []string{"0", "600M", "1G/4"}}
+	m, _, err := o.matrix(sc, "sculpt_iperf.hid", io.Discard)
+	if err != nil || len(m) != 6 || m[0].rate != "0" || m[1].rate != "600M" || m[2].rate != "1G/4" || m[3].dir != "tx" || m[1].fq != "on" {
+		t.Fatalf("matrix %v, %v", m, err)
+	}
+	if m[0].label() == m[1].label() || !strings.Contains(m[1].String(), "-b 600M") {
+		t.Errorf("rates 0 and 600M: labels %q and %q", m[0].label(), m[1].label())
+	}
+	for _, tc := range []struct {
+		m    setting
+		want string
+	}{
+		{m[1], ` -b 600000000 -R"`}, // rx: the far end's server paces, told by the client
+		{m[4], ` -b 600000000"`},
+		{m[2], ` -b 1000000000/4 -R"`},
+		{m[0], `-l 0 -R"`}, // unpaced
+	} {
+		text, err := sc.patch(tc.m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		iperfAttr := ""
+		for _, line := range strings.Split(string(text), "\n") {
+			if strings.Contains(line, `iperf="-c`) {
+				iperfAttr = line
+			}
+		}
+		if !strings.Contains(iperfAttr, tc.want) {
+			t.Errorf("%s: the client's command %s, want %s", tc.m, iperfAttr, tc.want)
+		}
+	}
+	for _, bad := range []Options{
+		{Rates: []string{"fast"}},
+		{Rates: []string{"-1M"}},
+		{Rates: []string{"600M"}, UDPRate: 1000},
+	} {
+		bad.Runs, bad.Throttles, bad.Batches, bad.Directions = 1, o.Throttles, o.Batches, o.Directions
+		if _, _, err := bad.matrix(sc, "sculpt_iperf.hid", io.Discard); err == nil || !strings.Contains(err.Error(), "--rate "+bad.Rates[0]) && !strings.Contains(err.Error(), `--rate "`+bad.Rates[0]+`"`) {
+			t.Errorf("--rate %v --udp-rate %d: %v", bad.Rates, bad.UDPRate, err)
+		}
+	}
+}

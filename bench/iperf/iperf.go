@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nicstack/nicstack/bench"
@@ -93,7 +94,10 @@ type point struct {
 	FQCodel string `json:"fq_codel,omitempty"`
 	// BQLLimitMax is the --bql-limit-max value of the point: the byte limits' cap, bytes.
 	BQLLimitMax string `json:"bql_limit_max,omitempty"`
-	Pairs       int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
+	// Rate is the --rate value of the point as given: each bulk TCP flow's -b (iperf3's
+	// units); 0: unpaced.
+	Rate  string `json:"rate,omitempty"`
+	Pairs int    `json:"queue_pairs,omitempty"` // --queues: the vhost-user queue pairs
 	// Affinity is the --affinity value of the point: as-written, or the starts it moved.
 	Affinity string `json:"affinity,omitempty"`
 	// PairShares is each pair's share of the frames through the vm's vhost-user device, both
@@ -152,6 +156,10 @@ type Options struct {
 	// the byte queue limits below the schedulers, the driver's tx_bql_limit_max and the far
 	// end's when it has qdisc="fq_codel" (fqcodel.go).
 	BQLLimitMax []string
+	// Rates, when set, runs every point once per value: each bulk TCP flow's -b, iperf3's
+	// bits per second per stream (500M, 1G; 0: unpaced), in both directions (with -R the
+	// server paces, told by the client's test parameters). Empty: the scenario's.
+	Rates []string
 	// Queues, when set, is a dimension of the matrix: the vhost-user queue pairs of the vm and
 	// its QEMU guest (queues.go). Empty: the scenario's.
 	Queues []int
@@ -201,6 +209,7 @@ type setting struct {
 	ip    int    // the IP version of the test: 4 or 6
 	fq    string // --fq-codel's on or off, "" without
 	cap   string // --bql-limit-max's bytes, "" without
+	rate  string // --rate's -b as given, "" without
 	pairs int    // --queues: the vhost-user queue pairs; 0: the scenario's
 	place string // an --affinity value, "" without
 }
@@ -296,6 +305,7 @@ func Run(ctx context.Context, out io.Writer, path string, o Options) error {
 		points[i].IP = m.ip
 		points[i].FQCodel = m.fq
 		points[i].BQLLimitMax = m.cap
+		points[i].Rate = m.rate
 		points[i].Pairs = m.pairs
 		points[i].Affinity = m.place
 		if o.Latency {
@@ -370,6 +380,9 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	}
 	if o.UDPRate < 0 {
 		return nil, nil, fmt.Errorf("--udp-rate %d: want datagrams per second, or 0 for TCP", o.UDPRate)
+	}
+	if err := o.checkRates(); err != nil {
+		return nil, nil, err
 	}
 	var refs []reference
 	var guestRefs []string
@@ -472,6 +485,7 @@ func (o *Options) matrix(sc *scenario, path string, out io.Writer) ([]setting, [
 	}
 	matrix = withDimension(matrix, fq, func(m *setting, v string) { m.fq = v })
 	matrix = withDimension(matrix, caps, func(m *setting, v string) { m.cap = v })
+	matrix = withDimension(matrix, o.Rates, func(m *setting, v string) { m.rate = v })
 	return withDimension(matrix, sc.places, func(m *setting, v placement) { m.place = v.value }), refs, nil
 }
 
@@ -501,6 +515,9 @@ func (s setting) label() string {
 	if s.cap != "" {
 		flows += "bql_limit_max=" + s.cap + " "
 	}
+	if s.rate != "" {
+		flows += "-b " + s.rate + " "
+	}
 	switch {
 	case s.ref != "":
 		return flows + "--compare " + s.ref
@@ -508,6 +525,19 @@ func (s setting) label() string {
 		return flows + "scenario as written"
 	}
 	return fmt.Sprintf("%srx_irq_throttle=%s tx_batch=%s", flows, *s.itr, yesNo(*s.batch))
+}
+
+// checkRates checks --rate: iperf3's -b values, for bulk TCP only.
+func (o *Options) checkRates() error {
+	if len(o.Rates) > 0 && o.UDPRate > 0 {
+		return fmt.Errorf("--rate %s: paces bulk TCP, and --udp-rate %d makes the test UDP", strings.Join(o.Rates, ","), o.UDPRate)
+	}
+	for _, v := range o.Rates {
+		if _, _, err := iperf.ParseRate(v); err != nil {
+			return fmt.Errorf("--rate %q: want iperf3's -b, bits per second per flow such as 500M or 1G (0: unpaced)", v)
+		}
+	}
+	return nil
 }
 
 // pathCPU is the CPU of the whole path in percent of one CPU: every component and the ends.

@@ -61,7 +61,10 @@ func runInNetns(ctx context.Context, s *supervisor.Supervisor, c *client, t iper
 			argv := append([]string{"iperf3", "-J", "-c", c.cmd.Client, "-p", strconv.Itoa(c.cmd.Port),
 				"-P", strconv.Itoa(c.cmd.Parallel)}, t.args()...)
 			if c.cmd.UDP {
-				argv = append(argv, "-u", "-b", strconv.FormatUint(c.cmd.Rate, 10), "-l", strconv.Itoa(c.cmd.Length))
+				argv = append(argv, "-u", "-l", strconv.Itoa(c.cmd.Length))
+			}
+			if b := rateArg(c.cmd); b != "" {
+				argv = append(argv, "-b", b)
 			}
 			argv = append(argv, directionArgs(c.cmd)...)
 			if c.cmd.Version6 {

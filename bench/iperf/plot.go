@@ -23,7 +23,7 @@ import (
 // under load dashed) and, per direction, every component's CPU against the
 // throttle setting: one category per rx_irq_throttle value as given (adaptive among them),
 // labelled with its interval and the interrupt rate it allows; a line per direction and
-// tx_batch setting, and --flows value (CPU: per component, tx_batch=yes dashed). The --compare references (refs,
+// tx_batch setting, --flows and --rate value (CPU: per component, tx_batch=yes dashed). The --compare references (refs,
 // and a guest scenario's reference points among all) are dotted level lines across the
 // categories: their throughput, and the CPU of each of their processes in their direction's
 // panel. Each panel's legend stands to its right, outside the data.
@@ -82,6 +82,9 @@ func drawPlot(path string, all, refs []point) error {
 		}
 		if p.IP == ipv6 {
 			k += " IPv6"
+		}
+		if p.Rate != "" {
+			k += " -b " + p.Rate
 		}
 		if p.TxBatch != nil {
 			k += " tx_batch=" + yesNo(*p.TxBatch)
@@ -159,6 +162,9 @@ func drawPlot(path string, all, refs []point) error {
 			name := n
 			if f := l.pts[0].Flows; f > 0 {
 				name += fmt.Sprintf(" flows=%d", f)
+			}
+			if r := l.pts[0].Rate; r != "" {
+				name += " -b " + r
 			}
 			if l.pts[0].TxBatch != nil {
 				name += " tx_batch=" + yesNo(batched)

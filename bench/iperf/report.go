@@ -158,6 +158,9 @@ func (p point) settingColumns(flows bool) string {
 	if p.BQLLimitMax != "" {
 		fq += ", bql_limit_max " + p.BQLLimitMax
 	}
+	if p.Rate != "" {
+		fq += ", -b " + p.Rate
+	}
 	var s string
 	switch {
 	case p.Reference != "":
@@ -174,7 +177,7 @@ func (p point) settingColumns(flows bool) string {
 }
 
 func (p point) setting() setting {
-	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, cap: p.BQLLimitMax, pairs: p.Pairs, place: p.Affinity}
+	return setting{itr: p.RxIrqThrottle, batch: p.TxBatch, dir: p.Direction, ref: p.Reference, flows: p.Flows, ip: p.IP, fq: p.FQCodel, cap: p.BQLLimitMax, rate: p.Rate, pairs: p.Pairs, place: p.Affinity}
 }
 
 func (p point) label() string { return p.setting().label() }

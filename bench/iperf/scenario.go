@@ -189,7 +189,7 @@ func loadScenario(path string) (*scenario, error) {
 }
 
 // patch returns the scenario of one run at setting m as XML: the driver's settings, the
-// clients' test (time, direction, --udp-rate), and with --latency their rr clients and the
+// clients' test (time, direction, --rate, --udp-rate), and with --latency their rr clients and the
 // servers' rr.
 func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 	d, latency := o.Time, o.Latency
@@ -219,6 +219,12 @@ func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 		c.cmd.Reverse, c.cmd.Bidir = m.dir == dirRX, m.dir == dirBidir
 		if m.flows > 0 {
 			c.cmd.Parallel = m.flows
+		}
+		if m.rate != "" {
+			var err error
+			if c.cmd.Rate, c.cmd.Burst, err = iperf.ParseRate(m.rate); err != nil {
+				return nil, fmt.Errorf("--rate %q: %v", m.rate, err)
+			}
 		}
 		c.cmd.UDP = o.UDPRate > 0
 		if c.cmd.UDP {
@@ -268,12 +274,28 @@ func clientCommand(c *iperf.Command) string {
 		s += fmt.Sprintf(" -O %d", c.Omit)
 	}
 	if c.UDP {
-		s += fmt.Sprintf(" -u -b %d", c.Rate)
+		s += " -u"
+	}
+	if b := rateArg(c); b != "" {
+		s += " -b " + b
 	}
 	if c.Version6 {
 		s += " -6"
 	}
 	return strings.Join(append([]string{s}, directionArgs(c)...), " ")
+}
+
+// rateArg is a client's -b, "" when its TCP flows are unpaced: bits per second, and /N for
+// bursts of N blocks.
+func rateArg(c *iperf.Command) string {
+	if c.Rate == 0 && !c.UDP {
+		return ""
+	}
+	b := strconv.FormatUint(c.Rate, 10)
+	if c.Burst > 0 {
+		b += "/" + strconv.Itoa(c.Burst)
+	}
+	return b
 }
 
 // directionArgs are the iperf3 options of a client's direction.

@@ -186,6 +186,9 @@ func benchIperfCmd() *cobra.Command {
 			"guest: the driver's and the guest's components' figures come from the guest's supervisor, CPU\n" +
 			"in % of one vCPU, \"guest\" the whole guest's, \"qemu\" QEMU's on the host; --compare linux\n" +
 			"runs Linux's e1000e in the same guest in its place, as a row of the tables.\n" +
+			"--rate 0,600M paces each bulk TCP flow at iperf3's -b (per stream; with -R the far end's server\n" +
+			"paces, as iperf3's does) for every point: below the wire no queue stands, and the round trips\n" +
+			"under load show what the path costs a sparse flow without one (0: unpaced, as without --rate).\n" +
 			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.\n" +
 			"--ip 4,6 runs every point over IPv4 and over IPv6 (iperf -6 to the far end's address6, the one\n" +
 			"beside the IPv4 address a guest's iperf names) and prints each IPv6 point's ratio to IPv4's.",
@@ -209,6 +212,7 @@ func benchIperfCmd() *cobra.Command {
 	f.StringVar(&o.JSON, "json", "", "also write the points to this file as JSON")
 	f.StringVar(&o.Plot, "plot", "", "draw throughput and CPU against the throttle setting into this PNG")
 	f.StringSliceVar(&o.Compare, "compare", nil, "also measure the reference paths: kernel, pasta, relay, NAME@MTU, qemu-user, qemu-tap, passt; linux for a guest scenario")
+	f.StringSliceVar(&o.Rates, "rate", nil, "each bulk TCP flow's iperf -b (bits/s per stream, iperf3's units: 500M, 1G; 0: unpaced), a dimension of the matrix in both directions: 0,300M,600M; default: the scenario's")
 	f.IntVar(&o.UDPRate, "udp-rate", 0, "a UDP stream of this many 64-byte datagrams per second instead of bulk TCP (0: TCP)")
 	f.StringVar(&o.Congestion, "congestion", "", "TCP congestion control of every Linux iperf3, the netns guests' and the references' (iperf3 -C): cubic, bbr, ...; default: the kernel's")
 	f.BoolVar(&o.Latency, "latency", false, "also time request/response round trips (1 B and 1 KiB, TCP_RR-style) during each test and idle after it")
