@@ -234,7 +234,7 @@ func writeFQCodel(out io.Writer, points []point) {
 	tw.Flush()
 	fmt.Fprintln(out, "\nqueues while traffic flowed (medians of the status samples; max: the largest sample)")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "direction\tfq-codel\thop\tframes\tbytes\tsojourn µs\tmax frames\t")
+	fmt.Fprintln(tw, "direction\tsetting\tfq-codel\thop\tframes\tbytes\tsojourn µs\tmax frames\t")
 	for _, k := range keys {
 		for _, p := range pairs[k] {
 			if p == nil {
@@ -249,7 +249,7 @@ func writeFQCodel(out io.Writer, points []point) {
 			sort.Strings(hops)
 			for _, h := range hops {
 				q := p.Queues[h]
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", k.dir, p.FQCodel, h, q.Frames, q.Bytes, q.SojournUS, q.MaxFrames)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", k.dir, k.setting, p.FQCodel, h, q.Frames, q.Bytes, q.SojournUS, q.MaxFrames)
 			}
 		}
 	}

@@ -2,10 +2,14 @@ package iperf
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nicstack/nicstack/internal/iperf"
 	"github.com/nicstack/nicstack/router/model"
 	"github.com/nicstack/nicstack/runtime/config"
 )
@@ -141,6 +145,54 @@ func TestRateMatrix(t *testing.T) {
 		bad.Runs, bad.Throttles, bad.Batches, bad.Directions = 1, o.Throttles, o.Batches, o.Directions
 		if _, _, err := bad.matrix(sc, "sculpt_iperf.hid", io.Discard); err == nil || !strings.Contains(err.Error(), "--rate "+bad.Rates[0]) && !strings.Contains(err.Error(), `--rate "`+bad.Rates[0]+`"`) {
 			t.Errorf("--rate %v --udp-rate %d: %v", bad.Rates, bad.UDPRate, err)
+		}
+	}
+}
+
+// The rate of a point shows in the tables (the CPU table's setting, the fq-codel comparison
+// and each hop's queue), in --json as "rate", and reads back from the client's command line.
+func TestRateReported(t *testing.T) {
+	var pts []point
+	for _, rate := range []string{"0", "600M"} {
+		p := samplePoints()[7] // rx adaptive, tx_batch yes
+		p.FQCodel, p.Rate = "on", rate
+		p.RRLoadRatio = 2.5
+		p.Queues = map[string]queueFigure{"nic_drv: tx ring": {Frames: 3, Bytes: 4500, SojournUS: 40, MaxFrames: 20}}
+		pts = append(pts, p)
+	}
+	sc := &scenario{roles: map[string]string{driverBinary: "nic_drv", routerBinary: "nic_router", hardwareBinary: "intel_nic_hw"}}
+	var out strings.Builder
+	writeTables(&out, pts, sc, Options{Directions: []string{dirRX}, Runs: 3, Time: 10 * time.Second, Latency: true})
+	writeFQCodel(&out, pts)
+	s := out.String()
+	for _, want := range [][]string{
+		{"yes, fq-codel on, -b 600M", "912"},       // the CPU table
+		{"-b 600M rx_irq_throttle", " on ", "2.5"}, // the comparison
+		{"-b 600M rx_irq_throttle", "nic_drv: tx ring", "4500"},
+	} {
+		found := false
+		for _, line := range strings.Split(s, "\n") {
+			has := true
+			for _, w := range want {
+				has = has && strings.Contains(line, w)
+			}
+			found = found || has
+		}
+		if !found {
+			t.Errorf("no line with %q in\n%s", want, s)
+		}
+	}
+	if b, err := json.Marshal(pts[1]); err != nil || !strings.Contains(string(b), `"rate":"600M"`) {
+		t.Errorf("JSON %s, %v", b, err)
+	}
+	if err := drawPlot(filepath.Join(t.TempDir(), "rate.png"), pts, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, udp := range []bool{false, true} {
+		c := &iperf.Command{Client: "198.18.0.2", Port: 5201, Time: 10, Parallel: 1, Rate: 600e6, Burst: 4, UDP: udp}
+		back, err := iperf.ParseCommand(strings.Fields(clientCommand(c)))
+		if err != nil || back.Rate != c.Rate || back.Burst != 4 || back.UDP != udp {
+			t.Errorf("%q read back as %+v, %v", clientCommand(c), back, err)
 		}
 	}
 }
