@@ -47,6 +47,10 @@ var interopCases = []interopCase{
 	{name: "bidir", args: []string{"-t", "1", "--bidir", "-b", "1G"}, text: true},
 	{name: "udp", args: []string{"-t", "2", "-u", "-b", "100M"}, text: true, check: checkUDPRate(100e6), quiet: true},
 	{name: "udp-reverse", args: []string{"-t", "2", "-u", "-b", "100M", "-R"}, text: true, check: checkUDPRate(100e6), quiet: true},
+	// A TCP -b with -R or --bidir reaches the sender on the server's side in the test's
+	// parameters: the server paces (bench iperf --rate relies on it).
+	{name: "reverse-rate", args: []string{"-t", "2", "-R", "-b", "200M"}, check: checkTCPRate(200e6), quiet: true},
+	{name: "bidir-rate", args: []string{"-t", "2", "--bidir", "-b", "200M"}, check: checkTCPRate(200e6), quiet: true},
 	{name: "udp-bidir", args: []string{"-t", "1", "-u", "-b", "10M", "--bidir", "-P", "2"}, text: true},
 	{name: "udp-64bit", args: []string{"-t", "1", "-u", "--udp-counters-64bit", "-l", "1400"}},
 	{name: "omit", args: []string{"-t", "1", "-O", "1", "-b", "1G"}, text: true, check: checkOmitted},
@@ -522,6 +526,22 @@ func checkUDPRate(target float64) func(map[string]any) error {
 		// What arrives depends on the receiver keeping up on a busy host; iperf3's loses too.
 		if math.Abs(sent-target) > 0.05*target || received < 0.5*target || jitter <= 0 || !hasLost {
 			return errors.New(summary + ": the rate is not within 5 %, or no loss and jitter")
+		}
+		return nil
+	}
+}
+
+// checkTCPRate: each direction's sender held the rate, within 5 % above it (a busy host can
+// only slow a sender, so the bound holds on any host), and moved something.
+func checkTCPRate(target float64) func(map[string]any) error {
+	return func(client map[string]any) error {
+		for _, k := range []string{"end.sum_sent", "end.sum_sent_bidir_reverse"} {
+			if _, ok := field(client, k); !ok {
+				continue
+			}
+			if bps := number64(client, k+".bits_per_second"); bps > 1.05*target || bps <= 0 {
+				return fmt.Errorf("%s: %.1f Mbit/s at -b %.0fM", k, bps/1e6, target/1e6)
+			}
 		}
 		return nil
 	}
