@@ -158,7 +158,8 @@ type Options struct {
 	BQLLimitMax []string
 	// Rates, when set, runs every point once per value: each bulk TCP flow's -b, iperf3's
 	// bits per second per stream (500M, 1G; 0: unpaced), in both directions (with -R the
-	// server paces, told by the client's test parameters). Empty: the scenario's.
+	// server paces, told by the client's test parameters). Empty: the scenario's. The --compare
+	// references, measured once per direction, stay unpaced.
 	Rates []string
 	// Queues, when set, is a dimension of the matrix: the vhost-user queue pairs of the vm and
 	// its QEMU guest (queues.go). Empty: the scenario's.

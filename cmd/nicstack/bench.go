@@ -188,7 +188,8 @@ func benchIperfCmd() *cobra.Command {
 			"runs Linux's e1000e in the same guest in its place, as a row of the tables.\n" +
 			"--rate 0,600M paces each bulk TCP flow at iperf3's -b (per stream; with -R the far end's server\n" +
 			"paces, as iperf3's does) for every point: below the wire no queue stands, and the round trips\n" +
-			"under load show what the path costs a sparse flow without one (0: unpaced, as without --rate).\n" +
+			"under load show what the path costs a sparse flow without one (0: unpaced, as without --rate;\n" +
+			"the --compare references stay unpaced).\n" +
 			"--udp-rate N makes the test a UDP stream of N 64-byte datagrams per second instead of bulk TCP.\n" +
 			"--ip 4,6 runs every point over IPv4 and over IPv6 (iperf -6 to the far end's address6, the one\n" +
 			"beside the IPv4 address a guest's iperf names) and prints each IPv6 point's ratio to IPv4's.",

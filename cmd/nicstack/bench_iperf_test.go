@@ -50,6 +50,23 @@ func TestBenchIperfJSON(t *testing.T) {
 	t.Logf("%s", b)
 }
 
+// --rate paces the bulk in both directions: rx, where the far end's server sends at the -b its
+// client passed in the test's parameters, and tx, where the guest sends; the JSON names the
+// rate. A rate can only be undershot on a slow host, so the bound above holds on any.
+func TestBenchIperfRate(t *testing.T) {
+	for _, c := range []string{"vm", "remote_host", "nic_router", "intel_nic_hw", "ipxe_nic"} {
+		testutil.Binary(t, "github.com/nicstack/nicstack/components/"+c)
+	}
+	points, _ := runBenchJSON(t, "-b 50M", 2, []string{"rate", "mbps", "direction"},
+		"iperf", filepath.Join("..", "..", "deploy", "sculpt_iperf.hid"), "--time", "2s", "--omit", "0s",
+		"--rx-irq-throttle", "adaptive", "--tx-batch", "yes", "--direction", "rx,tx", "--rate", "50M")
+	for _, p := range points {
+		if mbps, _ := p["mbps"].(float64); p["rate"] != "50M" || mbps <= 0 || mbps > 1.1*50 {
+			t.Errorf("%v: rate %v, %v Mbit/s; want at most 50 (and 10 %% for the first block)", p["direction"], p["rate"], p["mbps"])
+		}
+	}
+}
+
 // RRUL's shape with the round trips in a second guest: bulk both ways in 2 streams each
 // (--flows 2 --direction bidir) from vm while vm_rr, a copy of it, times round trips during the
 // test and idle after it; the JSON has both phases' percentiles and their ratio.
