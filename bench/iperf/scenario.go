@@ -189,8 +189,8 @@ func loadScenario(path string) (*scenario, error) {
 }
 
 // patch returns the scenario of one run at setting m as XML: the driver's settings, the
-// clients' test (time, direction, --rate, --udp-rate), and with --latency their rr clients and the
-// servers' rr.
+// clients' test (time, direction, --rate, --udp-rate), and with --latency their rr clients
+// and the servers' rr.
 func (sc *scenario) patch(m setting, o Options) ([]byte, error) {
 	d, latency := o.Time, o.Latency
 	if sc.driver != nil && m.itr != nil {
