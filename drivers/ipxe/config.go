@@ -51,7 +51,8 @@ func (p PhyReset) String() string {
 // "no" lets the router's bursts fill the ring. tx_bql_limit_max caps that limit in bytes, as
 // Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). rx_poll_on_tx="yes"
 // (the default) takes what the RX ring holds whenever the driver runs to transmit a batch of
-// the router's, not only at the RX interrupt (Driver.Transmit). pci names a PCI
+// the router's while the ITR in effect spaces interrupts wider than 250 µs (adaptive's stream
+// class, a fixed ITR above 977), not only at the RX interrupt (Driver.Transmit). pci names a PCI
 // device (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service;
 // without it the driver drives the emulated NIC of its Platform session.
 type Config struct {
@@ -63,7 +64,8 @@ type Config struct {
 	TxBQL            bool // a dynamic limit on the TX ring's bytes in flight
 	// TxBQLLimitMax caps that limit, bytes (0: no cap but the ring's).
 	TxBQLLimitMax uint32
-	// RxPollOnTx takes received frames when the driver runs to transmit, too.
+	// RxPollOnTx takes received frames when the driver runs to transmit, too, while the
+	// interrupts are far apart.
 	RxPollOnTx bool
 	PhyReset   PhyReset
 	PCI        string // the PCI device's address; "": the emulated NIC
