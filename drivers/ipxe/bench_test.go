@@ -68,7 +68,7 @@ func newLineRig(tb testing.TB, cfg ipxe.Config) *lineRig {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if l.drv, err = ipxe.Open(ipxe.Device{Regs: l.dev, DMA: dma, DeviceID: m.DeviceID}, cfg, nil); err != nil {
+	if l.drv, err = ipxe.Open(ipxe.Device{Regs: l.dev, DMA: dma, DeviceID: m.DeviceID, Clock: l.clock}, cfg, nil); err != nil {
 		tb.Fatal(err)
 	}
 	for up, _ := l.drv.Link(); !up; up, _ = l.drv.Link() {

@@ -42,14 +42,17 @@ func (p PhyReset) String() string {
 
 // Config is the driver's configuration, the attributes of its <config> node:
 //
-//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" tx_bql_limit_max="0" phy_reset="auto" pci="0000:00:02.0"/>
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" tx_bql_limit_max="0" rx_poll_on_tx="yes" phy_reset="auto" pci="0000:00:02.0"/>
 //
 // rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" (the
 // default) bounds the TX ring's bytes in flight by a limit learned from completions
 // (netdev/dql), with TXDW unmasked so that every interrupt brings them; frames beyond it wait
 // in the Uplink session, where the router's <fq-codel> schedules them (docs/isolation.md).
 // "no" lets the router's bursts fill the ring. tx_bql_limit_max caps that limit in bytes, as
-// Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). pci names a PCI
+// Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). rx_poll_on_tx="yes"
+// (the default) takes what the RX ring holds whenever the driver runs to transmit a batch of
+// the router's while the ITR in effect spaces interrupts wider than 250 µs (adaptive's stream
+// class, a fixed ITR above 977), not only at the RX interrupt (Driver.Transmit). pci names a PCI
 // device (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service;
 // without it the driver drives the emulated NIC of its Platform session.
 type Config struct {
@@ -61,19 +64,22 @@ type Config struct {
 	TxBQL            bool // a dynamic limit on the TX ring's bytes in flight
 	// TxBQLLimitMax caps that limit, bytes (0: no cap but the ring's).
 	TxBQLLimitMax uint32
-	PhyReset      PhyReset
-	PCI           string // the PCI device's address; "": the emulated NIC
+	// RxPollOnTx takes received frames when the driver runs to transmit, too, while the
+	// interrupts are far apart.
+	RxPollOnTx bool
+	PhyReset   PhyReset
+	PCI        string // the PCI device's address; "": the emulated NIC
 }
 
 // ConfigSchema is what the driver's <config> may hold, for config.Check.
-var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "tx_bql", "tx_bql_limit_max", "phy_reset", "pci"}}
+var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"rx_irq_throttle", "tx_batch", "tx_irq", "tx_bql", "tx_bql_limit_max", "rx_poll_on_tx", "phy_reset", "pci"}}
 
 // DefaultRxIrqThrottle is Genode's value: 651 x 256 ns = 166.7 µs, at most ~6000 interrupts/s.
 const DefaultRxIrqThrottle = 651
 
 // DefaultConfig is the configuration of an empty <config/>.
 func DefaultConfig() Config {
-	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, TxBQL: true, PhyReset: PhyResetAuto}
+	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, TxBQL: true, RxPollOnTx: true, PhyReset: PhyResetAuto}
 }
 
 // ParseThrottle reads a value of rx_irq_throttle: an ITR interval in 256 ns units (0-65535,
@@ -129,6 +135,9 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 			return c, config.Errorf(a.Pos, "attribute \"tx_bql_limit_max\" of <%s>: %q is not a byte count up to the ring's %d (0: no cap)", n.Type, a.Value, bqlMax)
 		}
 		c.TxBQLLimitMax = uint32(v)
+	}
+	if c.RxPollOnTx, err = n.Bool("rx_poll_on_tx", true); err != nil {
+		return c, err
 	}
 	if a, ok := n.Attr("phy_reset"); ok {
 		switch a.Value {

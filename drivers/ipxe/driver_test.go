@@ -397,7 +397,7 @@ func TestConfigureLive(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" tx_bql="yes" tx_bql_limit_max="125000" phy_reset="yes" pci="0000:00:02.0"/>`))
+	n, err := config.Parse("nic.xml", []byte(`<config rx_irq_throttle="5580" tx_batch="no" tx_irq="descriptor_done" tx_bql="yes" tx_bql_limit_max="125000" rx_poll_on_tx="no" phy_reset="yes" pci="0000:00:02.0"/>`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,6 +428,7 @@ func TestParseConfig(t *testing.T) {
 		`<config tx_bql_limit_max="1ms"/>`,
 		`<config tx_bql_limit_max="-1"/>`,
 		`<config tx_bql_limit_max="2M"/>`,
+		`<config rx_poll_on_tx="sometimes"/>`,
 		`<config pci="00:02.0"/>`,
 		`<config pci="/dev/vfio/2"/>`,
 	} {

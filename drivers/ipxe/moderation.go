@@ -84,20 +84,24 @@ const (
 	streamEnter   = 8 * fullFrame
 	streamConfirm = 4
 	// Stream is left for bulk below 4 full frames either way per interrupt (~50 Mbit/s at
-	// its rate), and at once when an interrupt took more than ringFull frames: a stream that
-	// grew, or a driver that ran late, comes close to filling the ring (beyond it the NIC
-	// drops frames, a retransmit each). After such an
-	// exit the stream class needs twice as many intervals to return, up to streamBackoff: a
-	// driver that keeps running late does not swing between the two classes.
+	// its rate), and at once when a pass over the RX ring took more than ringFull frames
+	// (Work.RXPass): a stream that grew, or a driver that ran late, comes close to filling
+	// the ring (beyond it the NIC drops frames, a retransmit each). After such an exit the
+	// stream class needs twice as many intervals to return, up to streamBackoff: a driver
+	// that keeps running late does not swing between the two classes.
 	streamLeave   = 4 * fullFrame
 	ringFull      = RingSize * 3 / 4
 	streamBackoff = 16
 )
 
-// Work is what the driver did between two interrupts.
+// Work is what the driver did between two interrupts, the interrupt's own pass over the RX
+// ring included, and with rx_poll_on_tx the frames it took when it ran to transmit.
 type Work struct {
 	Frames, Bytes     uint64 // received, and sent since the interrupt before
 	RXFrames, RXBytes uint64 // received only
+	// RXPass is the most descriptors one pass over the RX ring took: how full the ring came,
+	// which RXFrames no longer tells when passes between the interrupts took part of it.
+	RXPass uint64
 }
 
 // classify is the class an interval's traffic asks for, given the class in effect; with
@@ -184,7 +188,7 @@ func (m *Moderation) SetTXLimit(on bool) { m.txLimit = on }
 // writes the new class's ITR.
 func (m *Moderation) Interrupt(now time.Duration, w Work) (class Latency, changed bool) {
 	switch {
-	case m.class == StreamLatency && w.RXFrames > ringFull:
+	case m.class == StreamLatency && w.RXPass > ringFull:
 		// Not for an interval's verdict: the next interrupt may overflow the ring.
 		m.close(now)
 		changed = m.move(BulkLatency)
