@@ -42,7 +42,7 @@ func (p PhyReset) String() string {
 
 // Config is the driver's configuration, the attributes of its <config> node:
 //
-//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" tx_bql_limit_max="0" rx_poll_on_tx="yes" phy_reset="auto" pci="0000:00:02.0"/>
+//	<config rx_irq_throttle="651" tx_batch="yes" tx_irq="queue_empty" tx_bql="yes" tx_bql_limit_max="0" rx_poll_on_tx="no" phy_reset="auto" pci="0000:00:02.0"/>
 //
 // rx_irq_throttle is an ITR interval or "adaptive" (moderation.go). tx_bql="yes" (the
 // default) bounds the TX ring's bytes in flight by a limit learned from completions
@@ -50,7 +50,7 @@ func (p PhyReset) String() string {
 // in the Uplink session, where the router's <fq-codel> schedules them (docs/isolation.md).
 // "no" lets the router's bursts fill the ring. tx_bql_limit_max caps that limit in bytes, as
 // Linux's byte_queue_limits/limit_max does (0: the ring's bytes, no cap). rx_poll_on_tx="yes"
-// (the default) takes what the RX ring holds whenever the driver runs to transmit a batch of
+// (off by default: it costs the driver and the router CPU under a received stream) takes what the RX ring holds whenever the driver runs to transmit a batch of
 // the router's while the ITR in effect spaces interrupts wider than 250 µs (adaptive's stream
 // class, a fixed ITR above 977), not only at the RX interrupt (Driver.Transmit). pci names a PCI
 // device (bound to vfio-pci) the driver gets through VFIO from its parent's Platform service;
@@ -79,7 +79,7 @@ const DefaultRxIrqThrottle = 651
 
 // DefaultConfig is the configuration of an empty <config/>.
 func DefaultConfig() Config {
-	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, TxBQL: true, RxPollOnTx: true, PhyReset: PhyResetAuto}
+	return Config{RxIrqThrottle: DefaultRxIrqThrottle, TxBatch: true, TxIrq: TxIrqQueueEmpty, TxBQL: true, PhyReset: PhyResetAuto}
 }
 
 // ParseThrottle reads a value of rx_irq_throttle: an ITR interval in 256 ns units (0-65535,
@@ -136,7 +136,7 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		}
 		c.TxBQLLimitMax = uint32(v)
 	}
-	if c.RxPollOnTx, err = n.Bool("rx_poll_on_tx", true); err != nil {
+	if c.RxPollOnTx, err = n.Bool("rx_poll_on_tx", false); err != nil {
 		return c, err
 	}
 	if a, ok := n.Attr("phy_reset"); ok {
