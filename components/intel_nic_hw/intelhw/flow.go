@@ -21,12 +21,15 @@ import (
 // buffer), as a NIC's FCRTH and FCRTL are of its receive FIFO. High: the room left above it
 // takes what the device handed the wire in the batch that crossed it (the pause acts from the
 // device's next poll); a quarter of the stream, 256 frames of 1024 or 3 ms at 1 Gbit/s.
-// Low: half, so that the stream still holds 6 ms of frames for the far end when the device
-// starts again, which covers the XON's way (the far end's signal, this goroutine, the
-// device's wakeup) on a loaded machine.
+// Low: a quarter, so that the stream still holds 3 ms of frames for the far end when the
+// device starts again, which covers the XON's way (the far end's signal, this goroutine, the
+// device's wakeup), and has room for three quarters of it: a device that runs late on a
+// loaded machine sends what the wire carried meanwhile in one batch, and with the XON at half
+// such batches overflowed the stream (wire_tx_dropped 575-621 a 32-guest run of bench scale,
+// against 37 at a quarter; docs/performance.md).
 const (
 	flowHighNum, flowHighDen = 3, 4
-	flowLowNum, flowLowDen   = 1, 2
+	flowLowNum, flowLowDen   = 1, 4
 )
 
 // flow is a session wire's flow control state; the fields but waiter and kick are guarded by

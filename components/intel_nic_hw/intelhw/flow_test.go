@@ -99,7 +99,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // TestFlowControlWatermarks: the far end's receive stream crossing the high watermark (768
 // of its 1024 descriptors) pauses the device, nothing dropped; acknowledgements that leave it
-// above the low watermark (512) do not resume it, those that bring it below do (XON). A far end
+// above the low watermark (256) do not resume it, those that bring it below do (XON). A far end
 // that stops acknowledging: the pause runs out, the next batch above the watermark pauses
 // again, and what finds the stream full is dropped as without flow control.
 func TestFlowControlWatermarks(t *testing.T) {
@@ -116,23 +116,27 @@ func TestFlowControlWatermarks(t *testing.T) {
 			r.dev.Paused(), r.cnt.XOFFReceived.Load(), r.wcn.WireTXDropped.Load())
 	}
 
-	r.ack(t, 200) // 568 left: above the low watermark
-	waitFor(t, "collected", func() bool { return r.inFlight() == 568 })
+	r.ack(t, 500) // 268 left: above the low watermark
+	waitFor(t, "collected", func() bool { return r.inFlight() == 268 })
 	if !r.dev.Paused() || r.cnt.XONReceived.Load() != 0 {
 		t.Fatal("resumed above the low watermark")
 	}
-	r.ack(t, 100) // 468: below
+	r.ack(t, 20) // 248: below
 	waitFor(t, "resumed", func() bool { return !r.dev.Paused() })
 	if r.cnt.XONReceived.Load() != 1 {
 		t.Errorf("xon_rx %d, want 1", r.cnt.XONReceived.Load())
 	}
 
 	// The far end stops acknowledging.
-	for range 5 {
-		r.send(64) // 788
+	for range 8 {
+		r.send(64) // 760
 	}
+	if r.cnt.XOFFReceived.Load() != 1 {
+		t.Fatalf("xoff_rx %d at 760 frames, want 1", r.cnt.XOFFReceived.Load())
+	}
+	r.send(64) // 824
 	if r.cnt.XOFFReceived.Load() != 2 {
-		t.Fatalf("xoff_rx %d at 788 frames, want 2", r.cnt.XOFFReceived.Load())
+		t.Fatalf("xoff_rx %d at 824 frames, want 2", r.cnt.XOFFReceived.Load())
 	}
 	wr := r.nic.wire
 	waitFor(t, "run out at the wire", func() bool {
@@ -141,13 +145,13 @@ func TestFlowControlWatermarks(t *testing.T) {
 		return !wr.flow.paused
 	})
 	for range 4 {
-		r.send(64) // 1044: 20 do not fit
+		r.send(64) // 1080: 56 do not fit
 	}
 	if got := r.cnt.XOFFReceived.Load(); got != 3 {
 		t.Errorf("xoff_rx %d after the pause ran out with the stream still full, want 3", got)
 	}
-	if got := r.wcn.WireTXDropped.Load(); got != 20 {
-		t.Errorf("wire_tx_dropped %d with the stream full, want 20", got)
+	if got := r.wcn.WireTXDropped.Load(); got != 56 {
+		t.Errorf("wire_tx_dropped %d with the stream full, want 56", got)
 	}
 }
 
