@@ -251,8 +251,9 @@ func pssOf(st supervisor.Status) (map[string]float64, error) {
 	return pss, nil
 }
 
-// drops sums the growth of every counter named *drop* (and the fq-codel queues' overlimit)
-// from a to b, by "start counter", leaving out those that did not grow.
+// drops sums the growth of every counter named *drop* (and the fq-codel queues' overlimit,
+// and the emulated NIC's PAUSE frames from the far end, xoff_rx, which hold back instead of
+// dropping) from a to b, by "start counter", leaving out those that did not grow.
 func drops(a, b supervisor.Status) map[string]uint64 {
 	before := map[string]uint64{}
 	for _, cs := range a.Components {
@@ -263,7 +264,7 @@ func drops(a, b supervisor.Status) map[string]uint64 {
 	d := map[string]uint64{}
 	for _, cs := range b.Components {
 		for k, v := range cs.Counters {
-			if key := cs.Name + " " + k; (strings.Contains(k, "drop") || k == "overlimit") && v > before[key] {
+			if key := cs.Name + " " + k; (strings.Contains(k, "drop") || k == "overlimit" || k == "xoff_rx") && v > before[key] {
 				d[key] = v - before[key]
 			}
 		}

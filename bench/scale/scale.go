@@ -95,7 +95,7 @@ type Point struct {
 	// and when each guest's test began (its first 256 KiB), seconds after the tests' common
 	// start, as the samples 500 ms apart saw it; -1: never
 	GuestBegunSeconds []float64 `json:"guest_begun_s"`
-	// that run's dropped frames while the streams ran, by "start counter"
+	// that run's dropped frames (and PAUSE frames, xoff_rx) while the streams ran, by "start counter"
 	Drops map[string]uint64 `json:"drops"`
 	// Jain's index over the guests' throughputs while all their tests ran (the figure of
 	// fairness), that window's aggregate and length; and Jain's index over the tests' own

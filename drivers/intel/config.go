@@ -14,6 +14,8 @@ import (
 //		<wire type="tap" netns="far" address="198.18.0.2/24" exec="iperf3 -s"/>
 //	</config>
 //
+// or <wire type="session" flow_control="no"/>.
+//
 // carrier="no" pulls the cable (live); spin_us is DeviceConfig.SpinWait; <wire> is WireSchema.
 var ConfigSchema = &config.Schema{Type: "config", Attrs: []string{"model", "mac", "partner_speed", "autoneg_ms", "carrier", "spin_us"},
 	Nodes: []*config.Schema{WireSchema}}
@@ -23,7 +25,7 @@ var DefaultMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
 
 // Config is intel_nic_hw's <config>: the device model's settings and where its cable leads.
 type Config struct {
-	Device DeviceConfig // the parts a <config> sets (Model, MAC, PartnerSpeed, Autoneg, NoCarrier, SpinWait)
+	Device DeviceConfig // the parts a <config> sets (Model, MAC, PartnerSpeed, Autoneg, NoCarrier, SpinWait, FlowControl)
 	Wire   WireConfig
 }
 
@@ -39,6 +41,7 @@ func ParseConfig(n *config.Node, start string) (Config, error) {
 		return Config{Device: dev}, err
 	}
 	wire, err := parseWire(n.Sub("wire"))
+	dev.FlowControl = wire.FlowControl // the link partner at the wire's far end negotiates it
 	return Config{Device: dev, Wire: wire}, err
 }
 

@@ -44,9 +44,22 @@ func TestParseWire(t *testing.T) {
 		return c.Wire, err
 	}
 	for _, s := range []string{`<config/>`, `<config><wire/></config>`, `<config><wire type="session"/></config>`} {
-		if w, err := parseWire(parse(s)); err != nil || w.Type != WireSession || w.Service != "" {
+		if w, err := parseWire(parse(s)); err != nil || w.Type != WireSession || w.Service != "" || w.FlowControl != DefaultFlowControl {
 			t.Errorf("%s: %+v, %v", s, w, err)
 		}
+	}
+	for s, want := range map[string]bool{`<config><wire flow_control="no"/></config>`: false, `<config><wire type="session" flow_control="yes"/></config>`: true} {
+		n := parse(s)
+		c, err := ParseConfig(n, "hw")
+		if err != nil || c.Wire.FlowControl != want || c.Device.FlowControl != want {
+			t.Errorf("%s: wire %+v, device's flow control %v, %v", s, c.Wire, c.Device.FlowControl, err)
+		}
+		if errs := config.Check(n, ConfigSchema); len(errs) != 0 {
+			t.Errorf("schema: %v", errs)
+		}
+	}
+	if c, err := ParseConfig(parse(`<config><wire type="tap" netns="far" flow_control="no"/></config>`), "hw"); err != nil || c.Device.FlowControl {
+		t.Errorf("tap wire with flow_control=\"no\": device's flow control %v, %v", c.Device.FlowControl, err)
 	}
 	n := parse(`<config model="i217-LM"><wire type="tap" netns="far" address="198.18.0.2/24" exec="iperf3 -s"/></config>`)
 	if errs := config.Check(n, ConfigSchema); len(errs) != 0 {
@@ -62,13 +75,15 @@ func TestParseWire(t *testing.T) {
 		t.Errorf("packet wire: %+v, %v", w, err)
 	}
 	for bad, attr := range map[string]string{
-		`<config><wire type="cable"/></config>`:                           `"type"`,
-		`<config><wire type="tap"/></config>`:                             `"netns"`,
-		`<config><wire type="tap" netns="far" offload="yes"/></config>`:   `"offload"`,
-		`<config><wire type="tap" netns="far" address="x"/></config>`:     `address`,
-		`<config><wire type="packet" netns="far" gateway="y"/></config>`:  `gateway`,
-		`<config><wire netns="far"/></config>`:                            `"netns"`,
-		`<config><wire type="tap" netns="far" offload="maybe"/></config>`: `offload`,
+		`<config><wire type="cable"/></config>`:                              `"type"`,
+		`<config><wire type="tap"/></config>`:                                `"netns"`,
+		`<config><wire type="tap" netns="far" offload="yes"/></config>`:      `"offload"`,
+		`<config><wire type="tap" netns="far" address="x"/></config>`:        `address`,
+		`<config><wire type="packet" netns="far" gateway="y"/></config>`:     `gateway`,
+		`<config><wire netns="far"/></config>`:                               `"netns"`,
+		`<config><wire type="tap" netns="far" offload="maybe"/></config>`:    `offload`,
+		`<config><wire type="tap" netns="far" flow_control="yes"/></config>`: `"flow_control"`,
+		`<config><wire flow_control="maybe"/></config>`:                      `flow_control`,
 	} {
 		if _, err := parseWire(parse(bad)); err == nil || !strings.HasPrefix(err.Error(), "hw.xml:1:") || !strings.Contains(err.Error(), attr) {
 			t.Errorf("%s: error %v, want one at hw.xml:1: naming %s", bad, err, attr)

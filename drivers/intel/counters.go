@@ -26,6 +26,10 @@ type Counters struct {
 	RXDropped      *atomic.Uint64 // frames dropped: link down, receiver off, filtered, too long or short
 	TXDropped      *atomic.Uint64 // frames dropped: link down, too long, or with a bad descriptor
 	BadDescriptors *atomic.Uint64 // descriptors or rings outside DMA memory; a corrupt posted-write queue
+
+	// 802.3x PAUSE frames from the link partner that the device honoured (the 82574's XOFFRXC
+	// and XONRXC), and the microseconds its transmitter stood paused.
+	XOFFReceived, XONReceived, TXPausedTime *atomic.Uint64
 }
 
 // NewCounters makes counters whose storage get returns by name (component.Component.Counter);
@@ -44,5 +48,6 @@ func NewCounters(get func(name string) *atomic.Uint64) *Counters {
 		RXDescriptors: get("rx_descriptors"), RXFrames: get("rx_frames"), RXBytes: get("rx_bytes"),
 		RXNoDescriptor: get("rx_no_descriptor"), RXDropped: get("rx_dropped"),
 		TXDropped: get("tx_dropped"), BadDescriptors: get("bad_descriptors"),
+		XOFFReceived: get("xoff_rx"), XONReceived: get("xon_rx"), TXPausedTime: get("tx_paused_us"),
 	}
 }

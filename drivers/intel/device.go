@@ -46,6 +46,11 @@ type DeviceConfig struct {
 	Autoneg      time.Duration    // how long auto-negotiation takes; 0: DefaultAutoneg
 	PartnerSpeed int              // the link partner's best speed in Mbit/s; 0: 1000
 	NoCarrier    bool             // the cable starts pulled (SetCarrier plugs it in)
+	// FlowControl: the link partner advertises 802.3x PAUSE in auto-negotiation, as the PHY
+	// does by default, so the link resolves to full flow control and the device sets
+	// CTRL.RFCE and CTRL.TFCE when it comes up; while RFCE is set the device honours the
+	// partner's PAUSE frames (ReceivePause). false: the partner advertises none.
+	FlowControl bool
 	// SpinWait: Run busy-waits for deadlines closer than this instead of sleeping, since a
 	// loaded kernel wakes short sleeps up to ~1 ms late and ITR intervals are 166 µs. The
 	// model stands for hardware, so its spinning is charged to the hardware. 0: always sleep.
@@ -98,6 +103,7 @@ type Device struct {
 	// PHY
 	autoneg      time.Duration
 	partnerSpeed int
+	flowControl  bool
 	carrier      bool
 	phyInReset   bool
 	degraded     bool // the i217-LM quirk has struck
@@ -113,6 +119,10 @@ type Device struct {
 	asmBad     bool
 	arena      []byte
 	batch      [][]byte
+	// 802.3x: the link partner paused the transmitter (STATUS.TXOFF) until pauseUntil
+	paused      bool
+	pausedSince time.Duration
+	pauseUntil  time.Duration
 	// injected faults (fault.go); gone is read without mu by Read32
 	fault   Fault
 	gone    atomic.Bool
@@ -139,7 +149,7 @@ func New(page, dma []byte, cfg DeviceConfig) (*Device, error) {
 	d := &Device{
 		model: cfg.Model, regs: page[:regs.RegisterPageSize], dma: dma, clock: cfg.Clock,
 		irq: cfg.IRQ, wire: cfg.Wire, kick: make(chan struct{}, 1),
-		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, carrier: !cfg.NoCarrier,
+		autoneg: cfg.Autoneg, partnerSpeed: cfg.PartnerSpeed, flowControl: cfg.FlowControl, carrier: !cfg.NoCarrier,
 		arena: make([]byte, txArena), asm: make([]byte, 0, maxFrame), cnt: cfg.Counters,
 	}
 	if d.cnt == nil {
@@ -262,6 +272,7 @@ func (d *Device) Kick() { d.wake() }
 func (d *Device) writeCtrl(now time.Duration, v uint32) {
 	wasPHYReset := d.load(regs.CTRL)&regs.CtrlPHYRST != 0
 	if v&regs.CtrlRST != 0 {
+		d.endPause(now)
 		d.resetMAC()
 		v = ctrlReset | v&regs.CtrlPHYRST
 	}
@@ -309,6 +320,9 @@ func (d *Device) updateStatus() {
 	}
 	if d.phyInReset {
 		s |= regs.StatusPHYRA
+	}
+	if d.paused {
+		s |= regs.StatusTXOFF
 	}
 	d.store(regs.STATUS, s)
 }
@@ -417,6 +431,7 @@ func (d *Device) Poll() (next time.Duration, ok bool) {
 	if d.negotiating && now >= d.anegAt {
 		d.negotiating = false
 		d.setLink(now, true, d.negotiatedSpeed())
+		d.resolveFlowControl()
 	}
 	if d.irqPending && now >= d.irqAt {
 		d.irqPending = false
@@ -434,7 +449,10 @@ func (d *Device) Poll() (next time.Duration, ok bool) {
 	if d.irqPending {
 		consider(d.irqAt)
 	}
-	if d.txBusy {
+	switch {
+	case d.paused:
+		consider(d.pauseUntil)
+	case d.txBusy:
 		consider(d.wireFree)
 	}
 	d.mu.Unlock()

@@ -33,6 +33,9 @@ func (d *Device) setLink(now time.Duration, up bool, speed int) {
 	if up == d.linkUp && (!up || speed == d.speed) {
 		return
 	}
+	if !up {
+		d.endPause(now)
+	}
 	d.linkUp, d.speed = up, speed
 	d.updateStatus()
 	d.cause(now, regs.IntLSC)

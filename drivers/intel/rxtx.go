@@ -33,10 +33,16 @@ func (d *Device) statusWord(desc uint64) *uint32 {
 	return (*uint32)(unsafe.Pointer(&d.dma[desc+regs.DescStatusWord]))
 }
 
-// transmit fetches transmit descriptors while the wire is free, writes DD back where RS asks
-// for it, and returns the frames for the wire.
+// transmit fetches transmit descriptors while the wire is free and the link partner has not
+// paused it, writes DD back where RS asks for it, and returns the frames for the wire.
 func (d *Device) transmit(now time.Duration) [][]byte {
 	d.batch = d.batch[:0]
+	if d.paused {
+		if now < d.pauseUntil { // nothing fetched: the ring fills and completions stop
+			return nil
+		}
+		d.endPause(d.pauseUntil)
+	}
 	base, n, head, tail, ok := d.ring(regs.TDBAL, regs.TDBAH, regs.TDLEN, regs.TDH, regs.TDT)
 	if d.fault == FaultGone || d.fault == FaultDMA { // no descriptor can be fetched: the queue stands
 		d.txBusy = false

@@ -6,7 +6,7 @@ import (
 
 // WireSchema is the <wire> sub-node of the emulated NIC's <config>: where its cable leads.
 //
-//	<wire type="session"/>                       (default, also without <wire>): a Nic session
+//	<wire type="session" flow_control="yes"/>    (default, also without <wire>): a Nic session
 //	                                             served to the far end, another component
 //	<wire type="tap" netns="far" address="198.18.0.2/24" gateway="..." exec="iperf3 -s"/>
 //	<wire type="packet" netns="far" address="198.18.0.2/24" gateway="..." exec="..."/>
@@ -16,7 +16,18 @@ import (
 // exec are the Linux side's (see internal/hostservice). The model has no offloads and takes
 // frames up to 1518 bytes, so the Linux side gets MTU 1500 and a TAP no offloads: offload="no"
 // is the only value accepted.
-var WireSchema = &config.Schema{Type: "wire", Attrs: []string{"type", "netns", "address", "gateway", "exec", "offload"}}
+//
+// flow_control (session only, default DefaultFlowControl) is 802.3x flow control between the
+// far end's NIC and ours: the far end's receive stream above a high watermark sends the device
+// a PAUSE frame, below a low one an XON (components/intel_nic_hw/intelhw). A Linux port's
+// kernel sends no PAUSE frames: flow_control="yes" is refused there.
+var WireSchema = &config.Schema{Type: "wire", Attrs: []string{"type", "netns", "address", "gateway", "exec", "offload", "flow_control"}}
+
+// DefaultFlowControl is flow_control's default: a far end on a CPU share too small to take
+// in what the wire brings then holds the device back instead of dropping at its receive
+// stream, so that the queue forms above the driver, where the router's scheduler decides who
+// backs off (docs/performance.md, issue 33).
+const DefaultFlowControl = true
 
 // Wire types.
 const (
@@ -30,6 +41,8 @@ type WireConfig struct {
 	Type    string            // WireSession, WireTap or WirePacket
 	Service string            // the parent service that hands over the device: Tap, Packet ("" for session)
 	Args    map[string]string // that service's session arguments
+	// FlowControl: the far end's NIC negotiates 802.3x PAUSE and sends it (session only)
+	FlowControl bool
 }
 
 // WireMTU is the Linux side's MTU: the largest frame the model receives without long packet
@@ -39,7 +52,7 @@ const WireMTU = "1500"
 // parseWire reads the <wire> sub-node n of the emulated NIC's <config> (nil: none, the Nic
 // session); errors name the attribute's file, line and column.
 func parseWire(n *config.Node) (WireConfig, error) {
-	w := WireConfig{Type: WireSession}
+	w := WireConfig{Type: WireSession, FlowControl: DefaultFlowControl}
 	if n == nil {
 		return w, nil
 	}
@@ -52,7 +65,9 @@ func parseWire(n *config.Node) (WireConfig, error) {
 				return w, config.Errorf(attr(name).Pos, "attribute %q of <wire>: a wire of type \"session\" has no Linux side (type=\"tap\" or \"packet\" have)", name)
 			}
 		}
-		return w, nil
+		var err error
+		w.FlowControl, err = n.Bool("flow_control", DefaultFlowControl)
+		return w, err
 	case WireTap:
 		w.Service = "Tap"
 	case WirePacket:
@@ -63,6 +78,7 @@ func parseWire(n *config.Node) (WireConfig, error) {
 	if !n.Has("netns") {
 		return w, config.Errorf(n.Pos, "<wire type=%q> needs attribute \"netns\": the namespace of the run its Linux side is in", w.Type)
 	}
+	w.FlowControl = false
 	w.Args = map[string]string{"mtu": WireMTU}
 	for _, name := range []string{"netns", "address", "gateway", "exec"} {
 		if a, ok := n.Attr(name); ok {
@@ -78,6 +94,11 @@ func parseWire(n *config.Node) (WireConfig, error) {
 	offload, err := n.Bool("offload", false)
 	if err != nil {
 		return w, err
+	}
+	if n.Has("flow_control") {
+		if fc, err := n.Bool("flow_control", false); err != nil || fc {
+			return w, config.Errorf(attr("flow_control").Pos, "attribute \"flow_control\" of <wire>: a Linux port sends no PAUSE frames (only type=\"session\" has flow control); leave it out or say \"no\"")
+		}
 	}
 	if offload {
 		return w, config.Errorf(attr("offload").Pos, "attribute \"offload\" of <wire>: the emulated NIC has no offloads (it would get super-frames longer than its MTU); leave it out or say \"no\"")

@@ -149,8 +149,9 @@ type wire struct {
 	srv  *packetstream.Server
 	w    *packetstream.Waiter
 	port Port
+	flow *flow // a session's flow control (nil for a Port)
 	stop atomic.Bool
-	txMu sync.Mutex // Transmit (the device's goroutine) against DetachWire
+	txMu sync.Mutex // Transmit (the device's goroutine) against DetachWire and the flow loop
 
 	dropMu         sync.Mutex // the receive loop and Transmit both publish the port's drops
 	rxDrop, txDrop uint64     // the port's drop counts as last published
@@ -163,15 +164,22 @@ func (n *NIC) AttachWire(srv *packetstream.Server) error {
 		return err
 	}
 	w.Spin = 0 // the device paces the wire: no point polling between its bursts
+	fl, err := newFlow(srv.RX)
+	if err != nil {
+		w.Close()
+		return err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.wire != nil {
 		w.Close()
+		fl.waiter.Close()
 		return errors.New("emulated NIC: the cable is already plugged into another session")
 	}
-	n.wire = &wire{srv: srv, w: w}
+	n.wire = &wire{srv: srv, w: w, flow: fl}
 	wr := n.wire
 	n.wireDone.Go(func() { n.receiveLoop(wr) })
+	n.wireDone.Go(func() { n.flowLoop(wr) })
 	if n.dev != nil {
 		n.dev.SetCarrier(n.carrier())
 	}
@@ -196,6 +204,8 @@ func (n *NIC) DetachWire() {
 		wr.port.Close() // a Read or Write in progress returns
 	} else {
 		wr.w.Wake()
+		wr.flow.wake()
+		wr.flow.waiter.Wake()
 	}
 	n.wireDone.Wait()
 	wr.txMu.Lock() // a Transmit in progress ends
@@ -203,6 +213,7 @@ func (n *NIC) DetachWire() {
 	wr.txMu.Unlock()
 	if wr.w != nil {
 		wr.w.Close()
+		wr.flow.waiter.Close()
 	}
 }
 
@@ -210,11 +221,12 @@ func (n *NIC) DetachWire() {
 type wireOut NIC
 
 // Transmit puts frames on the wire: copied to the far end's session, dropped when it has no
-// room (a wire does not wait), with one signal per batch.
+// room (a wire does not wait), with one signal per batch. With flow control, a stream left
+// above its high watermark pauses the device (flow.go).
 func (o *wireOut) Transmit(frames [][]byte) {
 	n := (*NIC)(o)
 	n.mu.RLock()
-	wr := n.wire
+	wr, flowControl := n.wire, n.cfg.FlowControl
 	n.mu.RUnlock()
 	if wr == nil {
 		n.cnt.WireTXDropped.Add(uint64(len(frames)))
@@ -231,13 +243,7 @@ func (o *wireOut) Transmit(frames [][]byte) {
 		return
 	}
 	src := wr.srv.RX
-	for {
-		p, ok := src.GetAcked()
-		if !ok {
-			break
-		}
-		src.Release(p)
-	}
+	src.ReleaseAcked()
 	for _, f := range frames {
 		p, err := src.Alloc(len(f))
 		if err != nil {
@@ -249,6 +255,9 @@ func (o *wireOut) Transmit(frames [][]byte) {
 			src.Release(p)
 			n.cnt.WireTXDropped.Add(1)
 		}
+	}
+	if flowControl {
+		n.pauseIfFull(wr, src)
 	}
 	src.Wakeup()
 }

@@ -47,6 +47,8 @@ const (
 	CtrlSLU     = 1 << 6 // set link up
 	CtrlSpd1000 = 1 << 9
 	CtrlRST     = 1 << 26 // MAC reset, self-clearing
+	CtrlRFCE    = 1 << 27 // receive flow control: honour PAUSE frames from the link partner
+	CtrlTFCE    = 1 << 28 // transmit flow control: send PAUSE frames (the model sends none)
 	CtrlPHYRST  = 1 << 31 // PHY reset, held while set (not self-clearing)
 )
 
@@ -54,6 +56,7 @@ const (
 const (
 	StatusFD        = 1 << 0
 	StatusLU        = 1 << 1 // link up
+	StatusTXOFF     = 1 << 4 // transmission paused by a PAUSE frame from the link partner
 	StatusSpeedMask = 3 << 6
 	StatusSpeed10   = 0 << 6
 	StatusSpeed100  = 1 << 6
