@@ -86,7 +86,7 @@ var unitFrames = map[string]bool{
 	"link_rx_dropped": true, "link_tx_dropped": true, "wire_tx_dropped": true, "wire_rx_lost": true,
 	"wire_rx_invalid": true, "wire_reflected": true, "rx_refused": true, "rx_no_descriptor": true, "rx_other": true,
 	"tx_offload_dropped": true, "tx_full": true, "tx_ring_full": true, "echo_drops": true,
-	"codel_dropped": true, "codel_marked": true, "overlimit": true,
+	"codel_dropped": true, "codel_marked": true, "overlimit": true, "xoff_rx": true, "xon_rx": true,
 }
 
 // statusCollector turns a status (which asks every component for its counters) into metrics.

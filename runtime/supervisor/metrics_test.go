@@ -25,6 +25,8 @@ func TestFamilyOf(t *testing.T) {
 		"frames_sent":           {name: "nicstack_sent_frames_total", scale: 1},
 		"doorbells":             {name: "nicstack_doorbells_total", scale: 1},
 		"tx_bql_limit_bytes":    {name: "nicstack_tx_bql_limit_bytes", gauge: true, scale: 1},
+		"xoff_rx":               {name: "nicstack_xoff_rx_frames_total", scale: 1},
+		"tx_paused_us":          {name: "nicstack_tx_paused_seconds_total", scale: 1e-6},
 	} {
 		if got := familyOf(counter); got != want {
 			t.Errorf("familyOf(%q) = %+v, want %+v", counter, got, want)
