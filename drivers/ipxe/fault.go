@@ -84,7 +84,9 @@ func (d *Driver) Watchdog() {
 	}
 	d.reapTX()
 	busy := d.txReap != d.txTail
-	hung := busy && d.faults.txBusy && d.txReap == d.faults.txReap && d.link
+	// A queue the link partner's PAUSE holds still is no hang (e1000e checks TXOFF too).
+	paused := status&regs.StatusTXOFF != 0
+	hung := busy && d.faults.txBusy && d.txReap == d.faults.txReap && d.link && !paused
 	d.faults.txReap, d.faults.txBusy = d.txReap, busy
 	if hung {
 		d.cnt.TXHangs.Add(1)

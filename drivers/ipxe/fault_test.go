@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nicstack/nicstack/drivers/intel"
+	"github.com/nicstack/nicstack/drivers/intel/regs"
 	"github.com/nicstack/nicstack/drivers/ipxe"
 )
 
@@ -152,6 +153,41 @@ func TestGarbageDescriptors(t *testing.T) {
 	r.dev.Inject(intel.FaultNone)
 	if w, d := r.exchange(1000, 50); w != 50 || d != 50 {
 		t.Fatalf("after the fault: %d sent, %d delivered, want 50 and 50", w, d)
+	}
+	r.intact(t)
+}
+
+// TestPausedQueueIsNoHang: the link partner's PAUSE stops the transmit queue with frames in
+// it. While STATUS.TXOFF says so the watchdog takes that for no hang (as e1000e's does not
+// check for one then) and resets nothing; the frames go once the partner's XON comes.
+func TestPausedQueueIsNoHang(t *testing.T) {
+	r := newRig(t, "82574L", plainConfig())
+	r.waitLink(t)
+	r.dev.Write32(regs.CTRL, r.dev.Read32(regs.CTRL)|regs.CtrlRFCE) // as auto-negotiation resolves it
+	if _, ok := r.dev.ReceivePause(intel.MaxPauseQuanta); !ok {
+		t.Fatal("PAUSE not honoured")
+	}
+	for i := range 20 {
+		r.up.tx = append(r.up.tx, frame(farMAC, 1514, i))
+	}
+	r.drv.Transmit()
+	for range 3 {
+		r.step(frameTime)
+		r.drv.Watchdog()
+	}
+	c := r.drv.Counters()
+	if len(r.wire.frames) != 0 {
+		t.Fatalf("%d frames sent while paused", len(r.wire.frames))
+	}
+	if c.TXHangs.Load() != 0 || c.DeviceResets.Load() != 0 {
+		t.Fatalf("a paused queue taken for a hang: tx_hangs %d, device_resets %d", c.TXHangs.Load(), c.DeviceResets.Load())
+	}
+	r.dev.ReceivePause(0)
+	for range 2 * ipxe.RingSize {
+		r.step(frameTime)
+	}
+	if len(r.wire.frames) != 20 {
+		t.Fatalf("%d of 20 frames sent after the XON", len(r.wire.frames))
 	}
 	r.intact(t)
 }
