@@ -177,6 +177,9 @@ elif [ -n "$run" ]; then
   sh -c "$run"; rc=$?
 fi
 echo "NICSTACK-GUEST: exit $rc"
+# poweroff -f does not wait for the serial console to send what the tty still holds: under
+# load the last lines, this marker among them, were lost once. A second is ample to drain it.
+sleep 1
 poweroff -f
 EOF
 cat >"$root/etc/udhcpc.script" <<'EOF'
